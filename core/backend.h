@@ -1,0 +1,95 @@
+/* The backend interface: a table of operations plus a context. The CPU backend
+ * (kernels/cpu) is the reference every other backend is checked against. Pointers handed to
+ * an op live in the backend's memory space (host for cpu, device for cuda). Matrices are
+ * row-major. Element types are explicit per operand; matrix products accumulate in fp32 and
+ * round once to the output type, as tensor-core GEMMs with fp32 accumulation do. */
+#ifndef AB_BACKEND_H
+#define AB_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ab.h"
+#include "mem.h"
+
+typedef enum { AB_EPI_NONE = 0, AB_EPI_RELU = 1 } ab_epilogue;
+
+typedef struct ab_backend ab_backend;
+
+typedef struct ab_backend_ops {
+    const char *name;
+    void (*destroy)(ab_backend *be);
+
+    /* memory: every allocation is charged to a category of be->mem */
+    void *(*alloc)(ab_backend *be, ab_mem_category cat, size_t bytes);
+    void (*release)(ab_backend *be, ab_mem_category cat, void *p, size_t bytes);
+    int (*upload)(ab_backend *be, void *dst, const void *host_src, size_t bytes);
+    int (*download)(ab_backend *be, void *host_dst, const void *src, size_t bytes);
+    int (*zero)(ab_backend *be, void *p, size_t bytes);
+    int (*sync)(ab_backend *be);
+    /* Makes a host data set readable by gather_normalize: the CPU backend uses the host bytes
+     * as they are; a device backend copies them once to device memory. Not charged to the
+     * training categories (a data set is not training memory); backends report it apart. */
+    int (*map_data)(ab_backend *be, const void *host, size_t bytes, const void **mapped);
+    void (*unmap_data)(ab_backend *be, const void *mapped, size_t bytes);
+
+    /* C[M,N] = epi(alpha * op(A)[M,K] op(B)[K,N] + bias[N]) + beta * C, accumulated in fp32 and
+     * rounded once to ct. op(X) = X^T when tX != 0. bias (type bt, may be NULL) is per column. */
+    int (*gemm)(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at,
+                const void *A, int lda, ab_dtype bt, const void *B, int ldb, const void *bias,
+                ab_epilogue epi, float beta, ab_dtype ct, void *C, int ldc);
+
+    /* dst = src converted (with rounding) between element types */
+    int (*cast)(ab_backend *be, size_t n, ab_dtype st, const void *src, ab_dtype dt, void *dst);
+    /* dst(fp32) = src (accumulate = 0) or dst + src (accumulate = 1) */
+    int (*accumulate)(ab_backend *be, size_t n, ab_dtype st, const void *src, float *dst, int accumulate);
+    /* y = max(x, 0) */
+    int (*relu_forward)(ab_backend *be, size_t n, ab_dtype t, const void *x, void *y);
+    /* dx = dy * (y > 0); dx may alias dy */
+    int (*relu_backward)(ab_backend *be, size_t n, ab_dtype t, const void *y, const void *dy, void *dx);
+    /* out[N] = beta * out + sum over rows of X[M,N] (fp32 accumulation) */
+    int (*col_sum)(ab_backend *be, int M, int N, ab_dtype xt, const void *X, float beta, ab_dtype ot, void *out);
+
+    /* Softmax cross-entropy, fused forward and backward, computed in fp32 whatever lt is.
+     * logits[B,C], labels[B] (int32). Adds sum over the batch of the loss to *loss_sum (fp32,
+     * backend memory) and the number of argmax hits to *correct (int32, may be NULL). When
+     * dlogits is not NULL writes dlogits = grad_scale * (softmax - onehot) / B in type dt;
+     * dlogits may be the logits buffer itself (dt == lt), overwritten in place. */
+    int (*softmax_xent)(ab_backend *be, int B, int C, ab_dtype lt, const void *logits,
+                        const int32_t *labels, float grad_scale, ab_dtype dt, void *dlogits,
+                        float *loss_sum, int32_t *correct);
+
+    /* g *= inv_scale; *found_inf = 1 if any element of the result is inf or NaN (never reset) */
+    int (*unscale_check)(ab_backend *be, size_t n, float *g, float inv_scale, int32_t *found_inf);
+
+    /* SGD, PyTorch semantics: g += wd*w; buf = momentum*buf + g (buf = g on the first step);
+     * w -= lr * buf. buf may be NULL when momentum == 0. */
+    int (*sgd_step)(ab_backend *be, size_t n, float *w, const float *g, float *buf, float lr,
+                    float momentum, float weight_decay, int first_step);
+    /* AdamW, PyTorch semantics (decoupled weight decay, bias correction; step is 1-based) */
+    int (*adamw_step)(ab_backend *be, size_t n, float *w, const float *g, float *m, float *v,
+                      float lr, float beta1, float beta2, float eps, float weight_decay, int step);
+
+    /* Batch assembly from a resident uint8 data set: out[b, d] = (data[idx[b], d] / 255 - mean) / std,
+     * and labels_out[b] = labels[idx[b]]. idx lives in host memory. */
+    int (*gather_normalize)(ab_backend *be, int B, int D, const uint8_t *data, const uint8_t *labels,
+                            const int32_t *idx, float mean, float std, ab_dtype ot, void *out,
+                            int32_t *labels_out);
+} ab_backend_ops;
+
+struct ab_backend {
+    const ab_backend_ops *ops;
+    ab_mem mem;
+    void *impl; /* backend-private state */
+};
+
+/* CPU backend; threads <= 0 leaves OpenBLAS's default. Never fails except on allocation. */
+ab_backend *ab_backend_cpu_create(int threads);
+/* A short description of the CPU's BLAS ("OpenBLAS 0.3.21 ..."). */
+const char *ab_backend_cpu_blas_info(void);
+
+/* Tracked helpers over be->ops */
+void *ab_alloc(ab_backend *be, ab_mem_category cat, size_t bytes);
+void ab_release(ab_backend *be, ab_mem_category cat, void *p, size_t bytes);
+
+#endif

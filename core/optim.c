@@ -1,0 +1,44 @@
+/* Optimizer state and dispatch to the backend's fused update kernels. */
+#include "optim.h"
+
+#include <string.h>
+
+int ab_optimizer_parse(const char *s, ab_optimizer_kind *out) {
+    if (strcmp(s, "sgd") == 0) *out = AB_OPT_SGD;
+    else if (strcmp(s, "adamw") == 0) *out = AB_OPT_ADAMW;
+    else return ab_errorf("unknown optimizer '%s' (expected sgd or adamw)", s);
+    return 0;
+}
+
+const char *ab_optimizer_name(ab_optimizer_kind k) { return k == AB_OPT_ADAMW ? "adamw" : "sgd"; }
+
+int ab_optimizer_init(ab_optimizer *o, ab_backend *be, ab_optimizer_kind kind, size_t n, float lr, float momentum,
+                      float weight_decay) {
+    *o = (ab_optimizer){.kind = kind, .lr = lr, .momentum = momentum, .weight_decay = weight_decay, .beta1 = 0.9f,
+                        .beta2 = 0.999f, .eps = 1e-8f, .n = n, .be = be};
+    const size_t bytes = n * sizeof(float);
+    if (kind == AB_OPT_ADAMW || momentum != 0.0f) {
+        if (!(o->s1 = ab_alloc(be, AB_MEM_OPTIMIZER, bytes))) return -1;
+        AB_TRY(be->ops->zero(be, o->s1, bytes));
+    }
+    if (kind == AB_OPT_ADAMW) {
+        if (!(o->s2 = ab_alloc(be, AB_MEM_OPTIMIZER, bytes))) return -1;
+        AB_TRY(be->ops->zero(be, o->s2, bytes));
+    }
+    return 0;
+}
+
+int ab_optimizer_step(ab_optimizer *o, float *w, const float *g) {
+    o->t++;
+    if (o->kind == AB_OPT_ADAMW)
+        return o->be->ops->adamw_step(o->be, o->n, w, g, o->s1, o->s2, o->lr, o->beta1, o->beta2, o->eps,
+                                      o->weight_decay, o->t);
+    return o->be->ops->sgd_step(o->be, o->n, w, g, o->s1, o->lr, o->momentum, o->weight_decay, o->t == 1);
+}
+
+void ab_optimizer_free(ab_optimizer *o) {
+    if (!o->be) return;
+    ab_release(o->be, AB_MEM_OPTIMIZER, o->s1, o->n * sizeof(float));
+    ab_release(o->be, AB_MEM_OPTIMIZER, o->s2, o->n * sizeof(float));
+    o->be = NULL;
+}

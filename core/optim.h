@@ -1,0 +1,26 @@
+/* Optimizers over the fp32 master weights and fp32 gradients: SGD (momentum, weight decay)
+ * and AdamW, with PyTorch's update rules. State lives in backend memory. */
+#ifndef AB_OPTIM_H
+#define AB_OPTIM_H
+
+#include "backend.h"
+
+typedef enum { AB_OPT_SGD = 0, AB_OPT_ADAMW = 1 } ab_optimizer_kind;
+
+typedef struct {
+    ab_optimizer_kind kind;
+    float lr, momentum, weight_decay, beta1, beta2, eps;
+    int t; /* steps taken */
+    size_t n;
+    float *s1, *s2; /* SGD: momentum buffer (or NULL); AdamW: first and second moments */
+    ab_backend *be;
+} ab_optimizer;
+
+int ab_optimizer_parse(const char *s, ab_optimizer_kind *out);
+const char *ab_optimizer_name(ab_optimizer_kind k);
+int ab_optimizer_init(ab_optimizer *o, ab_backend *be, ab_optimizer_kind kind, size_t n, float lr, float momentum,
+                      float weight_decay);
+int ab_optimizer_step(ab_optimizer *o, float *w, const float *g);
+void ab_optimizer_free(ab_optimizer *o);
+
+#endif

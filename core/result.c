@@ -1,0 +1,162 @@
+/* The result record as JSON (results/schema/result.schema.json), written atomically:
+ * a temporary file in the same folder, fsync, then rename over the target. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "train.h"
+#include "version.h"
+
+static cJSON *num(double v) { return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull(); }
+
+static cJSON *build(const ab_train_config *c, const ab_run_record *r) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "schema_version", 1);
+    cJSON_AddStringToObject(o, "tool", "ampbench");
+    cJSON_AddStringToObject(o, "git_commit", ab_git_commit());
+    cJSON_AddBoolToObject(o, "git_dirty", ab_git_dirty());
+    cJSON_AddStringToObject(o, "started_at", r->started_at);
+    cJSON_AddBoolToObject(o, "complete", r->complete);
+    cJSON_AddBoolToObject(o, "interrupted", r->interrupted);
+
+    cJSON *w = cJSON_AddObjectToObject(o, "workload");
+    cJSON_AddStringToObject(w, "model", c->model);
+    cJSON_AddStringToObject(w, "dataset", c->dataset);
+    cJSON_AddNumberToObject(w, "train_samples", (double)r->train_samples);
+    cJSON_AddNumberToObject(w, "test_samples", (double)r->test_samples);
+    cJSON_AddNumberToObject(w, "batch_size", c->batch_size);
+    cJSON_AddNumberToObject(w, "epochs", c->epochs);
+    cJSON_AddNumberToObject(w, "max_steps", (double)c->max_steps);
+    cJSON_AddStringToObject(w, "optimizer", ab_optimizer_name(c->optimizer));
+    cJSON_AddItemToObject(w, "lr", num(c->lr));
+    cJSON_AddItemToObject(w, "momentum", num(c->momentum));
+    cJSON_AddItemToObject(w, "weight_decay", num(c->weight_decay));
+    cJSON_AddNumberToObject(w, "seed", (double)c->seed);
+    cJSON_AddNumberToObject(w, "accum_steps", c->accum_steps);
+    cJSON_AddNumberToObject(w, "parameters", (double)r->parameters);
+
+    cJSON_AddStringToObject(o, "precision", ab_precision_name(c->precision));
+    cJSON_AddNumberToObject(o, "world_size", 1);
+
+    cJSON *h = cJSON_AddObjectToObject(o, "host");
+    char hostname[256] = "unknown";
+    gethostname(hostname, sizeof hostname - 1);
+    cJSON_AddStringToObject(h, "hostname", hostname);
+    cJSON_AddStringToObject(h, "cpu", strcmp(r->backend, "cpu") == 0 ? r->device_name : "");
+    cJSON_AddNumberToObject(h, "cores", (double)sysconf(_SC_NPROCESSORS_ONLN));
+    cJSON_AddNumberToObject(h, "threads", c->threads);
+    cJSON_AddStringToObject(h, "backend", r->backend);
+    cJSON_AddStringToObject(h, "device", r->device_name);
+    cJSON_AddStringToObject(h, "blas", r->blas);
+
+    cJSON *ep = cJSON_AddArrayToObject(o, "epochs");
+    double total = 0.0, samples = 0.0;
+    for (int i = 0; i < r->n_epochs; i++) {
+        const ab_epoch_record *e = &r->epochs[i];
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddNumberToObject(j, "epoch", e->epoch);
+        cJSON_AddItemToObject(j, "time_s", num(e->time_s));
+        cJSON_AddItemToObject(j, "compute_time_s", num(e->compute_time_s));
+        cJSON_AddItemToObject(j, "data_time_s", num(e->data_time_s));
+        cJSON_AddItemToObject(j, "eval_time_s", num(e->eval_time_s));
+        cJSON_AddNumberToObject(j, "steps", (double)e->steps);
+        cJSON_AddNumberToObject(j, "skipped_steps", (double)e->skipped_steps);
+        cJSON_AddItemToObject(j, "train_loss", num(e->train_loss));
+        cJSON_AddItemToObject(j, "test_loss", num(e->test_loss));
+        cJSON_AddItemToObject(j, "test_accuracy", num(e->test_accuracy));
+        cJSON_AddNumberToObject(j, "samples", (double)e->samples);
+        cJSON_AddItemToArray(ep, j);
+        total += e->time_s;
+        samples += (double)e->samples;
+    }
+    cJSON_AddItemToObject(o, "total_time_s", num(total));
+    cJSON_AddItemToObject(o, "samples_per_s", num(total > 0 ? samples / total : 0.0));
+    cJSON_AddItemToObject(o, "final_test_accuracy", num(r->n_epochs ? r->epochs[r->n_epochs - 1].test_accuracy : NAN));
+
+    cJSON *m = cJSON_AddObjectToObject(o, "peak_memory_bytes");
+    for (int k = 0; k < AB_MEM_COUNT; k++)
+        cJSON_AddNumberToObject(m, ab_mem_category_name((ab_mem_category)k), (double)r->mem.peak[k]);
+    cJSON_AddNumberToObject(m, "total", (double)r->mem.peak_total);
+
+    const ab_scaler *s = &r->scaler;
+    cJSON *a = cJSON_AddObjectToObject(o, "amp");
+    cJSON_AddBoolToObject(a, "enabled", c->precision != AB_PREC_FP32);
+    cJSON_AddStringToObject(a, "dtype", c->precision == AB_PREC_AMP ? "fp16" : c->precision == AB_PREC_BF16 ? "bf16" : "none");
+    cJSON_AddBoolToObject(a, "dynamic", s->enabled);
+    cJSON_AddNumberToObject(a, "init_scale", s->init_scale);
+    cJSON_AddNumberToObject(a, "growth_factor", c->growth_factor);
+    cJSON_AddNumberToObject(a, "backoff_factor", c->backoff_factor);
+    cJSON_AddNumberToObject(a, "growth_interval", c->growth_interval);
+    cJSON_AddNumberToObject(a, "final_scale", s->scale);
+    cJSON_AddNumberToObject(a, "skipped_steps", (double)s->skipped);
+    cJSON *ev = cJSON_AddArrayToObject(a, "overflow_events");
+    for (size_t i = 0; i < s->n_events; i++) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddNumberToObject(j, "step", (double)s->events[i].step);
+        cJSON_AddNumberToObject(j, "epoch", s->events[i].epoch);
+        cJSON_AddNumberToObject(j, "scale_before", s->events[i].scale_before);
+        cJSON_AddNumberToObject(j, "scale_after", s->events[i].scale_after);
+        cJSON_AddItemToArray(ev, j);
+    }
+    cJSON *sh = cJSON_AddObjectToObject(a, "scale_history");
+    cJSON_AddNumberToObject(sh, "min", s->min_scale);
+    cJSON_AddNumberToObject(sh, "max", s->max_scale);
+    cJSON_AddNumberToObject(sh, "growths", (double)s->growths);
+    cJSON_AddNumberToObject(sh, "backoffs", (double)s->backoffs);
+    cJSON *ch = cJSON_AddArrayToObject(sh, "changes");
+    for (size_t i = 0; i < s->n_changes; i++) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddNumberToObject(j, "step", (double)s->changes[i].step);
+        cJSON_AddNumberToObject(j, "scale", s->changes[i].scale);
+        cJSON_AddItemToArray(ch, j);
+    }
+
+    cJSON *lc = cJSON_AddArrayToObject(o, "loss_curve");
+    for (size_t i = 0; i < r->n_curve; i++) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddNumberToObject(j, "step", (double)r->curve[i].step);
+        cJSON_AddNumberToObject(j, "epoch", r->curve[i].epoch);
+        cJSON_AddItemToObject(j, "loss", num(r->curve[i].loss));
+        cJSON_AddNumberToObject(j, "scale", r->curve[i].scale);
+        cJSON_AddItemToArray(lc, j);
+    }
+    return o;
+}
+
+int ab_json_write_atomic(const char *path, const char *text) {
+    const size_t len = strlen(path);
+    char *tmp = malloc(len + 32);
+    if (!tmp) return ab_errorf("%s: out of memory", path);
+    snprintf(tmp, len + 32, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        ab_errorf("%s: cannot write (%s)", tmp, strerror(errno));
+        free(tmp);
+        return -1;
+    }
+    const size_t n = strlen(text);
+    int ok = fwrite(text, 1, n, f) == n && fputc('\n', f) != EOF && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        ab_errorf("%s: cannot write (%s)", path, strerror(errno));
+        unlink(tmp);
+        free(tmp);
+        return -1;
+    }
+    free(tmp);
+    return 0;
+}
+
+int ab_result_write(const char *path, const ab_train_config *cfg, const ab_run_record *rec) {
+    cJSON *o = build(cfg, rec);
+    char *text = o ? cJSON_Print(o) : NULL;
+    cJSON_Delete(o);
+    if (!text) return ab_errorf("%s: out of memory building the result", path);
+    const int rc = ab_json_write_atomic(path, text);
+    cJSON_free(text);
+    return rc;
+}

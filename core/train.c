@@ -1,0 +1,361 @@
+/* The training loop. One optimizer step, top to bottom:
+ *   gather + normalise a batch (data) -> refresh the fp16/bf16 weight copy -> model forward
+ *   -> softmax cross-entropy in fp32, gradient pre-multiplied by the loss scale -> backward into
+ *   the compute-type gradient buffer -> fold into the fp32 gradients -> unscale and check
+ *   finite -> loss-scaler decision -> optimizer step on the fp32 master weights.
+ * Accumulation over micro-batches happens in the fp32 gradient buffer. */
+#include "train.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "device.h"
+#include "idx.h"
+#include "kernel_math.h"
+#include "model.h"
+#include "params.h"
+#include "rng.h"
+#include "timer.h"
+
+volatile sig_atomic_t ab_stop_requested = 0;
+
+void ab_train_config_defaults(ab_train_config *c) {
+    *c = (ab_train_config){.model = "mlp", .dataset = "mnist", .device = "cpu", .precision = AB_PREC_FP32,
+                           .epochs = 1, .batch_size = 64, .accum_steps = 1, .optimizer = AB_OPT_SGD, .lr = 0.01f,
+                           .seed = 1, .init_scale = 65536.0f, .growth_factor = 2.0f, .backoff_factor = 0.5f,
+                           .growth_interval = 2000, .log_interval = 100, .shuffle = 1,
+                           .inject_inf_step = -1};
+}
+
+/* per-step scalars the host reads back: one small download per step */
+typedef struct {
+    float loss_sum;
+    int32_t correct;
+    int32_t found_inf;
+    int32_t pad;
+} step_stats;
+
+struct ab_trainer {
+    const ab_train_config *cfg;
+    ab_run_record *rec;
+    ab_backend *be;
+    ab_model *model;
+    ab_params params;
+    ab_optimizer opt;
+    ab_image_set train, test;
+    const uint8_t *train_x, *train_y, *test_x, *test_y; /* mapped into the backend */
+    void *x;               /* (B, in_dim) batch in compute type */
+    int32_t *labels;       /* (B) */
+    step_stats *stats;     /* backend memory */
+    int32_t *perm, *iota;  /* host */
+    size_t x_bytes;
+    double data_time; /* seconds spent assembling batches in the current epoch */
+};
+typedef struct ab_trainer trainer;
+
+static int record_curve(ab_run_record *rec, long step, int epoch, double loss, float scale) {
+    if (rec->n_curve == rec->cap_curve) {
+        const size_t cap = rec->cap_curve ? rec->cap_curve * 2 : 256;
+        ab_loss_point *p = realloc(rec->curve, cap * sizeof *p);
+        if (!p) return ab_errorf("out of memory recording the loss curve");
+        rec->curve = p;
+        rec->cap_curve = cap;
+    }
+    rec->curve[rec->n_curve++] = (ab_loss_point){.step = step, .epoch = epoch, .loss = loss, .scale = scale};
+    return 0;
+}
+
+static const char *default_data_dir(const char *dataset) {
+    if (strcmp(dataset, "fashion-mnist") == 0) return "/usr/share/datasets/fashion-mnist";
+    return AB_DEFAULT_DATA_ROOT "/mnist";
+}
+
+static int load_data(trainer *t) {
+    const ab_train_config *c = t->cfg;
+    if (strcmp(c->dataset, "mnist") != 0 && strcmp(c->dataset, "fashion-mnist") != 0)
+        return ab_errorf("unknown dataset '%s' (expected mnist or fashion-mnist)", c->dataset);
+    const char *dir = c->data_dir ? c->data_dir : default_data_dir(c->dataset);
+    AB_TRY(ab_mnist_load(dir, "train", &t->train));
+    AB_TRY(ab_mnist_load(dir, "t10k", &t->test));
+    if (t->train.dim != t->test.dim)
+        return ab_errorf("%s: train images are %dx%d but test images %dx%d", dir, t->train.rows, t->train.cols,
+                         t->test.rows, t->test.cols);
+    ab_backend *be = t->be;
+    AB_TRY(be->ops->map_data(be, t->train.images, (size_t)t->train.n * t->train.dim, (const void **)&t->train_x));
+    AB_TRY(be->ops->map_data(be, t->train.labels, (size_t)t->train.n, (const void **)&t->train_y));
+    AB_TRY(be->ops->map_data(be, t->test.images, (size_t)t->test.n * t->test.dim, (const void **)&t->test_x));
+    AB_TRY(be->ops->map_data(be, t->test.labels, (size_t)t->test.n, (const void **)&t->test_y));
+    return 0;
+}
+
+static int setup(trainer *t, ab_run_record *rec) {
+    const ab_train_config *c = t->cfg;
+    if (c->epochs < 1 || c->batch_size < 1 || c->accum_steps < 1 || c->log_interval < 1 || !(c->lr > 0.0f))
+        return ab_errorf("need epochs >= 1, batch size >= 1, accum steps >= 1, log interval >= 1, lr > 0");
+    t->be = ab_backend_create(c->device, c->threads, c->quiet);
+    if (!t->be) return -1;
+    AB_TRY(load_data(t));
+    ab_model_config mc = {.in_dim = t->train.dim, .n_classes = t->train.n_classes, .max_batch = c->batch_size,
+                          .hidden = c->hidden};
+    AB_TRY(ab_model_create(c->model, &mc, &t->model));
+    ab_rng rng;
+    ab_rng_seed(&rng, c->seed);
+    AB_TRY(ab_params_init(&t->params, t->be, c->precision, t->model->specs, t->model->n_specs, &rng));
+    AB_TRY(ab_model_bind(t->model, &t->params));
+    AB_TRY(ab_optimizer_init(&t->opt, t->be, c->optimizer, t->params.n, c->lr, c->momentum, c->weight_decay));
+    AB_TRY(ab_scaler_init(&rec->scaler, c->precision == AB_PREC_AMP, c->init_scale, c->growth_factor,
+                          c->backoff_factor, c->growth_interval));
+    const ab_dtype cdt = t->params.cdt;
+    t->x_bytes = (size_t)c->batch_size * (size_t)t->train.dim * ab_dtype_size(cdt);
+    t->x = ab_alloc(t->be, AB_MEM_ACTIVATIONS, t->x_bytes);
+    t->labels = ab_alloc(t->be, AB_MEM_ACTIVATIONS, (size_t)c->batch_size * sizeof(int32_t));
+    t->stats = ab_alloc(t->be, AB_MEM_WORKSPACE, sizeof(step_stats));
+    t->perm = malloc((size_t)t->train.n * sizeof(int32_t));
+    t->iota = malloc((size_t)t->test.n * sizeof(int32_t));
+    if (!t->x || !t->labels || !t->stats) return -1;
+    if (!t->perm || !t->iota) return ab_errorf("out of host memory for the sample order");
+    for (int i = 0; i < t->test.n; i++) t->iota[i] = i;
+
+    rec->parameters = (long)t->params.n;
+    rec->train_samples = t->train.n;
+    rec->test_samples = t->test.n;
+    snprintf(rec->backend, sizeof rec->backend, "%s", t->be->ops->name);
+    return 0;
+}
+
+static void teardown(trainer *t) {
+    ab_backend *be = t->be;
+    if (be) {
+        ab_release(be, AB_MEM_ACTIVATIONS, t->x, t->x_bytes);
+        ab_release(be, AB_MEM_ACTIVATIONS, t->labels, (size_t)t->cfg->batch_size * sizeof(int32_t));
+        ab_release(be, AB_MEM_WORKSPACE, t->stats, sizeof(step_stats));
+        ab_model_destroy(t->model, be);
+        ab_optimizer_free(&t->opt);
+        ab_params_free(&t->params);
+        if (t->train_x) be->ops->unmap_data(be, t->train_x, (size_t)t->train.n * t->train.dim);
+        if (t->train_y) be->ops->unmap_data(be, t->train_y, (size_t)t->train.n);
+        if (t->test_x) be->ops->unmap_data(be, t->test_x, (size_t)t->test.n * t->test.dim);
+        if (t->test_y) be->ops->unmap_data(be, t->test_y, (size_t)t->test.n);
+        be->ops->destroy(be);
+    }
+    ab_image_set_free(&t->train);
+    ab_image_set_free(&t->test);
+    free(t->perm);
+    free(t->iota);
+}
+
+static int evaluate(trainer *t, double *loss, double *accuracy) {
+    ab_backend *be = t->be;
+    const ab_dtype cdt = t->params.cdt;
+    const int B = t->cfg->batch_size, C = t->model->n_classes;
+    AB_TRY(be->ops->zero(be, t->stats, sizeof(step_stats)));
+    for (int pos = 0; pos < t->test.n; pos += B) {
+        const int b = t->test.n - pos < B ? t->test.n - pos : B;
+        AB_TRY(be->ops->gather_normalize(be, b, t->test.dim, t->test_x, t->test_y, t->iota + pos, 0.1307f, 0.3081f,
+                                         cdt, t->x, t->labels));
+        AB_TRY(t->model->ops->forward(t->model, &t->params, t->x, b));
+        AB_TRY(be->ops->softmax_xent(be, b, C, cdt, t->model->logits, t->labels, 1.0f, cdt, NULL,
+                                     &t->stats->loss_sum, &t->stats->correct));
+    }
+    step_stats s;
+    AB_TRY(be->ops->download(be, &s, t->stats, sizeof s));
+    *loss = (double)s.loss_sum / t->test.n;
+    *accuracy = 100.0 * s.correct / t->test.n;
+    return 0;
+}
+
+int ab_trainer_step(ab_trainer *t, const int32_t *order, int n, long step, int epoch, double *loss, int *took) {
+    ab_run_record *rec = t->rec;
+    *took = 0;
+    ab_backend *be = t->be;
+    const ab_backend_ops *ops = be->ops;
+    ab_params *p = &t->params;
+    const int B = t->cfg->batch_size, C = t->model->n_classes;
+    const float scale = rec->scaler.scale;
+    AB_TRY(ops->zero(be, t->stats, sizeof(step_stats)));
+    AB_TRY(ab_params_refresh(p));
+    for (int pos = 0, k = 0; pos < n; pos += B, k++) {
+        const int b = n - pos < B ? n - pos : B;
+        const double td = ab_now();
+        AB_TRY(ops->gather_normalize(be, b, t->train.dim, t->train_x, t->train_y, order + pos, 0.1307f, 0.3081f, p->cdt,
+                                     t->x, t->labels));
+        t->data_time += ab_now() - td;
+        AB_TRY(t->model->ops->forward(t->model, p, t->x, b));
+        /* d(scale * sum of the group's losses / n) / dlogits; the op divides by b itself */
+        AB_TRY(ops->softmax_xent(be, b, C, p->cdt, t->model->logits, t->labels, scale * (float)b / (float)n, p->cdt,
+                                 t->model->logits, &t->stats->loss_sum, NULL));
+        p->grad_beta = k > 0;
+        AB_TRY(t->model->ops->backward(t->model, p, t->x, t->model->logits, b));
+        AB_TRY(ab_params_fold_grads(p, k > 0));
+    }
+    if (step == t->cfg->inject_inf_step) { /* fault injection: one gradient element becomes +inf */
+        const float inf = INFINITY;
+        AB_TRY(ops->upload(be, p->grad + p->n / 2, &inf, sizeof inf));
+    }
+    if (rec->scaler.enabled) AB_TRY(ops->unscale_check(be, p->n, p->grad, 1.0f / scale, &t->stats->found_inf));
+    step_stats s;
+    AB_TRY(ops->download(be, &s, t->stats, sizeof s));
+    *loss = (double)s.loss_sum / n;
+    if (!rec->scaler.enabled && !isfinite(*loss))
+        return ab_errorf("loss is %s at epoch %d step %ld (%s has no loss scaler to absorb it): diverged; "
+                         "lower the learning rate",
+                         isnan(*loss) ? "NaN" : "infinite", epoch, step, ab_precision_name(p->prec));
+    const int r = ab_scaler_update(&rec->scaler, s.found_inf != 0, step, epoch);
+    if (r < 0) return -1;
+    if (rec->scaler.enabled && rec->scaler.scale < 0x1.0p-24f)
+        return ab_errorf("loss scale fell below 2^-24 at epoch %d step %ld: gradients are non-finite whatever the "
+                         "scale (NaN in the data or a diverged model)",
+                         epoch, step);
+    *took = r;
+    if (r) AB_TRY(ab_optimizer_step(&t->opt, p->master, p->grad));
+    return 0;
+}
+
+static void utc_now(char *buf, size_t cap) {
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+int ab_train_run(const ab_train_config *cfg, ab_run_record *rec) {
+    memset(rec, 0, sizeof *rec);
+    utc_now(rec->started_at, sizeof rec->started_at);
+    trainer t = {.cfg = cfg, .rec = rec};
+    int rc = setup(&t, rec);
+    if (rc == 0 && !(rec->epochs = calloc((size_t)cfg->epochs, sizeof *rec->epochs)))
+        rc = ab_errorf("out of host memory");
+    if (rc == 0 && strcmp(rec->backend, "cpu") == 0) {
+        char cpu[160] = "unknown CPU";
+        FILE *f = fopen("/proc/cpuinfo", "r");
+        char line[512];
+        while (f && fgets(line, sizeof line, f))
+            if (strncmp(line, "model name", 10) == 0) {
+                const char *v = strchr(line, ':');
+                if (v) snprintf(cpu, sizeof cpu, "%s", v + 2);
+                cpu[strcspn(cpu, "\n")] = 0;
+                break;
+            }
+        if (f) fclose(f);
+        snprintf(rec->device_name, sizeof rec->device_name, "%s", cpu);
+        snprintf(rec->blas, sizeof rec->blas, "%s", ab_backend_cpu_blas_info());
+    }
+    const int N = t.train.n, B = cfg->batch_size, group = B * cfg->accum_steps;
+    const long steps_per_epoch = (N + group - 1) / group;
+    long step = 0;
+    for (int e = 1; rc == 0 && e <= cfg->epochs && !rec->interrupted; e++) {
+        ab_epoch_record *er = &rec->epochs[e - 1];
+        *er = (ab_epoch_record){.epoch = e};
+        if (cfg->shuffle) {
+            ab_rng r;
+            ab_rng_seed(&r, cfg->seed * 1000003ull + (uint64_t)e);
+            ab_rng_permutation(&r, t.perm, (size_t)N);
+        } else {
+            for (int i = 0; i < N; i++) t.perm[i] = i;
+        }
+        double loss_sum = 0.0, interval_sum = 0.0;
+        long finite_steps = 0, interval_n = 0;
+        t.data_time = 0.0;
+        const double t0 = ab_now();
+        for (long s = 0; rc == 0 && s < steps_per_epoch; s++) {
+            if (ab_stop_requested || (cfg->max_steps > 0 && step >= cfg->max_steps)) {
+                rec->interrupted = ab_stop_requested != 0;
+                break;
+            }
+            const int pos = (int)(s * group), n = N - pos < group ? N - pos : group;
+            double loss;
+            int took;
+            rc = ab_trainer_step(&t, t.perm + pos, n, step, e, &loss, &took);
+            if (rc) break;
+            er->steps++;
+            er->samples += n;
+            er->skipped_steps += !took;
+            if (isfinite(loss)) {
+                loss_sum += loss;
+                finite_steps++;
+                interval_sum += loss;
+                interval_n++;
+            }
+            step++;
+            if (step % cfg->log_interval == 0 || s == steps_per_epoch - 1) {
+                const double mean = interval_n ? interval_sum / interval_n : NAN;
+                rc = record_curve(rec, step, e, mean, rec->scaler.scale);
+                if (!cfg->quiet && step % cfg->log_interval == 0)
+                    printf("Epoch: %d [%d/%d (%.0f%%)]\tLoss: %.6f%s\n", e, pos + n, N, 100.0 * (pos + n) / N, loss,
+                           took ? "" : "\t(step skipped: gradient overflow)");
+                interval_sum = 0.0;
+                interval_n = 0;
+            }
+        }
+        if (rc) break;
+        if ((rc = t.be->ops->sync(t.be)) != 0) break;
+        er->time_s = ab_now() - t0;
+        er->data_time_s = t.data_time;
+        er->compute_time_s = er->time_s - t.data_time;
+        er->train_loss = finite_steps ? loss_sum / finite_steps : NAN;
+        const double te = ab_now();
+        rc = evaluate(&t, &er->test_loss, &er->test_accuracy);
+        er->eval_time_s = ab_now() - te;
+        if (rc) break;
+        rec->n_epochs = e;
+        rec->mem = t.be->mem;
+        if (!cfg->quiet)
+            printf("Epoch %d done: %.3f s, train loss %.4f, test loss %.4f, test accuracy %.2f%%, skipped steps %ld, "
+                   "loss scale %g\n",
+                   e, er->time_s, er->train_loss, er->test_loss, er->test_accuracy, er->skipped_steps,
+                   (double)rec->scaler.scale);
+        fflush(stdout);
+        if (cfg->out_path && (rc = ab_result_write(cfg->out_path, cfg, rec)) != 0) break;
+        if (cfg->max_steps > 0 && step >= cfg->max_steps) break;
+    }
+    if (t.be) rec->mem = t.be->mem;
+    if (rc == 0) {
+        rec->complete = !rec->interrupted;
+        if (cfg->out_path) rc = ab_result_write(cfg->out_path, cfg, rec);
+    }
+    teardown(&t);
+    return rc;
+}
+
+int ab_trainer_create(const ab_train_config *cfg, ab_run_record *rec, ab_trainer **out) {
+    memset(rec, 0, sizeof *rec);
+    *out = NULL;
+    trainer *t = calloc(1, sizeof *t);
+    if (!t) return ab_errorf("out of host memory");
+    t->cfg = cfg;
+    t->rec = rec;
+    if (setup(t, rec) != 0) {
+        teardown(t);
+        free(t);
+        return -1;
+    }
+    *out = t;
+    return 0;
+}
+
+const ab_params *ab_trainer_params(const ab_trainer *t) { return &t->params; }
+int ab_trainer_train_samples(const ab_trainer *t) { return t->train.n; }
+
+int ab_trainer_weights(ab_trainer *t, float *host) {
+    return t->be->ops->download(t->be, host, t->params.master, t->params.n * sizeof(float));
+}
+
+int ab_trainer_evaluate(ab_trainer *t, double *loss, double *accuracy) { return evaluate(t, loss, accuracy); }
+
+void ab_trainer_destroy(ab_trainer *t) {
+    if (!t) return;
+    t->rec->mem = t->be ? t->be->mem : t->rec->mem;
+    teardown(t);
+    free(t);
+}
+
+void ab_run_record_free(ab_run_record *rec) {
+    free(rec->epochs);
+    free(rec->curve);
+    ab_scaler_free(&rec->scaler);
+    memset(rec, 0, sizeof *rec);
+}

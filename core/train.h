@@ -1,0 +1,90 @@
+/* One training run, top to bottom: data -> forward -> loss -> backward -> loss scaler ->
+ * optimizer, with evaluation after each epoch and a result record rewritten after each epoch. */
+#ifndef AB_TRAIN_H
+#define AB_TRAIN_H
+
+#include <signal.h>
+#include <stdint.h>
+
+#include "ab.h"
+#include "backend.h"
+#include "optim.h"
+#include "scaler.h"
+
+typedef struct {
+    const char *model;    /* "mlp" */
+    const char *dataset;  /* "mnist" | "fashion-mnist" */
+    const char *data_dir; /* folder holding the data set's files */
+    const char *out_path; /* JSON result; NULL = none */
+    const char *device;   /* "cpu" | "cuda" | "auto" */
+    ab_precision precision;
+    int epochs, batch_size, accum_steps, hidden;
+    long max_steps; /* 0 = no limit: stop after this many optimizer steps in all */
+    ab_optimizer_kind optimizer;
+    float lr, momentum, weight_decay;
+    uint64_t seed;
+    float init_scale, growth_factor, backoff_factor;
+    int growth_interval;
+    int log_interval; /* print and record the loss every this many steps */
+    int threads;      /* CPU BLAS threads; 0 = library default */
+    int shuffle, quiet;
+    long inject_inf_step; /* fault injection: plant +inf in one gradient at this step (-1 = never) */
+} ab_train_config;
+
+void ab_train_config_defaults(ab_train_config *c);
+
+typedef struct {
+    int epoch;
+    double time_s, compute_time_s, data_time_s, eval_time_s;
+    long steps, skipped_steps, samples;
+    double train_loss, test_loss, test_accuracy;
+} ab_epoch_record;
+
+typedef struct {
+    long step;
+    int epoch;
+    double loss;
+    float scale;
+} ab_loss_point;
+
+typedef struct {
+    char started_at[32];
+    char backend[16], device_name[160], blas[200];
+    long parameters, train_samples, test_samples;
+    ab_epoch_record *epochs;
+    int n_epochs;
+    ab_loss_point *curve;
+    size_t n_curve, cap_curve;
+    ab_scaler scaler;
+    ab_mem mem;
+    int complete, interrupted;
+} ab_run_record;
+
+/* Set from a signal handler: the run stops after the current step and keeps what it measured. */
+extern volatile sig_atomic_t ab_stop_requested;
+
+/* Runs the training; fills rec (free with ab_run_record_free). Writes cfg->out_path after each
+ * epoch and at the end. Returns 0, or -1 with ab_error() set; an interrupted run returns 0 with
+ * rec->interrupted set. */
+int ab_train_run(const ab_train_config *cfg, ab_run_record *rec);
+void ab_run_record_free(ab_run_record *rec);
+
+/* The same loop in pieces, for tests and tools that drive steps themselves. */
+typedef struct ab_trainer ab_trainer;
+struct ab_params;
+int ab_trainer_create(const ab_train_config *cfg, ab_run_record *rec, ab_trainer **out);
+/* One optimizer step over the training samples order[0 .. n) (n <= batch * accum steps).
+ * *loss: mean unscaled loss; *took: 1 if the optimizer stepped, 0 if the scaler skipped it. */
+int ab_trainer_step(ab_trainer *t, const int32_t *order, int n, long step, int epoch, double *loss, int *took);
+int ab_trainer_weights(ab_trainer *t, float *host); /* fp32 master weights, params.n floats */
+int ab_trainer_evaluate(ab_trainer *t, double *loss, double *accuracy);
+const struct ab_params *ab_trainer_params(const ab_trainer *t);
+int ab_trainer_train_samples(const ab_trainer *t);
+void ab_trainer_destroy(ab_trainer *t);
+
+/* Result record: JSON (schema in results/schema/result.schema.json), written atomically. */
+int ab_result_write(const char *path, const ab_train_config *cfg, const ab_run_record *rec);
+/* text + newline to path via a temporary file in the same folder and rename */
+int ab_json_write_atomic(const char *path, const char *text);
+
+#endif

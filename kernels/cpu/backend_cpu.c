@@ -1,0 +1,354 @@
+/* The CPU backend: the reference implementation of every op. Matrix products go to OpenBLAS
+ * sgemm; operands stored in fp16/bf16 are widened exactly to fp32 first and the fp32 result
+ * is rounded once to the output type, which is what a GPU GEMM with fp32 accumulation does
+ * (up to summation order). Element-wise ops run the shared AB_HD math of core/kernel_math.h. */
+#include <cblas.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "kernel_math.h"
+
+typedef struct {
+    void *p;
+    size_t bytes;
+} scratch_buf;
+
+typedef struct {
+    scratch_buf scratch[3]; /* widened A, widened B, fp32 product */
+} cpu_state;
+
+static float f16_table[65536];
+static pthread_once_t f16_table_once = PTHREAD_ONCE_INIT;
+static void f16_table_init(void) {
+    for (uint32_t i = 0; i < 65536; i++) f16_table[i] = ab_f16_to_f32((uint16_t)i);
+}
+
+static void *cpu_alloc(ab_backend *be, ab_mem_category cat, size_t bytes) {
+    const size_t rounded = (bytes + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, rounded ? rounded : 64);
+    if (!p) {
+        ab_errorf("out of host memory allocating %zu bytes for %s", bytes, ab_mem_category_name(cat));
+        return NULL;
+    }
+    ab_mem_charge(&be->mem, cat, bytes);
+    return p;
+}
+
+static void cpu_release(ab_backend *be, ab_mem_category cat, void *p, size_t bytes) {
+    if (!p) return;
+    free(p);
+    ab_mem_release(&be->mem, cat, bytes);
+}
+
+static int cpu_copy(ab_backend *be, void *dst, const void *src, size_t bytes) {
+    (void)be;
+    if (bytes) memmove(dst, src, bytes);
+    return 0;
+}
+
+static int cpu_zero(ab_backend *be, void *p, size_t bytes) {
+    (void)be;
+    memset(p, 0, bytes);
+    return 0;
+}
+
+static int cpu_sync(ab_backend *be) {
+    (void)be;
+    return 0;
+}
+
+static int cpu_map_data(ab_backend *be, const void *host, size_t bytes, const void **mapped) {
+    (void)be;
+    (void)bytes;
+    *mapped = host;
+    return 0;
+}
+
+static void cpu_unmap_data(ab_backend *be, const void *mapped, size_t bytes) {
+    (void)be;
+    (void)mapped;
+    (void)bytes;
+}
+
+static float *scratch_get(ab_backend *be, int slot, size_t n) {
+    cpu_state *st = be->impl;
+    scratch_buf *s = &st->scratch[slot];
+    const size_t bytes = n * sizeof(float);
+    if (s->bytes < bytes) {
+        cpu_release(be, AB_MEM_WORKSPACE, s->p, s->bytes);
+        s->p = cpu_alloc(be, AB_MEM_WORKSPACE, bytes);
+        s->bytes = s->p ? bytes : 0;
+    }
+    return s->p;
+}
+
+static void widen(size_t n, ab_dtype t, const void *src, float *dst) {
+    if (t == AB_F16) {
+        pthread_once(&f16_table_once, f16_table_init);
+        const uint16_t *s = src;
+        for (size_t i = 0; i < n; i++) dst[i] = f16_table[s[i]];
+    } else if (t == AB_BF16) {
+        const uint16_t *s = src;
+        for (size_t i = 0; i < n; i++) dst[i] = ab_bf16_to_f32(s[i]);
+    } else {
+        memcpy(dst, src, n * sizeof(float));
+    }
+}
+
+static void narrow(size_t n, const float *src, ab_dtype t, void *dst) {
+    if (t == AB_F16) {
+        uint16_t *d = dst;
+        for (size_t i = 0; i < n; i++) d[i] = ab_f32_to_f16(src[i]);
+    } else if (t == AB_BF16) {
+        uint16_t *d = dst;
+        for (size_t i = 0; i < n; i++) d[i] = ab_f32_to_bf16(src[i]);
+    } else {
+        memcpy(dst, src, n * sizeof(float));
+    }
+}
+
+/* fp32 view of a stored matrix of `rows` rows of leading dimension ld, `cols` used */
+static const float *as_f32(ab_backend *be, int slot, ab_dtype t, const void *X, int rows, int cols, int ld) {
+    if (t == AB_F32) return X;
+    const size_t n = (size_t)(rows - 1) * (size_t)ld + (size_t)cols;
+    float *w = scratch_get(be, slot, n);
+    if (w) widen(n, t, X, w);
+    return w;
+}
+
+static int cpu_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at,
+                    const void *A, int lda, ab_dtype bt, const void *B, int ldb, const void *bias,
+                    ab_epilogue epi, float beta, ab_dtype ct, void *C, int ldc) {
+    if (M <= 0 || N <= 0 || K <= 0) return ab_errorf("gemm: bad shape M=%d N=%d K=%d", M, N, K);
+    const float *a = as_f32(be, 0, at, A, ta ? K : M, ta ? M : K, lda);
+    const float *b = as_f32(be, 1, bt, B, tb ? N : K, tb ? K : N, ldb);
+    if (!a || !b) return -1;
+    const CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans, opb = tb ? CblasTrans : CblasNoTrans;
+    if (ct == AB_F32 && !bias && epi == AB_EPI_NONE) {
+        cblas_sgemm(CblasRowMajor, opa, opb, M, N, K, alpha, a, lda, b, ldb, beta, C, ldc);
+        return 0;
+    }
+    float *acc = scratch_get(be, 2, (size_t)M * (size_t)N);
+    if (!acc) return -1;
+    cblas_sgemm(CblasRowMajor, opa, opb, M, N, K, alpha, a, lda, b, ldb, 0.0f, acc, N);
+    for (int i = 0; i < M; i++) {
+        float *row = acc + (size_t)i * N;
+        const size_t off = (size_t)i * (size_t)ldc;
+        for (int j = 0; j < N; j++) {
+            float v = row[j];
+            if (bias) v += ab_load(bias, (size_t)j, bt);
+            if (epi == AB_EPI_RELU && !(v > 0.0f)) v = v != v ? v : 0.0f;
+            if (beta != 0.0f) v += beta * ab_load(C, off + (size_t)j, ct);
+            row[j] = v;
+        }
+        narrow((size_t)N, row, ct, (ct == AB_F32 ? (void *)((float *)C + off) : (void *)((uint16_t *)C + off)));
+    }
+    return 0;
+}
+
+static int cpu_cast(ab_backend *be, size_t n, ab_dtype st, const void *src, ab_dtype dt, void *dst) {
+    (void)be;
+    if (st == dt) {
+        memmove(dst, src, n * ab_dtype_size(st));
+    } else if (st == AB_F32) {
+        narrow(n, src, dt, dst);
+    } else if (dt == AB_F32) {
+        widen(n, st, src, dst);
+    } else {
+        for (size_t i = 0; i < n; i++) ab_store(dst, i, dt, ab_load(src, i, st));
+    }
+    return 0;
+}
+
+static int cpu_accumulate(ab_backend *be, size_t n, ab_dtype st, const void *src, float *dst, int accumulate) {
+    (void)be;
+    if (!accumulate) {
+        widen(n, st, src, dst);
+    } else if (st == AB_F16) {
+        pthread_once(&f16_table_once, f16_table_init);
+        const uint16_t *s = src;
+        for (size_t i = 0; i < n; i++) dst[i] += f16_table[s[i]];
+    } else {
+        for (size_t i = 0; i < n; i++) dst[i] += ab_load(src, i, st);
+    }
+    return 0;
+}
+
+static int cpu_relu_forward(ab_backend *be, size_t n, ab_dtype t, const void *x, void *y) {
+    (void)be;
+    if (t == AB_F32) {
+        const float *xf = x;
+        float *yf = y;
+        for (size_t i = 0; i < n; i++) yf[i] = xf[i] > 0.0f ? xf[i] : (xf[i] != xf[i] ? xf[i] : 0.0f);
+    } else { /* sign bit set and not NaN -> +0; the bit pattern is otherwise kept */
+        const uint16_t *xs = x;
+        uint16_t *ys = y;
+        const uint16_t expmask = t == AB_F16 ? 0x7c00u : 0x7f80u;
+        for (size_t i = 0; i < n; i++) {
+            const uint16_t h = xs[i];
+            const int nan = (h & expmask) == expmask && (h & (uint16_t)~expmask & 0x7fffu);
+            ys[i] = ((h & 0x8000u) && !nan) ? 0 : h;
+        }
+    }
+    return 0;
+}
+
+static int cpu_relu_backward(ab_backend *be, size_t n, ab_dtype t, const void *y, const void *dy, void *dx) {
+    (void)be;
+    if (t == AB_F32) {
+        const float *yf = y, *dyf = dy;
+        float *dxf = dx;
+        for (size_t i = 0; i < n; i++) dxf[i] = yf[i] > 0.0f ? dyf[i] : 0.0f;
+    } else { /* y > 0 <=> sign clear and not +0 (NaN y passes dy through, as a compare would not) */
+        const uint16_t *ys = y, *dys = dy;
+        uint16_t *dxs = dx;
+        const uint16_t expmask = t == AB_F16 ? 0x7c00u : 0x7f80u;
+        for (size_t i = 0; i < n; i++) {
+            const uint16_t h = ys[i];
+            const int nan = (h & expmask) == expmask && (h & (uint16_t)~expmask & 0x7fffu);
+            dxs[i] = (!(h & 0x8000u) && h != 0 && !nan) ? dys[i] : 0;
+        }
+    }
+    return 0;
+}
+
+static int cpu_col_sum(ab_backend *be, int M, int N, ab_dtype xt, const void *X, float beta, ab_dtype ot, void *out) {
+    float *acc = scratch_get(be, 2, (size_t)N);
+    if (!acc) return -1;
+    for (int j = 0; j < N; j++) acc[j] = 0.0f;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) acc[j] += ab_load(X, (size_t)i * N + (size_t)j, xt);
+    for (int j = 0; j < N; j++) {
+        const float v = beta != 0.0f ? acc[j] + beta * ab_load(out, (size_t)j, ot) : acc[j];
+        ab_store(out, (size_t)j, ot, v);
+    }
+    return 0;
+}
+
+static int cpu_softmax_xent(ab_backend *be, int B, int C, ab_dtype lt, const void *logits, const int32_t *labels,
+                            float grad_scale, ab_dtype dt, void *dlogits, float *loss_sum, int32_t *correct) {
+    (void)be;
+    const size_t lsz = ab_dtype_size(lt), dsz = ab_dtype_size(dt);
+    const float gs = grad_scale / (float)B;
+    double total = 0.0;
+    int32_t hits = 0;
+    for (int i = 0; i < B; i++) {
+        const int y = labels[i];
+        if (y < 0 || y >= C) return ab_errorf("softmax_xent: label %d out of range [0, %d)", y, C);
+        int am;
+        total += ab_xent_row(C, lt, (const char *)logits + (size_t)i * C * lsz, y, gs, dt,
+                             dlogits ? (char *)dlogits + (size_t)i * C * dsz : NULL, &am);
+        hits += am == y;
+    }
+    *loss_sum += (float)total;
+    if (correct) *correct += hits;
+    return 0;
+}
+
+static int cpu_unscale_check(ab_backend *be, size_t n, float *g, float inv_scale, int32_t *found_inf) {
+    (void)be;
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        g[i] *= inv_scale;
+        bad |= !ab_is_finite(g[i]);
+    }
+    if (bad) *found_inf = 1;
+    return 0;
+}
+
+static int cpu_sgd_step(ab_backend *be, size_t n, float *w, const float *g, float *buf, float lr, float momentum,
+                        float weight_decay, int first_step) {
+    (void)be;
+    if (momentum == 0.0f && weight_decay == 0.0f) {
+        cblas_saxpy((int)n, -lr, g, 1, w, 1);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++)
+        ab_sgd_update(&w[i], g[i], buf ? &buf[i] : NULL, lr, momentum, weight_decay, first_step);
+    return 0;
+}
+
+static int cpu_adamw_step(ab_backend *be, size_t n, float *w, const float *g, float *m, float *v, float lr,
+                          float beta1, float beta2, float eps, float weight_decay, int step) {
+    (void)be;
+    const float c1 = 1.0f - powf(beta1, (float)step), c2 = 1.0f - powf(beta2, (float)step);
+    for (size_t i = 0; i < n; i++) ab_adamw_update(&w[i], g[i], &m[i], &v[i], lr, beta1, beta2, eps, weight_decay, c1, c2);
+    return 0;
+}
+
+static int cpu_gather_normalize(ab_backend *be, int B, int D, const uint8_t *data, const uint8_t *labels,
+                                const int32_t *idx, float mean, float std, ab_dtype ot, void *out, int32_t *labels_out) {
+    (void)be;
+    float lut[256];
+    for (int v = 0; v < 256; v++) lut[v] = ((float)v / 255.0f - mean) / std;
+    for (int b = 0; b < B; b++) {
+        const uint8_t *src = data + (size_t)idx[b] * (size_t)D;
+        const size_t off = (size_t)b * (size_t)D;
+        if (ot == AB_F32) {
+            float *dst = (float *)out + off;
+            for (int d = 0; d < D; d++) dst[d] = lut[src[d]];
+        } else {
+            for (int d = 0; d < D; d++) ab_store(out, off + (size_t)d, ot, lut[src[d]]);
+        }
+        if (labels_out) labels_out[b] = labels[idx[b]];
+    }
+    return 0;
+}
+
+static void cpu_destroy(ab_backend *be) {
+    if (!be) return;
+    cpu_state *st = be->impl;
+    for (int i = 0; i < 3; i++) cpu_release(be, AB_MEM_WORKSPACE, st->scratch[i].p, st->scratch[i].bytes);
+    free(st);
+    free(be);
+}
+
+static const ab_backend_ops cpu_ops = {
+    .name = "cpu",
+    .destroy = cpu_destroy,
+    .alloc = cpu_alloc,
+    .release = cpu_release,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .zero = cpu_zero,
+    .sync = cpu_sync,
+    .map_data = cpu_map_data,
+    .unmap_data = cpu_unmap_data,
+    .gemm = cpu_gemm,
+    .cast = cpu_cast,
+    .accumulate = cpu_accumulate,
+    .relu_forward = cpu_relu_forward,
+    .relu_backward = cpu_relu_backward,
+    .col_sum = cpu_col_sum,
+    .softmax_xent = cpu_softmax_xent,
+    .unscale_check = cpu_unscale_check,
+    .sgd_step = cpu_sgd_step,
+    .adamw_step = cpu_adamw_step,
+    .gather_normalize = cpu_gather_normalize,
+};
+
+ab_backend *ab_backend_cpu_create(int threads) {
+    ab_backend *be = calloc(1, sizeof *be);
+    cpu_state *st = calloc(1, sizeof *st);
+    if (!be || !st) {
+        free(be);
+        free(st);
+        ab_errorf("out of host memory creating the CPU backend");
+        return NULL;
+    }
+    be->ops = &cpu_ops;
+    be->impl = st;
+    if (threads > 0) openblas_set_num_threads(threads);
+    return be;
+}
+
+const char *ab_backend_cpu_blas_info(void) {
+    static char buf[160];
+    snprintf(buf, sizeof buf, "%s, %d threads", openblas_get_config(), openblas_get_num_threads());
+    return buf;
+}
+

@@ -1,0 +1,80 @@
+/* The article's MNIST MLP: 784 -> Linear -> ReLU -> Linear -> 10 (hidden 256).
+ * forward:  x (B, 784) -> h = relu(fc1(x)) (B, 256) -> logits = fc2(h) (B, 10)
+ * backward: dlogits -> fc2 grads, dh -> relu mask -> fc1 grads (no dx: x is data). */
+#include <stdlib.h>
+
+#include "layers.h"
+#include "model.h"
+
+enum { FC1_W, FC1_B, FC2_W, FC2_B, MLP_NSPECS };
+
+typedef struct {
+    ab_param_spec specs[MLP_NSPECS];
+    ab_linear fc1, fc2;
+    ab_backend *be;
+    ab_dtype t;
+    size_t h_bytes, l_bytes;
+    void *h;  /* (B, hidden) post-ReLU */
+    void *dh; /* (B, hidden) */
+} mlp;
+
+static int mlp_forward(ab_model *m, const ab_params *p, const void *x, int B) {
+    mlp *s = m->impl;
+    AB_TRY(ab_linear_forward(p, &s->fc1, B, x, s->h, AB_EPI_RELU));
+    return ab_linear_forward(p, &s->fc2, B, s->h, m->logits, AB_EPI_NONE);
+}
+
+static int mlp_backward(ab_model *m, const ab_params *p, const void *x, const void *dlogits, int B) {
+    mlp *s = m->impl;
+    AB_TRY(ab_linear_backward(p, &s->fc2, B, s->h, dlogits, s->dh));
+    AB_TRY(p->be->ops->relu_backward(p->be, (size_t)B * (size_t)s->fc1.out, p->cdt, s->h, s->dh, s->dh));
+    return ab_linear_backward(p, &s->fc1, B, x, s->dh, NULL);
+}
+
+static int mlp_bind(ab_model *m, const ab_params *p) {
+    mlp *s = m->impl;
+    ab_linear_bind(&s->fc1, &s->specs[FC1_W], &s->specs[FC1_B]);
+    ab_linear_bind(&s->fc2, &s->specs[FC2_W], &s->specs[FC2_B]);
+    s->be = p->be;
+    s->t = p->cdt;
+    const size_t es = ab_dtype_size(p->cdt);
+    s->h_bytes = (size_t)m->max_batch * (size_t)s->fc1.out * es;
+    s->l_bytes = (size_t)m->max_batch * (size_t)m->n_classes * es;
+    s->h = ab_alloc(p->be, AB_MEM_ACTIVATIONS, s->h_bytes);
+    s->dh = ab_alloc(p->be, AB_MEM_ACTIVATIONS, s->h_bytes);
+    m->logits = ab_alloc(p->be, AB_MEM_ACTIVATIONS, s->l_bytes);
+    return (s->h && s->dh && m->logits) ? 0 : -1;
+}
+
+static void mlp_destroy(ab_model *m, ab_backend *be) {
+    mlp *s = m->impl;
+    if (s->be) {
+        ab_release(be, AB_MEM_ACTIVATIONS, s->h, s->h_bytes);
+        ab_release(be, AB_MEM_ACTIVATIONS, s->dh, s->h_bytes);
+        ab_release(be, AB_MEM_ACTIVATIONS, m->logits, s->l_bytes);
+    }
+    free(s);
+    free(m);
+}
+
+static const ab_model_ops mlp_ops = {
+    .name = "mlp", .forward = mlp_forward, .backward = mlp_backward, .bind = mlp_bind, .destroy = mlp_destroy};
+
+int ab_mlp_create(const ab_model_config *cfg, ab_model **out) {
+    const int hidden = cfg->hidden > 0 ? cfg->hidden : 256;
+    if (cfg->in_dim <= 0 || cfg->n_classes <= 1 || cfg->max_batch <= 0)
+        return ab_errorf("mlp: bad configuration in=%d classes=%d batch=%d", cfg->in_dim, cfg->n_classes, cfg->max_batch);
+    ab_model *m = calloc(1, sizeof *m);
+    mlp *s = calloc(1, sizeof *s);
+    if (!m || !s) {
+        free(m);
+        free(s);
+        return ab_errorf("out of host memory creating the mlp");
+    }
+    ab_linear_specs(&s->specs[FC1_W], &s->specs[FC1_B], "fc1.weight", "fc1.bias", cfg->in_dim, hidden);
+    ab_linear_specs(&s->specs[FC2_W], &s->specs[FC2_B], "fc2.weight", "fc2.bias", hidden, cfg->n_classes);
+    *m = (ab_model){.ops = &mlp_ops, .specs = s->specs, .n_specs = MLP_NSPECS, .in_dim = cfg->in_dim,
+                    .n_classes = cfg->n_classes, .max_batch = cfg->max_batch, .impl = s};
+    *out = m;
+    return 0;
+}
