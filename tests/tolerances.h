@@ -1,0 +1,78 @@
+/* Comparison tolerances for the tests, in one place, each with how it was derived, and the
+ * helpers that apply them: normalised mean squared error over a tensor, worst element
+ * reported, NaN never passes. */
+#ifndef AB_TOLERANCES_H
+#define AB_TOLERANCES_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stddef.h>
+
+/* fp32 arithmetic against a float64 reference: unit round-off 2^-24 ~ 6e-8 per operation,
+ * growing like sqrt(K) for a K-term reduction; 1e-5 relative covers K up to ~10^4 with margin. */
+#define AB_TOL_FP32_REL 1e-5
+/* Central finite differences in float64 with h = 1e-6 on O(1) functions: truncation O(h^2) ~ 1e-12,
+ * cancellation ~ 1e-16/h ~ 1e-10; the analytic gradient is fp32 (1e-5 above), so 1e-4 relative
+ * to the gradient's scale. */
+#define AB_TOL_GRAD_REL 1e-4
+/* fp16 storage (11-bit significand, half-ulp 2^-11 ~ 4.9e-4) with fp32 accumulation: inputs and
+ * output each rounded once, so ~3 half-ulps relative per element; 1e-2 leaves room for
+ * cancellation in sums. Compared as NMSE: (1e-2)^2. */
+#define AB_TOL_FP16_NMSE 1e-4
+/* bf16 storage (8-bit significand, half-ulp 2^-8 ~ 3.9e-3): three roundings ~ 1.2e-2, so 3e-2. */
+#define AB_TOL_BF16_NMSE 9e-4
+/* fp32 tensors by NMSE: (1e-5)^2 scaled up for reductions and a different summation order. */
+#define AB_TOL_FP32_NMSE 1e-9
+
+/* NMSE = sum (a - b)^2 / sum b^2 (b the reference). Any NaN/Inf mismatch gives INFINITY.
+ * *worst receives the index of the largest absolute difference. */
+static inline double ab_nmse(const float *a, const double *ref, size_t n, size_t *worst) {
+    double num = 0.0, den = 0.0, wd = -1.0;
+    *worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        const int fa = isfinite(a[i]), fb = isfinite(ref[i]);
+        if (fa != fb || isnan(a[i]) != isnan(ref[i])) {
+            *worst = i;
+            return INFINITY;
+        }
+        if (!fa) {
+            if (a[i] != ref[i] && !(isnan(a[i]) && isnan(ref[i]))) { /* +inf vs -inf */
+                *worst = i;
+                return INFINITY;
+            }
+            continue;
+        }
+        const double d = (double)a[i] - ref[i];
+        num += d * d;
+        den += ref[i] * ref[i];
+        if (fabs(d) > wd) {
+            wd = fabs(d);
+            *worst = i;
+        }
+    }
+    return den > 0.0 ? num / den : num;
+}
+
+/* Prints a failure line with the worst element and returns 1 when nmse > tol (or NaN). */
+static inline int ab_check_nmse(const char *what, const float *a, const double *ref, size_t n, double tol) {
+    size_t w;
+    const double e = ab_nmse(a, ref, n, &w);
+    if (!(e <= tol)) {
+        fprintf(stderr, "FAIL %s: nmse %.3g > %.3g; worst element %zu: got %.9g, expected %.9g\n", what, e, tol, w,
+                n ? (double)a[w] : 0.0, n ? ref[w] : 0.0);
+        return 1;
+    }
+    return 0;
+}
+
+#define AB_CHECK(cond, ...)                                                                                   \
+    do {                                                                                                      \
+        if (!(cond)) {                                                                                        \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                    \
+            fprintf(stderr, __VA_ARGS__);                                                                     \
+            fputc('\n', stderr);                                                                              \
+            failures++;                                                                                       \
+        }                                                                                                     \
+    } while (0)
+
+#endif
