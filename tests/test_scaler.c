@@ -1,0 +1,120 @@
+/* The dynamic loss scaler: growth after the interval, backoff on overflow; and in the real
+ * training step, an injected inf in one gradient skips the step, leaves every weight
+ * bit-identical, halves the scale and records the event. Without a scaler (fp32) the same
+ * fault ends the run with a clear error instead of training on NaN. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "params.h"
+#include "tolerances.h"
+#include "train.h"
+
+static int failures = 0;
+
+static void test_scaler_unit(void) {
+    ab_scaler s;
+    AB_CHECK(ab_scaler_init(&s, 1, 65536.0f, 2.0f, 0.5f, 3) == 0, "%s", ab_error());
+    AB_CHECK(ab_scaler_update(&s, 0, 0, 1) == 1 && s.scale == 65536.0f, "no growth before the interval");
+    AB_CHECK(ab_scaler_update(&s, 0, 1, 1) == 1 && s.scale == 65536.0f, "no growth before the interval");
+    AB_CHECK(ab_scaler_update(&s, 0, 2, 1) == 1 && s.scale == 131072.0f, "doubles after 3 clean steps: %g", s.scale);
+    AB_CHECK(ab_scaler_update(&s, 0, 3, 1) == 1, "clean step taken");
+    AB_CHECK(ab_scaler_update(&s, 1, 4, 2) == 0 && s.scale == 65536.0f, "overflow halves: %g", s.scale);
+    AB_CHECK(s.n_events == 1 && s.events[0].step == 4 && s.events[0].epoch == 2 &&
+                 s.events[0].scale_before == 131072.0f && s.events[0].scale_after == 65536.0f,
+             "event recorded");
+    /* the tracker restarts after an overflow: 2 clean steps are not enough */
+    ab_scaler_update(&s, 0, 5, 2);
+    ab_scaler_update(&s, 0, 6, 2);
+    AB_CHECK(s.scale == 65536.0f, "tracker reset by the overflow");
+    ab_scaler_update(&s, 0, 7, 2);
+    AB_CHECK(s.scale == 131072.0f && s.growths == 2 && s.backoffs == 1 && s.skipped == 1, "counters");
+    AB_CHECK(s.n_changes == 4 && s.changes[3].step == 8, "history of changes: %zu", s.n_changes);
+    ab_scaler_free(&s);
+    ab_scaler d;
+    ab_scaler_init(&d, 0, 65536.0f, 2.0f, 0.5f, 3);
+    AB_CHECK(ab_scaler_update(&d, 1, 0, 1) == 1 && d.scale == 1.0f, "disabled scaler never skips");
+    ab_scaler_free(&d);
+    AB_CHECK(ab_scaler_init(&d, 1, 65536.0f, 0.5f, 0.5f, 3) != 0, "growth factor < 1 rejected");
+    ab_scaler_free(&d);
+}
+
+static ab_train_config base_config(ab_precision prec) {
+    ab_train_config c;
+    ab_train_config_defaults(&c);
+    c.precision = prec;
+    c.quiet = 1;
+    c.batch_size = 32;
+    c.growth_interval = 2;
+    return c;
+}
+
+static void test_skip_in_training(void) {
+    ab_train_config c = base_config(AB_PREC_AMP);
+    c.inject_inf_step = 1;
+    ab_run_record rec;
+    ab_trainer *t;
+    if (ab_trainer_create(&c, &rec, &t) != 0) {
+        fprintf(stderr, "FAIL trainer: %s\n", ab_error());
+        failures++;
+        return;
+    }
+    const size_t n = ab_trainer_params(t)->n;
+    float *w0 = malloc(n * 4), *w1 = malloc(n * 4), *w2 = malloc(n * 4);
+    int32_t order[32];
+    for (int i = 0; i < 32; i++) order[i] = i * 7;
+    double loss;
+    int took;
+    AB_CHECK(ab_trainer_step(t, order, 32, 0, 1, &loss, &took) == 0 && took == 1, "clean step 0: %s", ab_error());
+    AB_CHECK(isfinite(loss) && loss > 0.5 && loss < 5.0, "first loss %g", loss);
+    ab_trainer_weights(t, w0);
+    const float scale0 = rec.scaler.scale;
+    AB_CHECK(ab_trainer_step(t, order, 32, 1, 1, &loss, &took) == 0, "%s", ab_error());
+    ab_trainer_weights(t, w1);
+    AB_CHECK(took == 0, "step with an injected inf must be skipped");
+    AB_CHECK(memcmp(w0, w1, n * 4) == 0, "weights bit-identical after the skipped step");
+    AB_CHECK(rec.scaler.scale == scale0 * 0.5f, "scale halved: %g -> %g", scale0, rec.scaler.scale);
+    AB_CHECK(rec.scaler.n_events == 1 && rec.scaler.events[0].step == 1 && rec.scaler.events[0].scale_before == scale0,
+             "overflow event recorded");
+    AB_CHECK(ab_trainer_step(t, order, 32, 2, 1, &loss, &took) == 0 && took == 1, "clean step 2");
+    ab_trainer_weights(t, w2);
+    AB_CHECK(memcmp(w1, w2, n * 4) != 0, "a clean step changes the weights");
+    AB_CHECK(ab_trainer_step(t, order, 32, 3, 1, &loss, &took) == 0 && took == 1, "clean step 3");
+    AB_CHECK(rec.scaler.scale == scale0, "scale doubles again after growth_interval = 2 clean steps: %g",
+             rec.scaler.scale);
+    ab_trainer_destroy(t);
+    ab_run_record_free(&rec);
+    free(w0);
+    free(w1);
+    free(w2);
+}
+
+static void test_fp32_fault_is_an_error(void) {
+    ab_train_config c = base_config(AB_PREC_FP32);
+    c.inject_inf_step = 0;
+    ab_run_record rec;
+    ab_trainer *t;
+    if (ab_trainer_create(&c, &rec, &t) != 0) {
+        fprintf(stderr, "FAIL trainer: %s\n", ab_error());
+        failures++;
+        return;
+    }
+    int32_t order[32];
+    for (int i = 0; i < 32; i++) order[i] = i;
+    double loss;
+    int took, rc = 0;
+    for (long s = 0; s < 3 && rc == 0; s++) rc = ab_trainer_step(t, order, 32, s, 1, &loss, &took);
+    AB_CHECK(rc != 0 && strstr(ab_error(), "loss is NaN") != NULL, "fp32 NaN loss must stop the run: rc=%d, '%s'", rc,
+             ab_error());
+    ab_trainer_destroy(t);
+    ab_run_record_free(&rec);
+}
+
+int main(void) {
+    test_scaler_unit();
+    test_skip_in_training();
+    test_fp32_fault_is_an_error();
+    printf("loss scaler: %d failures\n", failures);
+    return failures ? 1 : 0;
+}
