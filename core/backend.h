@@ -16,6 +16,20 @@ typedef enum { AB_EPI_NONE = 0, AB_EPI_RELU = 1 } ab_epilogue;
 
 typedef struct ab_backend ab_backend;
 
+/* What a device backend reports about itself and the driver's view of its memory (bytes).
+ * Filled by the optional describe op; the CPU backend has none. */
+typedef struct {
+    char name[128];                      /* "NVIDIA H200" */
+    char driver[32], runtime[32];        /* CUDA driver and runtime versions, "13.0" */
+    char blas[64], dnn[32];              /* "cuBLASLt 13.0.0", "cuDNN 9.13.0" */
+    int cc_major, cc_minor;              /* compute capability */
+    size_t mem_total;                    /* device memory, as the driver counts it */
+    size_t mem_used_start;               /* in use (all processes) when the backend started */
+    size_t mem_used_peak;                /* most seen in use at any sample (allocations, syncs) */
+    size_t data_bytes;                   /* data sets resident on the device (map_data) */
+    int graph_used;                      /* 1 if a CUDA graph replays the training step */
+} ab_device_info;
+
 typedef struct ab_backend_ops {
     const char *name;
     void (*destroy)(ab_backend *be);
@@ -75,6 +89,15 @@ typedef struct ab_backend_ops {
     int (*gather_normalize)(ab_backend *be, int B, int D, const uint8_t *data, const uint8_t *labels,
                             const int32_t *idx, float mean, float std, ab_dtype ot, void *out,
                             int32_t *labels_out);
+
+    /* Optional (NULL on the CPU backend): fills info; 0 or -1. */
+    int (*describe)(ab_backend *be, ab_device_info *info);
+    /* Optional timing of batch assembly on the device's own clock (NULL: the caller times with
+     * the host clock). data_mark(be, 1) / data_mark(be, 0) bracket one batch's gather; data_time
+     * waits for the device, returns the seconds spent inside brackets since its previous call,
+     * and starts a new count. */
+    void (*data_mark)(ab_backend *be, int begin);
+    int (*data_time)(ab_backend *be, double *seconds);
 } ab_backend_ops;
 
 struct ab_backend {

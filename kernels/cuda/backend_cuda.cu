@@ -1,0 +1,788 @@
+/* The CUDA backend: every op of core/backend.h on one GPU and one stream.
+ * GEMMs go to cuBLASLt (row-major C[M,N] is computed as column-major C^T = op(B)^T op(A)^T, fp32
+ * compute type whatever the storage type, bias/ReLU epilogues where they mean what the op means);
+ * element-wise ops are small kernels over the same AB_HD math as the CPU backend (core/half.h,
+ * core/kernel_math.h), so the CPU tests cover their arithmetic. Device memory comes from one
+ * tracked allocator that charges be->mem and samples the driver's view (cudaMemGetInfo). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+extern "C" {
+#include "backend.h"
+#include "device.h"
+#include "kernel_math.h"
+}
+
+/* ---- error checking: every library call names itself, the file and the line ------------------ */
+
+#define CU_CHECK(call)                                                                              \
+    do {                                                                                            \
+        const cudaError_t e_ = (call);                                                              \
+        if (e_ != cudaSuccess)                                                                      \
+            return ab_errorf("%s failed at %s:%d: %s (%s)", #call, __FILE__, __LINE__,              \
+                             cudaGetErrorName(e_), cudaGetErrorString(e_));                         \
+    } while (0)
+
+#define LT_CHECK(call)                                                                              \
+    do {                                                                                            \
+        const cublasStatus_t s_ = (call);                                                           \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                                            \
+            return ab_errorf("%s failed at %s:%d: %s", #call, __FILE__, __LINE__,                   \
+                             cublasGetStatusName(s_));                                              \
+    } while (0)
+
+/* after a kernel launch: launch-configuration errors surface here, execution errors at the next
+ * synchronising call (which is checked too) */
+#define LAUNCH_CHECK(what) CU_CHECK(cudaPeekAtLastError())
+
+static const int THREADS = 256;
+
+static unsigned blocks_for(size_t n) {
+    size_t b = (n + THREADS - 1) / THREADS;
+    if (b > 65535u * 16u) b = 65535u * 16u; /* grid-stride loops cover the rest */
+    return (unsigned)(b ? b : 1);
+}
+
+/* ---- state ---------------------------------------------------------------------------------- */
+
+enum { GEMM_CACHE = 32, DATA_PAIRS = 64 };
+
+typedef struct {
+    int used;
+    int ta, tb, M, N, K, lda, ldb, ldc, at, bt, ct, epi, has_bias, beta_nz;
+    unsigned align_a, align_b, align_c;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+} gemm_plan;
+
+typedef struct {
+    int device;
+    cudaStream_t stream;
+    cublasLtHandle_t lt;
+    void *lt_ws; /* cuBLASLt workspace */
+    size_t lt_ws_bytes;
+    float *acc; /* fp32 scratch for GEMMs whose epilogue or types cuBLASLt cannot express */
+    size_t acc_bytes;
+    void *cvt[2]; /* scratch for operands widened to fp32 (mixed input types) */
+    size_t cvt_bytes[2];
+    gemm_plan plans[GEMM_CACHE];
+    int next_plan;
+    /* gather_normalize: idx (host) -> pinned staging ring -> device */
+    int32_t *idx_host[2], *idx_dev[2];
+    size_t idx_cap[2];
+    cudaEvent_t idx_done[2];
+    int idx_slot;
+    /* data-time brackets, resolved lazily so timing never stalls the queue */
+    cudaEvent_t dbeg[DATA_PAIRS], dend[DATA_PAIRS];
+    int dpending[DATA_PAIRS];
+    int dnext;
+    double dsum_ms;
+    ab_device_info info;
+} cuda_state;
+
+static cuda_state *st_of(ab_backend *be) { return (cuda_state *)be->impl; }
+
+/* the driver's view of device memory in use (all processes), kept as a running maximum */
+static void sample_driver_mem(cuda_state *st) {
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return;
+    }
+    const size_t used = total_b - free_b;
+    if (used > st->info.mem_used_peak) st->info.mem_used_peak = used;
+}
+
+/* ---- memory --------------------------------------------------------------------------------- */
+
+static void *cuda_alloc(ab_backend *be, ab_mem_category cat, size_t bytes) {
+    void *p = NULL;
+    const cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+    if (e != cudaSuccess) {
+        ab_errorf("cudaMalloc(%zu bytes for %s) failed at %s:%d: %s", bytes, ab_mem_category_name(cat), __FILE__,
+                  __LINE__, cudaGetErrorString(e));
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    ab_mem_charge(&be->mem, cat, bytes);
+    sample_driver_mem(st_of(be));
+    return p;
+}
+
+static void cuda_release(ab_backend *be, ab_mem_category cat, void *p, size_t bytes) {
+    if (!p) return;
+    cudaFree(p); /* an error here leaves nothing to undo; a sticky one shows at the next call */
+    ab_mem_release(&be->mem, cat, bytes);
+}
+
+/* workspace scratch that grows on demand (charged to workspace) */
+static void *scratch(ab_backend *be, void **p, size_t *cap, size_t bytes) {
+    if (*cap >= bytes) return *p;
+    if (*p && cudaStreamSynchronize(st_of(be)->stream) != cudaSuccess) {
+        ab_errorf("cudaStreamSynchronize failed at %s:%d before growing scratch", __FILE__, __LINE__);
+        return NULL;
+    }
+    cuda_release(be, AB_MEM_WORKSPACE, *p, *cap);
+    *cap = 0;
+    *p = cuda_alloc(be, AB_MEM_WORKSPACE, bytes);
+    if (*p) *cap = bytes;
+    return *p;
+}
+
+static int cuda_upload(ab_backend *be, void *dst, const void *host_src, size_t bytes) {
+    cuda_state *st = st_of(be);
+    if (!bytes) return 0;
+    CU_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, st->stream));
+    /* the host buffer may be gone once we return (a stack variable, say) */
+    CU_CHECK(cudaStreamSynchronize(st->stream));
+    return 0;
+}
+
+static int cuda_download(ab_backend *be, void *host_dst, const void *src, size_t bytes) {
+    cuda_state *st = st_of(be);
+    if (!bytes) return 0;
+    CU_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, st->stream));
+    CU_CHECK(cudaStreamSynchronize(st->stream));
+    return 0;
+}
+
+static int cuda_zero(ab_backend *be, void *p, size_t bytes) {
+    if (!bytes) return 0;
+    CU_CHECK(cudaMemsetAsync(p, 0, bytes, st_of(be)->stream));
+    return 0;
+}
+
+static int cuda_sync(ab_backend *be) {
+    cuda_state *st = st_of(be);
+    CU_CHECK(cudaStreamSynchronize(st->stream));
+    sample_driver_mem(st);
+    return 0;
+}
+
+static int cuda_map_data(ab_backend *be, const void *host, size_t bytes, const void **mapped) {
+    cuda_state *st = st_of(be);
+    void *p = NULL;
+    CU_CHECK(cudaMalloc(&p, bytes ? bytes : 1));
+    const cudaError_t e = cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice);
+    if (e != cudaSuccess) {
+        cudaFree(p);
+        return ab_errorf("cudaMemcpy(data set, %zu bytes) failed at %s:%d: %s", bytes, __FILE__, __LINE__,
+                         cudaGetErrorString(e));
+    }
+    st->info.data_bytes += bytes;
+    sample_driver_mem(st);
+    *mapped = p;
+    return 0;
+}
+
+static void cuda_unmap_data(ab_backend *be, const void *mapped, size_t bytes) {
+    if (!mapped) return;
+    cudaFree((void *)mapped);
+    cuda_state *st = st_of(be);
+    st->info.data_bytes -= bytes < st->info.data_bytes ? bytes : st->info.data_bytes;
+}
+
+/* ---- element-wise kernels -------------------------------------------------------------------- */
+
+#define GRID_STRIDE(i, n) for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+
+__global__ void k_cast(size_t n, ab_dtype st, const void *src, ab_dtype dt, void *dst) {
+    GRID_STRIDE(i, n) ab_store(dst, i, dt, ab_load(src, i, st));
+}
+
+__global__ void k_accumulate(size_t n, ab_dtype st, const void *src, float *dst, int accumulate) {
+    GRID_STRIDE(i, n) {
+        const float v = ab_load(src, i, st);
+        dst[i] = accumulate ? dst[i] + v : v;
+    }
+}
+
+/* relu on the stored bits, as the CPU backend does: fp32 keeps NaN; fp16/bf16 zero a set sign
+ * bit unless the value is NaN */
+__global__ void k_relu_f32(size_t n, const float *x, float *y) {
+    GRID_STRIDE(i, n) {
+        const float v = x[i];
+        y[i] = v > 0.0f ? v : (v != v ? v : 0.0f);
+    }
+}
+
+__global__ void k_relu_16(size_t n, uint16_t expmask, const uint16_t *x, uint16_t *y) {
+    GRID_STRIDE(i, n) {
+        const uint16_t h = x[i];
+        const int nan = (h & expmask) == expmask && (h & (uint16_t)~expmask & 0x7fffu);
+        y[i] = ((h & 0x8000u) && !nan) ? (uint16_t)0 : h;
+    }
+}
+
+__global__ void k_relu_bwd_f32(size_t n, const float *y, const float *dy, float *dx) {
+    GRID_STRIDE(i, n) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+__global__ void k_relu_bwd_16(size_t n, uint16_t expmask, const uint16_t *y, const uint16_t *dy, uint16_t *dx) {
+    GRID_STRIDE(i, n) {
+        const uint16_t h = y[i];
+        const int nan = (h & expmask) == expmask && (h & (uint16_t)~expmask & 0x7fffu);
+        dx[i] = (!(h & 0x8000u) && h != 0 && !nan) ? dy[i] : (uint16_t)0;
+    }
+}
+
+/* one thread per column, rows summed in order (the CPU's order): reads are coalesced across
+ * the threads of a warp since X is row-major */
+__global__ void k_col_sum(int M, int N, ab_dtype xt, const void *X, float beta, ab_dtype ot, void *out) {
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= N) return;
+    float acc = 0.0f;
+    for (int i = 0; i < M; i++) acc += ab_load(X, (size_t)i * N + (size_t)j, xt);
+    const float v = beta != 0.0f ? acc + beta * ab_load(out, (size_t)j, ot) : acc;
+    ab_store(out, (size_t)j, ot, v);
+}
+
+/* one thread per row through the shared ab_xent_row; the batch's loss and hits are summed per
+ * warp, then one atomic each. A label out of range gives a NaN loss (the CPU backend reports
+ * an error; here it must surface without a sync). */
+__global__ void k_softmax_xent(int B, int C, ab_dtype lt, const void *logits, const int32_t *labels, float gs,
+                               ab_dtype dt, void *dlogits, float *loss_sum, int32_t *correct) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float loss = 0.0f;
+    int hit = 0;
+    if (i < B) {
+        const int y = labels[i];
+        if (y < 0 || y >= C) {
+            loss = __int_as_float(0x7fc00000);
+        } else {
+            const size_t lsz = lt == AB_F32 ? 4 : 2, dsz = dt == AB_F32 ? 4 : 2;
+            int am;
+            loss = ab_xent_row(C, lt, (const char *)logits + (size_t)i * C * lsz, y, gs, dt,
+                               dlogits ? (char *)dlogits + (size_t)i * C * dsz : NULL, &am);
+            hit = am == y;
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        loss += __shfl_down_sync(0xffffffffu, loss, o);
+        hit += __shfl_down_sync(0xffffffffu, hit, o);
+    }
+    if ((threadIdx.x & 31) == 0) {
+        atomicAdd(loss_sum, loss);
+        if (correct) atomicAdd(correct, hit);
+    }
+}
+
+__global__ void k_unscale_check(size_t n, float *g, float inv_scale, int32_t *found_inf) {
+    int bad = 0;
+    GRID_STRIDE(i, n) {
+        const float v = g[i] * inv_scale;
+        g[i] = v;
+        bad |= !ab_is_finite(v);
+    }
+    if (__any_sync(0xffffffffu, bad) && (threadIdx.x & 31) == 0) *found_inf = 1; /* same value: no race */
+}
+
+__global__ void k_sgd(size_t n, float *w, const float *g, float *buf, float lr, float momentum, float wd, int first) {
+    GRID_STRIDE(i, n) ab_sgd_update(&w[i], g[i], buf ? &buf[i] : NULL, lr, momentum, wd, first);
+}
+
+__global__ void k_adamw(size_t n, float *w, const float *g, float *m, float *v, float lr, float b1, float b2, float eps,
+                        float wd, float c1, float c2) {
+    GRID_STRIDE(i, n) ab_adamw_update(&w[i], g[i], &m[i], &v[i], lr, b1, b2, eps, wd, c1, c2);
+}
+
+/* out[b, d] = (data[idx[b], d] / 255 - mean) / std: the expression of the CPU's table, so the
+ * values are bit-identical */
+__global__ void k_gather(int B, int D, const uint8_t *data, const uint8_t *labels, const int32_t *idx, float mean,
+                         float std, ab_dtype ot, void *out, int32_t *labels_out) {
+    const size_t n = (size_t)B * (size_t)D;
+    GRID_STRIDE(i, n) {
+        const int b = (int)(i / (size_t)D), d = (int)(i % (size_t)D);
+        const int32_t s = idx[b];
+        const float v = ((float)data[(size_t)s * (size_t)D + (size_t)d] / 255.0f - mean) / std;
+        ab_store(out, i, ot, v);
+        if (d == 0 && labels_out) labels_out[b] = labels[s];
+    }
+}
+
+/* GEMM epilogue for the cases cuBLASLt cannot express: acc (fp32, [M,N] dense) ->
+ * C = epi(acc + bias) + beta * C, rounded once to ct */
+__global__ void k_gemm_finish(int M, int N, const float *acc, ab_dtype bt, const void *bias, int relu, float beta,
+                              ab_dtype ct, void *C, int ldc) {
+    const size_t n = (size_t)M * (size_t)N;
+    GRID_STRIDE(k, n) {
+        const int i = (int)(k / (size_t)N), j = (int)(k % (size_t)N);
+        float v = acc[k];
+        if (bias) v += ab_load(bias, (size_t)j, bt);
+        if (relu && !(v > 0.0f)) v = v != v ? v : 0.0f;
+        const size_t off = (size_t)i * (size_t)ldc + (size_t)j;
+        if (beta != 0.0f) v += beta * ab_load(C, off, ct);
+        ab_store(C, off, ct, v);
+    }
+}
+
+/* ---- launches of the element-wise ops ------------------------------------------------------- */
+
+static int cuda_cast(ab_backend *be, size_t n, ab_dtype st, const void *src, ab_dtype dt, void *dst) {
+    if (!n) return 0;
+    cudaStream_t s = st_of(be)->stream;
+    if (st == dt) {
+        CU_CHECK(cudaMemcpyAsync(dst, src, n * ab_dtype_size(st), cudaMemcpyDeviceToDevice, s));
+        return 0;
+    }
+    k_cast<<<blocks_for(n), THREADS, 0, s>>>(n, st, src, dt, dst);
+    LAUNCH_CHECK("cast");
+    return 0;
+}
+
+static int cuda_accumulate(ab_backend *be, size_t n, ab_dtype st, const void *src, float *dst, int accumulate) {
+    if (!n) return 0;
+    k_accumulate<<<blocks_for(n), THREADS, 0, st_of(be)->stream>>>(n, st, src, dst, accumulate);
+    LAUNCH_CHECK("accumulate");
+    return 0;
+}
+
+static uint16_t expmask_of(ab_dtype t) { return t == AB_F16 ? (uint16_t)0x7c00u : (uint16_t)0x7f80u; }
+
+static int cuda_relu_forward(ab_backend *be, size_t n, ab_dtype t, const void *x, void *y) {
+    if (!n) return 0;
+    cudaStream_t s = st_of(be)->stream;
+    if (t == AB_F32)
+        k_relu_f32<<<blocks_for(n), THREADS, 0, s>>>(n, (const float *)x, (float *)y);
+    else
+        k_relu_16<<<blocks_for(n), THREADS, 0, s>>>(n, expmask_of(t), (const uint16_t *)x, (uint16_t *)y);
+    LAUNCH_CHECK("relu_forward");
+    return 0;
+}
+
+static int cuda_relu_backward(ab_backend *be, size_t n, ab_dtype t, const void *y, const void *dy, void *dx) {
+    if (!n) return 0;
+    cudaStream_t s = st_of(be)->stream;
+    if (t == AB_F32)
+        k_relu_bwd_f32<<<blocks_for(n), THREADS, 0, s>>>(n, (const float *)y, (const float *)dy, (float *)dx);
+    else
+        k_relu_bwd_16<<<blocks_for(n), THREADS, 0, s>>>(n, expmask_of(t), (const uint16_t *)y, (const uint16_t *)dy,
+                                                         (uint16_t *)dx);
+    LAUNCH_CHECK("relu_backward");
+    return 0;
+}
+
+static int cuda_col_sum(ab_backend *be, int M, int N, ab_dtype xt, const void *X, float beta, ab_dtype ot, void *out) {
+    if (M <= 0 || N <= 0) return ab_errorf("col_sum: bad shape M=%d N=%d", M, N);
+    k_col_sum<<<(unsigned)((N + THREADS - 1) / THREADS), THREADS, 0, st_of(be)->stream>>>(M, N, xt, X, beta, ot, out);
+    LAUNCH_CHECK("col_sum");
+    return 0;
+}
+
+static int cuda_softmax_xent(ab_backend *be, int B, int C, ab_dtype lt, const void *logits, const int32_t *labels,
+                             float grad_scale, ab_dtype dt, void *dlogits, float *loss_sum, int32_t *correct) {
+    if (B <= 0 || C <= 0) return ab_errorf("softmax_xent: bad shape B=%d C=%d", B, C);
+    const unsigned blocks = (unsigned)((B + THREADS - 1) / THREADS);
+    k_softmax_xent<<<blocks, THREADS, 0, st_of(be)->stream>>>(B, C, lt, logits, labels, grad_scale / (float)B, dt,
+                                                               dlogits, loss_sum, correct);
+    LAUNCH_CHECK("softmax_xent");
+    return 0;
+}
+
+static int cuda_unscale_check(ab_backend *be, size_t n, float *g, float inv_scale, int32_t *found_inf) {
+    if (!n) return 0;
+    k_unscale_check<<<blocks_for(n), THREADS, 0, st_of(be)->stream>>>(n, g, inv_scale, found_inf);
+    LAUNCH_CHECK("unscale_check");
+    return 0;
+}
+
+static int cuda_sgd_step(ab_backend *be, size_t n, float *w, const float *g, float *buf, float lr, float momentum,
+                         float weight_decay, int first_step) {
+    if (!n) return 0;
+    k_sgd<<<blocks_for(n), THREADS, 0, st_of(be)->stream>>>(n, w, g, momentum != 0.0f ? buf : NULL, lr, momentum,
+                                                             weight_decay, first_step);
+    LAUNCH_CHECK("sgd_step");
+    return 0;
+}
+
+static int cuda_adamw_step(ab_backend *be, size_t n, float *w, const float *g, float *m, float *v, float lr,
+                           float beta1, float beta2, float eps, float weight_decay, int step) {
+    if (!n) return 0;
+    /* bias corrections on the host with the CPU backend's expression */
+    const float c1 = 1.0f - powf(beta1, (float)step), c2 = 1.0f - powf(beta2, (float)step);
+    k_adamw<<<blocks_for(n), THREADS, 0, st_of(be)->stream>>>(n, w, g, m, v, lr, beta1, beta2, eps, weight_decay, c1,
+                                                               c2);
+    LAUNCH_CHECK("adamw_step");
+    return 0;
+}
+
+/* pinned staging slot able to hold B indices; waits for the slot's previous copy first */
+static int idx_slot_get(cuda_state *st, int B, int *slot) {
+    const int k = st->idx_slot;
+    st->idx_slot ^= 1;
+    CU_CHECK(cudaEventSynchronize(st->idx_done[k]));
+    const size_t bytes = (size_t)B * sizeof(int32_t);
+    if (st->idx_cap[k] < bytes) {
+        if (st->idx_host[k]) CU_CHECK(cudaFreeHost(st->idx_host[k]));
+        if (st->idx_dev[k]) CU_CHECK(cudaFree(st->idx_dev[k]));
+        st->idx_host[k] = NULL;
+        st->idx_dev[k] = NULL;
+        st->idx_cap[k] = 0;
+        CU_CHECK(cudaMallocHost((void **)&st->idx_host[k], bytes));
+        CU_CHECK(cudaMalloc((void **)&st->idx_dev[k], bytes));
+        st->idx_cap[k] = bytes;
+    }
+    *slot = k;
+    return 0;
+}
+
+static int cuda_gather_normalize(ab_backend *be, int B, int D, const uint8_t *data, const uint8_t *labels,
+                                 const int32_t *idx, float mean, float std, ab_dtype ot, void *out,
+                                 int32_t *labels_out) {
+    if (B <= 0 || D <= 0) return ab_errorf("gather_normalize: bad shape B=%d D=%d", B, D);
+    cuda_state *st = st_of(be);
+    int k = 0;
+    AB_TRY(idx_slot_get(st, B, &k));
+    memcpy(st->idx_host[k], idx, (size_t)B * sizeof(int32_t));
+    CU_CHECK(cudaMemcpyAsync(st->idx_dev[k], st->idx_host[k], (size_t)B * sizeof(int32_t), cudaMemcpyHostToDevice,
+                             st->stream));
+    CU_CHECK(cudaEventRecord(st->idx_done[k], st->stream));
+    const size_t n = (size_t)B * (size_t)D;
+    k_gather<<<blocks_for(n), THREADS, 0, st->stream>>>(B, D, data, labels, st->idx_dev[k], mean, std, ot, out,
+                                                        labels_out);
+    LAUNCH_CHECK("gather_normalize");
+    return 0;
+}
+
+/* ---- GEMM ----------------------------------------------------------------------------------- */
+
+static cudaDataType_t lt_type(ab_dtype t) {
+    return t == AB_F16 ? CUDA_R_16F : t == AB_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+/* largest power of two (<= 256) dividing the address: cuBLASLt assumes 256 unless told */
+static unsigned align_of(const void *p) {
+    const uintptr_t a = (uintptr_t)p;
+    unsigned al = 256;
+    while (al > 1 && (a % al) != 0) al >>= 1;
+    return al;
+}
+
+static void plan_free(gemm_plan *p) {
+    if (!p->used) return;
+    cublasLtMatmulDescDestroy(p->op);
+    cublasLtMatrixLayoutDestroy(p->la);
+    cublasLtMatrixLayoutDestroy(p->lb);
+    cublasLtMatrixLayoutDestroy(p->lc);
+    p->used = 0;
+}
+
+/* Column-major view: Dcol[N,M] = opA'(Bbuf) * opB'(Abuf), with opA' = tb, opB' = ta.
+ * The plan is built once per shape/type/alignment and reused; the bias pointer is set per call. */
+static int plan_get(cuda_state *st, const gemm_plan *key, gemm_plan **out) {
+    for (int i = 0; i < GEMM_CACHE; i++) {
+        gemm_plan *p = &st->plans[i];
+        if (p->used && p->ta == key->ta && p->tb == key->tb && p->M == key->M && p->N == key->N && p->K == key->K &&
+            p->lda == key->lda && p->ldb == key->ldb && p->ldc == key->ldc && p->at == key->at && p->bt == key->bt &&
+            p->ct == key->ct && p->epi == key->epi && p->has_bias == key->has_bias && p->beta_nz == key->beta_nz &&
+            p->align_a == key->align_a && p->align_b == key->align_b && p->align_c == key->align_c) {
+            *out = p;
+            return 0;
+        }
+    }
+    gemm_plan *p = &st->plans[st->next_plan];
+    st->next_plan = (st->next_plan + 1) % GEMM_CACHE;
+    plan_free(p);
+    *p = *key;
+    const cudaDataType_t in_t = lt_type((ab_dtype)key->at), c_t = lt_type((ab_dtype)key->ct);
+    LT_CHECK(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    p->used = 1; /* from here plan_free undoes what was made */
+    p->la = p->lb = p->lc = NULL;
+    const cublasOperation_t opa = key->tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = key->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    LT_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+    LT_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
+    if (key->has_bias) epi = key->epi == AB_EPI_RELU ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+    else if (key->epi == AB_EPI_RELU) epi = CUBLASLT_EPILOGUE_RELU;
+    LT_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    /* stored shapes (column-major): Bbuf is [N,K] (tb = 0) or [K,N]; Abuf is [K,M] (ta = 0) or [M,K] */
+    LT_CHECK(cublasLtMatrixLayoutCreate(&p->la, in_t, key->tb ? key->K : key->N, key->tb ? key->N : key->K, key->ldb));
+    LT_CHECK(cublasLtMatrixLayoutCreate(&p->lb, in_t, key->ta ? key->M : key->K, key->ta ? key->K : key->M, key->lda));
+    LT_CHECK(cublasLtMatrixLayoutCreate(&p->lc, c_t, key->N, key->M, key->ldc));
+
+    cublasLtMatmulPreference_t pref;
+    LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    const uint32_t a_al = key->align_b, b_al = key->align_a, c_al = key->align_c; /* Lt's A is our B */
+    cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                            &st->lt_ws_bytes, sizeof st->lt_ws_bytes);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &a_al, sizeof a_al);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &b_al, sizeof b_al);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &c_al, sizeof c_al);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &c_al, sizeof c_al);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulAlgoGetHeuristic(st->lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (s != CUBLAS_STATUS_SUCCESS || found < 1) {
+        plan_free(p);
+        return ab_errorf("cublasLtMatmulAlgoGetHeuristic found no algorithm at %s:%d for M=%d N=%d K=%d "
+                         "(%s x %s -> %s, epilogue %d): %s",
+                         __FILE__, __LINE__, key->M, key->N, key->K, ab_dtype_name((ab_dtype)key->at),
+                         ab_dtype_name((ab_dtype)key->bt), ab_dtype_name((ab_dtype)key->ct), (int)epi,
+                         cublasGetStatusName(s));
+    }
+    p->algo = res.algo;
+    *out = p;
+    return 0;
+}
+
+static int lt_matmul(ab_backend *be, const gemm_plan *key, float alpha, const void *A, const void *B, const void *bias,
+                     float beta, void *C) {
+    cuda_state *st = st_of(be);
+    gemm_plan *p = NULL;
+    AB_TRY(plan_get(st, key, &p));
+    if (key->has_bias)
+        LT_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    LT_CHECK(cublasLtMatmul(st->lt, p->op, &alpha, B, p->la, A, p->lb, &beta, C, p->lc, C, p->lc, &p->algo, st->lt_ws,
+                            st->lt_ws_bytes, st->stream));
+    return 0;
+}
+
+static int cuda_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at, const void *A,
+                     int lda, ab_dtype bt, const void *B, int ldb, const void *bias, ab_epilogue epi, float beta,
+                     ab_dtype ct, void *C, int ldc) {
+    if (M <= 0 || N <= 0 || K <= 0) return ab_errorf("gemm: bad shape M=%d N=%d K=%d", M, N, K);
+    cuda_state *st = st_of(be);
+    const ab_dtype bias_t = bt; /* the bias is stored in B's type (backend.h) */
+    /* mixed input types: widen both to fp32 first (cuBLASLt wants A and B of one type) */
+    if (at != bt) {
+        const size_t na = (size_t)((ta ? K : M) - 1) * (size_t)lda + (size_t)(ta ? M : K);
+        const size_t nb = (size_t)((tb ? N : K) - 1) * (size_t)ldb + (size_t)(tb ? K : N);
+        void *wa = scratch(be, &st->cvt[0], &st->cvt_bytes[0], na * sizeof(float));
+        void *wb = scratch(be, &st->cvt[1], &st->cvt_bytes[1], nb * sizeof(float));
+        if (!wa || !wb) return -1;
+        AB_TRY(cuda_cast(be, na, at, A, AB_F32, wa));
+        AB_TRY(cuda_cast(be, nb, bt, B, AB_F32, wb));
+        A = wa;
+        B = wb;
+        at = bt = AB_F32;
+    }
+    gemm_plan key;
+    memset(&key, 0, sizeof key);
+    key.ta = ta, key.tb = tb, key.M = M, key.N = N, key.K = K, key.lda = lda, key.ldb = ldb, key.at = at, key.bt = bt;
+    key.align_a = align_of(A), key.align_b = align_of(B);
+    /* What cuBLASLt computes is D = epi(alpha AB + beta C + bias): it matches the op when there is
+     * no ReLU or beta is 0, the output type is the input type or fp32, and the bias is of the
+     * output type (cuBLASLt's default bias type) and 16-byte aligned. Otherwise: the product in
+     * fp32 scratch, then our epilogue kernel. */
+    const int out_ok = ct == at || ct == AB_F32;
+    const int bias_ok = !bias || (bias_t == ct && align_of(bias) >= 16);
+    const int direct = out_ok && bias_ok && !(epi == AB_EPI_RELU && beta != 0.0f);
+    if (direct) {
+        key.ct = ct, key.ldc = ldc, key.epi = epi, key.has_bias = bias != NULL, key.beta_nz = beta != 0.0f;
+        key.align_c = align_of(C);
+        return lt_matmul(be, &key, alpha, A, B, bias, beta, C);
+    }
+    float *acc = (float *)scratch(be, (void **)&st->acc, &st->acc_bytes, (size_t)M * (size_t)N * sizeof(float));
+    if (!acc) return -1;
+    key.ct = AB_F32, key.ldc = N, key.epi = AB_EPI_NONE, key.has_bias = 0, key.beta_nz = 0;
+    key.align_c = align_of(acc);
+    AB_TRY(lt_matmul(be, &key, alpha, A, B, NULL, 0.0f, acc));
+    const size_t n = (size_t)M * (size_t)N;
+    k_gemm_finish<<<blocks_for(n), THREADS, 0, st->stream>>>(M, N, acc, bias_t, bias, epi == AB_EPI_RELU, beta, ct, C,
+                                                             ldc);
+    LAUNCH_CHECK("gemm epilogue");
+    return 0;
+}
+
+/* ---- timing and description ----------------------------------------------------------------- */
+
+static int data_pair_resolve(cuda_state *st, int k) {
+    if (!st->dpending[k]) return 0;
+    CU_CHECK(cudaEventSynchronize(st->dend[k]));
+    float ms = 0.0f;
+    CU_CHECK(cudaEventElapsedTime(&ms, st->dbeg[k], st->dend[k]));
+    st->dsum_ms += ms;
+    st->dpending[k] = 0;
+    return 0;
+}
+
+static void cuda_data_mark(ab_backend *be, int begin) {
+    cuda_state *st = st_of(be);
+    const int k = st->dnext;
+    if (begin) {
+        /* by the time a slot comes round again its pair finished long ago: no real wait */
+        if (data_pair_resolve(st, k) != 0) return;
+        cudaEventRecord(st->dbeg[k], st->stream);
+    } else {
+        cudaEventRecord(st->dend[k], st->stream);
+        st->dpending[k] = 1;
+        st->dnext = (k + 1) % DATA_PAIRS;
+    }
+}
+
+static int cuda_data_time(ab_backend *be, double *seconds) {
+    cuda_state *st = st_of(be);
+    for (int k = 0; k < DATA_PAIRS; k++) AB_TRY(data_pair_resolve(st, k));
+    *seconds = st->dsum_ms * 1e-3;
+    st->dsum_ms = 0.0;
+    return 0;
+}
+
+static int cuda_describe(ab_backend *be, ab_device_info *info) {
+    cuda_state *st = st_of(be);
+    sample_driver_mem(st);
+    *info = st->info;
+    return 0;
+}
+
+/* ---- life cycle ----------------------------------------------------------------------------- */
+
+static void cuda_destroy(ab_backend *be) {
+    if (!be) return;
+    cuda_state *st = st_of(be);
+    if (st) {
+        if (st->stream) cudaStreamSynchronize(st->stream);
+        for (int i = 0; i < GEMM_CACHE; i++) plan_free(&st->plans[i]);
+        if (st->lt) cublasLtDestroy(st->lt);
+        cuda_release(be, AB_MEM_WORKSPACE, st->lt_ws, st->lt_ws_bytes);
+        cuda_release(be, AB_MEM_WORKSPACE, st->acc, st->acc_bytes);
+        for (int i = 0; i < 2; i++) {
+            cuda_release(be, AB_MEM_WORKSPACE, st->cvt[i], st->cvt_bytes[i]);
+            if (st->idx_host[i]) cudaFreeHost(st->idx_host[i]);
+            if (st->idx_dev[i]) cudaFree(st->idx_dev[i]);
+            if (st->idx_done[i]) cudaEventDestroy(st->idx_done[i]);
+        }
+        for (int k = 0; k < DATA_PAIRS; k++) {
+            if (st->dbeg[k]) cudaEventDestroy(st->dbeg[k]);
+            if (st->dend[k]) cudaEventDestroy(st->dend[k]);
+        }
+        if (st->stream) cudaStreamDestroy(st->stream);
+        free(st);
+    }
+    free(be);
+}
+
+static ab_backend_ops make_ops(void) {
+    ab_backend_ops o;
+    memset(&o, 0, sizeof o);
+    o.name = "cuda";
+    o.destroy = cuda_destroy;
+    o.alloc = cuda_alloc;
+    o.release = cuda_release;
+    o.upload = cuda_upload;
+    o.download = cuda_download;
+    o.zero = cuda_zero;
+    o.sync = cuda_sync;
+    o.map_data = cuda_map_data;
+    o.unmap_data = cuda_unmap_data;
+    o.gemm = cuda_gemm;
+    o.cast = cuda_cast;
+    o.accumulate = cuda_accumulate;
+    o.relu_forward = cuda_relu_forward;
+    o.relu_backward = cuda_relu_backward;
+    o.col_sum = cuda_col_sum;
+    o.softmax_xent = cuda_softmax_xent;
+    o.unscale_check = cuda_unscale_check;
+    o.sgd_step = cuda_sgd_step;
+    o.adamw_step = cuda_adamw_step;
+    o.gather_normalize = cuda_gather_normalize;
+    o.describe = cuda_describe;
+    o.data_mark = cuda_data_mark;
+    o.data_time = cuda_data_time;
+    return o;
+}
+static const ab_backend_ops cuda_ops = make_ops();
+
+static void version_str(char *buf, size_t cap, int v) { /* 13000 -> "13.0" */
+    snprintf(buf, cap, "%d.%d", v / 1000, (v % 1000) / 10);
+}
+
+static int cuda_init(ab_backend *be, int index) {
+    cuda_state *st = st_of(be);
+    st->device = index;
+    CU_CHECK(cudaSetDevice(index));
+    cudaDeviceProp prop;
+    CU_CHECK(cudaGetDeviceProperties(&prop, index));
+    ab_device_info *in = &st->info;
+    snprintf(in->name, sizeof in->name, "%.127s", prop.name);
+    in->cc_major = prop.major;
+    in->cc_minor = prop.minor;
+    int drv = 0, rt = 0;
+    CU_CHECK(cudaDriverGetVersion(&drv));
+    CU_CHECK(cudaRuntimeGetVersion(&rt));
+    version_str(in->driver, sizeof in->driver, drv);
+    version_str(in->runtime, sizeof in->runtime, rt);
+    const size_t lt_v = cublasLtGetVersion(); /* major*10000 + minor*100 + patch */
+    snprintf(in->blas, sizeof in->blas, "cuBLASLt %zu.%zu.%zu", lt_v / 10000, (lt_v / 100) % 100, lt_v % 100);
+    const size_t dnn_v = cudnnGetVersion(); /* cuDNN 9: major*10000 + minor*100 + patch */
+    snprintf(in->dnn, sizeof in->dnn, "cuDNN %zu.%zu.%zu", dnn_v / 10000, (dnn_v / 100) % 100, dnn_v % 100);
+    CU_CHECK(cudaFree(0)); /* creates the context, so the memory baseline includes it */
+    size_t free_b = 0, total_b = 0;
+    CU_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    in->mem_total = total_b;
+    in->mem_used_start = in->mem_used_peak = total_b - free_b;
+    CU_CHECK(cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking));
+    LT_CHECK(cublasLtCreate(&st->lt));
+    /* small problems here; 4 MiB covers cuBLASLt's split-K needs at these sizes */
+    st->lt_ws_bytes = (size_t)4 << 20;
+    if (!(st->lt_ws = cuda_alloc(be, AB_MEM_WORKSPACE, st->lt_ws_bytes))) {
+        st->lt_ws_bytes = 0;
+        return -1;
+    }
+    for (int i = 0; i < 2; i++) CU_CHECK(cudaEventCreateWithFlags(&st->idx_done[i], cudaEventDisableTiming));
+    for (int k = 0; k < DATA_PAIRS; k++) {
+        CU_CHECK(cudaEventCreate(&st->dbeg[k]));
+        CU_CHECK(cudaEventCreate(&st->dend[k]));
+    }
+    return 0;
+}
+
+extern "C" ab_backend *ab_backend_cuda_create(int index) {
+    const char *why = NULL;
+    const int n = ab_cuda_device_count(&why);
+    if (n == 0) {
+        ab_errorf("--device cuda: no usable GPU (%s)", why);
+        return NULL;
+    }
+    if (index < 0 || index >= n) {
+        ab_errorf("--device cuda: GPU %d asked for, %d present", index, n);
+        return NULL;
+    }
+    ab_backend *be = (ab_backend *)calloc(1, sizeof *be);
+    cuda_state *st = (cuda_state *)calloc(1, sizeof *st);
+    if (!be || !st) {
+        free(be);
+        free(st);
+        ab_errorf("out of host memory creating the CUDA backend");
+        return NULL;
+    }
+    be->ops = &cuda_ops;
+    be->impl = st;
+    if (cuda_init(be, index) != 0) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", ab_error());
+        cuda_destroy(be);
+        ab_errorf("CUDA backend on GPU %d: %s", index, msg);
+        return NULL;
+    }
+    return be;
+}
+
+extern "C" int ab_cuda_device_count(const char **why) {
+    static char reason[256];
+    int n = 0;
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        snprintf(reason, sizeof reason, "cudaGetDeviceCount: %s: %s", cudaGetErrorName(e), cudaGetErrorString(e));
+        if (why) *why = reason;
+        return 0;
+    }
+    if (n == 0 && why) *why = "the CUDA driver reports no GPU";
+    return n;
+}
