@@ -13,6 +13,26 @@
 
 static cJSON *num(double v) { return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull(); }
 
+/* A device backend's description: what it is, and the driver's view of its memory beside the
+ * tracked allocator's (peak_memory_bytes), so the two can be compared. */
+static void add_gpu(cJSON *o, const ab_device_info *d) {
+    cJSON *g = cJSON_AddObjectToObject(o, "gpu");
+    char cc[16];
+    snprintf(cc, sizeof cc, "%d.%d", d->cc_major, d->cc_minor);
+    cJSON_AddStringToObject(g, "name", d->name);
+    cJSON_AddStringToObject(g, "compute_capability", cc);
+    cJSON_AddStringToObject(g, "driver_version", d->driver);
+    cJSON_AddStringToObject(g, "cuda_runtime_version", d->runtime);
+    cJSON_AddStringToObject(g, "cublas_version", d->blas);
+    cJSON_AddStringToObject(g, "cudnn_version", d->dnn);
+    cJSON_AddNumberToObject(g, "memory_total_bytes", (double)d->mem_total);
+    cJSON_AddNumberToObject(g, "driver_used_bytes_before", (double)d->mem_used_start);
+    cJSON_AddNumberToObject(g, "driver_used_bytes_peak", (double)d->mem_used_peak);
+    cJSON_AddNumberToObject(g, "driver_used_bytes_by_run", (double)(d->mem_used_peak - d->mem_used_start));
+    cJSON_AddNumberToObject(g, "resident_data_bytes", (double)d->data_bytes);
+    cJSON_AddBoolToObject(g, "cuda_graph", d->graph_used);
+}
+
 static cJSON *build(const ab_train_config *c, const ab_run_record *r) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "schema_version", 1);
@@ -52,6 +72,7 @@ static cJSON *build(const ab_train_config *c, const ab_run_record *r) {
     cJSON_AddStringToObject(h, "backend", r->backend);
     cJSON_AddStringToObject(h, "device", r->device_name);
     cJSON_AddStringToObject(h, "blas", r->blas);
+    if (r->device.name[0]) add_gpu(o, &r->device);
 
     cJSON *ep = cJSON_AddArrayToObject(o, "epochs");
     double total = 0.0, samples = 0.0;

@@ -181,8 +181,10 @@ int ab_trainer_step(ab_trainer *t, const int32_t *order, int n, long step, int e
     for (int pos = 0, k = 0; pos < n; pos += B, k++) {
         const int b = n - pos < B ? n - pos : B;
         const double td = ab_now();
+        if (ops->data_mark) ops->data_mark(be, 1); /* device clock: the host one sees only the launch */
         AB_TRY(ops->gather_normalize(be, b, t->train.dim, t->train_x, t->train_y, order + pos, 0.1307f, 0.3081f, p->cdt,
                                      t->x, t->labels));
+        if (ops->data_mark) ops->data_mark(be, 0);
         t->data_time += ab_now() - td;
         AB_TRY(t->model->ops->forward(t->model, p, t->x, b));
         /* d(scale * sum of the group's losses / n) / dlogits; the op divides by b itself */
@@ -244,6 +246,10 @@ int ab_train_run(const ab_train_config *cfg, ab_run_record *rec) {
         snprintf(rec->device_name, sizeof rec->device_name, "%s", cpu);
         snprintf(rec->blas, sizeof rec->blas, "%s", ab_backend_cpu_blas_info());
     }
+    if (rc == 0 && t.be->ops->describe && (rc = t.be->ops->describe(t.be, &rec->device)) == 0) {
+        snprintf(rec->device_name, sizeof rec->device_name, "%s", rec->device.name);
+        snprintf(rec->blas, sizeof rec->blas, "%s, %s", rec->device.blas, rec->device.dnn);
+    }
     const int N = t.train.n, B = cfg->batch_size, group = B * cfg->accum_steps;
     const long steps_per_epoch = (N + group - 1) / group;
     long step = 0;
@@ -260,6 +266,8 @@ int ab_train_run(const ab_train_config *cfg, ab_run_record *rec) {
         double loss_sum = 0.0, interval_sum = 0.0;
         long finite_steps = 0, interval_n = 0;
         t.data_time = 0.0;
+        double device_data_s; /* a device-timed data count restarts with the epoch */
+        if (t.be->ops->data_time && (rc = t.be->ops->data_time(t.be, &device_data_s)) != 0) break;
         const double t0 = ab_now();
         for (long s = 0; rc == 0 && s < steps_per_epoch; s++) {
             if (ab_stop_requested || (cfg->max_steps > 0 && step >= cfg->max_steps)) {
@@ -294,6 +302,7 @@ int ab_train_run(const ab_train_config *cfg, ab_run_record *rec) {
         if (rc) break;
         if ((rc = t.be->ops->sync(t.be)) != 0) break;
         er->time_s = ab_now() - t0;
+        if (t.be->ops->data_time && (rc = t.be->ops->data_time(t.be, &t.data_time)) != 0) break;
         er->data_time_s = t.data_time;
         er->compute_time_s = er->time_s - t.data_time;
         er->train_loss = finite_steps ? loss_sum / finite_steps : NAN;
@@ -303,6 +312,7 @@ int ab_train_run(const ab_train_config *cfg, ab_run_record *rec) {
         if (rc) break;
         rec->n_epochs = e;
         rec->mem = t.be->mem;
+        if (t.be->ops->describe && (rc = t.be->ops->describe(t.be, &rec->device)) != 0) break;
         if (!cfg->quiet)
             printf("Epoch %d done: %.3f s, train loss %.4f, test loss %.4f, test accuracy %.2f%%, skipped steps %ld, "
                    "loss scale %g\n",
@@ -313,6 +323,7 @@ int ab_train_run(const ab_train_config *cfg, ab_run_record *rec) {
         if (cfg->max_steps > 0 && step >= cfg->max_steps) break;
     }
     if (t.be) rec->mem = t.be->mem;
+    if (rc == 0 && t.be && t.be->ops->describe) rc = t.be->ops->describe(t.be, &rec->device);
     if (rc == 0) {
         rec->complete = !rec->interrupted;
         if (cfg->out_path) rc = ab_result_write(cfg->out_path, cfg, rec);

@@ -57,6 +57,7 @@ typedef struct {
     size_t n_curve, cap_curve;
     ab_scaler scaler;
     ab_mem mem;
+    ab_device_info device; /* from the backend's describe op; device.name[0] == 0 when it has none */
     int complete, interrupted;
 } ab_run_record;
 
