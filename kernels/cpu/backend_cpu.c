@@ -18,7 +18,7 @@ typedef struct {
 } scratch_buf;
 
 typedef struct {
-    scratch_buf scratch[3]; /* widened A, widened B, fp32 product */
+    scratch_buf scratch[5]; /* widened A, widened B, fp32 product, widened bias, old C row */
 } cpu_state;
 
 static float f16_table[65536];
@@ -99,9 +99,34 @@ static void widen(size_t n, ab_dtype t, const void *src, float *dst) {
     }
 }
 
+/* fp32 -> fp16 in bulk. Where the CPU has F16C its conversion instruction is used: it rounds
+ * to nearest even with IEEE overflow, subnormal and NaN handling, bit-identical to
+ * ab_f32_to_f16 (tests/test_half.c checks the two against each other on every tested value). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+__attribute__((target("avx,f16c"))) static void narrow_f16_f16c(size_t n, const float *src, uint16_t *dst) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) dst[i] = ab_f32_to_f16(src[i]);
+}
+static int have_f16c(void) {
+    static int cached = -1;
+    if (cached < 0) cached = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+    return cached;
+}
+#else
+static int have_f16c(void) { return 0; }
+static void narrow_f16_f16c(size_t n, const float *src, uint16_t *dst) { (void)n, (void)src, (void)dst; }
+#endif
+
 static void narrow(size_t n, const float *src, ab_dtype t, void *dst) {
     if (t == AB_F16) {
         uint16_t *d = dst;
+        if (have_f16c()) {
+            narrow_f16_f16c(n, src, d);
+            return;
+        }
         for (size_t i = 0; i < n; i++) d[i] = ab_f32_to_f16(src[i]);
     } else if (t == AB_BF16) {
         uint16_t *d = dst;
@@ -133,19 +158,22 @@ static int cpu_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float a
         return 0;
     }
     float *acc = scratch_get(be, 2, (size_t)M * (size_t)N);
-    if (!acc) return -1;
+    const float *bias32 = bias ? as_f32(be, 3, bt, bias, 1, N, N) : NULL;
+    float *old = beta != 0.0f ? scratch_get(be, 4, (size_t)N) : NULL;
+    if (!acc || (bias && !bias32) || (beta != 0.0f && !old)) return -1;
     cblas_sgemm(CblasRowMajor, opa, opb, M, N, K, alpha, a, lda, b, ldb, 0.0f, acc, N);
     for (int i = 0; i < M; i++) {
         float *row = acc + (size_t)i * N;
-        const size_t off = (size_t)i * (size_t)ldc;
-        for (int j = 0; j < N; j++) {
-            float v = row[j];
-            if (bias) v += ab_load(bias, (size_t)j, bt);
-            if (epi == AB_EPI_RELU && !(v > 0.0f)) v = v != v ? v : 0.0f;
-            if (beta != 0.0f) v += beta * ab_load(C, off + (size_t)j, ct);
-            row[j] = v;
+        void *out = ct == AB_F32 ? (void *)((float *)C + (size_t)i * ldc) : (void *)((uint16_t *)C + (size_t)i * ldc);
+        if (bias32)
+            for (int j = 0; j < N; j++) row[j] += bias32[j];
+        if (epi == AB_EPI_RELU) /* NaN stays NaN */
+            for (int j = 0; j < N; j++) row[j] = row[j] < 0.0f ? 0.0f : row[j];
+        if (old) {
+            widen((size_t)N, ct, out, old);
+            for (int j = 0; j < N; j++) row[j] += beta * old[j];
         }
-        narrow((size_t)N, row, ct, (ct == AB_F32 ? (void *)((float *)C + off) : (void *)((uint16_t *)C + off)));
+        narrow((size_t)N, row, ct, out);
     }
     return 0;
 }
@@ -217,15 +245,19 @@ static int cpu_relu_backward(ab_backend *be, size_t n, ab_dtype t, const void *y
 }
 
 static int cpu_col_sum(ab_backend *be, int M, int N, ab_dtype xt, const void *X, float beta, ab_dtype ot, void *out) {
-    float *acc = scratch_get(be, 2, (size_t)N);
+    float *acc = scratch_get(be, 2, 2 * (size_t)N);
     if (!acc) return -1;
+    float *row = acc + N;
     for (int j = 0; j < N; j++) acc[j] = 0.0f;
-    for (int i = 0; i < M; i++)
-        for (int j = 0; j < N; j++) acc[j] += ab_load(X, (size_t)i * N + (size_t)j, xt);
-    for (int j = 0; j < N; j++) {
-        const float v = beta != 0.0f ? acc[j] + beta * ab_load(out, (size_t)j, ot) : acc[j];
-        ab_store(out, (size_t)j, ot, v);
+    for (int i = 0; i < M; i++) {
+        widen((size_t)N, xt, (const char *)X + (size_t)i * N * ab_dtype_size(xt), row);
+        for (int j = 0; j < N; j++) acc[j] += row[j];
     }
+    if (beta != 0.0f) {
+        widen((size_t)N, ot, out, row);
+        for (int j = 0; j < N; j++) acc[j] += beta * row[j];
+    }
+    narrow((size_t)N, acc, ot, out);
     return 0;
 }
 
@@ -282,18 +314,16 @@ static int cpu_adamw_step(ab_backend *be, size_t n, float *w, const float *g, fl
 
 static int cpu_gather_normalize(ab_backend *be, int B, int D, const uint8_t *data, const uint8_t *labels,
                                 const int32_t *idx, float mean, float std, ab_dtype ot, void *out, int32_t *labels_out) {
-    (void)be;
     float lut[256];
     for (int v = 0; v < 256; v++) lut[v] = ((float)v / 255.0f - mean) / std;
+    float *row = ot == AB_F32 ? NULL : scratch_get(be, 4, (size_t)D);
+    if (ot != AB_F32 && !row) return -1;
     for (int b = 0; b < B; b++) {
         const uint8_t *src = data + (size_t)idx[b] * (size_t)D;
         const size_t off = (size_t)b * (size_t)D;
-        if (ot == AB_F32) {
-            float *dst = (float *)out + off;
-            for (int d = 0; d < D; d++) dst[d] = lut[src[d]];
-        } else {
-            for (int d = 0; d < D; d++) ab_store(out, off + (size_t)d, ot, lut[src[d]]);
-        }
+        float *dst = ot == AB_F32 ? (float *)out + off : row;
+        for (int d = 0; d < D; d++) dst[d] = lut[src[d]];
+        if (ot != AB_F32) narrow((size_t)D, row, ot, (uint16_t *)out + off);
         if (labels_out) labels_out[b] = labels[idx[b]];
     }
     return 0;
@@ -302,7 +332,7 @@ static int cpu_gather_normalize(ab_backend *be, int B, int D, const uint8_t *dat
 static void cpu_destroy(ab_backend *be) {
     if (!be) return;
     cpu_state *st = be->impl;
-    for (int i = 0; i < 3; i++) cpu_release(be, AB_MEM_WORKSPACE, st->scratch[i].p, st->scratch[i].bytes);
+    for (int i = 0; i < 5; i++) cpu_release(be, AB_MEM_WORKSPACE, st->scratch[i].p, st->scratch[i].bytes);
     free(st);
     free(be);
 }
