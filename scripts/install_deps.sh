@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs what ampbench builds, tests and plots with, from Debian's packages (idempotent).
+# The CUDA toolkit (nvcc, cuBLAS, cuDNN, NCCL) is not installed here: when present, CMake finds
+# it and builds the CUDA backend too.
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config libcjson-dev libopenblas-dev zlib1g-dev libpng-dev
+      openmpi-bin libopenmpi-dev gnuplot-nox dataset-fashion-mnist curl ca-certificates)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo=sudo
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The test command: installs dependencies, builds with -Wall -Wextra -Werror, runs the whole
+# CTest suite, then builds again under AddressSanitizer + UndefinedBehaviorSanitizer and runs
+# the CPU and MPI tests there. GPU tests skip visibly without a device.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+bash scripts/install_deps.sh
+jobs=$(nproc)
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$jobs"
+(cd build && ctest --output-on-failure -j1)
+
+# Sanitizers: CPU build (CUDA code cannot run here, so it is left out of this build).
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAB_SANITIZE=ON -DAB_WITH_CUDA=OFF >/dev/null
+cmake --build build-asan -j"$jobs"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+(cd build-asan && ctest --output-on-failure -j1 -LE gpu)
