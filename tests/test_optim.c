@@ -1,0 +1,126 @@
+/* Optimizers against float64 references of PyTorch's update rules over several steps (SGD with
+ * momentum and weight decay, AdamW), and the parameter buffers: layout, PyTorch's default
+ * Linear initialisation, and memory charged per category in each precision. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "half.h"
+#include "layers.h"
+#include "optim.h"
+#include "params.h"
+#include "rng.h"
+#include "tolerances.h"
+
+static int failures = 0;
+enum { N = 1000, STEPS = 5 };
+
+static void test_optimizer(ab_backend *be, ab_optimizer_kind kind, float lr, float mom, float wd) {
+    ab_rng r;
+    ab_rng_seed(&r, 11 + kind);
+    float *w = malloc(N * 4), *g = malloc(N * 4);
+    double *wr = malloc(N * 8), *b1 = calloc(N, 8), *b2 = calloc(N, 8);
+    for (int i = 0; i < N; i++) wr[i] = w[i] = (float)ab_rng_normal(&r);
+    ab_optimizer o;
+    AB_CHECK(ab_optimizer_init(&o, be, kind, N, lr, mom, wd) == 0, "%s", ab_error());
+    for (int t = 1; t <= STEPS; t++) {
+        for (int i = 0; i < N; i++) g[i] = (float)ab_rng_normal(&r);
+        AB_CHECK(ab_optimizer_step(&o, w, g) == 0, "%s", ab_error());
+        for (int i = 0; i < N; i++) {
+            double gi = g[i];
+            if (kind == AB_OPT_SGD) {
+                gi += wd * wr[i];
+                if (mom != 0.0f) {
+                    b1[i] = t == 1 ? gi : mom * b1[i] + gi;
+                    gi = b1[i];
+                }
+                wr[i] -= lr * gi;
+            } else {
+                wr[i] *= 1.0 - (double)lr * wd;
+                b1[i] = 0.9 * b1[i] + 0.1 * gi;
+                b2[i] = 0.999 * b2[i] + 0.001 * gi * gi;
+                const double mh = b1[i] / (1 - pow(0.9, t)), vh = b2[i] / (1 - pow(0.999, t));
+                wr[i] -= lr * mh / (sqrt(vh) + 1e-8);
+            }
+        }
+    }
+    char what[64];
+    snprintf(what, sizeof what, "%s lr=%g momentum=%g wd=%g", ab_optimizer_name(kind), lr, mom, wd);
+    failures += ab_check_nmse(what, w, wr, N, AB_TOL_FP32_NMSE);
+    /* the update moved the weights by the expected amount, not a no-op */
+    double moved = 0.0;
+    for (int i = 0; i < N; i++) moved += fabs(w[i] - wr[i]) < 1e-3 ? 0 : 1;
+    AB_CHECK(moved == 0, "%s: %g elements off by more than 1e-3", what, moved);
+    ab_optimizer_free(&o);
+    free(w);
+    free(g);
+    free(wr);
+    free(b1);
+    free(b2);
+}
+
+static void test_params(ab_backend *be) {
+    const ab_precision precs[] = {AB_PREC_FP32, AB_PREC_AMP, AB_PREC_BF16};
+    for (int k = 0; k < 3; k++) {
+        ab_param_spec specs[4];
+        ab_linear_specs(&specs[0], &specs[1], "fc1.weight", "fc1.bias", 784, 256);
+        ab_linear_specs(&specs[2], &specs[3], "fc2.weight", "fc2.bias", 256, 10);
+        ab_rng r;
+        ab_rng_seed(&r, 5);
+        const ab_mem before = be->mem;
+        ab_params p;
+        AB_CHECK(ab_params_init(&p, be, precs[k], specs, 4, &r) == 0, "%s", ab_error());
+        const size_t n = 784 * 256 + 256 + 256 * 10 + 10;
+        AB_CHECK(p.n == n && specs[2].offset == 784 * 256 + 256 && specs[3].numel == 10, "layout");
+        const size_t c = ab_dtype_size(p.cdt);
+        const size_t *cur = be->mem.current, *was = before.current;
+        if (precs[k] == AB_PREC_FP32) {
+            AB_CHECK(cur[AB_MEM_PARAMETERS] - was[AB_MEM_PARAMETERS] == 4 * n, "fp32 parameters 4 bytes each");
+            AB_CHECK(cur[AB_MEM_MASTER] == was[AB_MEM_MASTER], "fp32 has no master copy");
+            AB_CHECK(cur[AB_MEM_GRADIENTS] - was[AB_MEM_GRADIENTS] == 4 * n, "fp32 gradients");
+        } else {
+            AB_CHECK(cur[AB_MEM_PARAMETERS] - was[AB_MEM_PARAMETERS] == c * n, "%s working copy", ab_precision_name(precs[k]));
+            AB_CHECK(cur[AB_MEM_MASTER] - was[AB_MEM_MASTER] == 4 * n, "fp32 master weights");
+            AB_CHECK(cur[AB_MEM_GRADIENTS] - was[AB_MEM_GRADIENTS] == (4 + c) * n, "fp32 + compute-type gradients");
+            /* the working copy is the rounded master */
+            const uint16_t *wc = p.wc;
+            int same = 1;
+            for (size_t i = 0; i < n; i++) same &= wc[i] == (p.cdt == AB_F16 ? ab_f32_to_f16(p.master[i]) : ab_f32_to_bf16(p.master[i]));
+            AB_CHECK(same, "working copy = rounded master");
+        }
+        /* PyTorch's default Linear init: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), weights and biases */
+        for (int s = 0; s < 4; s++) {
+            const double bound = 1.0 / sqrt(specs[s].fan_in);
+            double mean = 0.0, var = 0.0, mx = 0.0;
+            for (size_t i = 0; i < specs[s].numel; i++) {
+                const double v = p.master[specs[s].offset + i];
+                mean += v;
+                var += v * v;
+                mx = fmax(mx, fabs(v));
+            }
+            mean /= specs[s].numel;
+            var = var / specs[s].numel - mean * mean;
+            AB_CHECK(mx <= bound, "%s within the bound", specs[s].name);
+            if (specs[s].numel >= 2560) {
+                AB_CHECK(fabs(var / (bound * bound / 3) - 1) < 0.05, "%s variance %g vs %g", specs[s].name, var,
+                         bound * bound / 3);
+                AB_CHECK(mx > 0.99 * bound, "%s fills its range", specs[s].name);
+            }
+        }
+        ab_params_free(&p);
+        AB_CHECK(be->mem.current_total == before.current_total, "everything released");
+    }
+}
+
+int main(void) {
+    ab_backend *be = ab_backend_cpu_create(1);
+    if (!be) return 1;
+    test_optimizer(be, AB_OPT_SGD, 0.01f, 0.0f, 0.0f);
+    test_optimizer(be, AB_OPT_SGD, 0.05f, 0.9f, 1e-2f);
+    test_optimizer(be, AB_OPT_ADAMW, 1e-3f, 0.0f, 0.01f);
+    test_params(be);
+    be->ops->destroy(be);
+    printf("optimizers and parameters: %d failures\n", failures);
+    return failures ? 1 : 0;
+}
