@@ -190,7 +190,10 @@ int ab_trainer_step(ab_trainer *t, const int32_t *order, int n, long step, int e
         /* d(scale * sum of the group's losses / n) / dlogits; the op divides by b itself */
         AB_TRY(ops->softmax_xent(be, b, C, p->cdt, t->model->logits, t->labels, scale * (float)b / (float)n, p->cdt,
                                  t->model->logits, &t->stats->loss_sum, NULL));
-        p->grad_beta = k > 0;
+        /* fp32: backward adds each micro-batch into grad itself; amp/bf16: backward overwrites the
+         * compute-type gradc and ab_params_fold_grads adds it into the fp32 grad (adding in both
+         * places would count the earlier micro-batches twice) */
+        p->grad_beta = k > 0 && p->cdt == AB_F32;
         AB_TRY(t->model->ops->backward(t->model, p, t->x, t->model->logits, b));
         AB_TRY(ab_params_fold_grads(p, k > 0));
     }
