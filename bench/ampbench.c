@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm.h"
 #include "train.h"
 #include "version.h"
 
@@ -14,6 +15,7 @@ static const char usage[] =
     "usage: ampbench train [options]     train one workload, write one JSON result\n"
     "       ampbench bench [options]     repeat training runs and print median epoch time and samples/s\n"
     "       ampbench --help | --version\n"
+    "       mpirun -np N ampbench train|bench [options]   data parallel: N ranks, rank 0 prints and writes\n"
     "\n"
     "options:\n"
     "  --model NAME            mlp (784-256-10, ReLU)                              [mlp]\n"
@@ -41,7 +43,18 @@ static const char usage[] =
     "  --threads N             CPU BLAS threads (0 = OpenBLAS default)             [0]\n"
     "  --out FILE.json         result record (written atomically after each epoch)\n"
     "  --quiet                 no progress lines\n"
-    "  --repeats N             bench: number of runs                               [5]\n";
+    "  --repeats N             bench: number of runs                               [5]\n"
+    "data parallel (docs/data-parallel.md):\n"
+    "  --comm C                auto | self | mpi | nccl; auto = nccl under mpirun with --device cuda,\n"
+    "                          mpi under mpirun, else self (world size 1)          [auto]\n"
+    "  --allreduce-dtype T     fp32 | fp16 (fp16 needs --precision amp)            [fp32]\n"
+    "  --comm-timeout S        a collective unfinished after S seconds fails the run [300]\n"
+    "  --inject-inf-step N     fault injection: +inf in one gradient at step N     [-1 = never]\n"
+    "  --inject-inf-rank R     ... on rank R only                                  [-1 = every rank]\n"
+    "  --proj-gpu-bw B/S       projection: GPU ring bus bandwidth       [2.4e10, or the measured NCCL one]\n"
+    "  --proj-gpu-latency S    projection: GPU all-reduce latency per step         [2e-05]\n"
+    "  --proj-node-bw B/S      projection: per-node network bandwidth (100 Gb/s)   [1.25e10]\n"
+    "  --proj-node-latency S   projection: node all-reduce latency per step        [5e-05]\n";
 
 static int parse_long(const char *flag, const char *v, long lo, long hi, long *out) {
     char *end;
@@ -100,6 +113,25 @@ static int parse_args(int argc, char **argv, ab_train_config *c, int *repeats) {
         else if (strcmp(f, "--init-scale") == 0) AB_TRY(parse_float(f, v, &c->init_scale));
         else if (strcmp(f, "--growth-factor") == 0) AB_TRY(parse_float(f, v, &c->growth_factor));
         else if (strcmp(f, "--backoff-factor") == 0) AB_TRY(parse_float(f, v, &c->backoff_factor));
+        else if (strcmp(f, "--comm") == 0) { ab_comm_kind k; AB_TRY(ab_comm_parse(v, &k)); c->comm = v; }
+        else if (strcmp(f, "--allreduce-dtype") == 0) {
+            if (strcmp(v, "fp32") == 0) c->allreduce_dtype = AB_F32;
+            else if (strcmp(v, "fp16") == 0) c->allreduce_dtype = AB_F16;
+            else return ab_errorf("--allreduce-dtype: '%s' is not fp32 or fp16", v);
+        }
+        else if (strcmp(f, "--inject-inf-step") == 0) { AB_TRY(parse_long(f, v, -1, 1L << 40, &l)); c->inject_inf_step = l; }
+        else if (strcmp(f, "--inject-inf-rank") == 0) { AB_TRY(parse_long(f, v, -1, 1 << 20, &l)); c->inject_inf_rank = (int)l; }
+        else if (strcmp(f, "--comm-timeout") == 0 || strncmp(f, "--proj-", 7) == 0) {
+            float x;
+            AB_TRY(parse_float(f, v, &x));
+            if (!(x > 0.0f)) return ab_errorf("%s: '%s' must be positive", f, v);
+            if (strcmp(f, "--comm-timeout") == 0) c->comm_timeout_s = x;
+            else if (strcmp(f, "--proj-gpu-bw") == 0) c->proj_gpu_bw = x;
+            else if (strcmp(f, "--proj-gpu-latency") == 0) c->proj_gpu_latency = x;
+            else if (strcmp(f, "--proj-node-bw") == 0) c->proj_node_bw = x;
+            else if (strcmp(f, "--proj-node-latency") == 0) c->proj_node_latency = x;
+            else return ab_errorf("unknown option '%s' (see ampbench --help)", f);
+        }
         else return ab_errorf("unknown option '%s' (see ampbench --help)", f);
     }
     return 0;
@@ -115,17 +147,27 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* this process's rank in an MPI job (0 outside one), known before the communicator exists */
+static int launcher_rank(void) {
+    const char *v = getenv("OMPI_COMM_WORLD_RANK");
+    if (!v) v = getenv("PMIX_RANK");
+    if (!v) v = getenv("PMI_RANK");
+    return v ? atoi(v) : 0;
+}
+
 static int run_bench(ab_train_config *c, int repeats) {
     double *epoch_s = calloc((size_t)repeats, sizeof(double)), *sps = calloc((size_t)repeats, sizeof(double));
     if (!epoch_s || !sps) return ab_errorf("out of memory");
     c->quiet = 1;
-    printf("ampbench bench: model %s, %s, precision %s, device %s, batch %d, %d run(s) of %d epoch(s)\n", c->model,
+    const int lead = launcher_rank() == 0;
+    if (lead)
+        printf("ampbench bench: model %s, %s, precision %s, device %s, batch %d, %d run(s) of %d epoch(s)\n", c->model,
            c->dataset, ab_precision_name(c->precision), c->device, c->batch_size, repeats, c->epochs);
     int rc = 0;
     for (int r = 0; r < repeats && rc == 0 && !ab_stop_requested; r++) {
         ab_run_record rec;
         rc = ab_train_run(c, &rec);
-        if (rc == 0) {
+        if (rc == 0 && lead) {
             double t = 0.0, n = 0.0;
             for (int e = 0; e < rec.n_epochs; e++) {
                 t += rec.epochs[e].time_s;
@@ -136,10 +178,16 @@ static int run_bench(ab_train_config *c, int repeats) {
             printf("  run %d: %.3f s/epoch, %.0f samples/s, test accuracy %.2f%%, data %.3f s, peak memory %zu B\n",
                    r + 1, epoch_s[r], sps[r], rec.n_epochs ? rec.epochs[rec.n_epochs - 1].test_accuracy : NAN,
                    rec.n_epochs ? rec.epochs[rec.n_epochs - 1].data_time_s : NAN, rec.mem.peak_total);
+            if (rec.world_size > 1 || c->accum_steps > 1)
+                printf("         world %d (%s), all-reduce %.3f s in %ld calls, %.0f bytes, %.3g B/s, "
+                       "all collectives %.3f s\n",
+                       rec.world_size, rec.comm_engine, rec.allreduce_time_s, rec.allreduce_calls,
+                       rec.bytes_allreduced, rec.allreduce_time_s > 0 ? rec.bytes_allreduced / rec.allreduce_time_s : 0.0,
+                       rec.comm_time_s);
         }
         ab_run_record_free(&rec);
     }
-    if (rc == 0) {
+    if (rc == 0 && lead) {
         qsort(epoch_s, (size_t)repeats, sizeof(double), cmp_double);
         qsort(sps, (size_t)repeats, sizeof(double), cmp_double);
         printf("median: %.3f s/epoch (min %.3f, max %.3f), %.0f samples/s\n", epoch_s[repeats / 2], epoch_s[0],
@@ -184,13 +232,22 @@ int main(int argc, char **argv) {
     } else {
         ab_run_record rec;
         rc = ab_train_run(&cfg, &rec);
-        if (rc == 0 && cfg.out_path && !cfg.quiet) printf("result: %s%s\n", cfg.out_path, rec.interrupted ? " (interrupted)" : "");
+        if (rc == 0 && cfg.out_path && !cfg.quiet && rec.rank == 0) printf("result: %s%s\n", cfg.out_path, rec.interrupted ? " (interrupted)" : "");
         if (rc == 0 && rec.interrupted) rc = 130;
         ab_run_record_free(&rec);
     }
     if (rc == -1) {
+        int world = 1;
+        if (ab_comm_launched(&world) && world > 1) {
+            /* the other ranks may be waiting in a collective: end the whole job now */
+            fprintf(stderr, "ampbench: rank %d: %s\n", launcher_rank(), ab_error());
+            fflush(stderr);
+            ab_mpi_abort(1);
+        }
         fprintf(stderr, "ampbench: %s\n", ab_error());
+        ab_mpi_finalize();
         return 1;
     }
+    ab_mpi_finalize();
     return rc;
 }

@@ -7,6 +7,8 @@
 /* device: "cpu", "cuda" (fails with a clear error when no GPU is usable) or "auto" (cuda when a
  * GPU is usable, else cpu, saying so on stderr unless quiet). */
 ab_backend *ab_backend_create(const char *device, int threads, int quiet);
+/* The same on GPU `index` for cuda (a data-parallel rank's node-local rank); cpu ignores it. */
+ab_backend *ab_backend_create_on(const char *device, int index, int threads, int quiet);
 
 /* Provided by kernels/cuda: the CUDA backend on GPU `index`, or NULL with ab_error() set
  * (no device, no driver, or a build without CUDA). */

@@ -13,6 +13,79 @@
 
 static cJSON *num(double v) { return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull(); }
 
+/* data_parallel (measured) and projection (the ring all-reduce cost model, not measured):
+ *   t_step(N)  = t_compute + 2(N-1)/N * grad_bytes / bandwidth + latency   (N > 1; t_compute at N = 1)
+ *   epoch(N)   = ceil(train_samples / (N * batch * accum)) * t_step(N)     (per-rank batch fixed)
+ * t_compute is this run's measured training time per step less its time in collectives. The
+ * bandwidth is the per-rank bus bandwidth of the ring; a measured all-reduce gives
+ * bus = algorithm bandwidth * 2(W-1)/W. */
+static void add_data_parallel(cJSON *o, const ab_train_config *c, const ab_run_record *r) {
+    const int W = r->world_size > 0 ? r->world_size : 1;
+    double time = 0.0;
+    long steps = 0;
+    for (int i = 0; i < r->n_epochs; i++) {
+        time += r->epochs[i].time_s;
+        steps += r->epochs[i].steps;
+    }
+    const double grad_bytes = (double)r->parameters * (double)ab_dtype_size(c->allreduce_dtype);
+    const double algbw = r->allreduce_time_s > 0 ? r->bytes_allreduced / r->allreduce_time_s : 0.0;
+    if (W > 1 || c->accum_steps > 1) {
+        cJSON *d = cJSON_AddObjectToObject(o, "data_parallel");
+        cJSON_AddNumberToObject(d, "world_size", W);
+        cJSON_AddNumberToObject(d, "accum_steps", c->accum_steps);
+        cJSON_AddStringToObject(d, "engine", r->comm_engine[0] ? r->comm_engine : "none");
+        cJSON_AddStringToObject(d, "allreduce_dtype", ab_dtype_name(c->allreduce_dtype));
+        cJSON_AddItemToObject(d, "comm_time_s", num(r->comm_time_s));
+        cJSON_AddItemToObject(d, "comm_time_per_step_s", num(steps ? r->comm_time_s / (double)steps : 0.0));
+        cJSON_AddNumberToObject(d, "bytes_allreduced", r->bytes_allreduced);
+        cJSON_AddItemToObject(d, "allreduce_time_s", num(r->allreduce_time_s));
+        cJSON_AddItemToObject(d, "allreduce_bandwidth_Bps", num(algbw));
+        cJSON *pm = cJSON_AddArrayToObject(d, "peak_memory_bytes_per_rank");
+        for (int i = 0; r->peak_memory_per_rank && i < W; i++)
+            cJSON_AddItemToArray(pm, cJSON_CreateNumber((double)r->peak_memory_per_rank[i]));
+    }
+    if (steps == 0 || r->train_samples == 0) return;
+    const double t_compute = (time - r->comm_time_s) / (double)steps;
+    /* the GPU figures take a measured NCCL bandwidth where this run had one; CPU processes
+     * sharing memory say nothing about GPU links, nor does any run here about a network */
+    const int measured = algbw > 0 && W > 1 && strcmp(r->comm_engine, "nccl") == 0;
+    const double gpu_bw = c->proj_gpu_bw > 0 ? c->proj_gpu_bw : measured ? algbw * 2.0 * (W - 1) / W : AB_PROJ_GPU_BW;
+    const char *gpu_src = c->proj_gpu_bw > 0 ? "option" : measured ? "measured" : "default";
+    const double gpu_lat = c->proj_gpu_latency > 0 ? c->proj_gpu_latency : AB_PROJ_GPU_LATENCY;
+    const double node_bw = c->proj_node_bw > 0 ? c->proj_node_bw : AB_PROJ_NODE_BW;
+    const double node_lat = c->proj_node_latency > 0 ? c->proj_node_latency : AB_PROJ_NODE_LATENCY;
+    cJSON *p = cJSON_AddObjectToObject(o, "projection");
+    cJSON_AddBoolToObject(p, "projected", 1);
+    cJSON_AddStringToObject(p, "method",
+                            "PROJECTED, not measured: ring all-reduce cost model, t_step(N) = t_compute + "
+                            "2(N-1)/N * grad_bytes / bandwidth + latency (N > 1), epoch(N) = "
+                            "ceil(train_samples / (N * batch * accum)) * t_step(N), per-rank batch fixed, "
+                            "t_compute measured on this run");
+    cJSON_AddItemToObject(p, "compute_time_per_step_s", num(t_compute));
+    cJSON_AddNumberToObject(p, "grad_bytes", grad_bytes);
+    cJSON_AddItemToObject(p, "bandwidth_Bps", num(gpu_bw));
+    cJSON_AddItemToObject(p, "latency_s", num(gpu_lat));
+    cJSON_AddStringToObject(p, "bandwidth_source", gpu_src);
+    cJSON *pts = cJSON_AddArrayToObject(p, "points");
+    const double per_step = (double)c->batch_size * c->accum_steps;
+    const double epoch1 = ceil((double)r->train_samples / per_step) * t_compute;
+    for (int kind = 0; kind < 2; kind++)
+        for (int n = 1; n <= 8; n *= 2) {
+            const double bw = kind ? node_bw : gpu_bw, lat = kind ? node_lat : gpu_lat;
+            const double t_step = t_compute + (n > 1 ? 2.0 * (n - 1) / n * grad_bytes / bw + lat : 0.0);
+            const double epoch = ceil((double)r->train_samples / (n * per_step)) * t_step;
+            cJSON *j = cJSON_CreateObject();
+            cJSON_AddStringToObject(j, "kind", kind ? "nodes" : "gpus");
+            cJSON_AddNumberToObject(j, "n", n);
+            cJSON_AddItemToObject(j, "epoch_time_s", num(epoch));
+            cJSON_AddItemToObject(j, "speedup", num(epoch1 / epoch));
+            cJSON_AddItemToObject(j, "efficiency", num(epoch1 / epoch / n));
+            cJSON_AddItemToObject(j, "bandwidth_Bps", num(bw));
+            cJSON_AddItemToObject(j, "latency_s", num(lat));
+            cJSON_AddItemToArray(pts, j);
+        }
+}
+
 /* A device backend's description: what it is, and the driver's view of its memory beside the
  * tracked allocator's (peak_memory_bytes), so the two can be compared. */
 static void add_gpu(cJSON *o, const ab_device_info *d) {
@@ -60,7 +133,7 @@ static cJSON *build(const ab_train_config *c, const ab_run_record *r) {
     cJSON_AddNumberToObject(w, "parameters", (double)r->parameters);
 
     cJSON_AddStringToObject(o, "precision", ab_precision_name(c->precision));
-    cJSON_AddNumberToObject(o, "world_size", 1);
+    cJSON_AddNumberToObject(o, "world_size", r->world_size > 0 ? r->world_size : 1);
 
     cJSON *h = cJSON_AddObjectToObject(o, "host");
     char hostname[256] = "unknown";
@@ -135,6 +208,8 @@ static cJSON *build(const ab_train_config *c, const ab_run_record *r) {
         cJSON_AddNumberToObject(j, "scale", s->changes[i].scale);
         cJSON_AddItemToArray(ch, j);
     }
+
+    add_data_parallel(o, c, r);
 
     cJSON *lc = cJSON_AddArrayToObject(o, "loss_curve");
     for (size_t i = 0; i < r->n_curve; i++) {

@@ -3,7 +3,10 @@
  *   -> softmax cross-entropy in fp32, gradient pre-multiplied by the loss scale -> backward into
  *   the compute-type gradient buffer -> fold into the fp32 gradients -> unscale and check
  *   finite -> loss-scaler decision -> optimizer step on the fp32 master weights.
- * Accumulation over micro-batches happens in the fp32 gradient buffer. */
+ * Accumulation over micro-batches happens in the fp32 gradient buffer. Data parallel (W ranks,
+ * core/comm.h): each rank takes its shard of the step's samples (ab_shard_step), and after the
+ * last micro-batch the fp32 gradients (or their fp16 copy) are all-reduced once, averaged; the
+ * overflow flag and the loss are all-reduced too, so every rank takes the same decision. */
 #include "train.h"
 
 #include <math.h>
@@ -13,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "comm.h"
 #include "device.h"
 #include "idx.h"
 #include "kernel_math.h"
@@ -28,7 +32,8 @@ void ab_train_config_defaults(ab_train_config *c) {
                            .epochs = 1, .batch_size = 64, .accum_steps = 1, .optimizer = AB_OPT_SGD, .lr = 0.01f,
                            .seed = 1, .init_scale = 65536.0f, .growth_factor = 2.0f, .backoff_factor = 0.5f,
                            .growth_interval = 2000, .log_interval = 100, .shuffle = 1,
-                           .inject_inf_step = -1};
+                           .inject_inf_step = -1, .inject_inf_rank = -1, .comm = "auto",
+                           .allreduce_dtype = AB_F32};
 }
 
 /* per-step scalars the host reads back: one small download per step */
@@ -54,6 +59,9 @@ struct ab_trainer {
     int32_t *perm, *iota;  /* host */
     size_t x_bytes;
     double data_time; /* seconds spent assembling batches in the current epoch */
+    ab_comm *comm;
+    int32_t *shard; /* (batch * accum steps) this rank's samples of the step, host */
+    int stop_any;   /* some rank was asked to stop (all-reduced each step) */
 };
 typedef struct ab_trainer trainer;
 
@@ -92,12 +100,59 @@ static int load_data(trainer *t) {
     return 0;
 }
 
+/* 64-bit FNV-1a */
+static uint64_t fnv1a(const char *s) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+    return h;
+}
+
+/* Every rank must train the same model the same way: a hash of what must agree, all-reduced
+ * with MIN and MAX; when they differ every rank says what it has and which ranks differ. */
+static int check_world_config(trainer *t) {
+    ab_comm *cm = t->comm;
+    if (cm->size == 1) return 0;
+    const ab_train_config *c = t->cfg;
+    char desc[512];
+    snprintf(desc, sizeof desc,
+             "model %s, parameters %zu, precision %s, dataset %s (%d train samples), batch %d, accum steps %d, "
+             "epochs %d, max steps %ld, optimizer %s lr %g momentum %g wd %g, seed %llu, shuffle %d, "
+             "all-reduce %s, engine %s",
+             c->model, t->params.n, ab_precision_name(c->precision), c->dataset, t->train.n, c->batch_size,
+             c->accum_steps, c->epochs, c->max_steps, ab_optimizer_name(c->optimizer), (double)c->lr,
+             (double)c->momentum, (double)c->weight_decay, (unsigned long long)c->seed, c->shuffle,
+             ab_dtype_name(c->allreduce_dtype), cm->ops->name);
+    const int64_t h = (int64_t)(fnv1a(desc) >> 1);
+    int64_t lo = h, hi = h;
+    AB_TRY(cm->ops->allreduce_i64(cm, &lo, 1, AB_RED_MIN));
+    AB_TRY(cm->ops->allreduce_i64(cm, &hi, 1, AB_RED_MAX));
+    if (lo == hi) return 0;
+    int64_t *all = malloc((size_t)cm->size * sizeof *all);
+    if (!all) return ab_errorf("ranks disagree on the world configuration (and out of memory to say how)");
+    char others[128] = "";
+    if (cm->ops->allgather_i64(cm, h, all) == 0)
+        for (int r = 0, len = 0; r < cm->size && len < (int)sizeof others - 8; r++)
+            if (all[r] != h) len += snprintf(others + len, sizeof others - (size_t)len, "%s%d", len ? "," : "", r);
+    free(all);
+    return ab_errorf("ranks disagree on the world configuration: rank %d of %d has [%s]; ranks with a different "
+                     "one: %s (launch every rank with the same options and data)",
+                     cm->rank, cm->size, desc, others[0] ? others : "?");
+}
+
 static int setup(trainer *t, ab_run_record *rec) {
     const ab_train_config *c = t->cfg;
     if (c->epochs < 1 || c->batch_size < 1 || c->accum_steps < 1 || c->log_interval < 1 || !(c->lr > 0.0f))
         return ab_errorf("need epochs >= 1, batch size >= 1, accum steps >= 1, log interval >= 1, lr > 0");
-    t->be = ab_backend_create(c->device, c->threads, c->quiet);
+    if (c->allreduce_dtype != AB_F32 && !(c->allreduce_dtype == AB_F16 && c->precision == AB_PREC_AMP))
+        return ab_errorf("--allreduce-dtype %s needs --precision amp (gradients are fp32 otherwise)",
+                         ab_dtype_name(c->allreduce_dtype));
+    ab_comm_kind kind;
+    AB_TRY(ab_comm_parse(c->comm, &kind));
+    /* the communicator first: a GPU rank's device is its node-local rank */
+    AB_TRY(ab_comm_create(kind, c->device, c->comm_timeout_s, &t->comm));
+    t->be = ab_backend_create_on(c->device, t->comm->local_rank, c->threads, c->quiet || t->comm->rank > 0);
     if (!t->be) return -1;
+    ab_comm_bind(t->comm, t->be);
     AB_TRY(load_data(t));
     ab_model_config mc = {.in_dim = t->train.dim, .n_classes = t->train.n_classes, .max_batch = c->batch_size,
                           .hidden = c->hidden};
@@ -106,6 +161,12 @@ static int setup(trainer *t, ab_run_record *rec) {
     ab_rng_seed(&rng, c->seed);
     AB_TRY(ab_params_init(&t->params, t->be, c->precision, t->model->specs, t->model->n_specs, &rng));
     AB_TRY(ab_model_bind(t->model, &t->params));
+    AB_TRY(check_world_config(t));
+    /* replicas start from rank 0's weights, as DDP does (the seeded init agrees anyway) */
+    if (t->comm->size > 1) {
+        AB_TRY(t->comm->ops->broadcast(t->comm, t->params.master, t->params.n * sizeof(float), 0));
+        AB_TRY(ab_params_refresh(&t->params));
+    }
     AB_TRY(ab_optimizer_init(&t->opt, t->be, c->optimizer, t->params.n, c->lr, c->momentum, c->weight_decay));
     AB_TRY(ab_scaler_init(&rec->scaler, c->precision == AB_PREC_AMP, c->init_scale, c->growth_factor,
                           c->backoff_factor, c->growth_interval));
@@ -116,14 +177,18 @@ static int setup(trainer *t, ab_run_record *rec) {
     t->stats = ab_alloc(t->be, AB_MEM_WORKSPACE, sizeof(step_stats));
     t->perm = malloc((size_t)t->train.n * sizeof(int32_t));
     t->iota = malloc((size_t)t->test.n * sizeof(int32_t));
+    t->shard = malloc((size_t)c->batch_size * (size_t)c->accum_steps * sizeof(int32_t));
     if (!t->x || !t->labels || !t->stats) return -1;
-    if (!t->perm || !t->iota) return ab_errorf("out of host memory for the sample order");
+    if (!t->perm || !t->iota || !t->shard) return ab_errorf("out of host memory for the sample order");
     for (int i = 0; i < t->test.n; i++) t->iota[i] = i;
 
     rec->parameters = (long)t->params.n;
     rec->train_samples = t->train.n;
     rec->test_samples = t->test.n;
     snprintf(rec->backend, sizeof rec->backend, "%s", t->be->ops->name);
+    rec->world_size = t->comm->size;
+    rec->rank = t->comm->rank;
+    snprintf(rec->comm_engine, sizeof rec->comm_engine, "%s", t->comm->size > 1 ? t->comm->ops->name : "none");
     return 0;
 }
 
@@ -140,12 +205,16 @@ static void teardown(trainer *t) {
         if (t->train_y) be->ops->unmap_data(be, t->train_y, (size_t)t->train.n);
         if (t->test_x) be->ops->unmap_data(be, t->test_x, (size_t)t->test.n * t->test.dim);
         if (t->test_y) be->ops->unmap_data(be, t->test_y, (size_t)t->test.n);
+        ab_comm_destroy(t->comm);
+        t->comm = NULL;
         be->ops->destroy(be);
     }
+    ab_comm_destroy(t->comm);
     ab_image_set_free(&t->train);
     ab_image_set_free(&t->test);
     free(t->perm);
     free(t->iota);
+    free(t->shard);
 }
 
 static int evaluate(trainer *t, double *loss, double *accuracy) {
@@ -168,27 +237,64 @@ static int evaluate(trainer *t, double *loss, double *accuracy) {
     return 0;
 }
 
+int ab_shard_step(const int32_t *order, int n, int B, int W, int r, int32_t *out) {
+    int m = 0;
+    for (long blk = r; blk * B < n; blk += W)
+        for (long i = blk * B; i < n && i < (blk + 1) * B; i++) out[m++] = order[i];
+    return m;
+}
+
+/* The data-parallel part of a step, between the last micro-batch and the unscale: one
+ * all-reduce (average) of the gradients, in fp32 or through the fp16 gradient buffer. */
+static int allreduce_grads(trainer *t) {
+    ab_comm *cm = t->comm;
+    ab_params *p = &t->params;
+    ab_backend *be = t->be;
+    const double t0 = ab_now();
+    if (t->cfg->allreduce_dtype == AB_F16) { /* still loss-scaled here, as fp16 gradients are */
+        AB_TRY(be->ops->cast(be, p->n, AB_F32, p->grad, AB_F16, p->gradc));
+        AB_TRY(cm->ops->allreduce(cm, p->gradc, p->n, AB_F16, AB_RED_AVG));
+        AB_TRY(be->ops->accumulate(be, p->n, AB_F16, p->gradc, p->grad, 0));
+    } else {
+        AB_TRY(cm->ops->allreduce(cm, p->grad, p->n, AB_F32, AB_RED_AVG));
+    }
+    AB_TRY(be->ops->sync(be));
+    const double dt = ab_now() - t0;
+    t->rec->allreduce_time_s += dt;
+    t->rec->comm_time_s += dt;
+    t->rec->bytes_allreduced += (double)(p->n * ab_dtype_size(t->cfg->allreduce_dtype));
+    t->rec->allreduce_calls++;
+    return 0;
+}
+
 int ab_trainer_step(ab_trainer *t, const int32_t *order, int n, long step, int epoch, double *loss, int *took) {
     ab_run_record *rec = t->rec;
     *took = 0;
     ab_backend *be = t->be;
     const ab_backend_ops *ops = be->ops;
     ab_params *p = &t->params;
-    const int B = t->cfg->batch_size, C = t->model->n_classes;
+    ab_comm *cm = t->comm;
+    const int B = t->cfg->batch_size, C = t->model->n_classes, W = cm->size;
     const float scale = rec->scaler.scale;
+    /* order[0 .. n) is the world's step; this rank trains on its shard. Each rank's gradient is
+     * scaled by W/n rather than 1/(its count) so that the average over ranks is the mean over all
+     * n samples even when a last, short step leaves the ranks unequal shares. */
+    const int m = W > 1 ? ab_shard_step(order, n, B, W, cm->rank, t->shard) : n;
+    const int32_t *mine = W > 1 ? t->shard : order;
     AB_TRY(ops->zero(be, t->stats, sizeof(step_stats)));
     AB_TRY(ab_params_refresh(p));
-    for (int pos = 0, k = 0; pos < n; pos += B, k++) {
-        const int b = n - pos < B ? n - pos : B;
+    if (m == 0) AB_TRY(ops->zero(be, p->grad, p->n * sizeof(float)));
+    for (int pos = 0, k = 0; pos < m; pos += B, k++) {
+        const int b = m - pos < B ? m - pos : B;
         const double td = ab_now();
         if (ops->data_mark) ops->data_mark(be, 1); /* device clock: the host one sees only the launch */
-        AB_TRY(ops->gather_normalize(be, b, t->train.dim, t->train_x, t->train_y, order + pos, 0.1307f, 0.3081f, p->cdt,
+        AB_TRY(ops->gather_normalize(be, b, t->train.dim, t->train_x, t->train_y, mine + pos, 0.1307f, 0.3081f, p->cdt,
                                      t->x, t->labels));
         if (ops->data_mark) ops->data_mark(be, 0);
         t->data_time += ab_now() - td;
         AB_TRY(t->model->ops->forward(t->model, p, t->x, b));
         /* d(scale * sum of the group's losses / n) / dlogits; the op divides by b itself */
-        AB_TRY(ops->softmax_xent(be, b, C, p->cdt, t->model->logits, t->labels, scale * (float)b / (float)n, p->cdt,
+        AB_TRY(ops->softmax_xent(be, b, C, p->cdt, t->model->logits, t->labels, scale * (float)b / (float)n * (float)W, p->cdt,
                                  t->model->logits, &t->stats->loss_sum, NULL));
         /* fp32: backward adds each micro-batch into grad itself; amp/bf16: backward overwrites the
          * compute-type gradc and ab_params_fold_grads adds it into the fp32 grad (adding in both
@@ -197,19 +303,31 @@ int ab_trainer_step(ab_trainer *t, const int32_t *order, int n, long step, int e
         AB_TRY(t->model->ops->backward(t->model, p, t->x, t->model->logits, b));
         AB_TRY(ab_params_fold_grads(p, k > 0));
     }
-    if (step == t->cfg->inject_inf_step) { /* fault injection: one gradient element becomes +inf */
+    if (W > 1) AB_TRY(allreduce_grads(t));
+    /* fault injection: one gradient element becomes +inf. Planted after the all-reduce, so that
+     * with one inject rank only the all-reduced flag below can make the other ranks skip too. */
+    if (step == t->cfg->inject_inf_step && (t->cfg->inject_inf_rank < 0 || t->cfg->inject_inf_rank == cm->rank)) {
         const float inf = INFINITY;
         AB_TRY(ops->upload(be, p->grad + p->n / 2, &inf, sizeof inf));
     }
     if (rec->scaler.enabled) AB_TRY(ops->unscale_check(be, p->n, p->grad, 1.0f / scale, &t->stats->found_inf));
     step_stats s;
     AB_TRY(ops->download(be, &s, t->stats, sizeof s));
-    *loss = (double)s.loss_sum / n;
+    int found_inf = s.found_inf != 0;
+    double sums[2] = {s.loss_sum, ab_stop_requested != 0};
+    if (W > 1) { /* every rank takes the same decision and logs the world's loss */
+        const double t0 = ab_now();
+        AB_TRY(ab_comm_flag_max(cm, &found_inf));
+        AB_TRY(cm->ops->allreduce_f64(cm, sums, 2, AB_RED_SUM));
+        rec->comm_time_s += ab_now() - t0;
+    }
+    t->stop_any = sums[1] > 0;
+    *loss = sums[0] / n;
     if (!rec->scaler.enabled && !isfinite(*loss))
         return ab_errorf("loss is %s at epoch %d step %ld (%s has no loss scaler to absorb it): diverged; "
                          "lower the learning rate",
                          isnan(*loss) ? "NaN" : "infinite", epoch, step, ab_precision_name(p->prec));
-    const int r = ab_scaler_update(&rec->scaler, s.found_inf != 0, step, epoch);
+    const int r = ab_scaler_update(&rec->scaler, found_inf, step, epoch);
     if (r < 0) return -1;
     if (rec->scaler.enabled && rec->scaler.scale < 0x1.0p-24f)
         return ab_errorf("loss scale fell below 2^-24 at epoch %d step %ld: gradients are non-finite whatever the "
@@ -225,6 +343,14 @@ static void utc_now(char *buf, size_t cap) {
     struct tm tm;
     gmtime_r(&now, &tm);
     strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* every rank's peak memory, for rank 0's record (a collective: all ranks call it) */
+static int gather_peaks(trainer *t) {
+    ab_run_record *rec = t->rec;
+    if (!rec->peak_memory_per_rank && !(rec->peak_memory_per_rank = calloc((size_t)t->comm->size, sizeof(int64_t))))
+        return ab_errorf("out of host memory");
+    return t->comm->ops->allgather_i64(t->comm, (int64_t)t->be->mem.peak_total, rec->peak_memory_per_rank);
 }
 
 int ab_train_run(const ab_train_config *cfg, ab_run_record *rec) {
@@ -253,7 +379,9 @@ int ab_train_run(const ab_train_config *cfg, ab_run_record *rec) {
         snprintf(rec->device_name, sizeof rec->device_name, "%s", rec->device.name);
         snprintf(rec->blas, sizeof rec->blas, "%s, %s", rec->device.blas, rec->device.dnn);
     }
-    const int N = t.train.n, B = cfg->batch_size, group = B * cfg->accum_steps;
+    /* a step covers batch * accum steps samples on each rank: world * that in all */
+    const int W = rc == 0 ? t.comm->size : 1, verbose = !cfg->quiet && rec->rank == 0;
+    const int N = t.train.n, B = cfg->batch_size, group = B * cfg->accum_steps * W;
     const long steps_per_epoch = (N + group - 1) / group;
     long step = 0;
     for (int e = 1; rc == 0 && e <= cfg->epochs && !rec->interrupted; e++) {
@@ -273,8 +401,10 @@ int ab_train_run(const ab_train_config *cfg, ab_run_record *rec) {
         if (t.be->ops->data_time && (rc = t.be->ops->data_time(t.be, &device_data_s)) != 0) break;
         const double t0 = ab_now();
         for (long s = 0; rc == 0 && s < steps_per_epoch; s++) {
-            if (ab_stop_requested || (cfg->max_steps > 0 && step >= cfg->max_steps)) {
-                rec->interrupted = ab_stop_requested != 0;
+            /* under W > 1 ranks stop together, on the all-reduced request of the previous step */
+            const int stop = W > 1 ? t.stop_any : ab_stop_requested != 0;
+            if (stop || (cfg->max_steps > 0 && step >= cfg->max_steps)) {
+                rec->interrupted = stop;
                 break;
             }
             const int pos = (int)(s * group), n = N - pos < group ? N - pos : group;
@@ -295,7 +425,7 @@ int ab_train_run(const ab_train_config *cfg, ab_run_record *rec) {
             if (step % cfg->log_interval == 0 || s == steps_per_epoch - 1) {
                 const double mean = interval_n ? interval_sum / interval_n : NAN;
                 rc = record_curve(rec, step, e, mean, rec->scaler.scale);
-                if (!cfg->quiet && step % cfg->log_interval == 0)
+                if (verbose && step % cfg->log_interval == 0)
                     printf("Epoch: %d [%d/%d (%.0f%%)]\tLoss: %.6f%s\n", e, pos + n, N, 100.0 * (pos + n) / N, loss,
                            took ? "" : "\t(step skipped: gradient overflow)");
                 interval_sum = 0.0;
@@ -316,20 +446,22 @@ int ab_train_run(const ab_train_config *cfg, ab_run_record *rec) {
         rec->n_epochs = e;
         rec->mem = t.be->mem;
         if (t.be->ops->describe && (rc = t.be->ops->describe(t.be, &rec->device)) != 0) break;
-        if (!cfg->quiet)
+        if ((rc = gather_peaks(&t)) != 0) break;
+        if (verbose)
             printf("Epoch %d done: %.3f s, train loss %.4f, test loss %.4f, test accuracy %.2f%%, skipped steps %ld, "
                    "loss scale %g\n",
                    e, er->time_s, er->train_loss, er->test_loss, er->test_accuracy, er->skipped_steps,
                    (double)rec->scaler.scale);
         fflush(stdout);
-        if (cfg->out_path && (rc = ab_result_write(cfg->out_path, cfg, rec)) != 0) break;
+        if (cfg->out_path && rec->rank == 0 && (rc = ab_result_write(cfg->out_path, cfg, rec)) != 0) break;
         if (cfg->max_steps > 0 && step >= cfg->max_steps) break;
     }
     if (t.be) rec->mem = t.be->mem;
     if (rc == 0 && t.be && t.be->ops->describe) rc = t.be->ops->describe(t.be, &rec->device);
+    if (rc == 0) rc = gather_peaks(&t);
     if (rc == 0) {
         rec->complete = !rec->interrupted;
-        if (cfg->out_path) rc = ab_result_write(cfg->out_path, cfg, rec);
+        if (cfg->out_path && rec->rank == 0) rc = ab_result_write(cfg->out_path, cfg, rec);
     }
     teardown(&t);
     return rc;
@@ -352,6 +484,7 @@ int ab_trainer_create(const ab_train_config *cfg, ab_run_record *rec, ab_trainer
 }
 
 const ab_params *ab_trainer_params(const ab_trainer *t) { return &t->params; }
+ab_comm *ab_trainer_comm(const ab_trainer *t) { return t->comm; }
 int ab_trainer_train_samples(const ab_trainer *t) { return t->train.n; }
 
 int ab_trainer_weights(ab_trainer *t, float *host) {
@@ -370,6 +503,7 @@ void ab_trainer_destroy(ab_trainer *t) {
 void ab_run_record_free(ab_run_record *rec) {
     free(rec->epochs);
     free(rec->curve);
+    free(rec->peak_memory_per_rank);
     ab_scaler_free(&rec->scaler);
     memset(rec, 0, sizeof *rec);
 }

@@ -29,7 +29,22 @@ typedef struct {
     int threads;      /* CPU BLAS threads; 0 = library default */
     int shuffle, quiet;
     long inject_inf_step; /* fault injection: plant +inf in one gradient at this step (-1 = never) */
+    int inject_inf_rank;  /* ... on this rank only (-1 = every rank) */
+    /* data parallelism (core/comm.h) */
+    const char *comm;         /* "auto" | "self" | "mpi" | "nccl" */
+    ab_dtype allreduce_dtype; /* AB_F32, or AB_F16 under amp */
+    double comm_timeout_s;    /* a collective that takes longer fails the run (<= 0: 300 s) */
+    /* projection of scaling beyond this machine: ring all-reduce bandwidth (B/s) and latency (s)
+     * per step; a bandwidth <= 0 means the default, or the measured one where one was measured */
+    double proj_gpu_bw, proj_gpu_latency, proj_node_bw, proj_node_latency;
 } ab_train_config;
+
+/* Documented defaults of the projection (docs/data-parallel.md): PCIe 4.0 x16-class GPU links
+ * and a 100 Gb/s-class network between nodes. */
+#define AB_PROJ_GPU_BW 24e9
+#define AB_PROJ_GPU_LATENCY 20e-6
+#define AB_PROJ_NODE_BW 12.5e9
+#define AB_PROJ_NODE_LATENCY 50e-6
 
 void ab_train_config_defaults(ab_train_config *c);
 
@@ -59,6 +74,14 @@ typedef struct {
     ab_mem mem;
     ab_device_info device; /* from the backend's describe op; device.name[0] == 0 when it has none */
     int complete, interrupted;
+    /* data parallelism: world_size 1 and engine "none" for a single process */
+    int world_size, rank;
+    char comm_engine[8];          /* "none" | "mpi" | "nccl" */
+    double comm_time_s;           /* all collectives of the training steps */
+    double allreduce_time_s;      /* the gradient all-reduce alone */
+    double bytes_allreduced;      /* gradient payload bytes passed to all-reduce, per rank */
+    long allreduce_calls;
+    int64_t *peak_memory_per_rank; /* (world_size) peak_total of every rank, gathered */
 } ab_run_record;
 
 /* Set from a signal handler: the run stops after the current step and keeps what it measured. */
@@ -81,6 +104,15 @@ int ab_trainer_weights(ab_trainer *t, float *host); /* fp32 master weights, para
 int ab_trainer_evaluate(ab_trainer *t, double *loss, double *accuracy);
 const struct ab_params *ab_trainer_params(const ab_trainer *t);
 int ab_trainer_train_samples(const ab_trainer *t);
+struct ab_comm;
+struct ab_comm *ab_trainer_comm(const ab_trainer *t);
+
+/* A step's samples on one rank: order[0 .. n) is the whole world's share of the step, split in
+ * blocks of B (one micro-batch) dealt to the ranks in turn, so rank r takes blocks r, r+W, ...
+ * Its k-th micro-batch is block r + kW: the world's k-th micro-step covers the same samples as
+ * one rank with batch W*B, and each rank's micro-batch is one of that rank's micro-batches of B
+ * under accumulation. Writes the rank's samples to out (up to n); returns their count. */
+int ab_shard_step(const int32_t *order, int n, int B, int W, int r, int32_t *out);
 void ab_trainer_destroy(ab_trainer *t);
 
 /* Result record: JSON (schema in results/schema/result.schema.json), written atomically. */

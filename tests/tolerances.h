@@ -65,6 +65,18 @@ static inline int ab_check_nmse(const char *what, const float *a, const double *
     return 0;
 }
 
+/* Data parallelism, compared on the weight update w - w0 after a few steps (tests/test_dp.c).
+ * fp32, or amp against accumulation of the same micro-batches: the runs differ only in the
+ * order of fp32 sums (a batch's weight-gradient reduction split into per-rank partial sums, then
+ * one add and an exact halving): ~sqrt(B) * 2^-24 ~ 1e-6 relative per element, an NMSE ~ 1e-12;
+ * AB_TOL_FP32_NMSE (1e-9, i.e. 3e-5 rms relative) leaves room for momentum and a few steps. A
+ * sum instead of a mean, or overlapping shards, gives an NMSE of order 1. */
+#define AB_TOL_DP_FP32_NMSE AB_TOL_FP32_NMSE
+/* amp against one large batch, or with an fp16 all-reduce: the fp16 gradients are rounded at
+ * other points (per rank, or once more on the wire), half-ulp 2^-11 ~ 4.9e-4 a rounding, two or
+ * three roundings per element: the fp16 storage bound, 1e-2 relative, NMSE (1e-2)^2. */
+#define AB_TOL_DP_FP16_NMSE AB_TOL_FP16_NMSE
+
 #define AB_CHECK(cond, ...)                                                                                   \
     do {                                                                                                      \
         if (!(cond)) {                                                                                        \

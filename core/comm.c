@@ -1,0 +1,354 @@
+/* The self and mpi communicator engines, and the process-level MPI state.
+ * mpi: every collective is the non-blocking MPI_I* form completed by polling MPI_Test against
+ * the communicator's timeout, so a peer that died or stopped calling collectives turns into an
+ * error return here (then main calls MPI_Abort) instead of a hang. fp16 buffers are reduced with
+ * a user-defined MPI op (fp16 on the wire, each pairwise sum done in fp32 and rounded once to
+ * fp16, as NCCL does), not by converting to fp32 around the collective: halving the bytes moved
+ * is the point of an fp16 all-reduce. AVG is SUM followed by a multiply by 1/size. */
+#include "comm.h"
+
+#include <limits.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "half.h"
+#include "timer.h"
+
+/* Every MPI call goes through this: the call, file and line, and MPI's own message. */
+#define AB_MPI_CHECK(call)                                                                          \
+    do {                                                                                            \
+        const int ab_mpi_rc_ = (call);                                                              \
+        if (ab_mpi_rc_ != MPI_SUCCESS) return mpi_fail(#call, __FILE__, __LINE__, ab_mpi_rc_);      \
+    } while (0)
+
+static int mpi_fail(const char *call, const char *file, int line, int rc) {
+    char msg[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    return ab_errorf("%s failed at %s:%d: %s", call, file, line, msg);
+}
+
+static const char *const kind_names[] = {"auto", "self", "mpi", "nccl"};
+_Static_assert(sizeof kind_names / sizeof kind_names[0] == AB_COMM_KIND_COUNT, "comm kind names");
+
+const char *ab_comm_kind_name(ab_comm_kind k) { return (unsigned)k < AB_COMM_KIND_COUNT ? kind_names[k] : "?"; }
+
+int ab_comm_parse(const char *s, ab_comm_kind *out) {
+    for (int i = 0; i < AB_COMM_KIND_COUNT; i++)
+        if (strcmp(s, kind_names[i]) == 0) {
+            *out = (ab_comm_kind)i;
+            return 0;
+        }
+    return ab_errorf("unknown communicator '%s' (expected auto, self, mpi or nccl)", s);
+}
+
+int ab_comm_launched(int *world) {
+    static const char *const size_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE"};
+    const int launched = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
+    if (world) {
+        *world = 1;
+        for (size_t i = 0; i < sizeof size_vars / sizeof size_vars[0]; i++) {
+            const char *v = getenv(size_vars[i]);
+            if (v && atoi(v) > 0) {
+                *world = atoi(v);
+                break;
+            }
+        }
+    }
+    return launched;
+}
+
+/* ---- process-level MPI state ---- */
+
+static int mpi_inited_here;
+
+static int mpi_ensure_init(void) {
+    int inited = 0, finalized = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (finalized) return ab_errorf("MPI was already finalized in this process: cannot create an mpi communicator");
+    if (!inited) {
+        int provided = 0;
+        AB_MPI_CHECK(MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided));
+        mpi_inited_here = 1;
+    }
+    AB_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    return 0;
+}
+
+void ab_mpi_abort(int code) {
+    int inited = 0, finalized = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (inited && !finalized) MPI_Abort(MPI_COMM_WORLD, code);
+}
+
+void ab_mpi_finalize(void) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (mpi_inited_here && !finalized) MPI_Finalize();
+}
+
+/* ---- self: world size 1 ---- */
+
+static int self_allreduce(ab_comm *c, void *buf, size_t n, ab_dtype t, ab_reduce_op op) {
+    (void)c, (void)buf, (void)n;
+    if (t != AB_F32 && t != AB_F16) return ab_errorf("allreduce: %s buffers are not supported", ab_dtype_name(t));
+    if (op != AB_RED_SUM && op != AB_RED_AVG) return ab_errorf("allreduce: buffers take SUM or AVG only");
+    return 0;
+}
+static int self_allreduce_i64(ab_comm *c, int64_t *v, int n, ab_reduce_op op) {
+    (void)c, (void)v, (void)n, (void)op;
+    return 0;
+}
+static int self_allreduce_f64(ab_comm *c, double *v, int n, ab_reduce_op op) {
+    (void)c, (void)v, (void)n, (void)op;
+    return 0;
+}
+static int self_allgather_i64(ab_comm *c, int64_t v, int64_t *out) {
+    (void)c;
+    out[0] = v;
+    return 0;
+}
+static int self_broadcast(ab_comm *c, void *buf, size_t bytes, int root) {
+    (void)c, (void)buf, (void)bytes;
+    return root == 0 ? 0 : ab_errorf("broadcast: root %d outside a world of 1", root);
+}
+static int self_barrier(ab_comm *c) {
+    (void)c;
+    return 0;
+}
+static void self_destroy(ab_comm *c) { free(c); }
+
+static const ab_comm_ops self_ops = {.name = "self", .allreduce = self_allreduce, .allreduce_i64 = self_allreduce_i64,
+                                     .allreduce_f64 = self_allreduce_f64, .allgather_i64 = self_allgather_i64,
+                                     .broadcast = self_broadcast, .barrier = self_barrier, .destroy = self_destroy};
+
+int ab_comm_self_create(ab_comm **out) {
+    ab_comm *c = calloc(1, sizeof *c);
+    if (!c) return ab_errorf("out of host memory for a communicator");
+    *c = (ab_comm){.ops = &self_ops, .rank = 0, .size = 1, .local_rank = 0, .local_size = 1, .timeout_s = 300.0};
+    *out = c;
+    return 0;
+}
+
+/* ---- mpi ---- */
+
+typedef struct {
+    MPI_Comm comm;
+    MPI_Op f16_sum;
+    void *stage; /* host copy of a device buffer */
+    size_t stage_bytes;
+} mpi_impl;
+
+/* inout[i] = fp16(fp32(in[i]) + fp32(inout[i])) */
+static void f16_sum_fn(void *in, void *inout, int *len, MPI_Datatype *dt) {
+    (void)dt;
+    const uint16_t *a = in;
+    uint16_t *b = inout;
+    for (int i = 0; i < *len; i++) b[i] = ab_f32_to_f16(ab_f16_to_f32(a[i]) + ab_f16_to_f32(b[i]));
+}
+
+/* Completes req, or fails once the communicator's timeout has passed. */
+static int mpi_wait(ab_comm *c, MPI_Request *req, const char *what) {
+    const double t0 = ab_now();
+    for (unsigned spin = 0;; spin++) {
+        int done = 0;
+        AB_MPI_CHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE));
+        if (done) return 0;
+        if ((spin & 255u) == 255u && ab_now() - t0 > c->timeout_s)
+            return ab_errorf("rank %d: %s did not complete within %.0f s: a peer rank died, hung or stopped calling "
+                             "collectives (--comm-timeout sets the limit)",
+                             c->rank, what, c->timeout_s);
+    }
+}
+
+static int host_memory(const ab_comm *c) { return !c->be || strcmp(c->be->ops->name, "cpu") == 0; }
+
+/* host view of a backend buffer: itself on the CPU, else a staging copy (downloaded if load) */
+static int stage_in(ab_comm *c, void *buf, size_t bytes, int load, void **host) {
+    if (host_memory(c)) {
+        *host = buf;
+        return 0;
+    }
+    mpi_impl *m = c->impl;
+    if (m->stage_bytes < bytes) {
+        void *p = realloc(m->stage, bytes);
+        if (!p) return ab_errorf("out of host memory staging %zu bytes for MPI", bytes);
+        m->stage = p;
+        m->stage_bytes = bytes;
+    }
+    *host = m->stage;
+    return load ? c->be->ops->download(c->be, m->stage, buf, bytes) : 0;
+}
+
+static int stage_out(ab_comm *c, void *buf, const void *host, size_t bytes) {
+    return host == buf ? 0 : c->be->ops->upload(c->be, buf, host, bytes);
+}
+
+static int mpi_allreduce(ab_comm *c, void *buf, size_t n, ab_dtype t, ab_reduce_op op) {
+    mpi_impl *m = c->impl;
+    if (t != AB_F32 && t != AB_F16) return ab_errorf("allreduce: %s buffers are not supported", ab_dtype_name(t));
+    if (op != AB_RED_SUM && op != AB_RED_AVG) return ab_errorf("allreduce: buffers take SUM or AVG only");
+    const size_t es = ab_dtype_size(t);
+    void *h;
+    AB_TRY(stage_in(c, buf, n * es, 1, &h));
+    for (size_t off = 0; off < n;) { /* MPI counts are int */
+        const int cnt = n - off > (size_t)(INT_MAX / 2) ? INT_MAX / 2 : (int)(n - off);
+        MPI_Request req;
+        if (t == AB_F32)
+            AB_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, (float *)h + off, cnt, MPI_FLOAT, MPI_SUM, m->comm, &req));
+        else
+            AB_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, (uint16_t *)h + off, cnt, MPI_UINT16_T, m->f16_sum, m->comm, &req));
+        AB_TRY(mpi_wait(c, &req, "MPI_Iallreduce of the gradients"));
+        off += (size_t)cnt;
+    }
+    if (op == AB_RED_AVG && c->size > 1) {
+        const float inv = 1.0f / (float)c->size;
+        if (t == AB_F32) {
+            float *f = h;
+            for (size_t i = 0; i < n; i++) f[i] *= inv;
+        } else {
+            uint16_t *f = h;
+            for (size_t i = 0; i < n; i++) f[i] = ab_f32_to_f16(ab_f16_to_f32(f[i]) * inv);
+        }
+    }
+    return stage_out(c, buf, h, n * es);
+}
+
+static MPI_Op host_op(ab_reduce_op op) { return op == AB_RED_MIN ? MPI_MIN : op == AB_RED_MAX ? MPI_MAX : MPI_SUM; }
+
+static int mpi_allreduce_i64(ab_comm *c, int64_t *v, int n, ab_reduce_op op) {
+    mpi_impl *m = c->impl;
+    if (op == AB_RED_AVG) return ab_errorf("allreduce_i64: AVG is not defined on integers");
+    MPI_Request req;
+    AB_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_INT64_T, host_op(op), m->comm, &req));
+    return mpi_wait(c, &req, "MPI_Iallreduce (int64)");
+}
+
+static int mpi_allreduce_f64(ab_comm *c, double *v, int n, ab_reduce_op op) {
+    mpi_impl *m = c->impl;
+    MPI_Request req;
+    AB_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, host_op(op), m->comm, &req));
+    AB_TRY(mpi_wait(c, &req, "MPI_Iallreduce (double)"));
+    if (op == AB_RED_AVG)
+        for (int i = 0; i < n; i++) v[i] /= c->size;
+    return 0;
+}
+
+static int mpi_allgather_i64(ab_comm *c, int64_t v, int64_t *out) {
+    mpi_impl *m = c->impl;
+    MPI_Request req;
+    AB_MPI_CHECK(MPI_Iallgather(&v, 1, MPI_INT64_T, out, 1, MPI_INT64_T, m->comm, &req));
+    return mpi_wait(c, &req, "MPI_Iallgather");
+}
+
+static int mpi_broadcast(ab_comm *c, void *buf, size_t bytes, int root) {
+    mpi_impl *m = c->impl;
+    void *h;
+    AB_TRY(stage_in(c, buf, bytes, c->rank == root, &h));
+    for (size_t off = 0; off < bytes;) {
+        const int cnt = bytes - off > (size_t)(INT_MAX / 2) ? INT_MAX / 2 : (int)(bytes - off);
+        MPI_Request req;
+        AB_MPI_CHECK(MPI_Ibcast((char *)h + off, cnt, MPI_BYTE, root, m->comm, &req));
+        AB_TRY(mpi_wait(c, &req, "MPI_Ibcast"));
+        off += (size_t)cnt;
+    }
+    return stage_out(c, buf, h, bytes);
+}
+
+static int mpi_barrier(ab_comm *c) {
+    mpi_impl *m = c->impl;
+    MPI_Request req;
+    AB_MPI_CHECK(MPI_Ibarrier(m->comm, &req));
+    return mpi_wait(c, &req, "MPI_Ibarrier");
+}
+
+static void mpi_destroy(ab_comm *c) {
+    if (!c) return;
+    mpi_impl *m = c->impl;
+    if (m) {
+        if (m->f16_sum != MPI_OP_NULL) MPI_Op_free(&m->f16_sum);
+        if (m->comm != MPI_COMM_NULL) MPI_Comm_free(&m->comm);
+        free(m->stage);
+        free(m);
+    }
+    free(c);
+}
+
+static const ab_comm_ops mpi_ops = {.name = "mpi", .allreduce = mpi_allreduce, .allreduce_i64 = mpi_allreduce_i64,
+                                    .allreduce_f64 = mpi_allreduce_f64, .allgather_i64 = mpi_allgather_i64,
+                                    .broadcast = mpi_broadcast, .barrier = mpi_barrier, .destroy = mpi_destroy};
+
+static int mpi_setup(ab_comm *c) {
+    mpi_impl *m = c->impl;
+    AB_TRY(mpi_ensure_init());
+    /* a communicator of our own: collectives of the library never match a caller's */
+    AB_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &m->comm));
+    AB_MPI_CHECK(MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN));
+    AB_MPI_CHECK(MPI_Comm_rank(m->comm, &c->rank));
+    AB_MPI_CHECK(MPI_Comm_size(m->comm, &c->size));
+    MPI_Comm local;
+    AB_MPI_CHECK(MPI_Comm_split_type(m->comm, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &local));
+    const int r1 = MPI_Comm_rank(local, &c->local_rank), r2 = MPI_Comm_size(local, &c->local_size);
+    MPI_Comm_free(&local);
+    AB_MPI_CHECK(r1);
+    AB_MPI_CHECK(r2);
+    AB_MPI_CHECK(MPI_Op_create(f16_sum_fn, 1, &m->f16_sum));
+    return 0;
+}
+
+int ab_comm_mpi_create(ab_comm **out) {
+    *out = NULL;
+    ab_comm *c = calloc(1, sizeof *c);
+    mpi_impl *m = calloc(1, sizeof *m);
+    if (!c || !m) {
+        free(c);
+        free(m);
+        return ab_errorf("out of host memory for a communicator");
+    }
+    m->comm = MPI_COMM_NULL;
+    m->f16_sum = MPI_OP_NULL;
+    *c = (ab_comm){.ops = &mpi_ops, .size = 1, .local_size = 1, .timeout_s = 300.0, .impl = m};
+    if (mpi_setup(c) != 0) {
+        mpi_destroy(c);
+        return -1;
+    }
+    *out = c;
+    return 0;
+}
+
+/* ---- factory ---- */
+
+int ab_comm_create(ab_comm_kind kind, const char *device, double timeout_s, ab_comm **out) {
+    *out = NULL;
+    if (kind == AB_COMM_AUTO) {
+        int world = 1;
+        const int launched = ab_comm_launched(&world);
+        kind = !launched || world <= 1 ? AB_COMM_SELF
+               : device && strcmp(device, "cuda") == 0 ? AB_COMM_NCCL
+                                                        : AB_COMM_MPI;
+    }
+    int rc;
+    switch (kind) {
+    case AB_COMM_SELF: rc = ab_comm_self_create(out); break;
+    case AB_COMM_MPI: rc = ab_comm_mpi_create(out); break;
+    case AB_COMM_NCCL: rc = ab_comm_nccl_create(out); break;
+    default: rc = ab_errorf("unknown communicator kind %d", (int)kind);
+    }
+    if (rc == 0 && timeout_s > 0) (*out)->timeout_s = timeout_s;
+    return rc;
+}
+
+void ab_comm_destroy(ab_comm *c) {
+    if (c) c->ops->destroy(c);
+}
+
+int ab_comm_flag_max(ab_comm *c, int *flag) {
+    int64_t v = *flag;
+    AB_TRY(c->ops->allreduce_i64(c, &v, 1, AB_RED_MAX));
+    *flag = (int)v;
+    return 0;
+}
