@@ -77,6 +77,38 @@ static inline int ab_check_nmse(const char *what, const float *a, const double *
  * three roundings per element: the fp16 storage bound, 1e-2 relative, NMSE (1e-2)^2. */
 #define AB_TOL_DP_FP16_NMSE AB_TOL_FP16_NMSE
 
+/* CUDA backend against the CPU backend (tests/gpu). Both sides are fp32 arithmetic; what differs
+ * is summation order, FMA contraction (nvcc fuses a*b+c by default, gcc here does not) and the
+ * device's expf/logf (<= 2 ulp against glibc's <= 1). A wrong transpose, offset or type gives an
+ * NMSE of order 1, so these bounds sit many decades below what a bug produces.
+ * GEMM fp32 in, fp32 out: different blocking / split-K orders, ~sqrt(K) * 2^-24 ~ 2e-6 relative
+ * per element for K = 784, NMSE ~ 4e-12; 1e-9 leaves room for cancellation. */
+#define AB_TOL_GPU_GEMM_FP32_NMSE 1e-9
+/* GEMM fp16/bf16 in, fp32 out: products exact in fp32, but tensor-core fp32 accumulation is not
+ * round-to-nearest at every add (aligned addends are truncated): a few 2^-23 per add, 1e-8. */
+#define AB_TOL_GPU_GEMM_LOWP_FP32OUT_NMSE 1e-8
+/* element-wise fp32 (SGD, AdamW, column sums, their beta terms): one FMA against a multiply and
+ * an add, <= 1 ulp (1.2e-7 relative) per element, NMSE <= 1.4e-14; sqrt and divide are IEEE in
+ * both (nvcc -prec-div/-prec-sqrt default); 1e-12. */
+#define AB_TOL_GPU_ELEMWISE_NMSE 1e-12
+/* softmax cross-entropy gradients in fp32: a few ulps of expf/logf per element (~5e-7 relative,
+ * NMSE ~ 3e-13), inflated where p - 1 cancels on the label column; 1e-10. */
+#define AB_TOL_GPU_TRANSC_NMSE 1e-10
+/* batch loss sum: the CPU sums rows in double, the GPU in float (warp tree, then atomics in any
+ * order): log2(B) * 2^-24 plus the expf/logf ulps, ~1e-6 relative; 1e-5. */
+#define AB_TOL_GPU_LOSS_SUM_REL 1e-5
+/* a few MLP steps (tests/gpu/test_cuda_train.c), same start and batches. fp32: per-step GEMM
+ * differences (~1e-6 relative, above) on the update lr * g (~1e-2 of the weights) over 6 steps:
+ * ~1e-7 relative on the weights, NMSE ~ 1e-14; 1e-10. The step losses agree to ~1e-6; 1e-5. */
+#define AB_TOL_GPU_TRAIN_FP32_NMSE 1e-10
+#define AB_TOL_GPU_TRAIN_LOSS_FP32_REL 1e-5
+/* amp/bf16: activations and gradients stored in fp16/bf16 round from fp32 values that differ in
+ * the last bits, so some elements land one storage ulp apart (2^-10 fp16, 2^-7 bf16 relative);
+ * through lr * g over 6 steps that is <= 6 * 1e-2 * 8e-3 ~ 5e-4 relative on a weight, NMSE
+ * < 2.5e-7 even if every element were hit; 1e-6. The losses: logits one ulp apart, 1e-2. */
+#define AB_TOL_GPU_TRAIN_LOWP_NMSE 1e-6
+#define AB_TOL_GPU_TRAIN_LOSS_LOWP_REL 1e-2
+
 #define AB_CHECK(cond, ...)                                                                                   \
     do {                                                                                                      \
         if (!(cond)) {                                                                                        \

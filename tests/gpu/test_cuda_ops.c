@@ -1,0 +1,430 @@
+/* Every op of the CUDA backend against the CPU backend (the reference), on fresh seeded random
+ * inputs in fp32, fp16 and bf16: GEMM in every transpose, with and without bias/ReLU epilogues and
+ * beta accumulation (cuBLASLt's direct path and our fallback), casts, accumulate, ReLU forward and
+ * backward, column sums, the fused softmax cross-entropy, unscale-and-check, SGD and AdamW steps,
+ * and batch gathering from a device-resident data set. Whole tensors are compared by NMSE with
+ * the tolerances of tests/tolerances.h; ops whose arithmetic is the shared AB_HD code and has no
+ * reduction are compared bit for bit. NaN/Inf are planted and must show in the same places.
+ * Every device output has sentinels after it that must survive (out-of-bounds writes).
+ * Without a usable GPU it prints SKIPPED and exits 77 (CTest SKIP_RETURN_CODE). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "device.h"
+#include "half.h"
+#include "rng.h"
+#include "tolerances.h"
+
+static int failures = 0;
+static ab_backend *cpu, *gpu;
+static ab_rng rng;
+
+enum { PAD = 64 }; /* sentinel elements after every buffer */
+static const unsigned char SENTINEL = 0xA5;
+
+/* one tensor, twice: host copy used by the CPU backend, device copy by the CUDA backend */
+typedef struct {
+    size_t n, es;
+    ab_dtype t;
+    void *h, *d;
+} pair;
+
+static pair pair_new(size_t n, ab_dtype t, float lo, float hi) {
+    pair p = {.n = n, .es = ab_dtype_size(t), .t = t};
+    const size_t bytes = (n + PAD) * p.es;
+    p.h = malloc(bytes);
+    memset(p.h, SENTINEL, bytes);
+    for (size_t i = 0; i < n; i++) ab_store(p.h, i, t, ab_rng_uniform_range(&rng, lo, hi));
+    p.d = ab_alloc(gpu, AB_MEM_WORKSPACE, bytes);
+    if (!p.d || gpu->ops->upload(gpu, p.d, p.h, bytes) != 0) {
+        fprintf(stderr, "FAIL device buffer of %zu bytes: %s\n", bytes, ab_error());
+        exit(1);
+    }
+    return p;
+}
+
+static void pair_set(pair *p, size_t i, float v) { /* plant a value in both copies */
+    ab_store(p->h, i, p->t, v);
+    if (gpu->ops->upload(gpu, (char *)p->d + i * p->es, (char *)p->h + i * p->es, p->es) != 0) {
+        fprintf(stderr, "FAIL upload: %s\n", ab_error());
+        exit(1);
+    }
+}
+
+static void pair_free(pair *p) {
+    ab_release(gpu, AB_MEM_WORKSPACE, p->d, (p->n + PAD) * p->es);
+    free(p->h);
+}
+
+/* device copy back to the host, the sentinels checked; returns a malloc'd buffer */
+static void *fetch(const char *what, const pair *p) {
+    const size_t bytes = (p->n + PAD) * p->es;
+    unsigned char *g = malloc(bytes);
+    if (gpu->ops->sync(gpu) != 0 || gpu->ops->download(gpu, g, p->d, bytes) != 0) {
+        fprintf(stderr, "FAIL %s: %s\n", what, ab_error());
+        failures++;
+        memset(g, 0, bytes);
+        return g;
+    }
+    for (size_t b = p->n * p->es; b < bytes; b++)
+        if (g[b] != SENTINEL) {
+            fprintf(stderr, "FAIL %s: write past the end (element %zu of %zu)\n", what, b / p->es, p->n);
+            failures++;
+            break;
+        }
+    return g;
+}
+
+/* GPU result vs CPU result by NMSE (NaN/Inf parity included) */
+static void compare(const char *what, const pair *p, double tol) {
+    void *g = fetch(what, p);
+    float *a = malloc(p->n * sizeof(float));
+    double *ref = malloc(p->n * sizeof(double));
+    for (size_t i = 0; i < p->n; i++) {
+        a[i] = ab_load(g, i, p->t);
+        ref[i] = ab_load(p->h, i, p->t);
+    }
+    failures += ab_check_nmse(what, a, ref, p->n, tol);
+    free(a);
+    free(ref);
+    free(g);
+}
+
+/* bit-for-bit: ops whose arithmetic is the same AB_HD code on both sides with no reduction */
+static void compare_bits(const char *what, const pair *p) {
+    unsigned char *g = fetch(what, p);
+    for (size_t i = 0; i < p->n; i++)
+        if (memcmp(g + i * p->es, (char *)p->h + i * p->es, p->es) != 0) {
+            fprintf(stderr, "FAIL %s: element %zu differs: got %.9g, expected %.9g (%s); first of the mismatches\n", what,
+                    i, (double)ab_load(g, i, p->t), (double)ab_load(p->h, i, p->t), ab_dtype_name(p->t));
+            failures++;
+            break;
+        }
+    free(g);
+}
+
+static void op_ok(const char *what, int rc_cpu, int rc_gpu) {
+    if (rc_cpu != 0 || rc_gpu != 0) {
+        fprintf(stderr, "FAIL %s: op returned cpu %d, gpu %d: %s\n", what, rc_cpu, rc_gpu, ab_error());
+        failures++;
+    }
+}
+
+/* tolerance for a GEMM output of type ct from inputs of type at */
+static double gemm_tol(ab_dtype at, ab_dtype ct) {
+    if (ct == AB_F16) return AB_TOL_FP16_NMSE;
+    if (ct == AB_BF16) return AB_TOL_BF16_NMSE;
+    return at == AB_F32 ? AB_TOL_GPU_GEMM_FP32_NMSE : AB_TOL_GPU_GEMM_LOWP_FP32OUT_NMSE;
+}
+
+typedef struct {
+    int ta, tb, M, N, K, pad_ld; /* pad_ld: extra leading-dimension elements on every operand */
+    int bias;
+    ab_epilogue epi;
+    float alpha, beta;
+} gemm_case;
+
+static void test_gemm_case(const gemm_case *c, ab_dtype at, ab_dtype bt, ab_dtype ct) {
+    const int ar = c->ta ? c->K : c->M, ac = c->ta ? c->M : c->K; /* stored rows, cols */
+    const int br = c->tb ? c->N : c->K, bc = c->tb ? c->K : c->N;
+    const int lda = ac + c->pad_ld, ldb = bc + c->pad_ld, ldc = c->N + c->pad_ld;
+    pair A = pair_new((size_t)ar * lda, at, -1.0f, 1.0f), B = pair_new((size_t)br * ldb, bt, -1.0f, 1.0f);
+    pair C = pair_new((size_t)c->M * ldc, ct, -1.0f, 1.0f), bias = pair_new((size_t)c->N, bt, -1.0f, 1.0f);
+    char what[200];
+    snprintf(what, sizeof what, "gemm ta=%d tb=%d M=%d N=%d K=%d ld+%d bias=%d relu=%d alpha=%g beta=%g %s x %s -> %s",
+             c->ta, c->tb, c->M, c->N, c->K, c->pad_ld, c->bias, c->epi == AB_EPI_RELU, (double)c->alpha,
+             (double)c->beta, ab_dtype_name(at), ab_dtype_name(bt), ab_dtype_name(ct));
+    const int r1 = cpu->ops->gemm(cpu, c->ta, c->tb, c->M, c->N, c->K, c->alpha, at, A.h, lda, bt, B.h, ldb,
+                                  c->bias ? bias.h : NULL, c->epi, c->beta, ct, C.h, ldc);
+    const int r2 = gpu->ops->gemm(gpu, c->ta, c->tb, c->M, c->N, c->K, c->alpha, at, A.d, lda, bt, B.d, ldb,
+                                  c->bias ? bias.d : NULL, c->epi, c->beta, ct, C.d, ldc);
+    op_ok(what, r1, r2);
+    compare(what, &C, gemm_tol(at, ct));
+    pair_free(&A);
+    pair_free(&B);
+    pair_free(&C);
+    pair_free(&bias);
+}
+
+static void test_gemm(void) {
+    const gemm_case cases[] = {
+        {0, 1, 64, 256, 784, 0, 1, AB_EPI_RELU, 1.0f, 0.0f}, /* MLP fc1 forward */
+        {0, 1, 64, 10, 256, 0, 1, AB_EPI_NONE, 1.0f, 0.0f},  /* fc2 forward */
+        {1, 0, 10, 256, 64, 0, 0, AB_EPI_NONE, 1.0f, 0.0f},  /* d_weight */
+        {1, 0, 256, 784, 64, 0, 0, AB_EPI_NONE, 1.0f, 1.0f}, /* d_weight accumulated (micro-batches) */
+        {0, 0, 64, 256, 10, 0, 0, AB_EPI_NONE, 1.0f, 0.0f},  /* dx */
+        {1, 1, 33, 17, 29, 0, 1, AB_EPI_RELU, 0.5f, 1.0f},   /* relu with beta: the fallback epilogue */
+        {0, 0, 5, 7, 3, 3, 1, AB_EPI_NONE, 1.0f, 0.5f},      /* padded leading dimensions */
+        {1, 1, 100, 3, 200, 1, 0, AB_EPI_RELU, 2.0f, 0.0f},  /* odd alignments */
+    };
+    const ab_dtype types[] = {AB_F32, AB_F16, AB_BF16};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int t = 0; t < 3; t++) test_gemm_case(&cases[i], types[t], types[t], types[t]);
+    /* fp16/bf16 inputs, fp32 output (bias fp16: not cuBLASLt's default bias type -> fallback) */
+    test_gemm_case(&cases[0], AB_F16, AB_F16, AB_F32);
+    test_gemm_case(&cases[2], AB_BF16, AB_BF16, AB_F32);
+    /* fp32 inputs, fp16 output (no cuBLASLt kernel -> fp32 product then our epilogue) */
+    test_gemm_case(&cases[1], AB_F32, AB_F32, AB_F16);
+    /* mixed input types: widened to fp32 first */
+    test_gemm_case(&cases[4], AB_F16, AB_F32, AB_F32);
+
+    /* NaN parity: a NaN in row 3 of A makes row 3 of C NaN on both */
+    gemm_case c = {0, 1, 16, 32, 48, 0, 1, AB_EPI_NONE, 1.0f, 0.0f};
+    for (int t = 0; t < 3; t++) {
+        const ab_dtype dt = types[t];
+        pair A = pair_new(16 * 48, dt, -1, 1), B = pair_new(32 * 48, dt, -1, 1), C = pair_new(16 * 32, dt, -1, 1),
+             bias = pair_new(32, dt, -1, 1);
+        pair_set(&A, 3 * 48 + 7, NAN);
+        op_ok("gemm NaN", cpu->ops->gemm(cpu, 0, 1, 16, 32, 48, 1.0f, dt, A.h, 48, dt, B.h, 48, bias.h, c.epi, 0.0f, dt,
+                                         C.h, 32),
+              gpu->ops->gemm(gpu, 0, 1, 16, 32, 48, 1.0f, dt, A.d, 48, dt, B.d, 48, bias.d, c.epi, 0.0f, dt, C.d, 32));
+        char what[64];
+        snprintf(what, sizeof what, "gemm NaN parity %s", ab_dtype_name(dt));
+        compare(what, &C, gemm_tol(dt, dt));
+        pair_free(&A);
+        pair_free(&B);
+        pair_free(&C);
+        pair_free(&bias);
+    }
+}
+
+static void plant_specials(pair *p) {
+    const float specials[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 65504.0f, 65520.0f, -70000.0f, 6e-8f, 3e-39f};
+    for (size_t k = 0; k < sizeof specials / sizeof specials[0] && k * 7 < p->n; k++) pair_set(p, k * 7, specials[k]);
+}
+
+static void test_elementwise(void) {
+    const ab_dtype types[] = {AB_F32, AB_F16, AB_BF16};
+    const size_t n = 100003; /* not a multiple of any block size */
+    char what[128];
+    for (int s = 0; s < 3; s++) {
+        for (int d = 0; d < 3; d++) { /* cast, every pair, specials included: bit-exact */
+            pair x = pair_new(n, types[s], -4.0f, 4.0f), y = pair_new(n, types[d], -1.0f, 1.0f);
+            plant_specials(&x);
+            snprintf(what, sizeof what, "cast %s -> %s", ab_dtype_name(types[s]), ab_dtype_name(types[d]));
+            op_ok(what, cpu->ops->cast(cpu, n, x.t, x.h, y.t, y.h), gpu->ops->cast(gpu, n, x.t, x.d, y.t, y.d));
+            compare_bits(what, &y);
+            pair_free(&x);
+            pair_free(&y);
+        }
+        for (int acc = 0; acc < 2; acc++) { /* accumulate into fp32: one add, bit-exact */
+            pair x = pair_new(n, types[s], -4.0f, 4.0f), y = pair_new(n, AB_F32, -1.0f, 1.0f);
+            plant_specials(&x);
+            snprintf(what, sizeof what, "accumulate %s (accumulate=%d)", ab_dtype_name(types[s]), acc);
+            op_ok(what, cpu->ops->accumulate(cpu, n, x.t, x.h, y.h, acc), gpu->ops->accumulate(gpu, n, x.t, x.d, y.d, acc));
+            compare_bits(what, &y);
+            pair_free(&x);
+            pair_free(&y);
+        }
+        { /* relu forward and backward (dx aliasing dy, as the MLP does): bit-exact */
+            const ab_dtype t = types[s];
+            pair x = pair_new(n, t, -2.0f, 2.0f), y = pair_new(n, t, -1.0f, 1.0f), dy = pair_new(n, t, -1.0f, 1.0f);
+            plant_specials(&x);
+            snprintf(what, sizeof what, "relu_forward %s", ab_dtype_name(t));
+            op_ok(what, cpu->ops->relu_forward(cpu, n, t, x.h, y.h), gpu->ops->relu_forward(gpu, n, t, x.d, y.d));
+            compare_bits(what, &y);
+            snprintf(what, sizeof what, "relu_backward %s", ab_dtype_name(t));
+            op_ok(what, cpu->ops->relu_backward(cpu, n, t, y.h, dy.h, dy.h),
+                  gpu->ops->relu_backward(gpu, n, t, y.d, dy.d, dy.d));
+            compare_bits(what, &dy);
+            pair_free(&x);
+            pair_free(&y);
+            pair_free(&dy);
+        }
+        for (int beta = 0; beta < 2; beta++) { /* column sums (bias gradients) */
+            const ab_dtype t = types[s];
+            const int M = 64, N = 300;
+            pair X = pair_new((size_t)M * N, t, -1.0f, 1.0f), out = pair_new((size_t)N, t, -1.0f, 1.0f);
+            snprintf(what, sizeof what, "col_sum %s beta=%d", ab_dtype_name(t), beta);
+            op_ok(what, cpu->ops->col_sum(cpu, M, N, t, X.h, (float)beta, t, out.h),
+                  gpu->ops->col_sum(gpu, M, N, t, X.d, (float)beta, t, out.d));
+            compare(what, &out, t == AB_F32 ? AB_TOL_GPU_ELEMWISE_NMSE : t == AB_F16 ? AB_TOL_FP16_NMSE : AB_TOL_BF16_NMSE);
+            pair_free(&X);
+            pair_free(&out);
+        }
+    }
+}
+
+static void test_softmax_xent(void) {
+    const ab_dtype types[] = {AB_F32, AB_F16, AB_BF16};
+    const int Bs[] = {64, 100}, C = 10;
+    char what[128];
+    for (int s = 0; s < 3; s++)
+        for (int bi = 0; bi < 2; bi++)
+            for (int inplace = 0; inplace < 2; inplace++) {
+                const int B = Bs[bi];
+                const ab_dtype t = types[s];
+                pair L = pair_new((size_t)B * C, t, -6.0f, 6.0f), D = pair_new((size_t)B * C, t, 0.0f, 0.0f);
+                pair y = pair_new((size_t)B, AB_F32, 0.0f, 0.0f), stats = pair_new(2, AB_F32, 0.0f, 0.0f);
+                int32_t *lab = y.h;
+                for (int i = 0; i < B; i++) lab[i] = (int32_t)ab_rng_below(&rng, C);
+                if (gpu->ops->upload(gpu, y.d, y.h, (size_t)B * 4) != 0) failures++;
+                if (bi == 1) pair_set(&L, 5 * C + 3, NAN); /* row 5: NaN loss, NaN gradient row */
+                float *loss_h = stats.h, *loss_d = stats.d;
+                int32_t *corr_h = (int32_t *)stats.h + 1, *corr_d = (int32_t *)stats.d + 1;
+                const pair *out = inplace ? &L : &D;
+                snprintf(what, sizeof what, "softmax_xent %s B=%d%s", ab_dtype_name(t), B, inplace ? " in place" : "");
+                op_ok(what,
+                      cpu->ops->softmax_xent(cpu, B, C, t, L.h, y.h, 65536.0f, t, out->h, loss_h, corr_h),
+                      gpu->ops->softmax_xent(gpu, B, C, t, L.d, y.d, 65536.0f, t, out->d, loss_d, corr_d));
+                compare(what, out, t == AB_F32 ? AB_TOL_GPU_TRANSC_NMSE : t == AB_F16 ? AB_TOL_FP16_NMSE : AB_TOL_BF16_NMSE);
+                float g[2];
+                if (gpu->ops->download(gpu, g, stats.d, sizeof g) != 0) failures++;
+                int32_t gc;
+                memcpy(&gc, &g[1], sizeof gc);
+                const double ref = *loss_h;
+                if (bi == 1) {
+                    AB_CHECK(isnan(g[0]) && isnan(ref), "%s: loss NaN on both (gpu %g, cpu %g)", what, (double)g[0], ref);
+                } else {
+                    AB_CHECK(fabs(g[0] - ref) <= AB_TOL_GPU_LOSS_SUM_REL * fabs(ref), "%s: loss sum gpu %.9g cpu %.9g", what,
+                             (double)g[0], ref);
+                }
+                AB_CHECK(gc == *corr_h, "%s: correct gpu %d cpu %d", what, gc, *corr_h);
+                pair_free(&L);
+                pair_free(&D);
+                pair_free(&y);
+                pair_free(&stats);
+            }
+}
+
+static void test_unscale_and_optimizers(void) {
+    const size_t n = 203530; /* the MLP's parameter count */
+    char what[128];
+    for (int plant = 0; plant < 3; plant++) { /* clean, +inf, NaN */
+        pair g = pair_new(n, AB_F32, -3e4f, 3e4f), flag = pair_new(1, AB_F32, 0.0f, 0.0f);
+        if (plant) pair_set(&g, n - 1 - (size_t)plant * 999, plant == 1 ? INFINITY : NAN);
+        snprintf(what, sizeof what, "unscale_check (%s)", plant == 0 ? "clean" : plant == 1 ? "inf" : "NaN");
+        op_ok(what, cpu->ops->unscale_check(cpu, n, g.h, 1.0f / 65536.0f, flag.h),
+              gpu->ops->unscale_check(gpu, n, g.d, 1.0f / 65536.0f, flag.d));
+        compare_bits(what, &g);
+        int32_t fg = -1;
+        if (gpu->ops->download(gpu, &fg, flag.d, 4) != 0) failures++;
+        AB_CHECK(fg == *(int32_t *)flag.h && fg == (plant != 0), "%s: found_inf gpu %d cpu %d", what, fg,
+                 *(int32_t *)flag.h);
+        pair_free(&g);
+        pair_free(&flag);
+    }
+    { /* found_inf is never reset by a clean pass */
+        pair g = pair_new(1000, AB_F32, -1.0f, 1.0f), flag = pair_new(1, AB_F32, 0.0f, 0.0f);
+        const int32_t one = 1;
+        if (gpu->ops->upload(gpu, flag.d, &one, 4) != 0) failures++;
+        op_ok("unscale_check keeps the flag", 0, gpu->ops->unscale_check(gpu, 1000, g.d, 0.5f, flag.d));
+        int32_t fg = 0;
+        if (gpu->ops->download(gpu, &fg, flag.d, 4) != 0) failures++;
+        AB_CHECK(fg == 1, "unscale_check reset found_inf to %d", fg);
+        pair_free(&g);
+        pair_free(&flag);
+    }
+    const float moms[] = {0.0f, 0.9f}, wds[] = {0.0f, 1e-2f};
+    for (int mi = 0; mi < 2; mi++)
+        for (int wi = 0; wi < 2; wi++)
+            for (int first = 0; first < 2; first++) {
+                pair w = pair_new(n, AB_F32, -0.1f, 0.1f), g = pair_new(n, AB_F32, -1.0f, 1.0f),
+                     buf = pair_new(n, AB_F32, -1.0f, 1.0f);
+                snprintf(what, sizeof what, "sgd_step momentum=%g wd=%g first=%d", (double)moms[mi], (double)wds[wi], first);
+                op_ok(what, cpu->ops->sgd_step(cpu, n, w.h, g.h, moms[mi] != 0.0f ? buf.h : NULL, 0.01f, moms[mi], wds[wi], first),
+                      gpu->ops->sgd_step(gpu, n, w.d, g.d, moms[mi] != 0.0f ? buf.d : NULL, 0.01f, moms[mi], wds[wi], first));
+                compare(what, &w, AB_TOL_GPU_ELEMWISE_NMSE);
+                if (moms[mi] != 0.0f) compare(what, &buf, AB_TOL_GPU_ELEMWISE_NMSE);
+                pair_free(&w);
+                pair_free(&g);
+                pair_free(&buf);
+            }
+    const int steps[] = {1, 5};
+    for (int si = 0; si < 2; si++) {
+        pair w = pair_new(n, AB_F32, -0.1f, 0.1f), g = pair_new(n, AB_F32, -1.0f, 1.0f), m = pair_new(n, AB_F32, -0.1f, 0.1f),
+             v = pair_new(n, AB_F32, 0.0f, 0.01f);
+        snprintf(what, sizeof what, "adamw_step step=%d", steps[si]);
+        op_ok(what, cpu->ops->adamw_step(cpu, n, w.h, g.h, m.h, v.h, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, steps[si]),
+              gpu->ops->adamw_step(gpu, n, w.d, g.d, m.d, v.d, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, steps[si]));
+        compare(what, &w, AB_TOL_GPU_ELEMWISE_NMSE);
+        compare(what, &m, AB_TOL_GPU_ELEMWISE_NMSE);
+        compare(what, &v, AB_TOL_GPU_ELEMWISE_NMSE);
+        pair_free(&w);
+        pair_free(&g);
+        pair_free(&m);
+        pair_free(&v);
+    }
+}
+
+static void test_gather(void) {
+    const int N = 1000, D = 784;
+    uint8_t *data = malloc((size_t)N * D), *labels = malloc((size_t)N);
+    for (size_t i = 0; i < (size_t)N * D; i++) data[i] = (uint8_t)ab_rng_below(&rng, 256);
+    for (int i = 0; i < N; i++) labels[i] = (uint8_t)ab_rng_below(&rng, 10);
+    const void *cx, *cy, *gx, *gy;
+    op_ok("map_data", cpu->ops->map_data(cpu, data, (size_t)N * D, &cx) | cpu->ops->map_data(cpu, labels, (size_t)N, &cy),
+          gpu->ops->map_data(gpu, data, (size_t)N * D, &gx) | gpu->ops->map_data(gpu, labels, (size_t)N, &gy));
+    const ab_dtype types[] = {AB_F32, AB_F16, AB_BF16};
+    const int Bs[] = {64, 100, 7, 64, 100}; /* growth of the staging buffer, and its ring reused */
+    char what[128];
+    for (int s = 0; s < 3; s++)
+        for (int bi = 0; bi < 5; bi++) {
+            const int B = Bs[bi];
+            int32_t idx[100];
+            for (int b = 0; b < B; b++) idx[b] = (int32_t)ab_rng_below(&rng, (uint64_t)N);
+            pair out = pair_new((size_t)B * D, types[s], 0.0f, 0.0f), lab = pair_new((size_t)B, AB_F32, 0.0f, 0.0f);
+            snprintf(what, sizeof what, "gather_normalize %s B=%d", ab_dtype_name(types[s]), B);
+            op_ok(what,
+                  cpu->ops->gather_normalize(cpu, B, D, cx, cy, idx, 0.1307f, 0.3081f, types[s], out.h, lab.h),
+                  gpu->ops->gather_normalize(gpu, B, D, gx, gy, idx, 0.1307f, 0.3081f, types[s], out.d, lab.d));
+            memset(idx, 0xff, sizeof idx); /* the op must have copied what it needs of idx already */
+            compare_bits(what, &out);
+            compare_bits(what, &lab);
+            pair_free(&out);
+            pair_free(&lab);
+        }
+    gpu->ops->unmap_data(gpu, gx, (size_t)N * D);
+    gpu->ops->unmap_data(gpu, gy, (size_t)N);
+    free(data);
+    free(labels);
+}
+
+static void test_memory_and_describe(void) {
+    const size_t before = gpu->mem.current[AB_MEM_ACTIVATIONS];
+    void *p = ab_alloc(gpu, AB_MEM_ACTIVATIONS, 12345);
+    AB_CHECK(p != NULL, "alloc: %s", ab_error());
+    AB_CHECK(gpu->mem.current[AB_MEM_ACTIVATIONS] == before + 12345, "alloc charged to activations");
+    AB_CHECK(gpu->ops->zero(gpu, p, 12345) == 0, "zero: %s", ab_error());
+    ab_release(gpu, AB_MEM_ACTIVATIONS, p, 12345);
+    AB_CHECK(gpu->mem.current[AB_MEM_ACTIVATIONS] == before, "release credited");
+    ab_device_info info;
+    AB_CHECK(gpu->ops->describe && gpu->ops->describe(gpu, &info) == 0, "describe");
+    AB_CHECK(info.name[0] && info.mem_total > 0 && info.mem_used_peak >= info.mem_used_start, "describe: '%s' total %zu",
+             info.name, info.mem_total);
+    printf("device: %s (cc %d.%d), driver %s, runtime %s, %s, %s\n", info.name, info.cc_major, info.cc_minor,
+           info.driver, info.runtime, info.blas, info.dnn);
+}
+
+int main(void) {
+    const char *why = NULL;
+    if (ab_cuda_device_count(&why) == 0) {
+        printf("SKIPPED: %s\n", why);
+        return 77;
+    }
+    cpu = ab_backend_cpu_create(0);
+    gpu = ab_backend_cuda_create(0);
+    if (!cpu || !gpu) {
+        fprintf(stderr, "FAIL creating the backends: %s\n", ab_error());
+        return 1;
+    }
+    ab_rng_seed(&rng, 20261130);
+    test_memory_and_describe();
+    test_gemm();
+    test_elementwise();
+    test_softmax_xent();
+    test_unscale_and_optimizers();
+    test_gather();
+    AB_CHECK(gpu->ops->sync(gpu) == 0, "final sync: %s", ab_error());
+    gpu->ops->destroy(gpu);
+    cpu->ops->destroy(cpu);
+    if (failures) {
+        fprintf(stderr, "test_cuda_ops: %d failure(s)\n", failures);
+        return 1;
+    }
+    printf("test_cuda_ops: all CUDA ops match the CPU backend\n");
+    return 0;
+}

@@ -1,0 +1,176 @@
+/* The MLP trained a few steps on the GPU and on the CPU from the same initial weights and the same
+ * batches ends with the same weights (fp32 and amp, within tests/tolerances.h), and the loss
+ * scaler skips and halves on the GPU: a gradient made +inf at one step leaves the weights as they
+ * were, halves the scale, records one overflow event, and training goes on.
+ * Needs MNIST (AB_MNIST_DIR, else the build's default data root). Without a usable GPU, or
+ * without the data, it prints SKIPPED and exits 77 (CTest SKIP_RETURN_CODE). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "device.h"
+#include "params.h"
+#include "rng.h"
+#include "tolerances.h"
+#include "train.h"
+
+static int failures = 0;
+enum { STEPS = 6, BATCH = 64 };
+
+static const char *data_dir(void) {
+    const char *d = getenv("AB_MNIST_DIR");
+    return d && *d ? d : AB_DEFAULT_DATA_ROOT "/mnist";
+}
+
+static void config(ab_train_config *c, const char *device, ab_precision prec) {
+    ab_train_config_defaults(c);
+    c->device = device;
+    c->precision = prec;
+    c->data_dir = data_dir();
+    c->quiet = 1;
+    c->batch_size = BATCH;
+}
+
+static float *weights(ab_trainer *t) {
+    const size_t n = ab_trainer_params(t)->n;
+    float *w = malloc(n * sizeof(float));
+    if (ab_trainer_weights(t, w) != 0) {
+        fprintf(stderr, "FAIL reading weights: %s\n", ab_error());
+        failures++;
+    }
+    return w;
+}
+
+/* steps 0..STEPS-1 over order on both devices; compares losses step by step and weights at the end */
+static void parity(ab_precision prec, const int32_t *order) {
+    ab_train_config cc, gc;
+    config(&cc, "cpu", prec);
+    config(&gc, "cuda", prec);
+    ab_run_record crec, grec;
+    ab_trainer *ct = NULL, *gt = NULL;
+    if (ab_trainer_create(&cc, &crec, &ct) != 0 || ab_trainer_create(&gc, &grec, &gt) != 0) {
+        fprintf(stderr, "FAIL creating trainers (%s): %s\n", ab_precision_name(prec), ab_error());
+        failures++;
+        goto out;
+    }
+    const size_t n = ab_trainer_params(ct)->n;
+    float *w0c = weights(ct), *w0g = weights(gt);
+    AB_CHECK(memcmp(w0c, w0g, n * sizeof(float)) == 0, "%s: initial weights differ", ab_precision_name(prec));
+    free(w0c);
+    free(w0g);
+    for (int s = 0; s < STEPS; s++) {
+        double lc = 0, lg = 0;
+        int tc = 0, tg = 0;
+        if (ab_trainer_step(ct, order + s * BATCH, BATCH, s, 1, &lc, &tc) != 0 ||
+            ab_trainer_step(gt, order + s * BATCH, BATCH, s, 1, &lg, &tg) != 0) {
+            fprintf(stderr, "FAIL %s step %d: %s\n", ab_precision_name(prec), s, ab_error());
+            failures++;
+            goto out;
+        }
+        AB_CHECK(tc == tg, "%s step %d: cpu took=%d, gpu took=%d", ab_precision_name(prec), s, tc, tg);
+        const double ltol = prec == AB_PREC_FP32 ? AB_TOL_GPU_TRAIN_LOSS_FP32_REL : AB_TOL_GPU_TRAIN_LOSS_LOWP_REL;
+        AB_CHECK(fabs(lc - lg) <= ltol * fabs(lc), "%s step %d: loss cpu %.9g gpu %.9g",
+                 ab_precision_name(prec), s, lc, lg);
+    }
+    {
+        float *wc = weights(ct), *wg = weights(gt);
+        double *ref = malloc(n * sizeof(double));
+        for (size_t i = 0; i < n; i++) ref[i] = wc[i];
+        char what[64];
+        snprintf(what, sizeof what, "weights after %d steps (%s)", STEPS, ab_precision_name(prec));
+        failures += ab_check_nmse(what, wg, ref, n,
+                                  prec == AB_PREC_FP32 ? AB_TOL_GPU_TRAIN_FP32_NMSE : AB_TOL_GPU_TRAIN_LOWP_NMSE);
+        free(ref);
+        free(wc);
+        free(wg);
+    }
+out:
+    if (ct) ab_trainer_destroy(ct);
+    if (gt) ab_trainer_destroy(gt);
+    ab_run_record_free(&crec);
+    ab_run_record_free(&grec);
+}
+
+static void scaler_skip_and_halve(const int32_t *order) {
+    ab_train_config c;
+    config(&c, "cuda", AB_PREC_AMP);
+    const long inject = 2;
+    c.inject_inf_step = inject;
+    ab_run_record rec;
+    ab_trainer *t = NULL;
+    if (ab_trainer_create(&c, &rec, &t) != 0) {
+        fprintf(stderr, "FAIL creating the amp trainer: %s\n", ab_error());
+        failures++;
+        ab_run_record_free(&rec);
+        return;
+    }
+    const size_t n = ab_trainer_params(t)->n;
+    const float scale0 = rec.scaler.scale;
+    for (int s = 0; s < STEPS; s++) {
+        float *before = weights(t);
+        double loss = 0;
+        int took = -1;
+        if (ab_trainer_step(t, order + s * BATCH, BATCH, s, 1, &loss, &took) != 0) {
+            fprintf(stderr, "FAIL amp step %d: %s\n", s, ab_error());
+            failures++;
+            free(before);
+            break;
+        }
+        float *after = weights(t);
+        const int same = memcmp(before, after, n * sizeof(float)) == 0;
+        if (s == inject) {
+            AB_CHECK(took == 0, "step %d with an injected inf was taken", s);
+            AB_CHECK(same, "step %d was skipped but the weights changed", s);
+            AB_CHECK(rec.scaler.scale == scale0 * c.backoff_factor, "scale after the overflow: %g, expected %g",
+                     (double)rec.scaler.scale, (double)(scale0 * c.backoff_factor));
+        } else {
+            AB_CHECK(took == 1, "clean step %d was skipped (loss %g, scale %g)", s, loss, (double)rec.scaler.scale);
+            AB_CHECK(!same, "clean step %d left the weights as they were", s);
+        }
+        AB_CHECK(isfinite(loss), "step %d loss %g", s, loss);
+        free(before);
+        free(after);
+    }
+    AB_CHECK(rec.scaler.skipped == 1 && rec.scaler.n_events == 1, "skipped %ld, overflow events %zu (expected 1, 1)",
+             rec.scaler.skipped, rec.scaler.n_events);
+    if (rec.scaler.n_events == 1)
+        AB_CHECK(rec.scaler.events[0].step == inject && rec.scaler.events[0].scale_before == scale0 &&
+                     rec.scaler.events[0].scale_after == scale0 * c.backoff_factor,
+                 "overflow event: step %ld, %g -> %g", rec.scaler.events[0].step,
+                 (double)rec.scaler.events[0].scale_before, (double)rec.scaler.events[0].scale_after);
+    ab_trainer_destroy(t);
+    ab_run_record_free(&rec);
+}
+
+int main(void) {
+    const char *why = NULL;
+    if (ab_cuda_device_count(&why) == 0) {
+        printf("SKIPPED: %s\n", why);
+        return 77;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/train-images-idx3-ubyte.gz", data_dir());
+    if (access(path, R_OK) != 0) {
+        snprintf(path, sizeof path, "%s/train-images-idx3-ubyte", data_dir());
+        if (access(path, R_OK) != 0) {
+            printf("SKIPPED: MNIST not found in %s (set AB_MNIST_DIR)\n", data_dir());
+            return 77;
+        }
+    }
+    int32_t order[STEPS * BATCH];
+    ab_rng r;
+    ab_rng_seed(&r, 7);
+    for (int i = 0; i < STEPS * BATCH; i++) order[i] = (int32_t)ab_rng_below(&r, 60000);
+    parity(AB_PREC_FP32, order);
+    parity(AB_PREC_AMP, order);
+    parity(AB_PREC_BF16, order);
+    scaler_skip_and_halve(order);
+    if (failures) {
+        fprintf(stderr, "test_cuda_train: %d failure(s)\n", failures);
+        return 1;
+    }
+    printf("test_cuda_train: GPU and CPU training agree; the loss scaler skips and halves on the GPU\n");
+    return 0;
+}
