@@ -1,0 +1,345 @@
+#!/usr/bin/env python3
+"""The article's MNIST MLP in PyTorch: the peer ampbench is compared with on the same GPU.
+
+784 -> Linear(256) -> ReLU -> Linear(10), cross-entropy, SGD lr 0.01, batch 64, inputs
+normalised with mean 0.1307 and std 0.3081; precision fp32, amp (torch.autocast fp16 +
+GradScaler) or bf16 (autocast bf16, no scaler). Reads the IDX files (.gz or raw) directly, no
+torchvision download. Writes the same JSON fields as `ampbench train` (results/schema), with
+tool = "pytorch", so the two are compared side by side.
+
+Data loading, --loader:
+  resident    (default) the uint8 data set lives on the device; a batch is an index_select and a
+              normalise there, as ampbench does: this measures the framework, not a loader.
+  dataloader  the article's way: a torch DataLoader over normalised host tensors, each batch
+              copied to the device (pinned memory). Slower; closer to the article's script.
+
+Memory: peak_memory_bytes.total is torch.cuda.max_memory_allocated() less the resident data set
+(ampbench keeps data sets out of its categories); the raw figure is in
+gpu.torch_max_memory_allocated_bytes. Overflow events are read from the scaler every step
+(one host sync per step, as ampbench's per-step read-back).
+"""
+import argparse
+import datetime
+import gzip
+import json
+import math
+import os
+import platform
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+MEAN, STD = 0.1307, 0.3081
+
+
+def read_idx(path):
+    """(dims, bytes) of an IDX file of unsigned bytes, .gz or raw; a one-line error on bad input."""
+    cand = [path + ".gz", path] if not path.endswith(".gz") else [path]
+    for p in cand:
+        if os.path.exists(p):
+            opener = gzip.open if p.endswith(".gz") else open
+            with opener(p, "rb") as f:
+                raw = f.read()
+            break
+    else:
+        sys.exit("mnist_mlp.py: %s(.gz): no such file" % path)
+    if len(raw) < 4:
+        sys.exit("mnist_mlp.py: %s: truncated header" % p)
+    zero, dtype, ndim = struct.unpack(">HBB", raw[:4])
+    if zero != 0 or dtype != 0x08:
+        sys.exit("mnist_mlp.py: %s: bad magic (expected unsigned-byte IDX)" % p)
+    dims = struct.unpack(">" + "I" * ndim, raw[4:4 + 4 * ndim])
+    n = 1
+    for d in dims:
+        n *= d
+    body = raw[4 + 4 * ndim:]
+    if len(body) != n:
+        sys.exit("mnist_mlp.py: %s: %d data bytes, header says %d" % (p, len(body), n))
+    return dims, body
+
+
+def load_split(data_dir, split):
+    idims, images = read_idx(os.path.join(data_dir, "%s-images-idx3-ubyte" % split))
+    ldims, labels = read_idx(os.path.join(data_dir, "%s-labels-idx1-ubyte" % split))
+    if len(idims) != 3 or len(ldims) != 1 or idims[0] != ldims[0]:
+        sys.exit("mnist_mlp.py: %s: %s images %s do not match labels %s" % (data_dir, split, idims, ldims))
+    return idims[0], idims[1] * idims[2], images, labels
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--device", default="cuda", help="cuda | cpu | auto [cuda]")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "amp", "bf16"])
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--lr", type=float, default=0.01)
+    ap.add_argument("--momentum", type=float, default=0.0)
+    ap.add_argument("--hidden", type=int, default=256)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--data", default=os.environ.get("AB_MNIST_DIR", ""),
+                    help="folder with the MNIST IDX files [$AB_MNIST_DIR or ../shared/data/mnist]")
+    ap.add_argument("--loader", default="resident", choices=["resident", "dataloader"])
+    ap.add_argument("--init-scale", type=float, default=65536.0)
+    ap.add_argument("--growth-interval", type=int, default=2000)
+    ap.add_argument("--log-interval", type=int, default=100)
+    ap.add_argument("--threads", type=int, default=0, help="CPU threads (0 = torch default)")
+    ap.add_argument("--out", default="", help="JSON result file")
+    ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--dry-run", action="store_true", help="read the data and stop (no torch needed)")
+    a = ap.parse_args()
+    if not a.data:
+        here = os.path.dirname(os.path.abspath(__file__))
+        a.data = os.path.normpath(os.path.join(here, "..", "..", "..", "shared", "data", "mnist"))
+    return a
+
+
+def git_commit():
+    try:
+        here = os.path.dirname(os.path.abspath(__file__))
+        out = subprocess.run(["git", "-C", here, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        return out.stdout.strip() or "unknown"
+    except Exception:
+        return "unknown"
+
+
+def main():
+    a = parse_args()
+    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    n_train, dim, train_x, train_y = load_split(a.data, "train")
+    n_test, dim_t, test_x, test_y = load_split(a.data, "t10k")
+    if dim != dim_t:
+        sys.exit("mnist_mlp.py: train and test images differ in size")
+    if a.dry_run:
+        print("mnist_mlp.py: %s: %d train and %d test images of %d pixels" % (a.data, n_train, n_test, dim))
+        return 0
+
+    try:
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+    except ImportError as e:
+        sys.exit("mnist_mlp.py: PyTorch is needed (%s)" % e)
+
+    if a.device == "auto":
+        a.device = "cuda" if torch.cuda.is_available() else "cpu"
+        if a.device == "cpu" and not a.quiet:
+            print("mnist_mlp.py: --device auto: no usable GPU; running on the CPU", file=sys.stderr)
+    if a.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("mnist_mlp.py: --device cuda: no usable GPU")
+    if a.threads > 0:
+        torch.set_num_threads(a.threads)
+    dev = torch.device(a.device)
+    cuda = dev.type == "cuda"
+    # fp32 means fp32: no TF32 in the matrix products (ampbench's fp32 GEMMs are plain fp32)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.manual_seed(a.seed)
+    gen = torch.Generator().manual_seed(a.seed)
+
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(dev)
+        free0, total_mem = torch.cuda.mem_get_info(dev)
+
+    def as_tensor(buf, shape):
+        return torch.frombuffer(bytearray(buf), dtype=torch.uint8).reshape(shape)
+
+    tx, ty = as_tensor(train_x, (n_train, dim)), as_tensor(train_y, (n_train,)).long()
+    vx, vy = as_tensor(test_x, (n_test, dim)), as_tensor(test_y, (n_test,)).long()
+    resident_bytes = 0
+    if a.loader == "resident":
+        tx, ty, vx, vy = tx.to(dev), ty.to(dev), vx.to(dev), vy.to(dev)
+        resident_bytes = sum(t.numel() * t.element_size() for t in (tx, ty, vx, vy)) if cuda else 0
+        loader = None
+    else:
+        from torch.utils.data import DataLoader, TensorDataset
+        norm = (tx.float() / 255.0 - MEAN) / STD
+        loader = DataLoader(TensorDataset(norm, ty), batch_size=a.batch_size, shuffle=True, generator=gen,
+                            pin_memory=cuda, num_workers=0)
+
+    model = nn.Sequential(nn.Linear(dim, a.hidden), nn.ReLU(), nn.Linear(a.hidden, 10)).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
+    amp = a.precision == "amp"
+    ac_dtype = torch.float16 if amp else torch.bfloat16
+    autocast = a.precision != "fp32"
+    scaler = torch.amp.GradScaler(dev.type, init_scale=a.init_scale, growth_interval=a.growth_interval, enabled=amp)
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize(dev)
+
+    def normalise(xb):
+        return (xb.float() / 255.0 - MEAN) / STD
+
+    def evaluate():
+        model.eval()
+        loss_sum = torch.zeros((), device=dev)
+        correct = torch.zeros((), device=dev, dtype=torch.long)
+        with torch.no_grad():
+            for pos in range(0, n_test, a.batch_size):
+                xb = vx[pos:pos + a.batch_size].to(dev, non_blocking=True)
+                yb = vy[pos:pos + a.batch_size].to(dev, non_blocking=True)
+                with torch.autocast(dev.type, dtype=ac_dtype, enabled=autocast):
+                    out = model(normalise(xb))
+                loss_sum += F.cross_entropy(out.float(), yb, reduction="sum")
+                correct += (out.argmax(1) == yb).sum()
+        model.train()
+        return loss_sum.item() / n_test, 100.0 * correct.item() / n_test
+
+    epochs, curve, events, changes = [], [], [], []
+    scale = scaler.get_scale() if amp else 1.0
+    min_scale = max_scale = scale
+    growths = backoffs = 0
+    step = 0
+    peak_used = 0
+    for e in range(1, a.epochs + 1):
+        data_s = 0.0
+        ev_pairs = []
+        loss_acc = torch.zeros((), device=dev)
+        interval_acc = torch.zeros((), device=dev)
+        steps = skipped = samples = 0
+        sync()
+        t0 = time.perf_counter()
+        if loader is None:
+            perm = torch.randperm(n_train, generator=gen).to(dev)
+            batches = ((perm[p:p + a.batch_size]) for p in range(0, n_train, a.batch_size))
+        else:
+            batches = iter(loader)
+        while True:
+            td = time.perf_counter()
+            if cuda:
+                eb, ee = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                eb.record()
+            try:
+                b = next(batches)
+            except StopIteration:
+                break
+            if loader is None:
+                xb, yb = normalise(tx.index_select(0, b)), ty.index_select(0, b)
+            else:
+                xb, yb = b[0].to(dev, non_blocking=True), b[1].to(dev, non_blocking=True)
+            if cuda:
+                ee.record()
+                ev_pairs.append((eb, ee))
+            else:
+                data_s += time.perf_counter() - td
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast(dev.type, dtype=ac_dtype, enabled=autocast):
+                out = model(xb)
+                loss = F.cross_entropy(out, yb)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            loss_acc += loss.detach().float()
+            interval_acc += loss.detach().float()
+            took = True
+            if amp:
+                new = scaler.get_scale()  # one host sync per step
+                if new < scale:
+                    took = False
+                    backoffs += 1
+                    events.append({"step": step, "epoch": e, "scale_before": scale, "scale_after": new})
+                elif new > scale:
+                    growths += 1
+                if new != scale:
+                    changes.append({"step": step + 1, "scale": new})
+                scale = new
+                min_scale, max_scale = min(min_scale, scale), max(max_scale, scale)
+            steps += 1
+            skipped += not took
+            samples += yb.shape[0]
+            step += 1
+            if step % a.log_interval == 0:
+                mean = interval_acc.item() / a.log_interval
+                curve.append({"step": step, "epoch": e, "loss": mean, "scale": scale})
+                interval_acc.zero_()
+                if not a.quiet:
+                    print("Epoch: %d [%d/%d (%.0f%%)]\tLoss: %.6f" % (e, samples, n_train, 100.0 * samples / n_train,
+                                                                      loss.item()))
+        sync()
+        time_s = time.perf_counter() - t0
+        if cuda:
+            data_s = sum(x.elapsed_time(y) for x, y in ev_pairs) * 1e-3
+            free_now, _ = torch.cuda.mem_get_info(dev)
+            peak_used = max(peak_used, total_mem - free_now)
+        te = time.perf_counter()
+        test_loss, test_acc = evaluate()
+        eval_s = time.perf_counter() - te
+        train_loss = loss_acc.item() / max(steps, 1)
+        epochs.append({"epoch": e, "time_s": time_s, "compute_time_s": time_s - data_s, "data_time_s": data_s,
+                       "eval_time_s": eval_s, "steps": steps, "skipped_steps": skipped, "train_loss": train_loss,
+                       "test_loss": test_loss, "test_accuracy": test_acc, "samples": samples})
+        if not a.quiet:
+            print("Epoch %d done: %.3f s, train loss %.4f, test loss %.4f, test accuracy %.2f%%, skipped steps %d, "
+                  "loss scale %g" % (e, time_s, train_loss, test_loss, test_acc, skipped, scale))
+
+    n_params = sum(p.numel() for p in model.parameters())
+    p_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    opt_bytes = sum(t.numel() * t.element_size() for s in opt.state.values() for t in s.values()
+                    if torch.is_tensor(t))
+    if cuda:
+        raw_peak = torch.cuda.max_memory_allocated(dev)
+        total = raw_peak - resident_bytes
+    else:
+        raw_peak, total = 0, 0
+    mem = {"parameters": p_bytes, "master_weights": 0, "gradients": p_bytes, "optimizer_state": opt_bytes,
+           "activations": max(0, total - 2 * p_bytes - opt_bytes), "workspace": 0, "total": total}
+    total_time = sum(x["time_s"] for x in epochs)
+    rec = {
+        "schema_version": 1, "tool": "pytorch", "git_commit": git_commit(), "started_at": started,
+        "complete": True, "interrupted": False,
+        "workload": {"model": "mlp", "dataset": "mnist", "train_samples": n_train, "test_samples": n_test,
+                     "batch_size": a.batch_size, "epochs": a.epochs, "max_steps": 0, "optimizer": "sgd", "lr": a.lr,
+                     "momentum": a.momentum, "weight_decay": 0.0, "seed": a.seed, "accum_steps": 1,
+                     "parameters": n_params},
+        "precision": a.precision, "world_size": 1,
+        "host": {"hostname": socket.gethostname(), "cpu": platform.processor(), "cores": os.cpu_count(),
+                 "threads": torch.get_num_threads(), "backend": dev.type,
+                 "device": torch.cuda.get_device_name(dev) if cuda else platform.processor(),
+                 "blas": "torch %s (%s loader)" % (torch.__version__, a.loader)},
+        "epochs": epochs, "total_time_s": total_time,
+        "samples_per_s": sum(x["samples"] for x in epochs) / total_time if total_time > 0 else 0.0,
+        "final_test_accuracy": epochs[-1]["test_accuracy"] if epochs else None,
+        "peak_memory_bytes": mem,
+        "amp": {"enabled": a.precision != "fp32", "dtype": {"amp": "fp16", "bf16": "bf16"}.get(a.precision, "none"),
+                "dynamic": amp, "init_scale": a.init_scale if amp else 1.0, "growth_factor": 2.0,
+                "backoff_factor": 0.5, "growth_interval": a.growth_interval, "final_scale": scale,
+                "skipped_steps": sum(x["skipped_steps"] for x in epochs), "overflow_events": events,
+                "scale_history": {"min": min_scale, "max": max_scale, "growths": growths, "backoffs": backoffs,
+                                  "changes": changes}},
+        "loss_curve": curve,
+    }
+    if cuda:
+        props = torch.cuda.get_device_properties(dev)
+        try:
+            drv = torch._C._cuda_getDriverVersion()
+            drv = "%d.%d" % (drv // 1000, (drv % 1000) // 10)
+        except Exception:
+            drv = ""
+        rec["gpu"] = {"name": props.name, "compute_capability": "%d.%d" % (props.major, props.minor),
+                      "driver_version": drv, "cuda_runtime_version": torch.version.cuda or "",
+                      "cublas_version": "", "cudnn_version": "cuDNN %s" % torch.backends.cudnn.version(),
+                      "memory_total_bytes": total_mem, "driver_used_bytes_before": total_mem - free0,
+                      "driver_used_bytes_peak": peak_used, "driver_used_bytes_by_run": peak_used - (total_mem - free0),
+                      "resident_data_bytes": resident_bytes, "cuda_graph": False,
+                      "torch_max_memory_allocated_bytes": raw_peak}
+    for x in epochs:  # JSON has no NaN
+        for k, v in x.items():
+            if isinstance(v, float) and not math.isfinite(v):
+                x[k] = None
+    text = json.dumps(rec, indent=2)
+    if a.out:
+        tmp = "%s.tmp.%d" % (a.out, os.getpid())
+        with open(tmp, "w") as f:
+            f.write(text + "\n")
+        os.replace(tmp, a.out)
+        if not a.quiet:
+            print("result: %s" % a.out)
+    else:
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
