@@ -1,0 +1,265 @@
+#!/usr/bin/env bash
+# run_all.sh: the front door. Builds ampbench if needed, finds what this machine can run (CPU,
+# NVIDIA GPUs, MPI), runs every workload of bench/workloads.conf in FP32, AMP and data-parallel
+# AMP, writes each result to results/runs/<date>-<host>/, and ends with REPORT.md and the plots
+# (scripts/report). An interrupted run keeps what finished and still gets its report.
+# See docs/harness.md.
+set -u -o pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+usage() {
+    cat <<EOF
+usage: bench/run_all.sh [--quick | --full] [options]
+  --quick             a few hundred optimizer steps per run (default; minutes on a GPU box)
+  --full              the articles' epochs (MLP 10, ResNet-50 50, ...): hours for the large models
+  --max-steps N       optimizer steps per run (overrides the config's quick_steps; 0 = whole epochs)
+  --epochs N          epochs per run (overrides the config's full_epochs)
+  --workloads A,B     only these workloads of the config
+  --config FILE       workloads                               [bench/workloads.conf]
+  --device D          cpu | cuda                              [cuda when a GPU works, else cpu]
+  --np N              data-parallel ranks                     [min(GPUs, 4); 2 CPU ranks without GPUs]
+  --no-mpi            no data-parallel runs
+  --build-dir DIR     where ampbench is built                 [build]
+  --no-build          use the binaries in --build-dir as they are
+  --out-root DIR      the run folder goes under DIR           [results/runs]
+  --run-dir DIR       exactly this run folder
+  --copy-plots DIR    copy the PNGs there too                 [plots]
+  --no-copy-plots     leave plots/ alone
+EOF
+}
+
+MODE=quick BUILD_DIR="$ROOT/build" OUT_ROOT="$ROOT/results/runs" RUN_DIR="" COPY_PLOTS="$ROOT/plots"
+DO_BUILD=1 DEVICE="" STEPS="" EPOCHS="" NP="" ONLY="" NO_MPI=0 CONF="$ROOT/bench/workloads.conf"
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --quick) MODE=quick ;;
+        --full) MODE=full ;;
+        --max-steps|--epochs|--workloads|--config|--device|--np|--build-dir|--out-root|--run-dir|--copy-plots)
+            [ $# -ge 2 ] || { echo "run_all.sh: $1 needs a value" >&2; exit 2; }
+            case "$1" in
+                --max-steps) STEPS=$2 ;; --epochs) EPOCHS=$2 ;; --workloads) ONLY=$2 ;; --config) CONF=$2 ;;
+                --device) DEVICE=$2 ;; --np) NP=$2 ;; --build-dir) BUILD_DIR=$2 ;; --out-root) OUT_ROOT=$2 ;;
+                --run-dir) RUN_DIR=$2 ;; --copy-plots) COPY_PLOTS=$2 ;;
+            esac
+            shift ;;
+        --no-copy-plots) COPY_PLOTS="" ;;
+        --no-build) DO_BUILD=0 ;;
+        --no-mpi) NO_MPI=1 ;;
+        -h|--help) usage; exit 0 ;;
+        *) echo "run_all.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+for v in "$STEPS" "$EPOCHS" "$NP"; do
+    case "$v" in ''|*[!0-9]*) [ -z "$v" ] || { echo "run_all.sh: '$v' is not a whole number" >&2; exit 2; } ;; esac
+done
+[ -r "$CONF" ] || { echo "run_all.sh: $CONF: cannot read the workload config" >&2; exit 2; }
+
+utc() { date -u +%Y-%m-%dT%H:%M:%SZ; }
+HOST=$(hostname -s 2>/dev/null || hostname)
+STARTED=$(utc)
+[ -n "$RUN_DIR" ] || RUN_DIR="$OUT_ROOT/$(date -u +%Y%m%d-%H%M%S)-$HOST"
+mkdir -p "$RUN_DIR/logs" || { echo "run_all.sh: $RUN_DIR: cannot create the run folder" >&2; exit 2; }
+RUN_DIR=$(cd "$RUN_DIR" && pwd)
+
+# ---- build --------------------------------------------------------------------------------------
+AMPBENCH="$BUILD_DIR/ampbench" REPORT="$BUILD_DIR/ampbench-report"
+CORES=$(nproc 2>/dev/null || echo 1)
+if [ "$DO_BUILD" = 1 ]; then
+    echo "build: $BUILD_DIR (log: $RUN_DIR/logs/build.log)"
+    { [ -f "$BUILD_DIR/CMakeCache.txt" ] || cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release; } \
+        > "$RUN_DIR/logs/build.log" 2>&1 &&
+    cmake --build "$BUILD_DIR" -j "$CORES" --target ampbench ampbench-report ampbench-regress \
+        >> "$RUN_DIR/logs/build.log" 2>&1 ||
+        { tail -n 20 "$RUN_DIR/logs/build.log" >&2; echo "run_all.sh: build failed (log: $RUN_DIR/logs/build.log)" >&2; exit 2; }
+fi
+for b in "$AMPBENCH" "$REPORT"; do
+    [ -x "$b" ] || { echo "run_all.sh: $b: not built (run without --no-build)" >&2; exit 2; }
+done
+HELP=$("$AMPBENCH" --help 2>&1)
+
+# ---- what this machine has ----------------------------------------------------------------------
+CPU=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)
+[ -n "$CPU" ] || CPU=$(uname -m)
+NGPU=0 GPU_NAMES="none"
+if command -v nvidia-smi > /dev/null 2>&1 && nvidia-smi -L > /dev/null 2>&1; then
+    NGPU=$(nvidia-smi -L | grep -c '^GPU')
+    GPU_NAMES=$(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | awk '{c=$1; $1=""; printf "%s%dx%s", (NR>1?", ":""), c, $0}')
+fi
+MPI_IMPL="none" MPI_OK=0 MPI_WHY=""
+if [ "$NO_MPI" = 1 ]; then MPI_WHY="data-parallel runs turned off (--no-mpi)"
+elif ! command -v mpirun > /dev/null 2>&1; then MPI_WHY="no mpirun on this machine (install OpenMPI)"
+else
+    MPI_IMPL=$(mpirun --version 2>&1 | head -n 1)
+    if grep -q -- '--comm' <<< "$HELP"; then MPI_OK=1
+    else MPI_WHY="this ampbench has no data-parallel support (--comm missing from ampbench --help)"; fi
+fi
+
+# one data-loading probe decides between the GPU and the CPU
+first_workload=""
+PROBE_WHY=""
+if [ -z "$DEVICE" ]; then
+    DEVICE=cpu
+    if [ "$NGPU" -gt 0 ]; then
+        if "$AMPBENCH" train --device cuda --max-steps 1 --quiet --out "$RUN_DIR/logs/probe.json" \
+            > "$RUN_DIR/logs/probe.log" 2>&1; then DEVICE=cuda
+        else PROBE_WHY="GPUs found but ampbench cannot use them: $(tail -n 1 "$RUN_DIR/logs/probe.log")"; fi
+        rm -f "$RUN_DIR/logs/probe.json"
+    fi
+fi
+[ -z "$NP" ] && { if [ "$DEVICE" = cuda ] && [ "$NGPU" -ge 2 ]; then NP=$(( NGPU < 4 ? NGPU : 4 )); else NP=2; fi; }
+if [ "$MPI_OK" = 1 ] && [ "$DEVICE" = cuda ] && [ "$NGPU" -lt "$NP" ]; then
+    MPI_OK=0 MPI_WHY="$NP ranks need $NP GPUs, found $NGPU (the 4-GPU figure comes from the projection)"
+fi
+MPI_ARGS=()
+if [ "$MPI_OK" = 1 ]; then
+    MPI_ARGS=(-np "$NP")
+    if grep -qi 'open mpi' <<< "$MPI_IMPL"; then
+        MPI_ARGS+=(--bind-to none)
+        [ "$NP" -gt "$CORES" ] && MPI_ARGS+=(--oversubscribe)
+        [ "$(id -u)" = 0 ] && MPI_ARGS+=(--allow-run-as-root)
+    fi
+fi
+RANK_THREADS=$(( CORES / NP )); [ "$RANK_THREADS" -ge 1 ] || RANK_THREADS=1
+
+GIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+[ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ] && GIT="$GIT (uncommitted changes)"
+echo "machine: $HOST, $CPU, $CORES cores; GPUs: $GPU_NAMES; MPI: $MPI_IMPL; device: $DEVICE"
+[ -n "$PROBE_WHY" ] && echo "note: $PROBE_WHY"
+[ "$MPI_OK" = 1 ] || echo "note: no data-parallel runs: $MPI_WHY"
+
+# ---- the manifest (run.json), rewritten atomically after every run --------------------------------
+jstr() { printf '"%s"' "$(printf '%s' "$1" | tr -d '\000-\037' | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g')"; }
+RUNS_JSON=()
+FINISHED=""
+write_manifest() {
+    local runs="" sep="" r
+    for r in ${RUNS_JSON[@]+"${RUNS_JSON[@]}"}; do runs+="$sep
+    $r"; sep=","; done
+    cat > "$RUN_DIR/run.json.tmp.$$" <<EOF
+{
+  "tool": "run_all.sh",
+  "mode": $(jstr "$MODE"),
+  "mode_detail": $(jstr "$MODE_DETAIL"),
+  "started_at": $(jstr "$STARTED"),
+  "finished_at": $(jstr "${FINISHED:-not finished}"),
+  "hostname": $(jstr "$HOST"),
+  "cpu": $(jstr "$CPU"),
+  "cores": $CORES,
+  "gpus": $(jstr "$GPU_NAMES"),
+  "gpu_count": $NGPU,
+  "device": $(jstr "$DEVICE"),
+  "mpi": $(jstr "$MPI_IMPL"),
+  "data_parallel_ranks": $([ "$MPI_OK" = 1 ] && echo "$NP" || echo 0),
+  "git_commit": $(jstr "$GIT"),
+  "runs": [$runs
+  ]
+}
+EOF
+    mv -f "$RUN_DIR/run.json.tmp.$$" "$RUN_DIR/run.json"
+}
+record() { # name workload mode status seconds reason
+    RUNS_JSON+=("{\"name\": $(jstr "$1"), \"workload\": $(jstr "$2"), \"mode\": $(jstr "$3"), \"status\": $(jstr "$4"), \"seconds\": ${5:-0}, \"reason\": $(jstr "$6")}")
+    write_manifest
+}
+
+# ---- the plan -----------------------------------------------------------------------------------
+PLAN=()  # "name|workload|model|dataset|mode|epochs|steps|extra"
+while read -r name model dataset full_epochs quick_steps extra; do
+    case "$name" in ''|'#'*) continue ;; esac
+    if [ -n "$ONLY" ] && ! grep -qx "$name" <<< "${ONLY//,/$'\n'}"; then continue; fi
+    if [ "$MODE" = full ]; then ep=$full_epochs st=0; else ep=1 st=$quick_steps; fi
+    [ -n "$EPOCHS" ] && ep=$EPOCHS
+    [ -n "$STEPS" ] && st=$STEPS
+    for mode in fp32 amp dp-amp; do PLAN+=("$name|$name|$model|$dataset|$mode|$ep|$st|$extra"); done
+done < "$CONF"
+if [ "$MODE" = full ]; then MODE_DETAIL="the articles' epochs${EPOCHS:+ (overridden: $EPOCHS)}"
+elif [ -n "$STEPS" ]; then MODE_DETAIL="$STEPS optimizer steps per run"
+else MODE_DETAIL="the quick_steps of the workload config per run"; fi
+[ "${#PLAN[@]}" -gt 0 ] || { echo "run_all.sh: no workload selected from $CONF" >&2; exit 2; }
+write_manifest
+
+# ---- running ------------------------------------------------------------------------------------
+CHILD="" INTERRUPTED=0
+on_signal() {
+    INTERRUPTED=1
+    [ -n "$CHILD" ] && kill -INT "$CHILD" 2> /dev/null
+}
+trap on_signal INT TERM
+
+TOTAL=${#PLAN[@]} I=0 N_OK=0 N_FAIL=0 N_SKIP=0
+SUMMARY=()
+for item in "${PLAN[@]}"; do
+    IFS='|' read -r _ wl model dataset mode ep st extra <<< "$item"
+    I=$((I + 1))
+    run="$wl-$mode"
+    tag=$(printf '[%d/%d] %-10s %-7s' "$I" "$TOTAL" "$wl" "$mode")
+    if [ "$INTERRUPTED" = 1 ]; then
+        record "$run" "$wl" "$mode" interrupted 0 "not started: the run was interrupted"
+        continue
+    fi
+    if ! grep -qw -- "$model" <<< "$HELP"; then
+        echo "$tag skipped: model '$model' is not in this ampbench (see ampbench --help)"
+        record "$run" "$wl" "$mode" skipped 0 "model '$model' is not in this ampbench build yet"
+        N_SKIP=$((N_SKIP + 1)); continue
+    fi
+    precision=${mode#dp-}
+    # log about 20 points per run for the loss curve, and every 100 steps (as the articles) when long
+    if [ "$st" -gt 0 ]; then li=$(( st / 20 )); [ "$li" -ge 1 ] || li=1; else li=100; fi
+    cmd=("$AMPBENCH" train --model "$model" --dataset "$dataset" --precision "$precision" --device "$DEVICE"
+         --epochs "$ep" --max-steps "$st" --seed 1 --log-interval "$li" --quiet --out "$RUN_DIR/$run.json")
+    # shellcheck disable=SC2206  # the config's extra arguments split on blanks
+    cmd+=($extra)
+    if [ "$mode" = dp-amp ]; then
+        if [ "$MPI_OK" != 1 ]; then
+            echo "$tag skipped: $MPI_WHY"
+            record "$run" "$wl" "$mode" skipped 0 "$MPI_WHY"
+            N_SKIP=$((N_SKIP + 1)); continue
+        fi
+        [ "$DEVICE" = cpu ] && cmd+=(--threads "$RANK_THREADS")
+        cmd=(mpirun ${MPI_ARGS[@]+"${MPI_ARGS[@]}"} "${cmd[@]}")
+    fi
+    printf '%s running ...\r' "$tag"
+    echo "${cmd[*]}" > "$RUN_DIR/logs/$run.log"
+    t0=$(date +%s.%N)
+    "${cmd[@]}" >> "$RUN_DIR/logs/$run.log" 2>&1 < /dev/null &
+    CHILD=$!
+    wait "$CHILD"; rc=$?
+    # a signal interrupts wait, not the child: wait again for its own exit
+    while kill -0 "$CHILD" 2> /dev/null; do wait "$CHILD"; rc=$?; done
+    CHILD=""
+    secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+    if [ "$rc" = 0 ] && [ -s "$RUN_DIR/$run.json" ]; then
+        line=$("$REPORT" --line "$RUN_DIR/$run.json" 2>&1)
+        printf '%s ok      %6.1f s  %s\n' "$tag" "$secs" "$line"
+        record "$run" "$wl" "$mode" ok "$secs" ""
+        N_OK=$((N_OK + 1)); SUMMARY+=("$run: $line")
+    else
+        why=$(grep -v '^\s*$' "$RUN_DIR/logs/$run.log" | tail -n 1 | cut -c1-200)
+        status=failed
+        [ "$INTERRUPTED" = 1 ] && status=interrupted
+        printf '%s %-7s %6.1f s  %s (log: %s)\n' "$tag" "$status" "$secs" "$why" "$RUN_DIR/logs/$run.log"
+        record "$run" "$wl" "$mode" "$status" "$secs" "exit $rc: $why"
+        N_FAIL=$((N_FAIL + 1))
+        # an interrupted run may still have left its finished epochs (complete: false)
+        [ -s "$RUN_DIR/$run.json" ] && SUMMARY+=("$run: partial result kept")
+    fi
+done
+trap - INT TERM
+FINISHED=$(utc)
+[ "$INTERRUPTED" = 1 ] && FINISHED="interrupted at $FINISHED"
+write_manifest
+
+# ---- the report ---------------------------------------------------------------------------------
+echo
+echo "summary: $N_OK ok, $N_FAIL failed or interrupted, $N_SKIP skipped, in $RUN_DIR"
+for s in ${SUMMARY[@]+"${SUMMARY[@]}"}; do echo "  $s"; done
+report_args=("$RUN_DIR" --reported "$ROOT/results/reported.json" --gnuplot-dir "$ROOT/plots")
+[ -n "$COPY_PLOTS" ] && report_args+=(--copy-plots "$COPY_PLOTS")
+"$REPORT" "${report_args[@]}"
+report_rc=$?
+[ "$report_rc" = 0 ] || echo "run_all.sh: the report had problems (exit $report_rc); see above" >&2
+echo "open: $RUN_DIR/REPORT.md"
+if [ "$INTERRUPTED" = 1 ]; then exit 130; fi
+[ "$N_FAIL" = 0 ] && [ "$report_rc" = 0 ]

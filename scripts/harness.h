@@ -1,0 +1,143 @@
+/* The harness library behind ampbench-report and ampbench-regress: loads a run folder (the JSON
+ * results `ampbench train` wrote, one per run, plus run_all.sh's run.json), groups the runs by
+ * workload, computes the ratios the articles claim (AMP time and memory saving, accuracy delta,
+ * data-parallel speed-up and efficiency), loads results/reported.json, and writes REPORT.md and
+ * the gnuplot plots. Functions return 0 or -1 with a one-line message in ab_error(). */
+#ifndef AB_HARNESS_H
+#define AB_HARNESS_H
+
+#include <stdio.h>
+
+#include <cjson/cJSON.h>
+
+#include "ab.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Plot size in pixels: every PNG the harness draws has this size (the PNG test checks it). */
+#define HR_PLOT_W 960
+#define HR_PLOT_H 600
+
+#define HR_MAX_RUNS 64
+#define HR_MAX_WORKLOADS 16
+
+/* One result file, reduced to the figures the report and the regression check use. */
+typedef struct {
+    char path[1024];
+    char name[128];      /* file name without .json, e.g. "mlp-amp" */
+    char model[64];      /* workload.model */
+    char dataset[64];
+    char precision[16];  /* fp32 | amp | bf16 */
+    char backend[16];    /* cpu | cuda */
+    char device[128];    /* GPU or CPU name */
+    char engine[16];     /* data_parallel.engine, "" when absent */
+    int world_size;
+    int complete, interrupted;
+    int epochs_done, epochs_requested;
+    long steps, max_steps, batch_size;
+    double total_time_s, mean_epoch_time_s, samples_per_s;
+    double peak_total, peak_parameters, peak_master, peak_gradients, peak_activations,
+        peak_optimizer, peak_workspace;
+    double final_accuracy, final_train_loss;
+    int overflow_events;
+    long skipped_steps;
+    double init_scale, final_scale;
+    int has_projection;
+    cJSON *json; /* the whole record (owned) */
+} hr_run;
+
+/* One line of run_all.sh's manifest: a run that was planned (ok, failed, skipped, interrupted). */
+typedef struct {
+    char name[128], workload[64], mode[32], status[32], reason[256];
+} hr_planned;
+
+typedef struct {
+    char dir[1024];
+    hr_run runs[HR_MAX_RUNS];
+    int n_runs;
+    cJSON *manifest; /* run.json, NULL when the folder has none */
+    hr_planned planned[HR_MAX_RUNS];
+    int n_planned;
+} hr_runset;
+
+/* Loads every *.json in dir whose top level says "tool": "ampbench" (other JSON files are
+ * ignored; a file that is not valid JSON is an error naming it), and run.json when present. */
+int hr_runset_load(const char *dir, hr_runset *rs);
+void hr_runset_free(hr_runset *rs);
+/* Reads and parses one result file into r (used by the loader and by `ampbench-report --line`). */
+int hr_run_load(const char *path, hr_run *r);
+void hr_run_free(hr_run *r);
+/* One line: "fp32 cpu 1 rank: 200 steps in 1.23 s, 10400 samples/s, 86.10% test accuracy". */
+void hr_run_summary_line(const hr_run *r, char *buf, size_t n);
+
+/* The three runs the ratios come from, for one model; any may be NULL. */
+typedef struct {
+    char model[64];
+    const hr_run *fp32, *amp, *dp;
+    const hr_run *all[HR_MAX_RUNS]; /* every run of this model, in file-name order */
+    int n_all;
+} hr_workload;
+
+int hr_group_workloads(const hr_runset *rs, hr_workload *out, int max, int *n);
+
+/* A ratio is NAN when the runs it needs are missing. */
+typedef struct {
+    double amp_time_saving_pct;    /* 100 * (1 - samples_per_s(fp32) / samples_per_s(amp)) */
+    double amp_memory_saving_pct;  /* 100 * (1 - peak_total(amp) / peak_total(fp32)) */
+    double amp_accuracy_delta;     /* points: accuracy(amp) - accuracy(fp32) */
+    int dp_ranks;                  /* world size of the data-parallel run, 0 when none */
+    double dp_speedup_vs_amp;      /* samples_per_s(dp) / samples_per_s(amp) */
+    double dp_speedup_vs_fp32;     /* samples_per_s(dp) / samples_per_s(fp32) */
+    double dp_efficiency_pct;      /* 100 * dp_speedup_vs_amp / dp_ranks */
+    double dp_time_saving_pct;     /* 100 * (1 - 1 / dp_speedup_vs_amp) */
+    /* from the projection object (projected, not measured), the point of proj_n devices */
+    int proj_n;
+    char proj_kind[16];
+    double proj_speedup, proj_efficiency_pct, proj_epoch_time_s;
+    double proj_speedup_vs_fp32; /* proj_speedup * samples_per_s(amp) / samples_per_s(fp32) */
+} hr_ratios;
+
+/* proj_n, proj_kind: the projection point read (4 "gpus": the articles' 4 GPUs; 4 "nodes"). */
+void hr_compute_ratios(const hr_workload *w, int proj_n, const char *proj_kind, hr_ratios *out);
+/* The run whose projection object is used (an NCCL data-parallel run, else the single-device AMP
+ * run, else any); NULL when none. */
+const hr_run *hr_projection_run(const hr_workload *w);
+
+/* results/reported.json */
+typedef struct {
+    cJSON *json;
+} hr_reported;
+
+int hr_reported_load(const char *path, hr_reported *rep);
+void hr_reported_free(hr_reported *rep);
+/* The first claim with this workload and metric; when the workload has none and fallback is set,
+ * the first claim of any workload with this metric. NULL when none. */
+const cJSON *hr_reported_claim(const hr_reported *rep, const char *workload, const char *metric, int fallback);
+/* The workloads object entry for a model (title, setting, epochs), NULL when none. */
+const cJSON *hr_reported_workload(const hr_reported *rep, const char *model);
+
+/* Writes dir/REPORT.md (out_dir overrides where it goes). plots_rel: the plots' folder relative to
+ * REPORT.md, or NULL when there are none. */
+int hr_write_report(const hr_runset *rs, const hr_reported *rep, const char *out_path, const char *plots_rel,
+                    char drawn[][128], int n_drawn);
+
+/* Writes the plot data under out_dir/data and draws PNGs into out_dir with gnuplot, using the
+ * scripts in gp_dir. drawn receives the PNG file names written (up to max). Returns -1 when
+ * gnuplot is missing or fails. */
+int hr_draw_plots(const hr_runset *rs, const hr_reported *rep, const char *gp_dir, const char *out_dir,
+                  char drawn[][128], int max, int *n_drawn);
+
+/* Small helpers shared by the tools. */
+double hr_num(const cJSON *o, const char *key, double dflt);
+const char *hr_str(const cJSON *o, const char *key, const char *dflt);
+int hr_read_file(const char *path, char **text);
+int hr_mkdir_p(const char *path);
+/* Writes text to path through a temporary file and a rename. */
+int hr_write_atomic(const char *path, const char *text);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,336 @@
+/* The plots: writes each plot's data as small whitespace-separated files under OUT/data and runs
+ * the matching gnuplot script of plots/ (amp_savings.gp, loss.gp, scale.gp, accuracy.gp,
+ * scaling.gp) in that folder, so that only names built here reach gnuplot's command line. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+/* A label gnuplot can take inside single quotes and as one word: letters, digits, '-', '.', ','. */
+static void safe_label(char *dst, size_t n, const char *src) {
+    size_t k = 0;
+    for (; *src && k + 1 < n; src++) dst[k++] = (strchr("'\" \t\\`$", *src)) ? '-' : *src;
+    dst[k] = 0;
+}
+
+static void run_label(const hr_run *r, char *buf, size_t n) {
+    char raw[96];
+    if (r->world_size > 1)
+        snprintf(raw, sizeof raw, "%s-%d-ranks", r->precision, r->world_size);
+    else
+        snprintf(raw, sizeof raw, "%s", r->precision);
+    safe_label(buf, n, raw);
+}
+
+static int gnuplot(const char *data_dir, const char *gp_dir, const char *script, const char *vars) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", gp_dir, script);
+    if (access(path, R_OK) != 0) return ab_errorf("%s: gnuplot script not found", path);
+    if (strchr(gp_dir, '\'') || strchr(gp_dir, '\\')) return ab_errorf("%s: a quote or backslash in the path", gp_dir);
+    char all[16384];
+    if (snprintf(all, sizeof all, "gpdir='%s'; %s", gp_dir, vars) >= (int)sizeof all)
+        return ab_errorf("%s: too many series for one plot", script);
+    fflush(NULL);
+    const pid_t pid = fork();
+    if (pid < 0) return ab_errorf("fork failed: %s", strerror(errno));
+    if (pid == 0) {
+        if (chdir(data_dir) != 0) _exit(126);
+        /* gnuplot's warnings (an empty series, ...) go to a log beside the data, not the terminal */
+        FILE *log = freopen("gnuplot.log", "a", stderr);
+        (void)log;
+        execlp("gnuplot", "gnuplot", "-e", all, path, (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR) return ab_errorf("waitpid failed: %s", strerror(errno));
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 127) return ab_errorf("gnuplot not found: install gnuplot (Debian: gnuplot-nox)");
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) return ab_errorf("%s: gnuplot failed (status %d; see %s/gnuplot.log)", path, WEXITSTATUS(st), data_dir);
+    return 0;
+}
+
+static FILE *open_data(const char *data_dir, const char *name) {
+    char p[1200];
+    if (snprintf(p, sizeof p, "%s/%s", data_dir, name) >= (int)sizeof p) {
+        ab_errorf("%s: path too long", data_dir);
+        return NULL;
+    }
+    FILE *f = fopen(p, "w");
+    if (!f) ab_errorf("%s: cannot write: %s", p, strerror(errno));
+    return f;
+}
+
+static int add_drawn(char drawn[][128], int max, int *n, const char *name) {
+    if (*n >= max) return 0;
+    if (snprintf(drawn[*n], 128, "%s", name) >= 128) return ab_errorf("%s: plot name too long", name);
+    (*n)++;
+    return 0;
+}
+
+/* Appends " word" to a space-separated list. */
+static void append(char *list, size_t n, const char *word) {
+    const size_t l = strlen(list);
+    snprintf(list + l, n - l, "%s%s", l ? " " : "", word);
+}
+
+static void fmt_or_nan(FILE *f, double v) {
+    if (isfinite(v)) fprintf(f, " %.4f", v);
+    else fprintf(f, " NaN");
+}
+
+static int plot_savings(const hr_workload *ws, int nw, const hr_reported *rep, const char *dd, const char *gp,
+                        char drawn[][128], int max, int *n) {
+    FILE *f = open_data(dd, "amp_savings.dat");
+    if (!f) return -1;
+    fprintf(f, "# workload reported_time_saving_pct measured_time_saving_pct reported_memory_saving_pct "
+               "measured_memory_saving_pct has_reported has_measured (NaN: no figure)\n");
+    int rows = 0;
+    char seen[HR_MAX_WORKLOADS * 2][64];
+    int n_seen = 0;
+    /* measured workloads first, then workloads that only have reported figures */
+    for (int i = 0; i < nw; i++) {
+        hr_ratios q;
+        hr_compute_ratios(&ws[i], 4, "gpus", &q);
+        const cJSON *ct = hr_reported_claim(rep, ws[i].model, "amp_time_saving", 0);
+        const cJSON *cm = hr_reported_claim(rep, ws[i].model, "amp_memory_saving", 0);
+        char lab[64];
+        safe_label(lab, sizeof lab, ws[i].model);
+        fprintf(f, "\"%s\"", lab);
+        fmt_or_nan(f, hr_num(ct, "value", NAN));
+        fmt_or_nan(f, q.amp_time_saving_pct);
+        fmt_or_nan(f, hr_num(cm, "value", NAN));
+        fmt_or_nan(f, q.amp_memory_saving_pct);
+        fprintf(f, " %d 1\n", ct || cm);
+        snprintf(seen[n_seen++], 64, "%s", ws[i].model);
+        rows++;
+    }
+    const cJSON *wls = cJSON_GetObjectItemCaseSensitive(rep ? rep->json : NULL, "workloads"), *wl;
+    cJSON_ArrayForEach(wl, wls) {
+        int dup = 0;
+        for (int k = 0; k < n_seen; k++) dup |= strcmp(seen[k], wl->string) == 0;
+        const cJSON *ct = hr_reported_claim(rep, wl->string, "amp_time_saving", 0);
+        const cJSON *cm = hr_reported_claim(rep, wl->string, "amp_memory_saving", 0);
+        if (dup || (!ct && !cm) || n_seen >= (int)(sizeof seen / sizeof seen[0])) continue;
+        char lab[64];
+        safe_label(lab, sizeof lab, wl->string);
+        fprintf(f, "\"%s\"", lab);
+        fmt_or_nan(f, hr_num(ct, "value", NAN));
+        fprintf(f, " NaN");
+        fmt_or_nan(f, hr_num(cm, "value", NAN));
+        fprintf(f, " NaN 1 0\n");
+        snprintf(seen[n_seen++], 64, "%s", wl->string);
+        rows++;
+    }
+    fclose(f);
+    if (rows == 0) return 0;
+    char vars[512];
+    snprintf(vars, sizeof vars, "out='../amp_savings.png'; w=%d; h=%d; data='amp_savings.dat'", HR_PLOT_W, HR_PLOT_H);
+    AB_TRY(gnuplot(dd, gp, "amp_savings.gp", vars));
+    return add_drawn(drawn, max, n, "amp_savings.png");
+}
+
+static int plot_loss(const hr_workload *w, const char *dd, const char *gp, char drawn[][128], int max, int *n) {
+    char files[2048] = "", titles[2048] = "";
+    for (int i = 0; i < w->n_all; i++) {
+        const hr_run *r = w->all[i];
+        const cJSON *lc = cJSON_GetObjectItemCaseSensitive(r->json, "loss_curve"), *p;
+        if (cJSON_GetArraySize(lc) == 0) continue;
+        char name[256], lab[96];
+        snprintf(name, sizeof name, "loss_%s_%d.dat", w->model, i);
+        safe_label(name, sizeof name, name);
+        FILE *f = open_data(dd, name);
+        if (!f) return -1;
+        fprintf(f, "# step loss (mean unscaled loss over the log interval) scale\n");
+        cJSON_ArrayForEach(p, lc) fprintf(f, "%.0f %.6g %.6g\n", hr_num(p, "step", 0), hr_num(p, "loss", NAN),
+                                          hr_num(p, "scale", NAN));
+        fclose(f);
+        run_label(r, lab, sizeof lab);
+        append(files, sizeof files, name);
+        append(titles, sizeof titles, lab);
+    }
+    if (!*files) return 0;
+    char vars[6000], out[160], model[64];
+    safe_label(model, sizeof model, w->model);
+    snprintf(out, sizeof out, "loss_%s.png", model);
+    snprintf(vars, sizeof vars, "out='../%s'; w=%d; h=%d; files='%s'; titles='%s'; workload='%s'", out, HR_PLOT_W,
+             HR_PLOT_H, files, titles, model);
+    AB_TRY(gnuplot(dd, gp, "loss.gp", vars));
+    return add_drawn(drawn, max, n, out);
+}
+
+static int plot_scale(const hr_workload *w, const char *dd, const char *gp, char drawn[][128], int max, int *n) {
+    char files[2048] = "", titles[2048] = "", ovf[2048] = "";
+    long last_step = 0;
+    int n_events = 0;
+    double smin = INFINITY, smax = 0;
+    for (int i = 0; i < w->n_all; i++) {
+        const hr_run *r = w->all[i];
+        const cJSON *amp = cJSON_GetObjectItemCaseSensitive(r->json, "amp");
+        if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(amp, "enabled")) || !isfinite(r->init_scale)) continue;
+        if (strcmp(hr_str(amp, "dtype", "fp16"), "fp16") != 0) continue; /* bf16 runs need no scaling */
+        const cJSON *ch = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(amp, "scale_history"),
+                                                           "changes"),
+                    *p;
+        char name[256], lab[96];
+        snprintf(name, sizeof name, "scale_%s_%d.dat", w->model, i);
+        safe_label(name, sizeof name, name);
+        FILE *f = open_data(dd, name);
+        if (!f) return -1;
+        fprintf(f, "# step loss_scale (the scale holds from this step on)\n");
+        if (cJSON_GetArraySize(ch) == 0) fprintf(f, "0 %.6g\n", r->init_scale);
+        double last = r->init_scale;
+        if (r->init_scale < smin) smin = r->init_scale;
+        if (r->init_scale > smax) smax = r->init_scale;
+        cJSON_ArrayForEach(p, ch) {
+            last = hr_num(p, "scale", NAN);
+            if (last < smin) smin = last;
+            if (last > smax) smax = last;
+            fprintf(f, "%.0f %.6g\n", hr_num(p, "step", 0), last);
+        }
+        fprintf(f, "%ld %.6g\n", r->steps, isfinite(r->final_scale) ? r->final_scale : last);
+        fclose(f);
+        if (r->steps > last_step) last_step = r->steps;
+        run_label(r, lab, sizeof lab);
+        append(files, sizeof files, name);
+        append(titles, sizeof titles, lab);
+
+        const cJSON *ev = cJSON_GetObjectItemCaseSensitive(amp, "overflow_events");
+        if (cJSON_GetArraySize(ev) > 0) {
+            snprintf(name, sizeof name, "overflow_%s_%d.dat", w->model, i);
+            safe_label(name, sizeof name, name);
+            f = open_data(dd, name);
+            if (!f) return -1;
+            fprintf(f, "# step scale_before (an overflow: the step was skipped and the scale backed off)\n");
+            cJSON_ArrayForEach(p, ev) fprintf(f, "%.0f %.6g\n", hr_num(p, "step", 0), hr_num(p, "scale_before", NAN));
+            fclose(f);
+            append(ovf, sizeof ovf, name);
+            n_events += cJSON_GetArraySize(ev);
+        }
+    }
+    if (!*files) return 0;
+    char vars[8000], out[160], model[64], note[128];
+    safe_label(model, sizeof model, w->model);
+    snprintf(out, sizeof out, "scale_%s.png", model);
+    if (n_events == 0)
+        snprintf(note, sizeof note, "no overflow in %ld steps: the scale only changes on overflows or after the growth interval",
+                 last_step);
+    else
+        snprintf(note, sizeof note, "%d overflow events", n_events);
+    snprintf(vars, sizeof vars,
+             "out='../%s'; w=%d; h=%d; files='%s'; titles='%s'; ovf='%s'; note='%s'; workload='%s'; last=%ld; "
+             "ymin=%g; ymax=%g",
+             out, HR_PLOT_W, HR_PLOT_H, files, titles, ovf, note, model, last_step, smin / 4, smax * 4);
+    AB_TRY(gnuplot(dd, gp, "scale.gp", vars));
+    return add_drawn(drawn, max, n, out);
+}
+
+static int plot_accuracy(const hr_workload *w, const char *dd, const char *gp, char drawn[][128], int max, int *n) {
+    char files[2048] = "", titles[2048] = "";
+    int max_epoch = 1;
+    for (int i = 0; i < w->n_all; i++) {
+        const hr_run *r = w->all[i];
+        const cJSON *ep = cJSON_GetObjectItemCaseSensitive(r->json, "epochs"), *p;
+        if (cJSON_GetArraySize(ep) == 0) continue;
+        char name[256], lab[96];
+        snprintf(name, sizeof name, "accuracy_%s_%d.dat", w->model, i);
+        safe_label(name, sizeof name, name);
+        FILE *f = open_data(dd, name);
+        if (!f) return -1;
+        fprintf(f, "# epoch test_accuracy_pct\n");
+        cJSON_ArrayForEach(p, ep) {
+            fprintf(f, "%.0f %.4f\n", hr_num(p, "epoch", 0), hr_num(p, "test_accuracy", NAN));
+            if ((int)hr_num(p, "epoch", 0) > max_epoch) max_epoch = (int)hr_num(p, "epoch", 0);
+        }
+        fclose(f);
+        run_label(r, lab, sizeof lab);
+        append(files, sizeof files, name);
+        append(titles, sizeof titles, lab);
+    }
+    if (!*files) return 0;
+    char vars[6000], out[160], model[64];
+    safe_label(model, sizeof model, w->model);
+    snprintf(out, sizeof out, "accuracy_%s.png", model);
+    snprintf(vars, sizeof vars, "out='../%s'; w=%d; h=%d; files='%s'; titles='%s'; workload='%s'; maxepoch=%d", out,
+             HR_PLOT_W, HR_PLOT_H, files, titles, model, max_epoch);
+    AB_TRY(gnuplot(dd, gp, "accuracy.gp", vars));
+    return add_drawn(drawn, max, n, out);
+}
+
+static int plot_scaling(const hr_workload *w, const char *dd, const char *gp, char drawn[][128], int max, int *n) {
+    hr_ratios q;
+    hr_compute_ratios(w, 4, "gpus", &q);
+    const hr_run *pr = hr_projection_run(w);
+    const int have_meas = isfinite(q.dp_speedup_vs_amp);
+    if (!have_meas && !pr) return 0;
+    char model[64];
+    safe_label(model, sizeof model, w->model);
+    char meas[160] = "", projg[160] = "", projn[160] = "";
+    int max_n = 1;
+    if (have_meas) {
+        snprintf(meas, sizeof meas, "scaling_%s_measured.dat", model);
+        FILE *f = open_data(dd, meas);
+        if (!f) return -1;
+        fprintf(f, "# ranks speedup_over_one_amp_device (measured)\n1 1\n%d %.6g\n", q.dp_ranks, q.dp_speedup_vs_amp);
+        fclose(f);
+        if (q.dp_ranks > max_n) max_n = q.dp_ranks;
+    }
+    if (pr) {
+        const cJSON *pts = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pr->json, "projection"),
+                                                            "points"),
+                    *p;
+        static const char *const kinds[] = {"gpus", "nodes"};
+        for (int k = 0; k < 2; k++) {
+            char name[160];
+            snprintf(name, sizeof name, "scaling_%s_projected_%s.dat", model, kinds[k]);
+            int rows = 0;
+            FILE *f = NULL;
+            cJSON_ArrayForEach(p, pts) {
+                if (strcmp(hr_str(p, "kind", "gpus"), kinds[k]) != 0 || (int)hr_num(p, "n", 0) <= 1) continue;
+                if (!f) {
+                    f = open_data(dd, name);
+                    if (!f) return -1;
+                    fprintf(f, "# devices projected_speedup (cost model, not measured)\n");
+                    fprintf(f, "1 1\n"); /* one device is the reference */
+                }
+                fprintf(f, "%.0f %.6g\n", hr_num(p, "n", 0), hr_num(p, "speedup", NAN));
+                if ((int)hr_num(p, "n", 0) > max_n) max_n = (int)hr_num(p, "n", 0);
+                rows++;
+            }
+            if (f) fclose(f);
+            if (rows) snprintf(k == 0 ? projg : projn, 160, "%s", name);
+        }
+    }
+    char vars[2048], out[160];
+    snprintf(out, sizeof out, "scaling_%s.png", model);
+    snprintf(vars, sizeof vars,
+             "out='../%s'; w=%d; h=%d; meas='%s'; projg='%s'; projn='%s'; workload='%s'; maxn=%d; ranks=%d", out,
+             HR_PLOT_W, HR_PLOT_H, meas, projg, projn, model, max_n, q.dp_ranks);
+    AB_TRY(gnuplot(dd, gp, "scaling.gp", vars));
+    return add_drawn(drawn, max, n, out);
+}
+
+int hr_draw_plots(const hr_runset *rs, const hr_reported *rep, const char *gp_dir, const char *out_dir,
+                  char drawn[][128], int max, int *n_drawn) {
+    *n_drawn = 0;
+    char dd[1200];
+    snprintf(dd, sizeof dd, "%s/data", out_dir);
+    AB_TRY(hr_mkdir_p(dd));
+    hr_workload *ws = calloc(HR_MAX_WORKLOADS, sizeof *ws);
+    if (!ws) return ab_errorf("out of memory");
+    int nw = 0, rc = hr_group_workloads(rs, ws, HR_MAX_WORKLOADS, &nw);
+    if (rc == 0) rc = plot_savings(ws, nw, rep, dd, gp_dir, drawn, max, n_drawn);
+    for (int i = 0; i < nw && rc == 0; i++) {
+        rc = plot_loss(&ws[i], dd, gp_dir, drawn, max, n_drawn);
+        if (rc == 0) rc = plot_scale(&ws[i], dd, gp_dir, drawn, max, n_drawn);
+        if (rc == 0) rc = plot_accuracy(&ws[i], dd, gp_dir, drawn, max, n_drawn);
+        if (rc == 0) rc = plot_scaling(&ws[i], dd, gp_dir, drawn, max, n_drawn);
+    }
+    free(ws);
+    return rc;
+}

@@ -1,0 +1,413 @@
+/* Loading a run folder (result records + run.json), grouping runs by workload, the ratios, and
+ * results/reported.json look-ups. */
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+double hr_num(const cJSON *o, const char *key, double dflt) {
+    const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+    return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
+const char *hr_str(const cJSON *o, const char *key, const char *dflt) {
+    const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+    return cJSON_IsString(v) && v->valuestring ? v->valuestring : dflt;
+}
+
+static void copy_str(char *dst, size_t n, const char *src) { snprintf(dst, n, "%s", src ? src : ""); }
+
+int hr_read_file(const char *path, char **text) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return ab_errorf("%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    if (!buf) {
+        fclose(f);
+        return ab_errorf("%s: out of memory", path);
+    }
+    size_t got;
+    while ((got = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += got;
+        if (cap - len - 1 == 0) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                return ab_errorf("%s: out of memory", path);
+            }
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    const int err = ferror(f);
+    fclose(f);
+    if (err) {
+        free(buf);
+        return ab_errorf("%s: read error", path);
+    }
+    buf[len] = 0;
+    *text = buf;
+    return 0;
+}
+
+int hr_mkdir_p(const char *path) {
+    char tmp[1024];
+    if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp) return ab_errorf("%s: path too long", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return ab_errorf("%s: cannot create: %s", tmp, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return ab_errorf("%s: cannot create: %s", tmp, strerror(errno));
+    return 0;
+}
+
+int hr_write_atomic(const char *path, const char *text) {
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return ab_errorf("%s: cannot write: %s", tmp, strerror(errno));
+    const size_t n = strlen(text);
+    const int ok = fwrite(text, 1, n, f) == n;
+    if (fclose(f) != 0 || !ok) {
+        remove(tmp);
+        return ab_errorf("%s: write failed", tmp);
+    }
+    if (rename(tmp, path) != 0) {
+        remove(tmp);
+        return ab_errorf("%s: cannot rename into place: %s", path, strerror(errno));
+    }
+    return 0;
+}
+
+/* Fills r from a parsed record; a record missing a required field is an error naming it. */
+static int run_from_json(const char *path, cJSON *j, hr_run *r) {
+    memset(r, 0, sizeof *r);
+    copy_str(r->path, sizeof r->path, path);
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    copy_str(r->name, sizeof r->name, base);
+    char *dot = strrchr(r->name, '.');
+    if (dot && strcmp(dot, ".json") == 0) *dot = 0;
+
+    static const char *const required[] = {"workload", "precision", "epochs", "total_time_s", "samples_per_s",
+                                           "peak_memory_bytes", "amp", "world_size", "host"};
+    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
+        if (!cJSON_GetObjectItemCaseSensitive(j, required[i]))
+            return ab_errorf("%s: not a complete ampbench result: no '%s'", path, required[i]);
+    const cJSON *wl = cJSON_GetObjectItemCaseSensitive(j, "workload");
+    const cJSON *host = cJSON_GetObjectItemCaseSensitive(j, "host");
+    const cJSON *ep = cJSON_GetObjectItemCaseSensitive(j, "epochs");
+    const cJSON *mem = cJSON_GetObjectItemCaseSensitive(j, "peak_memory_bytes");
+    const cJSON *amp = cJSON_GetObjectItemCaseSensitive(j, "amp");
+    const cJSON *dp = cJSON_GetObjectItemCaseSensitive(j, "data_parallel");
+    if (!cJSON_IsArray(ep)) return ab_errorf("%s: 'epochs' is not an array", path);
+    if (!cJSON_IsObject(mem) || !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(mem, "total")))
+        return ab_errorf("%s: 'peak_memory_bytes.total' is missing", path);
+    if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(j, "samples_per_s")) ||
+        !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(j, "total_time_s")))
+        return ab_errorf("%s: 'samples_per_s' or 'total_time_s' is not a number", path);
+
+    copy_str(r->model, sizeof r->model, hr_str(wl, "model", "?"));
+    copy_str(r->dataset, sizeof r->dataset, hr_str(wl, "dataset", "?"));
+    copy_str(r->precision, sizeof r->precision, hr_str(j, "precision", "?"));
+    copy_str(r->backend, sizeof r->backend, hr_str(host, "backend", "?"));
+    copy_str(r->device, sizeof r->device, hr_str(host, "device", hr_str(host, "cpu", "?")));
+    copy_str(r->engine, sizeof r->engine, hr_str(dp, "engine", ""));
+    r->world_size = (int)hr_num(j, "world_size", 1);
+    if (r->world_size < 1) r->world_size = 1;
+    r->complete = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "complete"));
+    r->interrupted = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "interrupted"));
+    r->epochs_requested = (int)hr_num(wl, "epochs", 0);
+    r->max_steps = (long)hr_num(wl, "max_steps", 0);
+    r->batch_size = (long)hr_num(wl, "batch_size", 0);
+    r->epochs_done = cJSON_GetArraySize(ep);
+    r->final_accuracy = NAN;
+    r->final_train_loss = NAN;
+    double sum_t = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, ep) {
+        r->steps += (long)hr_num(e, "steps", 0);
+        sum_t += hr_num(e, "time_s", 0);
+        r->final_accuracy = hr_num(e, "test_accuracy", NAN);
+        r->final_train_loss = hr_num(e, "train_loss", NAN);
+    }
+    r->final_accuracy = hr_num(j, "final_test_accuracy", r->final_accuracy);
+    r->mean_epoch_time_s = r->epochs_done ? sum_t / r->epochs_done : NAN;
+    r->total_time_s = hr_num(j, "total_time_s", NAN);
+    r->samples_per_s = hr_num(j, "samples_per_s", NAN);
+    r->peak_total = hr_num(mem, "total", NAN);
+    r->peak_parameters = hr_num(mem, "parameters", 0);
+    r->peak_master = hr_num(mem, "master_weights", 0);
+    r->peak_gradients = hr_num(mem, "gradients", 0);
+    r->peak_activations = hr_num(mem, "activations", 0);
+    r->peak_optimizer = hr_num(mem, "optimizer_state", 0);
+    r->peak_workspace = hr_num(mem, "workspace", 0);
+    const cJSON *ov = cJSON_GetObjectItemCaseSensitive(amp, "overflow_events");
+    r->overflow_events = cJSON_IsArray(ov) ? cJSON_GetArraySize(ov) : 0;
+    r->skipped_steps = (long)hr_num(amp, "skipped_steps", 0);
+    r->init_scale = hr_num(amp, "init_scale", NAN);
+    r->final_scale = hr_num(amp, "final_scale", NAN);
+    const cJSON *proj = cJSON_GetObjectItemCaseSensitive(j, "projection");
+    r->has_projection = cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(proj, "points"));
+    r->json = j;
+    return 0;
+}
+
+int hr_run_load(const char *path, hr_run *r) {
+    char *text;
+    AB_TRY(hr_read_file(path, &text));
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    if (!j) return ab_errorf("%s: not valid JSON", path);
+    if (!cJSON_IsObject(j) || strcmp(hr_str(j, "tool", ""), "ampbench") != 0) {
+        cJSON_Delete(j);
+        return ab_errorf("%s: not an ampbench result (no \"tool\": \"ampbench\")", path);
+    }
+    if (run_from_json(path, j, r) != 0) {
+        cJSON_Delete(j);
+        r->json = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+void hr_run_free(hr_run *r) {
+    cJSON_Delete(r->json);
+    r->json = NULL;
+}
+
+void hr_run_summary_line(const hr_run *r, char *buf, size_t n) {
+    snprintf(buf, n, "%s %s %d rank%s: %ld steps in %.2f s, %.0f samples/s, peak %.2f MB, %.2f%% test accuracy%s",
+             r->precision, r->backend, r->world_size, r->world_size == 1 ? "" : "s", r->steps, r->total_time_s,
+             r->samples_per_s, r->peak_total / 1e6, r->final_accuracy,
+             r->complete ? "" : (r->interrupted ? " (interrupted)" : " (incomplete)"));
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static void load_manifest(hr_runset *rs, const char *path) {
+    char *text;
+    if (hr_read_file(path, &text) != 0) return;
+    rs->manifest = cJSON_Parse(text);
+    free(text);
+    const cJSON *runs = cJSON_GetObjectItemCaseSensitive(rs->manifest, "runs");
+    const cJSON *e;
+    cJSON_ArrayForEach(e, runs) {
+        if (rs->n_planned >= HR_MAX_RUNS) break;
+        hr_planned *p = &rs->planned[rs->n_planned++];
+        copy_str(p->name, sizeof p->name, hr_str(e, "name", ""));
+        copy_str(p->workload, sizeof p->workload, hr_str(e, "workload", ""));
+        copy_str(p->mode, sizeof p->mode, hr_str(e, "mode", ""));
+        copy_str(p->status, sizeof p->status, hr_str(e, "status", ""));
+        copy_str(p->reason, sizeof p->reason, hr_str(e, "reason", ""));
+    }
+}
+
+int hr_runset_load(const char *dir, hr_runset *rs) {
+    memset(rs, 0, sizeof *rs);
+    copy_str(rs->dir, sizeof rs->dir, dir);
+    DIR *d = opendir(dir);
+    if (!d) return ab_errorf("%s: cannot open run folder: %s", dir, strerror(errno));
+    char *names[512];
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && n < 512) {
+        const size_t len = strlen(de->d_name);
+        if (len < 6 || strcmp(de->d_name + len - 5, ".json") != 0) continue;
+        names[n++] = strdup(de->d_name);
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof names[0], cmp_str);
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        char path[1200];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        if (strcmp(names[i], "run.json") == 0) {
+            load_manifest(rs, path);
+            continue;
+        }
+        char *text;
+        if (hr_read_file(path, &text) != 0) {
+            rc = -1;
+            break;
+        }
+        cJSON *j = cJSON_Parse(text);
+        free(text);
+        if (!j) {
+            rc = ab_errorf("%s: not valid JSON", path);
+            break;
+        }
+        if (!cJSON_IsObject(j) || strcmp(hr_str(j, "tool", ""), "ampbench") != 0) {
+            cJSON_Delete(j); /* another tool's file (benchmark JSON, ...) */
+            continue;
+        }
+        if (rs->n_runs >= HR_MAX_RUNS) {
+            cJSON_Delete(j);
+            rc = ab_errorf("%s: more than %d results", dir, HR_MAX_RUNS);
+            break;
+        }
+        if (run_from_json(path, j, &rs->runs[rs->n_runs]) != 0) {
+            cJSON_Delete(j);
+            rc = -1;
+            break;
+        }
+        rs->n_runs++;
+    }
+    for (int i = 0; i < n; i++) free(names[i]);
+    if (rc != 0) hr_runset_free(rs);
+    return rc;
+}
+
+void hr_runset_free(hr_runset *rs) {
+    for (int i = 0; i < rs->n_runs; i++) hr_run_free(&rs->runs[i]);
+    rs->n_runs = 0;
+    cJSON_Delete(rs->manifest);
+    rs->manifest = NULL;
+}
+
+/* When several runs fit a slot, the complete one with the most steps wins. */
+static const hr_run *better(const hr_run *cur, const hr_run *cand) {
+    if (!cur) return cand;
+    if (cand->complete != cur->complete) return cand->complete ? cand : cur;
+    return cand->steps > cur->steps ? cand : cur;
+}
+
+static int run_order(const hr_run *r) {
+    const int p = !strcmp(r->precision, "fp32") ? 0 : !strcmp(r->precision, "amp") ? 1 : 2;
+    return (r->world_size > 1 ? 10 : 0) + p;
+}
+
+int hr_group_workloads(const hr_runset *rs, hr_workload *out, int max, int *n) {
+    *n = 0;
+    for (int i = 0; i < rs->n_runs; i++) {
+        const hr_run *r = &rs->runs[i];
+        hr_workload *w = NULL;
+        for (int k = 0; k < *n; k++)
+            if (strcmp(out[k].model, r->model) == 0) w = &out[k];
+        if (!w) {
+            if (*n >= max) return ab_errorf("%s: more than %d workloads", rs->dir, max);
+            w = &out[(*n)++];
+            memset(w, 0, sizeof *w);
+            copy_str(w->model, sizeof w->model, r->model);
+        }
+        /* FP32, AMP, BF16, then the data-parallel runs: tables and plot legends in that order */
+        int at = w->n_all;
+        while (at > 0 && run_order(w->all[at - 1]) > run_order(r)) {
+            w->all[at] = w->all[at - 1];
+            at--;
+        }
+        w->all[at] = r;
+        w->n_all++;
+        if (r->world_size == 1 && strcmp(r->precision, "fp32") == 0) w->fp32 = better(w->fp32, r);
+        if (r->world_size == 1 && strcmp(r->precision, "amp") == 0) w->amp = better(w->amp, r);
+        if (r->world_size > 1 && strcmp(r->precision, "amp") == 0) w->dp = better(w->dp, r);
+    }
+    return 0;
+}
+
+const hr_run *hr_projection_run(const hr_workload *w) {
+    /* A multi-GPU run's projection rests on a measured NCCL bandwidth; otherwise the single-device
+     * AMP run's compute time is the clean base (CPU ranks contend for the same cores). */
+    if (w->dp && w->dp->has_projection && strcmp(w->dp->engine, "nccl") == 0) return w->dp;
+    if (w->amp && w->amp->has_projection) return w->amp;
+    if (w->dp && w->dp->has_projection) return w->dp;
+    for (int i = 0; i < w->n_all; i++)
+        if (w->all[i]->has_projection) return w->all[i];
+    return NULL;
+}
+
+static int usable(const hr_run *r) { return r && isfinite(r->samples_per_s) && r->samples_per_s > 0; }
+
+void hr_compute_ratios(const hr_workload *w, int proj_n, const char *proj_kind, hr_ratios *o) {
+    memset(o, 0, sizeof *o);
+    o->amp_time_saving_pct = o->amp_memory_saving_pct = o->amp_accuracy_delta = NAN;
+    o->dp_speedup_vs_amp = o->dp_speedup_vs_fp32 = o->dp_efficiency_pct = o->dp_time_saving_pct = NAN;
+    o->proj_speedup = o->proj_efficiency_pct = o->proj_epoch_time_s = o->proj_speedup_vs_fp32 = NAN;
+    const hr_run *f = w->fp32, *a = w->amp, *d = w->dp;
+    if (usable(f) && usable(a)) {
+        /* Same work in both runs, so the time ratio is the inverse throughput ratio; throughput
+         * also stays comparable when one of the two was interrupted. */
+        o->amp_time_saving_pct = 100.0 * (1.0 - f->samples_per_s / a->samples_per_s);
+        if (f->peak_total > 0 && isfinite(a->peak_total))
+            o->amp_memory_saving_pct = 100.0 * (1.0 - a->peak_total / f->peak_total);
+        if (isfinite(f->final_accuracy) && isfinite(a->final_accuracy))
+            o->amp_accuracy_delta = a->final_accuracy - f->final_accuracy;
+    }
+    if (usable(d)) {
+        o->dp_ranks = d->world_size;
+        if (usable(a)) {
+            o->dp_speedup_vs_amp = d->samples_per_s / a->samples_per_s;
+            o->dp_efficiency_pct = 100.0 * o->dp_speedup_vs_amp / d->world_size;
+            o->dp_time_saving_pct = 100.0 * (1.0 - 1.0 / o->dp_speedup_vs_amp);
+        }
+        if (usable(f)) o->dp_speedup_vs_fp32 = d->samples_per_s / f->samples_per_s;
+    }
+    const hr_run *pr = hr_projection_run(w);
+    if (pr) {
+        const cJSON *pts = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pr->json, "projection"),
+                                                            "points");
+        const cJSON *p, *best = NULL;
+        /* the requested kind (gpus or nodes) first, the other one when it is missing */
+        cJSON_ArrayForEach(p, pts) {
+            if ((int)hr_num(p, "n", 0) != proj_n) continue;
+            if (!best || (strcmp(hr_str(p, "kind", ""), proj_kind) == 0 && strcmp(hr_str(best, "kind", ""), proj_kind) != 0))
+                best = p;
+        }
+        if (best) {
+            o->proj_n = proj_n;
+            copy_str(o->proj_kind, sizeof o->proj_kind, hr_str(best, "kind", "gpus"));
+            o->proj_speedup = hr_num(best, "speedup", NAN);
+            o->proj_efficiency_pct = 100.0 * hr_num(best, "efficiency", NAN);
+            o->proj_epoch_time_s = hr_num(best, "epoch_time_s", NAN);
+            if (usable(a) && usable(f)) o->proj_speedup_vs_fp32 = o->proj_speedup * a->samples_per_s / f->samples_per_s;
+        }
+    }
+}
+
+int hr_reported_load(const char *path, hr_reported *rep) {
+    rep->json = NULL;
+    char *text;
+    AB_TRY(hr_read_file(path, &text));
+    rep->json = cJSON_Parse(text);
+    free(text);
+    if (!rep->json) return ab_errorf("%s: not valid JSON", path);
+    if (!cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(rep->json, "claims"))) {
+        cJSON_Delete(rep->json);
+        rep->json = NULL;
+        return ab_errorf("%s: no 'claims' array", path);
+    }
+    return 0;
+}
+
+void hr_reported_free(hr_reported *rep) {
+    cJSON_Delete(rep->json);
+    rep->json = NULL;
+}
+
+const cJSON *hr_reported_claim(const hr_reported *rep, const char *workload, const char *metric, int fallback) {
+    if (!rep || !rep->json) return NULL;
+    const cJSON *claims = cJSON_GetObjectItemCaseSensitive(rep->json, "claims"), *c;
+    cJSON_ArrayForEach(c, claims) {
+        if (strcmp(hr_str(c, "workload", ""), workload) == 0 && strcmp(hr_str(c, "metric", ""), metric) == 0) return c;
+    }
+    if (!fallback) return NULL;
+    cJSON_ArrayForEach(c, claims) {
+        if (strcmp(hr_str(c, "metric", ""), metric) == 0) return c;
+    }
+    return NULL;
+}
+
+const cJSON *hr_reported_workload(const hr_reported *rep, const char *model) {
+    if (!rep || !rep->json) return NULL;
+    return cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(rep->json, "workloads"), model);
+}
