@@ -13,7 +13,7 @@
 #include "rng.h"
 #include "train.h"
 
-static int dp_write_idx(const char *path, const uint8_t *data, int ndim, const int *dims) {
+static inline int dp_write_idx(const char *path, const uint8_t *data, int ndim, const int *dims) {
     FILE *f = fopen(path, "wb");
     if (!f) return -1;
     const uint8_t magic[4] = {0, 0, 0x08, (uint8_t)ndim};
@@ -30,7 +30,7 @@ static int dp_write_idx(const char *path, const uint8_t *data, int ndim, const i
 }
 
 /* dir gets {train,t10k}-{images-idx3,labels-idx1}-ubyte with rows x cols random images */
-static int dp_write_dataset(const char *dir, int n_train, int n_test, int rows, int cols, uint64_t seed) {
+static inline int dp_write_dataset(const char *dir, int n_train, int n_test, int rows, int cols, uint64_t seed) {
     ab_rng r;
     ab_rng_seed(&r, seed);
     const char *split[2] = {"train", "t10k"};
@@ -57,7 +57,7 @@ static int dp_write_dataset(const char *dir, int n_train, int n_test, int rows, 
 /* Trains `steps` optimizer steps over one seeded permutation of the training set, each step
  * taking the next `group` samples of it (the whole world's share); *w0 and *w get the fp32
  * weights before and after (malloc'd, params.n floats); *skipped counts skipped steps. */
-static int dp_train(const ab_train_config *c, int group, int steps, float **w0, float **w, long *skipped,
+static inline int dp_train(const ab_train_config *c, int group, int steps, float **w0, float **w, long *skipped,
                     ab_run_record *rec, ab_trainer **keep) {
     ab_trainer *t;
     if (ab_trainer_create(c, rec, &t) != 0) return -1;
@@ -88,7 +88,7 @@ static int dp_train(const ab_train_config *c, int group, int steps, float **w0, 
 }
 
 /* FNV-1a over the bytes of the weights: replicas must agree bit for bit */
-static int64_t dp_hash(const float *w, size_t n) {
+static inline int64_t dp_hash(const float *w, size_t n) {
     uint64_t h = 0xcbf29ce484222325ull;
     const uint8_t *b = (const uint8_t *)w;
     for (size_t i = 0; i < n * sizeof(float); i++) h = (h ^ b[i]) * 0x100000001b3ull;
