@@ -220,7 +220,7 @@ for item in "${PLAN[@]}"; do
         [ "$DEVICE" = cpu ] && cmd+=(--threads "$RANK_THREADS")
         cmd=(mpirun ${MPI_ARGS[@]+"${MPI_ARGS[@]}"} "${cmd[@]}")
     fi
-    printf '%s running ...\r' "$tag"
+    [ -t 1 ] && printf '%s running ...\r' "$tag"
     echo "${cmd[*]}" > "$RUN_DIR/logs/$run.log"
     t0=$(date +%s.%N)
     "${cmd[@]}" >> "$RUN_DIR/logs/$run.log" 2>&1 < /dev/null &
@@ -236,7 +236,9 @@ for item in "${PLAN[@]}"; do
         record "$run" "$wl" "$mode" ok "$secs" ""
         N_OK=$((N_OK + 1)); SUMMARY+=("$run: $line")
     else
-        why=$(grep -v '^\s*$' "$RUN_DIR/logs/$run.log" | tail -n 1 | cut -c1-200)
+        # the log's first line is the command; its last other line usually says what went wrong
+        why=$(tail -n +2 "$RUN_DIR/logs/$run.log" | grep -v '^[[:space:]]*$' | tail -n 1 | cut -c1-200)
+        [ -n "$why" ] || why="no message"
         status=failed
         [ "$INTERRUPTED" = 1 ] && status=interrupted
         printf '%s %-7s %6.1f s  %s (log: %s)\n' "$tag" "$status" "$secs" "$why" "$RUN_DIR/logs/$run.log"

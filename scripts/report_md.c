@@ -135,6 +135,12 @@ static void accuracy_meaning(FILE *f, const hr_reported *rep, const hr_workload 
         fprintf(f, "Within a point of the reported %g to %g point band: AMP keeps FP32 accuracy. ", lo, hi);
     else
         fprintf(f, "Outside the reported %g to %g point band by more than a point. ", lo, hi);
+    if (w->amp->steps != w->fp32->steps) {
+        fprintf(f, "The two runs trained different numbers of steps (FP32 %ld, AMP %ld), so this delta is not a "
+                   "like-for-like comparison.",
+                w->fp32->steps, w->amp->steps);
+        return;
+    }
     const int want = (int)hr_num(hr_reported_workload(rep, w->model), "epochs", 0);
     if (want > 0 && (w->amp->epochs_done < want || !w->amp->complete || w->amp->max_steps > 0))
         fprintf(f, "This run trained %ld steps (%d of the articles' %d epochs), so both accuracies are far from "
