@@ -31,7 +31,7 @@ extern "C" {
                              cudaGetErrorName(e_), cudaGetErrorString(e_));                         \
     } while (0)
 
-#define LT_CHECK(call)                                                                              \
+#define CUBLAS_CHECK(call)                                                                          \
     do {                                                                                            \
         const cublasStatus_t s_ = (call);                                                           \
         if (s_ != CUBLAS_STATUS_SUCCESS)                                                            \
@@ -68,7 +68,8 @@ typedef struct {
     int device;
     cudaStream_t stream;
     cublasLtHandle_t lt;
-    void *lt_ws; /* cuBLASLt workspace */
+    cublasHandle_t blas; /* cublasGemmEx: the fallback that takes any alignment */
+    void *lt_ws;         /* workspace of both, shared: they run on one stream */
     size_t lt_ws_bytes;
     float *acc; /* fp32 scratch for GEMMs whose epilogue or types cuBLASLt cannot express */
     size_t acc_bytes;
@@ -494,23 +495,23 @@ static int plan_get(cuda_state *st, const gemm_plan *key, gemm_plan **out) {
     plan_free(p);
     *p = *key;
     const cudaDataType_t in_t = lt_type((ab_dtype)key->at), c_t = lt_type((ab_dtype)key->ct);
-    LT_CHECK(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     p->used = 1; /* from here plan_free undoes what was made */
     p->la = p->lb = p->lc = NULL;
     const cublasOperation_t opa = key->tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = key->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-    LT_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
-    LT_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
     cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
     if (key->has_bias) epi = key->epi == AB_EPI_RELU ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
     else if (key->epi == AB_EPI_RELU) epi = CUBLASLT_EPILOGUE_RELU;
-    LT_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
     /* stored shapes (column-major): Bbuf is [N,K] (tb = 0) or [K,N]; Abuf is [K,M] (ta = 0) or [M,K] */
-    LT_CHECK(cublasLtMatrixLayoutCreate(&p->la, in_t, key->tb ? key->K : key->N, key->tb ? key->N : key->K, key->ldb));
-    LT_CHECK(cublasLtMatrixLayoutCreate(&p->lb, in_t, key->ta ? key->M : key->K, key->ta ? key->K : key->M, key->lda));
-    LT_CHECK(cublasLtMatrixLayoutCreate(&p->lc, c_t, key->N, key->M, key->ldc));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, in_t, key->tb ? key->K : key->N, key->tb ? key->N : key->K, key->ldb));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lb, in_t, key->ta ? key->M : key->K, key->ta ? key->K : key->M, key->lda));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lc, c_t, key->N, key->M, key->ldc));
 
     cublasLtMatmulPreference_t pref;
-    LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     cublasLtMatmulHeuristicResult_t res;
     int found = 0;
     const uint32_t a_al = key->align_b, b_al = key->align_a, c_al = key->align_c; /* Lt's A is our B */
@@ -529,11 +530,12 @@ static int plan_get(cuda_state *st, const gemm_plan *key, gemm_plan **out) {
     cublasLtMatmulPreferenceDestroy(pref);
     if (s != CUBLAS_STATUS_SUCCESS || found < 1) {
         plan_free(p);
-        return ab_errorf("cublasLtMatmulAlgoGetHeuristic found no algorithm at %s:%d for M=%d N=%d K=%d "
+        ab_errorf("cublasLtMatmulAlgoGetHeuristic found no algorithm at %s:%d for M=%d N=%d K=%d "
                          "(%s x %s -> %s, epilogue %d): %s",
                          __FILE__, __LINE__, key->M, key->N, key->K, ab_dtype_name((ab_dtype)key->at),
                          ab_dtype_name((ab_dtype)key->bt), ab_dtype_name((ab_dtype)key->ct), (int)epi,
                          cublasGetStatusName(s));
+        return -2; /* the caller can take the cublasGemmEx path */
     }
     p->algo = res.algo;
     *out = p;
@@ -544,10 +546,11 @@ static int lt_matmul(ab_backend *be, const gemm_plan *key, float alpha, const vo
                      float beta, void *C) {
     cuda_state *st = st_of(be);
     gemm_plan *p = NULL;
-    AB_TRY(plan_get(st, key, &p));
+    const int rc = plan_get(st, key, &p);
+    if (rc != 0) return rc;
     if (key->has_bias)
-        LT_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-    LT_CHECK(cublasLtMatmul(st->lt, p->op, &alpha, B, p->la, A, p->lb, &beta, C, p->lc, C, p->lc, &p->algo, st->lt_ws,
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    CUBLAS_CHECK(cublasLtMatmul(st->lt, p->op, &alpha, B, p->la, A, p->lb, &beta, C, p->lc, C, p->lc, &p->algo, st->lt_ws,
                             st->lt_ws_bytes, st->stream));
     return 0;
 }
@@ -585,13 +588,16 @@ static int cuda_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float 
     if (direct) {
         key.ct = ct, key.ldc = ldc, key.epi = epi, key.has_bias = bias != NULL, key.beta_nz = beta != 0.0f;
         key.align_c = align_of(C);
-        return lt_matmul(be, &key, alpha, A, B, bias, beta, C);
+        const int rc = lt_matmul(be, &key, alpha, A, B, bias, beta, C);
+        if (rc != -2) return rc; /* -2: cuBLASLt has no kernel for this case; take the fallback */
     }
+    /* fallback: cublasGemmEx (any alignment, fp32 compute) into fp32 scratch, then our epilogue */
     float *acc = (float *)scratch(be, (void **)&st->acc, &st->acc_bytes, (size_t)M * (size_t)N * sizeof(float));
     if (!acc) return -1;
-    key.ct = AB_F32, key.ldc = N, key.epi = AB_EPI_NONE, key.has_bias = 0, key.beta_nz = 0;
-    key.align_c = align_of(acc);
-    AB_TRY(lt_matmul(be, &key, alpha, A, B, NULL, 0.0f, acc));
+    const float zero = 0.0f;
+    CUBLAS_CHECK(cublasGemmEx(st->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha,
+                              B, lt_type(bt), ldb, A, lt_type(at), lda, &zero, acc, CUDA_R_32F, N, CUBLAS_COMPUTE_32F,
+                              CUBLAS_GEMM_DEFAULT));
     const size_t n = (size_t)M * (size_t)N;
     k_gemm_finish<<<blocks_for(n), THREADS, 0, st->stream>>>(M, N, acc, bias_t, bias, epi == AB_EPI_RELU, beta, ct, C,
                                                              ldc);
@@ -649,6 +655,7 @@ static void cuda_destroy(ab_backend *be) {
         if (st->stream) cudaStreamSynchronize(st->stream);
         for (int i = 0; i < GEMM_CACHE; i++) plan_free(&st->plans[i]);
         if (st->lt) cublasLtDestroy(st->lt);
+        if (st->blas) cublasDestroy(st->blas);
         cuda_release(be, AB_MEM_WORKSPACE, st->lt_ws, st->lt_ws_bytes);
         cuda_release(be, AB_MEM_WORKSPACE, st->acc, st->acc_bytes);
         for (int i = 0; i < 2; i++) {
@@ -727,13 +734,17 @@ static int cuda_init(ab_backend *be, int index) {
     in->mem_total = total_b;
     in->mem_used_start = in->mem_used_peak = total_b - free_b;
     CU_CHECK(cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking));
-    LT_CHECK(cublasLtCreate(&st->lt));
-    /* small problems here; 4 MiB covers cuBLASLt's split-K needs at these sizes */
+    CUBLAS_CHECK(cublasLtCreate(&st->lt));
+    /* small problems here; 4 MiB covers cuBLAS(Lt)'s split-K needs at these sizes */
     st->lt_ws_bytes = (size_t)4 << 20;
     if (!(st->lt_ws = cuda_alloc(be, AB_MEM_WORKSPACE, st->lt_ws_bytes))) {
         st->lt_ws_bytes = 0;
         return -1;
     }
+    CUBLAS_CHECK(cublasCreate(&st->blas));
+    CUBLAS_CHECK(cublasSetStream(st->blas, st->stream));
+    CUBLAS_CHECK(cublasSetWorkspace(st->blas, st->lt_ws, st->lt_ws_bytes)); /* no untracked allocation of its own */
+    CUBLAS_CHECK(cublasSetMathMode(st->blas, CUBLAS_DEFAULT_MATH));         /* fp32 stays fp32: no TF32 */
     for (int i = 0; i < 2; i++) CU_CHECK(cudaEventCreateWithFlags(&st->idx_done[i], cudaEventDisableTiming));
     for (int k = 0; k < DATA_PAIRS; k++) {
         CU_CHECK(cudaEventCreate(&st->dbeg[k]));
@@ -779,7 +790,13 @@ extern "C" int ab_cuda_device_count(const char **why) {
     const cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
-        snprintf(reason, sizeof reason, "cudaGetDeviceCount: %s: %s", cudaGetErrorName(e), cudaGetErrorString(e));
+        int rt = 0;
+        cudaRuntimeGetVersion(&rt);
+        const char *what = e == cudaErrorNoDevice            ? "no NVIDIA GPU found"
+                           : e == cudaErrorInsufficientDriver ? "no NVIDIA driver, or one older than this build's CUDA runtime"
+                                                              : "the CUDA driver cannot be used";
+        snprintf(reason, sizeof reason, "%s (CUDA runtime %d.%d; cudaGetDeviceCount: %s)", what, rt / 1000,
+                 (rt % 1000) / 10, cudaGetErrorName(e));
         if (why) *why = reason;
         return 0;
     }
