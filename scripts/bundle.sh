@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# Builds ampbench with the CUDA backend here and packs a self-contained bundle for a GPU machine
+# that has no cJSON, OpenBLAS or MPI and cannot install packages:
+#   bin/       wrappers that find the libraries, then run the real programs in libexec/
+#   libexec/   ampbench and the GPU test programs
+#   lib/       every shared library they need except glibc's and the CUDA family's
+#   env.sh     sets LD_LIBRARY_PATH: lib/, then the machine's own CUDA/cuBLAS/cuDNN/NCCL
+#              (PyTorch's nvidia/*/lib wheels, found through python3, else a CUDA toolkit)
+#   data/mnist, bench/pytorch/mnist_mlp.py, scripts/gpu_check.sh, docs/gpu.md, MANIFEST
+# Usage: scripts/bundle.sh [OUT_DIR]    (default dist/ampbench-gpu; also OUT_DIR.tar.gz)
+# Environment: AB_BUNDLE_BUILD (build folder, default build-bundle), AB_MNIST_DIR (data to carry),
+#              CUDA_ARCHS (default 80;86;90).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+out=${1:-$here/dist/ampbench-gpu}
+build=${AB_BUNDLE_BUILD:-$here/build-bundle}
+archs=${CUDA_ARCHS:-80;86;90}
+mnist=${AB_MNIST_DIR:-$here/../shared/data/mnist}
+
+die() { echo "bundle.sh: $*" >&2; exit 1; }
+
+command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] || die "no nvcc here: the bundle needs the CUDA toolkit to build"
+for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+    [ -f "$mnist/$f.gz" ] || [ -f "$mnist/$f" ] || die "$mnist/$f(.gz): missing (set AB_MNIST_DIR)"
+done
+
+echo "bundle.sh: building in $build (CUDA architectures $archs)"
+cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release -DAB_WITH_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$archs" >"$build.configure.log" 2>&1 ||
+    { cat "$build.configure.log" >&2; die "configure failed"; }
+grep -q "CUDA backend ON" "$build.configure.log" || die "configure did not enable the CUDA backend (see $build.configure.log)"
+cmake --build "$build" -j "$(nproc)" --target ampbench test_cuda_ops test_cuda_train >"$build.build.log" 2>&1 ||
+    { tail -40 "$build.build.log" >&2; die "build failed"; }
+
+progs=("$build/ampbench" "$build/tests/gpu/test_cuda_ops" "$build/tests/gpu/test_cuda_train")
+for p in "${progs[@]}"; do [ -x "$p" ] || die "$p was not built"; done
+
+rm -rf "$out"
+mkdir -p "$out"/{bin,libexec,lib,data/mnist,bench/pytorch,scripts,docs,results}
+
+# Libraries the machine provides itself: glibc (and the loader), the C++ runtime that any
+# machine with PyTorch has, and the CUDA family, which must match the machine's driver.
+system_lib() {
+    case "$1" in
+    linux-vdso.so* | ld-linux*.so* | libc.so* | libm.so* | libdl.so* | libpthread.so* | librt.so* | libresolv.so* | \
+        libutil.so* | libstdc++.so* | libgcc_s.so*) return 0 ;;
+    libcuda.so* | libcudart.so* | libcublas.so* | libcublasLt.so* | libcudnn*.so* | libnccl.so* | libnvrtc*.so* | \
+        libnvJitLink.so* | libcufft*.so* | libcurand.so* | libcusparse*.so* | libcusolver*.so* | libnvidia-*.so*) return 0 ;;
+    esac
+    return 1
+}
+
+manifest_libs=()
+cuda_needed=()
+for p in "${progs[@]}"; do
+    cp "$p" "$out/libexec/"
+    while read -r name arrow path _; do
+        [ "$arrow" = "=>" ] || continue
+        if system_lib "$name"; then
+            case "$name" in libcu* | libnccl* | libnv*) cuda_needed+=("$name") ;; esac
+            continue
+        fi
+        [ -f "$path" ] || die "$p needs $name, which ldd cannot find here"
+        if [ ! -f "$out/lib/$name" ]; then
+            cp -L "$path" "$out/lib/$name"
+            chmod u+w "$out/lib/$name"
+            strip --strip-unneeded "$out/lib/$name" 2>/dev/null || true
+            manifest_libs+=("$name <- $path")
+        fi
+    done < <(ldd "$p")
+done
+mapfile -t cuda_needed < <(printf '%s\n' "${cuda_needed[@]}" | sort -u)
+
+cat >"$out/env.sh" <<'EOF'
+# Sourced by the wrappers in bin/: the bundle's libraries first, then the machine's own CUDA
+# libraries. Set AB_CUDA_LIB_DIRS (colon-separated) to choose them yourself.
+AB_BUNDLE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ab_cuda_dirs() {
+    if [ -n "${AB_CUDA_LIB_DIRS:-}" ]; then echo "$AB_CUDA_LIB_DIRS"; return; fi
+    local dirs="" d py
+    # PyTorch's CUDA wheels (nvidia is a namespace package: nvidia/<lib>/lib, nvidia/cu13/lib)
+    for py in python3 /opt/torch/.venv/bin/python3; do
+        command -v "$py" >/dev/null 2>&1 || continue
+        d=$("$py" -c 'import glob, os, nvidia
+print(":".join(sorted({os.path.dirname(p) for r in nvidia.__path__ for p in glob.glob(os.path.join(r, "*", "lib", "lib*.so*"))})))' 2>/dev/null) || d=""
+        if [ -n "$d" ]; then dirs=$d; break; fi
+    done
+    if [ -z "$dirs" ]; then
+        for d in /opt/torch/.venv/lib/python3*/site-packages/nvidia/*/lib; do [ -d "$d" ] && dirs=$dirs${dirs:+:}$d; done
+    fi
+    for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/nvidia/lib64 /usr/local/nvidia/lib; do
+        [ -d "$d" ] && dirs=$dirs${dirs:+:}$d
+    done
+    echo "$dirs"
+}
+export LD_LIBRARY_PATH="$AB_BUNDLE/lib:$(ab_cuda_dirs)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export AB_MNIST_DIR="${AB_MNIST_DIR:-$AB_BUNDLE/data/mnist}"
+EOF
+
+for p in "${progs[@]}"; do
+    n=$(basename "$p")
+    cat >"$out/bin/$n" <<EOF
+#!/usr/bin/env bash
+# runs libexec/$n with the bundle's libraries and the machine's CUDA libraries
+. "\$(dirname "\${BASH_SOURCE[0]}")/../env.sh"
+exec "\$AB_BUNDLE/libexec/$n" "\$@"
+EOF
+    chmod +x "$out/bin/$n"
+done
+cat >"$out/bin/ldd-check" <<'EOF'
+#!/usr/bin/env bash
+# lists any library the bundled programs cannot find on this machine (nothing printed: all found)
+. "$(dirname "${BASH_SOURCE[0]}")/../env.sh"
+rc=0
+for p in "$AB_BUNDLE"/libexec/*; do
+    if ldd "$p" | grep "not found"; then rc=1; fi
+done
+exit $rc
+EOF
+chmod +x "$out/bin/ldd-check"
+
+for f in "$mnist"/*-idx[13]-ubyte*; do cp "$f" "$out/data/mnist/"; done
+cp "$here/bench/pytorch/mnist_mlp.py" "$out/bench/pytorch/"
+cp "$here/scripts/gpu_check.sh" "$out/scripts/"
+cp "$here/docs/gpu.md" "$out/docs/" 2>/dev/null || true
+
+commit=$(git -C "$here" rev-parse HEAD 2>/dev/null || echo unknown)
+dirty=$(git -C "$here" status --porcelain --untracked-files=no 2>/dev/null | head -c1)
+glibc_max=$(for p in "$out"/libexec/* "$out"/lib/*; do objdump -T "$p" 2>/dev/null; done |
+    grep -o 'GLIBC_[0-9.]*' | sort -t. -k2,2n -k3,3n -u | tail -1)
+{
+    echo "ampbench GPU bundle"
+    echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -srm), $(ldd --version | head -1)"
+    echo "source: $commit${dirty:+ (with uncommitted changes)}"
+    echo "nvcc: $( (nvcc --version 2>/dev/null || /usr/local/cuda/bin/nvcc --version) | tail -1)"
+    echo "CUDA architectures: $archs"
+    echo "newest glibc symbol version needed: ${glibc_max:-unknown}"
+    echo
+    echo "bundled libraries (lib/):"
+    printf '  %s\n' "${manifest_libs[@]}"
+    echo
+    echo "taken from the machine (CUDA family, found by env.sh):"
+    printf '  %s\n' "${cuda_needed[@]}"
+    echo "taken from the machine (system): glibc, libstdc++, libgcc_s"
+} >"$out/MANIFEST"
+
+tar -C "$(dirname "$out")" -czf "$out.tar.gz" "$(basename "$out")"
+echo "bundle.sh: $out ($(du -sh "$out" | cut -f1)), $out.tar.gz ($(du -sh "$out.tar.gz" | cut -f1))"
+echo "bundle.sh: on the GPU machine: $(basename "$out")/scripts/gpu_check.sh"

@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# The GPU check, one command on a GPU machine: runs the GPU tests, trains the MNIST MLP one epoch
+# in fp32 and in amp with ampbench and with the PyTorch peer, and prints a comparison table
+# (samples/s, epoch time, peak memory, accuracy, overflow events). Well within 5 minutes.
+# Works from a bundle (scripts/bundle.sh) or from a source checkout with a CUDA build.
+# Usage: scripts/gpu_check.sh [--out DIR] [--build DIR] [--data DIR] [--no-peer]
+#   --out    where logs, JSON results and the table go [results/gpu/<UTC date>-<device>/]
+#   --build  the build folder of a source checkout [build]
+#   --data   MNIST IDX folder [the bundle's data/mnist, else $AB_MNIST_DIR, else ../shared/data/mnist]
+# Exit status: 0 when every step passed, 1 otherwise (the table is printed either way).
+set -uo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+out="" build="" data="" peer=1
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --out) out=$2; shift 2 ;;
+    --build) build=$2; shift 2 ;;
+    --data) data=$2; shift 2 ;;
+    --no-peer) peer=0; shift ;;
+    -h | --help) sed -n '2,11p' "$0"; exit 0 ;;
+    *) echo "gpu_check.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+    esac
+done
+
+if [ -f "$root/env.sh" ]; then # a bundle
+    mode=bundle
+    ampbench=$root/bin/ampbench
+    tests=("$root/bin/test_cuda_ops" "$root/bin/test_cuda_train")
+    data=${data:-$root/data/mnist}
+    # shellcheck disable=SC1091
+    . "$root/env.sh"
+else
+    mode=source
+    build=${build:-$root/build}
+    ampbench=$build/ampbench
+    tests=("$build/tests/gpu/test_cuda_ops" "$build/tests/gpu/test_cuda_train")
+    data=${data:-${AB_MNIST_DIR:-$root/../shared/data/mnist}}
+fi
+export AB_MNIST_DIR=$data
+peer_py=$root/bench/pytorch/mnist_mlp.py
+[ -x "$ampbench" ] || { echo "gpu_check.sh: $ampbench not found (build first, or run scripts/bundle.sh)" >&2; exit 2; }
+
+device=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+device=${device:-unknown-gpu}
+slug=$(echo "$device" | tr 'A-Z' 'a-z' | tr -cs 'a-z0-9' '-' | sed 's/^-//; s/-$//')
+out=${out:-$root/results/gpu/$(date -u +%Y%m%d-%H%M)-$slug}
+mkdir -p "$out" || exit 2
+echo "gpu_check.sh: $mode mode, device '$device', results in $out"
+t_start=$(date +%s)
+
+status=0
+steps=()
+run_step() { # name timeout command... ; log to $out/name.log
+    local name=$1 limit=$2
+    shift 2
+    local t0=$SECONDS rc
+    timeout "$limit" "$@" >"$out/$name.log" 2>&1
+    rc=$?
+    local dt=$((SECONDS - t0))
+    local verdict=passed
+    if [ $rc -eq 77 ]; then verdict="SKIPPED ($(grep -m1 SKIPPED "$out/$name.log" | cut -c1-120))"; status=1
+    elif [ $rc -eq 124 ]; then verdict="TIMED OUT after ${limit}s"; status=1
+    elif [ $rc -ne 0 ]; then verdict="FAILED (exit $rc): $(tail -3 "$out/$name.log" | tr '\n' ' ' | cut -c1-300)"; status=1
+    fi
+    steps+=("$(printf '%-22s %-8s %s' "$name" "${dt}s" "$verdict")")
+    echo "  $name: $verdict"
+}
+
+{
+    echo "device: $device"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>/dev/null
+    echo "mode: $mode"
+    [ "$mode" = bundle ] && cat "$root/MANIFEST"
+    echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+    "$ampbench" --version
+} >"$out/environment.txt" 2>&1
+
+echo "gpu_check.sh: GPU tests"
+for t in "${tests[@]}"; do run_step "$(basename "$t")" 150 "$t"; done
+
+echo "gpu_check.sh: one epoch of the MLP, ampbench and the PyTorch peer"
+for prec in fp32 amp; do
+    run_step "ampbench_$prec" 120 "$ampbench" train --device cuda --precision "$prec" --epochs 1 --data "$data" \
+        --out "$out/ampbench_$prec.json"
+done
+if [ $peer -eq 1 ]; then
+    if python3 -c 'import torch' 2>/dev/null; then
+        for prec in fp32 amp; do
+            run_step "pytorch_$prec" 150 python3 "$peer_py" --device cuda --precision "$prec" --epochs 1 \
+                --data "$data" --out "$out/pytorch_$prec.json"
+        done
+    else
+        steps+=("pytorch                 -        SKIPPED (python3 has no torch)")
+        status=1
+    fi
+fi
+
+table() {
+    python3 - "$out" <<'EOF'
+import json, os, sys
+out = sys.argv[1]
+rows = []
+for tool in ("ampbench", "pytorch"):
+    for prec in ("fp32", "amp"):
+        p = os.path.join(out, "%s_%s.json" % (tool, prec))
+        if not os.path.exists(p):
+            continue
+        try:
+            r = json.load(open(p))
+        except Exception as e:
+            rows.append((tool, prec, "unreadable: %s" % e))
+            continue
+        ep = r["epochs"][0] if r.get("epochs") else {}
+        mem = r.get("peak_memory_bytes", {}).get("total") or 0
+        drv = r.get("gpu", {}).get("driver_used_bytes_by_run")
+        rows.append((tool, prec, "%10.0f %9.3f %8.3f %11.1f %11s %8.2f %9d" % (
+            r.get("samples_per_s") or 0, ep.get("time_s") or 0, ep.get("data_time_s") or 0, mem / 2**20,
+            "%.1f" % (drv / 2**20) if drv is not None else "-", r.get("final_test_accuracy") or 0,
+            len(r.get("amp", {}).get("overflow_events", [])))))
+print("%-9s %-5s %10s %9s %8s %11s %11s %8s %9s" % ("tool", "prec", "samples/s", "epoch s", "data s", "peak MiB",
+                                                      "driver MiB", "acc %", "overflows"))
+for t, p, s in rows:
+    print("%-9s %-5s %s" % (t, p, s))
+def sps(tool, prec):
+    try:
+        return json.load(open(os.path.join(out, "%s_%s.json" % (tool, prec))))["samples_per_s"]
+    except Exception:
+        return None
+for prec in ("fp32", "amp"):
+    a, b = sps("ampbench", prec), sps("pytorch", prec)
+    if a and b:
+        print("ampbench / pytorch, %s: %.2fx samples/s (goal: >= 3x)" % (prec, a / b))
+a, b = sps("ampbench", "amp"), sps("ampbench", "fp32")
+if a and b:
+    print("ampbench amp / fp32: %.2fx samples/s (goal: >= 1x)" % (a / b))
+print("peak MiB: tracked allocator (ampbench; data set excluded) / max_memory_allocated less the resident data set "
+      "(pytorch); driver MiB: cudaMemGetInfo growth over the run, context excluded")
+EOF
+}
+
+{
+    echo "GPU check: $device, $(date -u +%Y-%m-%dT%H:%M:%SZ), $mode mode, $(($(date +%s) - t_start)) s"
+    echo
+    printf '%s\n' "${steps[@]}"
+    echo
+    table 2>&1 || echo "(no python3 to draw the table: see the JSON files)"
+} | tee "$out/summary.txt"
+exit $status
