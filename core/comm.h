@@ -43,7 +43,7 @@ struct ab_comm {
     const ab_comm_ops *ops;
     int rank, size, local_rank, local_size;
     ab_backend *be;   /* whose memory the buffer collectives read; set by ab_comm_bind */
-    double timeout_s; /* a collective that has not completed after this long fails */
+    double timeout_s; /* a collective unfinished after this long: error (nccl) or job aborted (mpi) */
     void *impl;
 };
 

@@ -33,7 +33,7 @@ typedef struct {
     /* data parallelism (core/comm.h) */
     const char *comm;         /* "auto" | "self" | "mpi" | "nccl" */
     ab_dtype allreduce_dtype; /* AB_F32, or AB_F16 under amp */
-    double comm_timeout_s;    /* a collective that takes longer fails the run (<= 0: 300 s) */
+    double comm_timeout_s;    /* a collective that takes longer ends the run (<= 0: 300 s) */
     /* projection of scaling beyond this machine: ring all-reduce bandwidth (B/s) and latency (s)
      * per step; a bandwidth <= 0 means the default, or the measured one where one was measured */
     double proj_gpu_bw, proj_gpu_latency, proj_node_bw, proj_node_latency;
