@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# bench/run_all.sh --quick end to end on this machine (CPU only is fine): a short run of every
+# workload this ampbench knows, then checks that the run folder holds the JSON results, a run.json
+# manifest, REPORT.md with the measured ratios and the plots. Skips (77) without the MNIST data.
+# usage: test_harness_run_all.sh SOURCE_DIR BUILD_DIR DATA_ROOT
+set -u -o pipefail
+src=$1 build=$2 data=$3
+if [ ! -e "$data/mnist/train-images-idx3-ubyte.gz" ] && [ ! -e "$data/mnist/train-images-idx3-ubyte" ]; then
+    echo "SKIPPED: no MNIST under $data/mnist"
+    exit 77
+fi
+tmp=$(mktemp -d /tmp/ab_harness_run_all_XXXXXX)
+fail() { echo "FAIL: $*" >&2; echo "(files kept in $tmp)" >&2; exit 1; }
+
+# 100 steps per run keeps the whole matrix well under a minute on two cores
+"$src/bench/run_all.sh" --quick --max-steps 100 --no-build --build-dir "$build" --run-dir "$tmp/run" \
+    --no-copy-plots > "$tmp/out.log" 2>&1
+rc=$?
+cat "$tmp/out.log"
+[ "$rc" = 0 ] || fail "run_all.sh exited $rc"
+run=$tmp/run
+for f in run.json REPORT.md mlp-fp32.json mlp-amp.json; do
+    [ -s "$run/$f" ] || fail "$run/$f is missing"
+done
+# every result is complete and trained the steps asked for
+for f in "$run"/mlp-*.json; do
+    grep -q '"complete":[[:space:]]*true' "$f" || fail "$f is not complete"
+    grep -q '"max_steps":[[:space:]]*100' "$f" || fail "$f did not run with --max-steps 100"
+done
+# one progress line per run and a summary
+grep -q '^\[1/[0-9]*\] mlp *fp32 *ok' "$tmp/out.log" || fail "no progress line for mlp fp32"
+grep -q '^summary: ' "$tmp/out.log" || fail "no summary line"
+# the report holds a measured time saving (a signed percentage) beside the reported 40%
+grep -Eq '^\| AMP time saving vs FP32 \| 40% .*\| [+-][0-9]+\.[0-9]% \(FP32 [0-9]+ -> AMP [0-9]+ samples/s\)' "$run/REPORT.md" ||
+    fail "REPORT.md has no measured AMP time saving row"
+grep -q '^| `mlp-fp32` | fp32 | 1 | cpu' "$run/REPORT.md" || fail "REPORT.md lists no mlp-fp32 run"
+# the data-parallel run: measured with 2 MPI ranks when MPI is there, else listed as skipped
+if [ -f "$run/mlp-dp-amp.json" ]; then
+    grep -q '"world_size":[[:space:]]*2' "$run/mlp-dp-amp.json" || fail "mlp-dp-amp.json is not a 2-rank run"
+    grep -q 'with 2 ranks, efficiency' "$run/REPORT.md" || fail "REPORT.md has no measured speed-up"
+else
+    grep -q '`mlp-dp-amp` | skipped' "$run/REPORT.md" || fail "the data-parallel run is neither there nor listed as skipped"
+fi
+grep -q '(\*\*projected\*\*)' "$run/REPORT.md" || fail "REPORT.md has no projected 4-GPU figure"
+for p in amp_savings loss_mlp scale_mlp accuracy_mlp; do
+    [ -s "$run/plots/$p.png" ] || fail "plot $p.png is missing"
+    grep -q "plots/$p.png" "$run/REPORT.md" || fail "REPORT.md does not link $p.png"
+done
+rm -rf "$tmp"
+echo "test_harness_run_all: ok"
