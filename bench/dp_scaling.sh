@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Data-parallel scaling of the MNIST MLP on this machine's CPUs: 1 rank, then 2 ranks under
+# mpirun, one BLAS thread per rank, per-rank batch fixed; RUNS runs each (default 3), medians
+# printed: epoch time, throughput, time in all-reduce, bytes all-reduced, and the PROJECTED epoch
+# time on 4 and 8 GPUs / nodes (ring all-reduce model, see docs/data-parallel.md).
+# usage: bench/dp_scaling.sh [extra ampbench options...]
+#   AMPBENCH=path/to/ampbench (default build/ampbench), RUNS=3, EPOCHS=1, PRECISION=fp32
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+ampbench=${AMPBENCH:-$root/build/ampbench}
+runs=${RUNS:-3}
+epochs=${EPOCHS:-1}
+precision=${PRECISION:-fp32}
+[ -x "$ampbench" ] || { echo "dp_scaling.sh: no ampbench at $ampbench (build first, or set AMPBENCH)" >&2; exit 2; }
+command -v mpirun >/dev/null || { echo "dp_scaling.sh: mpirun not found (install openmpi-bin)" >&2; exit 2; }
+mpirun=(mpirun --oversubscribe)
+[ "$(id -u)" -eq 0 ] && mpirun+=(--allow-run-as-root)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# first value of "key": in a result JSON (cJSON writes one key per line)
+field() { awk -v k="\"$2\":" '$1 == k { v = $2; gsub(/,/, "", v); print v; exit }' "$1"; }
+# a projection point's field: file kind n key
+point() {
+    awk -v kind="$2" -v n="$3" -v f="\"$4\":" '
+        $1 == "\"kind\":" { k = $2; gsub(/[",]/, "", k) }
+        $1 == "\"n\":" { nn = $2; gsub(/,/, "", nn) }
+        $1 == f && k == kind && nn == n { v = $2; gsub(/,/, "", v); print v; exit }' "$1"
+}
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+common=(train --threads 1 --epochs "$epochs" --precision "$precision" --quiet "$@")
+echo "dp_scaling: MNIST MLP, $precision, batch 64 per rank, $epochs epoch(s), --threads 1 per rank, $runs runs each"
+echo "host: $(nproc) CPU(s), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'); load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+for np in 1 2; do
+    for r in $(seq 1 "$runs"); do
+        out="$tmp/np${np}_r$r.json"
+        if [ "$np" -eq 1 ]; then
+            "$ampbench" "${common[@]}" --out "$out"
+        else
+            "${mpirun[@]}" -np "$np" "$ampbench" "${common[@]}" --out "$out"
+        fi
+    done
+done
+
+med() { # np key
+    for f in "$tmp"/np"$1"_r*.json; do field "$f" "$2"; done | median
+}
+medp() { # np kind n key
+    for f in "$tmp"/np"$1"_r*.json; do point "$f" "$2" "$3" "$4"; done | median
+}
+printf '\n%-7s %12s %12s %12s %12s %14s %14s %10s\n' ranks "epoch s" "samples/s" "allreduce s" "all comm s" "bytes/rank" "allreduce B/s" "test acc"
+for np in 1 2; do
+    if [ "$np" -eq 1 ]; then ar=0 cm=0 by=0 bw=0
+    else ar=$(med 2 allreduce_time_s) cm=$(med 2 comm_time_s) by=$(med 2 bytes_allreduced) bw=$(med 2 allreduce_bandwidth_Bps)
+    fi
+    printf '%-7s %12.3f %12.0f %12.3f %12.3f %14.0f %14.3g %9.2f%%\n' "$np" "$(med "$np" time_s)" \
+        "$(med "$np" samples_per_s)" "$ar" "$cm" "$by" "$bw" "$(med "$np" final_test_accuracy)"
+done
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg) (other processes share these CPUs: figures are only as quiet as the machine)"
+s1=$(med 1 samples_per_s) s2=$(med 2 samples_per_s)
+awk -v a="$s1" -v b="$s2" 'BEGIN { printf "\nthroughput, 2 ranks / 1 rank: %.2fx (ideal 2x)\n", b / a }'
+
+echo
+echo "PROJECTED (not measured): ring all-reduce model from the 1-rank run's compute time per step"
+echo "  compute per step $(med 1 compute_time_per_step_s) s, gradient $(med 1 grad_bytes) bytes"
+printf '  %-6s %3s %14s %9s %11s %12s\n' kind n "epoch s" speedup efficiency "bandwidth"
+for kind in gpus nodes; do
+    for n in 1 2 4 8; do
+        printf '  %-6s %3s %14.3f %9.2f %11.2f %12.3g\n' "$kind" "$n" "$(medp 1 "$kind" "$n" epoch_time_s)" \
+            "$(medp 1 "$kind" "$n" speedup)" "$(medp 1 "$kind" "$n" efficiency)" "$(medp 1 "$kind" "$n" bandwidth_Bps)"
+    done
+done
