@@ -59,7 +59,7 @@ run_step() { # name timeout command... ; log to $out/name.log
     rc=$?
     local dt=$((SECONDS - t0))
     local verdict=passed
-    if [ $rc -eq 77 ]; then verdict="SKIPPED ($(grep -m1 SKIPPED "$out/$name.log" | cut -c1-120))"; status=1
+    if [ $rc -eq 77 ]; then verdict="SKIPPED ($(grep -m1 SKIPPED "$out/$name.log" | cut -c10-220))"; status=1
     elif [ $rc -eq 124 ]; then verdict="TIMED OUT after ${limit}s"; status=1
     elif [ $rc -ne 0 ]; then verdict="FAILED (exit $rc): $(tail -3 "$out/$name.log" | tr '\n' ' ' | cut -c1-300)"; status=1
     fi
@@ -78,9 +78,17 @@ run_step() { # name timeout command... ; log to $out/name.log
 
 echo "gpu_check.sh: GPU tests"
 for t in "${tests[@]}"; do run_step "$(basename "$t")" 150 "$t"; done
+nogpu=0
+grep -q '^SKIPPED: ' "$out/test_cuda_ops.log" 2>/dev/null && ! grep -q 'MNIST' "$out/test_cuda_ops.log" && nogpu=1
+if [ $nogpu -eq 1 ]; then
+    echo "gpu_check.sh: no usable GPU here ($(grep -m1 '^SKIPPED' "$out/test_cuda_ops.log" | cut -c10-)): no training runs"
+    steps+=("training runs           -        not run: no usable GPU")
+    peer=0
+fi
 
-echo "gpu_check.sh: one epoch of the MLP, ampbench and the PyTorch peer"
+[ $nogpu -eq 0 ] && echo "gpu_check.sh: one epoch of the MLP, ampbench and the PyTorch peer"
 for prec in fp32 amp; do
+    [ $nogpu -eq 1 ] && break
     run_step "ampbench_$prec" 120 "$ampbench" train --device cuda --precision "$prec" --epochs 1 --data "$data" \
         --out "$out/ampbench_$prec.json"
 done
