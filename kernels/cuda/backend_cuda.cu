@@ -87,6 +87,7 @@ typedef struct {
     int dpending[DATA_PAIRS];
     int dnext;
     double dsum_ms;
+    char dmark_err[512]; /* the first failure inside data_mark (which cannot return one) */
     ab_device_info info;
 } cuda_state;
 
@@ -416,20 +417,23 @@ static int cuda_adamw_step(ab_backend *be, size_t n, float *w, const float *g, f
     return 0;
 }
 
-/* pinned staging slot able to hold B indices; waits for the slot's previous copy first */
-static int idx_slot_get(cuda_state *st, int B, int *slot) {
+/* pinned staging slot able to hold B indices (host, pinned) and their device copy (tracked, as
+ * workspace); waits for the slot's previous copy first */
+static int idx_slot_get(ab_backend *be, int B, int *slot) {
+    cuda_state *st = st_of(be);
     const int k = st->idx_slot;
     st->idx_slot ^= 1;
     CU_CHECK(cudaEventSynchronize(st->idx_done[k]));
     const size_t bytes = (size_t)B * sizeof(int32_t);
     if (st->idx_cap[k] < bytes) {
+        CU_CHECK(cudaStreamSynchronize(st->stream)); /* a gather may still read the old device copy */
         if (st->idx_host[k]) CU_CHECK(cudaFreeHost(st->idx_host[k]));
-        if (st->idx_dev[k]) CU_CHECK(cudaFree(st->idx_dev[k]));
+        cuda_release(be, AB_MEM_WORKSPACE, st->idx_dev[k], st->idx_cap[k]);
         st->idx_host[k] = NULL;
         st->idx_dev[k] = NULL;
         st->idx_cap[k] = 0;
         CU_CHECK(cudaMallocHost((void **)&st->idx_host[k], bytes));
-        CU_CHECK(cudaMalloc((void **)&st->idx_dev[k], bytes));
+        if (!(st->idx_dev[k] = (int32_t *)cuda_alloc(be, AB_MEM_WORKSPACE, bytes))) return -1;
         st->idx_cap[k] = bytes;
     }
     *slot = k;
@@ -442,7 +446,7 @@ static int cuda_gather_normalize(ab_backend *be, int B, int D, const uint8_t *da
     if (B <= 0 || D <= 0) return ab_errorf("gather_normalize: bad shape B=%d D=%d", B, D);
     cuda_state *st = st_of(be);
     int k = 0;
-    AB_TRY(idx_slot_get(st, B, &k));
+    AB_TRY(idx_slot_get(be, B, &k));
     memcpy(st->idx_host[k], idx, (size_t)B * sizeof(int32_t));
     CU_CHECK(cudaMemcpyAsync(st->idx_dev[k], st->idx_host[k], (size_t)B * sizeof(int32_t), cudaMemcpyHostToDevice,
                              st->stream));
@@ -617,22 +621,29 @@ static int data_pair_resolve(cuda_state *st, int k) {
     return 0;
 }
 
-static void cuda_data_mark(ab_backend *be, int begin) {
-    cuda_state *st = st_of(be);
+static int data_mark_record(cuda_state *st, int begin) {
     const int k = st->dnext;
     if (begin) {
         /* by the time a slot comes round again its pair finished long ago: no real wait */
-        if (data_pair_resolve(st, k) != 0) return;
-        cudaEventRecord(st->dbeg[k], st->stream);
+        AB_TRY(data_pair_resolve(st, k));
+        CU_CHECK(cudaEventRecord(st->dbeg[k], st->stream));
     } else {
-        cudaEventRecord(st->dend[k], st->stream);
+        CU_CHECK(cudaEventRecord(st->dend[k], st->stream));
         st->dpending[k] = 1;
         st->dnext = (k + 1) % DATA_PAIRS;
     }
+    return 0;
+}
+
+static void cuda_data_mark(ab_backend *be, int begin) {
+    cuda_state *st = st_of(be);
+    if (data_mark_record(st, begin) != 0 && !st->dmark_err[0])
+        snprintf(st->dmark_err, sizeof st->dmark_err, "%s", ab_error()); /* reported by data_time */
 }
 
 static int cuda_data_time(ab_backend *be, double *seconds) {
     cuda_state *st = st_of(be);
+    if (st->dmark_err[0]) return ab_errorf("timing batch assembly: %s", st->dmark_err);
     for (int k = 0; k < DATA_PAIRS; k++) AB_TRY(data_pair_resolve(st, k));
     *seconds = st->dsum_ms * 1e-3;
     st->dsum_ms = 0.0;
@@ -661,7 +672,7 @@ static void cuda_destroy(ab_backend *be) {
         for (int i = 0; i < 2; i++) {
             cuda_release(be, AB_MEM_WORKSPACE, st->cvt[i], st->cvt_bytes[i]);
             if (st->idx_host[i]) cudaFreeHost(st->idx_host[i]);
-            if (st->idx_dev[i]) cudaFree(st->idx_dev[i]);
+            cuda_release(be, AB_MEM_WORKSPACE, st->idx_dev[i], st->idx_cap[i]);
             if (st->idx_done[i]) cudaEventDestroy(st->idx_done[i]);
         }
         for (int k = 0; k < DATA_PAIRS; k++) {
