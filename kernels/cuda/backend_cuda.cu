@@ -41,7 +41,7 @@ extern "C" {
 
 /* after a kernel launch: launch-configuration errors surface here, execution errors at the next
  * synchronising call (which is checked too) */
-#define LAUNCH_CHECK(what) CU_CHECK(cudaPeekAtLastError())
+#define LAUNCH_CHECK(what) CU_CHECK(cudaGetLastError())
 
 static const int THREADS = 256;
 
