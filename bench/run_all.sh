@@ -237,7 +237,7 @@ for item in "${PLAN[@]}"; do
         N_OK=$((N_OK + 1)); SUMMARY+=("$run: $line")
     else
         # the log's first line is the command; its last other line usually says what went wrong
-        why=$(tail -n +2 "$RUN_DIR/logs/$run.log" | grep -v '^[[:space:]]*$' | tail -n 1 | cut -c1-200)
+        why=$(tail -n +2 "$RUN_DIR/logs/$run.log" | grep '[[:alpha:]]' | tail -n 1 | cut -c1-200)
         [ -n "$why" ] || why="no message"
         status=failed
         [ "$INTERRUPTED" = 1 ] && status=interrupted

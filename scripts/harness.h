@@ -115,6 +115,8 @@ void hr_reported_free(hr_reported *rep);
 /* The first claim with this workload and metric; when the workload has none and fallback is set,
  * the first claim of any workload with this metric. NULL when none. */
 const cJSON *hr_reported_claim(const hr_reported *rep, const char *workload, const char *metric, int fallback);
+/* The claim with this workload, mode ("fp32", "amp", "dp-amp") and metric; NULL when none. */
+const cJSON *hr_reported_claim_mode(const hr_reported *rep, const char *workload, const char *mode, const char *metric);
 /* The workloads object entry for a model (title, setting, epochs), NULL when none. */
 const cJSON *hr_reported_workload(const hr_reported *rep, const char *model);
 

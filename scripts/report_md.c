@@ -162,11 +162,17 @@ static void dp_meaning(FILE *f, const hr_workload *w, const hr_ratios *q) {
         const int c = cores_of(d);
         char cores[48] = "";
         if (c > 0) snprintf(cores, sizeof cores, " with %d cores", c);
-        fprintf(f, "%d MPI ranks on one CPU%s share its cores and memory bandwidth: the figure shows how well "
-                   "the ranks use this CPU, all-reduce included, and says nothing about multi-GPU scaling. Above "
-                   "1x, the single process left cores idle (work that is not multithreaded); below 1x, the "
-                   "all-reduce and contention cost more than the extra rank gained.",
-                d->world_size, cores);
+        const int threads = (int)hr_num(cJSON_GetObjectItemCaseSensitive(d->json, "host"), "threads", 0);
+        char thr[64] = "";
+        if (threads > 0) snprintf(thr, sizeof thr, ", %d BLAS thread%s each", threads, threads == 1 ? "" : "s");
+        fprintf(f, "%d MPI ranks on one CPU%s%s share its cores and memory bandwidth: the figure shows how well "
+                   "the ranks use this CPU, all-reduce included, and says nothing about multi-GPU scaling. ",
+                d->world_size, cores, thr);
+        if (q->dp_speedup_vs_amp >= 1.0)
+            fprintf(f, "Above 1x: the single process left cores idle in work that is not multithreaded.");
+        else
+            fprintf(f, "Below 1x: the all-reduce, the ranks' contention for cores and memory (and any other load "
+                       "on the machine) cost more than the extra rank gained.");
     } else {
         fprintf(f, "%d GPUs (%s engine): scaling efficiency %.0f%% over one AMP GPU.", d->world_size,
                 *d->engine ? d->engine : "?", q->dp_efficiency_pct);
@@ -191,6 +197,56 @@ static void projection_meaning(FILE *f, const hr_workload *w, const hr_ratios *q
 
 static void row(FILE *f, const char *what, const char *reported, const char *measured) {
     fprintf(f, "| %s | %s | %s | ", what, reported, measured);
+}
+
+/* Absolute figures per mode: the articles' hours, gigabytes and percent beside what ran here,
+ * with the time this run's throughput gives for the articles' epochs. */
+static void absolute_rows(FILE *f, const hr_reported *rep, const hr_workload *w) {
+    const hr_run *runs[3] = {w->fp32, w->amp, w->dp};
+    static const char *const modes[3] = {"fp32", "amp", "dp-amp"};
+    static const char *const names[3] = {"FP32", "AMP", "data-parallel AMP"};
+    const int want = (int)hr_num(hr_reported_workload(rep, w->model), "epochs", 0);
+    fprintf(f, "Absolute figures (they depend on the hardware and the run length; the ratios above are what "
+               "carries over):\n\n| quantity | reported | measured |\n|---|---|---|\n");
+    for (int k = 0; k < 3; k++) {
+        const hr_run *r = runs[k];
+        char rc[512], mc[256], est[96] = "";
+        const cJSON *c = hr_reported_claim_mode(rep, w->model, modes[k], "total_time");
+        claim_cell(rc, sizeof rc, rep, c, w->model);
+        if (r) {
+            const double train = hr_num(cJSON_GetObjectItemCaseSensitive(r->json, "workload"), "train_samples", NAN);
+            if (want > 0 && isfinite(train) && r->samples_per_s > 0) {
+                const double s = train * want / r->samples_per_s;
+                if (s >= 3600) snprintf(est, sizeof est, "; %.1f h at this rate for %d epochs", s / 3600, want);
+                else if (s >= 60) snprintf(est, sizeof est, "; %.1f min at this rate for %d epochs", s / 60, want);
+                else snprintf(est, sizeof est, "; %.0f s at this rate for %d epochs", s, want);
+            }
+            snprintf(mc, sizeof mc, "%.2f s training for %ld steps (%d epoch%s)%s", r->total_time_s, r->steps,
+                     r->epochs_done, r->epochs_done == 1 ? "" : "s", est);
+        } else {
+            snprintf(mc, sizeof mc, "%s (no %s run)", DASH, names[k]);
+        }
+        fprintf(f, "| %s training time | %s | %s |\n", names[k], rc, mc);
+
+        c = hr_reported_claim_mode(rep, w->model, modes[k], k == 2 ? "peak_memory_per_device" : "peak_memory");
+        claim_cell(rc, sizeof rc, rep, c, w->model);
+        if (r)
+            snprintf(mc, sizeof mc, "%.2f MB peak%s (tracked allocator: weights, gradients, activations, "
+                                    "workspace)", mb(r->peak_total), k == 2 ? " per rank" : "");
+        else
+            snprintf(mc, sizeof mc, DASH);
+        fprintf(f, "| %s peak memory | %s | %s |\n", names[k], rc, mc);
+
+        c = hr_reported_claim_mode(rep, w->model, modes[k], "test_accuracy");
+        claim_cell(rc, sizeof rc, rep, c, w->model);
+        if (r && isfinite(r->final_accuracy))
+            snprintf(mc, sizeof mc, "%.2f%% after %ld steps at a global batch of %ld", r->final_accuracy, r->steps,
+                     r->batch_size * r->world_size);
+        else
+            snprintf(mc, sizeof mc, DASH);
+        fprintf(f, "| %s test accuracy | %s | %s |\n", names[k], rc, mc);
+    }
+    fprintf(f, "\n");
 }
 
 static void workload_section(FILE *f, const hr_reported *rep, const hr_workload *w, const char *plots_rel,
@@ -285,6 +341,8 @@ static void workload_section(FILE *f, const hr_reported *rep, const hr_workload 
              fmt_num(y, sizeof y, isfinite(q.proj_speedup) ? 100.0 * (1.0 - 1.0 / q.proj_speedup) : NAN, "%+.1f%%"), kind);
     row(f, "data-parallel time saving vs one AMP device", rc, mc);
     fprintf(f, "1 - 1/speed-up. |\n\n");
+
+    absolute_rows(f, rep, w);
 
     if (plots_rel && n_drawn > 0) {
         int any_plot = 0;

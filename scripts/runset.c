@@ -407,6 +407,17 @@ const cJSON *hr_reported_claim(const hr_reported *rep, const char *workload, con
     return NULL;
 }
 
+const cJSON *hr_reported_claim_mode(const hr_reported *rep, const char *workload, const char *mode, const char *metric) {
+    if (!rep || !rep->json) return NULL;
+    const cJSON *claims = cJSON_GetObjectItemCaseSensitive(rep->json, "claims"), *c;
+    cJSON_ArrayForEach(c, claims) {
+        if (!strcmp(hr_str(c, "workload", ""), workload) && !strcmp(hr_str(c, "mode", ""), mode) &&
+            !strcmp(hr_str(c, "metric", ""), metric))
+            return c;
+    }
+    return NULL;
+}
+
 const cJSON *hr_reported_workload(const hr_reported *rep, const char *model) {
     if (!rep || !rep->json) return NULL;
     return cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(rep->json, "workloads"), model);

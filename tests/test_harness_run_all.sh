@@ -46,5 +46,26 @@ for p in amp_savings loss_mlp scale_mlp accuracy_mlp; do
     [ -s "$run/plots/$p.png" ] || fail "plot $p.png is missing"
     grep -q "plots/$p.png" "$run/REPORT.md" || fail "REPORT.md does not link $p.png"
 done
+
+# Interrupted (SIGTERM, as CI cancels a job; Ctrl-C sends SIGINT to the same handler) once the FP32
+# result is there: exit 130, the finished result kept, the rest marked, a report from what exists.
+"$src/bench/run_all.sh" --quick --max-steps 5000 --workloads mlp --no-mpi --no-build --build-dir "$build" \
+    --run-dir "$tmp/int" --no-copy-plots > "$tmp/int.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 600); do
+    [ -s "$tmp/int/mlp-fp32.json" ] && break
+    kill -0 "$pid" 2> /dev/null || break
+    sleep 0.1
+done
+kill -TERM "$pid" 2> /dev/null
+wait "$pid"
+rc=$?
+cat "$tmp/int.log"
+[ "$rc" = 130 ] || fail "interrupted run_all.sh exited $rc, want 130"
+grep -q '"complete":[[:space:]]*true' "$tmp/int/mlp-fp32.json" || fail "the finished FP32 result was not kept"
+grep -q '"status": "interrupted"' "$tmp/int/run.json" || fail "run.json does not mark the interrupted runs"
+grep -q 'interrupted' "$tmp/int/REPORT.md" || fail "REPORT.md does not list the interrupted runs"
+grep -q '^| `mlp-fp32` | fp32 ' "$tmp/int/REPORT.md" || fail "REPORT.md lacks the finished FP32 run"
+
 rm -rf "$tmp"
 echo "test_harness_run_all: ok"
