@@ -159,7 +159,7 @@ typedef struct {
     pthread_cond_t wake;
     int watching, stop;
     int rank;
-    double timeout_s;
+    _Atomic double timeout_s; /* copied from the communicator at each collective */
 } mpi_impl;
 
 static int64_t now_ns(void) { return (int64_t)(ab_now() * 1e9); }
@@ -174,11 +174,11 @@ static void *watchdog_main(void *arg) {
         if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
         pthread_cond_timedwait(&m->wake, &m->lock, &until);
         const int64_t t0 = atomic_load(&m->started_ns);
-        if (m->stop || t0 == 0 || (double)(now_ns() - t0) * 1e-9 <= m->timeout_s) continue;
+        if (m->stop || t0 == 0 || (double)(now_ns() - t0) * 1e-9 <= atomic_load(&m->timeout_s)) continue;
         fprintf(stderr,
                 "ampbench: rank %d: %s did not complete within %.0f s: a peer rank died, hung or stopped calling "
                 "collectives (--comm-timeout sets the limit); aborting the job\n",
-                m->rank, atomic_load(&m->what), m->timeout_s);
+                m->rank, atomic_load(&m->what), atomic_load(&m->timeout_s));
         fflush(stderr);
         if (mpi_thread_level == MPI_THREAD_MULTIPLE) MPI_Abort(MPI_COMM_WORLD, 1);
         _exit(1); /* without MPI_Finalize: mpirun ends the other ranks */
@@ -189,7 +189,7 @@ static void *watchdog_main(void *arg) {
 
 static void guard_begin(ab_comm *c, const char *what) {
     mpi_impl *m = c->impl;
-    m->timeout_s = c->timeout_s;
+    atomic_store(&m->timeout_s, c->timeout_s);
     atomic_store(&m->what, what);
     atomic_store(&m->started_ns, now_ns());
 }
