@@ -9,7 +9,7 @@ set xzeroaxis lt -1 lw 1.5
 set ylabel "saving vs FP32 (%)   [negative: AMP costs more]"
 set xlabel "workload"
 set xrange [-0.6:*]
-set offsets 0, 0.6, graph 0.12, graph 0.05
+set offsets 0, 0.6, graph 0.12, graph 0.12
 set tmargin 5
 do for [panel=1:2] {
     r = panel == 1 ? 2 : 4

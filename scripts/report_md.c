@@ -164,10 +164,10 @@ static void dp_meaning(FILE *f, const hr_workload *w, const hr_ratios *q) {
         if (c > 0) snprintf(cores, sizeof cores, " with %d cores", c);
         const int threads = (int)hr_num(cJSON_GetObjectItemCaseSensitive(d->json, "host"), "threads", 0);
         char thr[64] = "";
-        if (threads > 0) snprintf(thr, sizeof thr, ", %d BLAS thread%s each", threads, threads == 1 ? "" : "s");
-        fprintf(f, "%d MPI ranks on one CPU%s%s share its cores and memory bandwidth: the figure shows how well "
+        if (threads > 0) snprintf(thr, sizeof thr, " (%d BLAS thread%s each)", threads, threads == 1 ? "" : "s");
+        fprintf(f, "%d MPI ranks%s on one CPU%s share its cores and memory bandwidth: the figure shows how well "
                    "the ranks use this CPU, all-reduce included, and says nothing about multi-GPU scaling. ",
-                d->world_size, cores, thr);
+                d->world_size, thr, cores);
         if (q->dp_speedup_vs_amp >= 1.0)
             fprintf(f, "Above 1x: the single process left cores idle in work that is not multithreaded.");
         else
