@@ -147,8 +147,8 @@ static void bench_entry(tally *t, const rule *ru, const char *subject, double cu
     if (!f || !isfinite(cur)) return;
     const metric_def *d = &metric_defs[ru->def];
     char extra[96] = "";
-    if (isfinite(base)) snprintf(extra, sizeof extra, "baseline %.6g", base);
-    fprintf(f, "%s\n  {\"name\": \"%s %s\", \"unit\": \"%s\", \"value\": %.6g, \"extra\": \"%s\"}", *n ? "," : "",
+    if (isfinite(base)) snprintf(extra, sizeof extra, "baseline %.10g", base);
+    fprintf(f, "%s\n  {\"name\": \"%s %s\", \"unit\": \"%s\", \"value\": %.10g, \"extra\": \"%s\"}", *n ? "," : "",
             subject, d->name, d->unit, cur, extra);
     (*n)++;
 }
