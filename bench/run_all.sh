@@ -97,14 +97,13 @@ else
 fi
 
 # one data-loading probe decides between the GPU and the CPU
-first_workload=""
 PROBE_WHY=""
 if [ -z "$DEVICE" ]; then
     DEVICE=cpu
     if [ "$NGPU" -gt 0 ]; then
         if "$AMPBENCH" train --device cuda --max-steps 1 --quiet --out "$RUN_DIR/logs/probe.json" \
             > "$RUN_DIR/logs/probe.log" 2>&1; then DEVICE=cuda
-        else PROBE_WHY="GPUs found but ampbench cannot use them: $(tail -n 1 "$RUN_DIR/logs/probe.log")"; fi
+        else PROBE_WHY="GPUs found, but a 1-step 'ampbench train --device cuda' failed, so the CPU runs: $(tail -n 1 "$RUN_DIR/logs/probe.log")"; fi
         rm -f "$RUN_DIR/logs/probe.json"
     fi
 fi
