@@ -201,7 +201,7 @@ static void row(FILE *f, const char *what, const char *reported, const char *mea
 
 /* Absolute figures per mode: the articles' hours, gigabytes and percent beside what ran here,
  * with the time this run's throughput gives for the articles' epochs. */
-static void absolute_rows(FILE *f, const hr_reported *rep, const hr_workload *w) {
+static void absolute_rows(FILE *f, const hr_reported *rep, const hr_runset *rs, const hr_workload *w) {
     const hr_run *runs[3] = {w->fp32, w->amp, w->dp};
     static const char *const modes[3] = {"fp32", "amp", "dp-amp"};
     static const char *const names[3] = {"FP32", "AMP", "data-parallel AMP"};
@@ -245,11 +245,33 @@ static void absolute_rows(FILE *f, const hr_reported *rep, const hr_workload *w)
         else
             snprintf(mc, sizeof mc, DASH);
         fprintf(f, "| %s test accuracy | %s | %s |\n", names[k], rc, mc);
+
+        /* BERT: FP32 runs out of memory on one 8 GB GPU, AMP fits; a run that failed says why */
+        c = hr_reported_claim_mode(rep, w->model, modes[k], "fits_in_memory");
+        if (c) {
+            claim_cell(rc, sizeof rc, rep, c, w->model);
+            const hr_planned *p = NULL;
+            for (int i = 0; i < rs->n_planned; i++)
+                if (!strcmp(rs->planned[i].workload, w->model) && !strcmp(rs->planned[i].mode, modes[k]))
+                    p = &rs->planned[i];
+            if (r && r->complete)
+                snprintf(mc, sizeof mc, "yes: ran to the end (%.2f MB peak, batch %ld)", mb(r->peak_total),
+                         r->batch_size);
+            else if (p && strcmp(p->status, "ok") != 0) {
+                if (snprintf(mc, sizeof mc, "%s: %s", p->status, *p->reason ? p->reason : "no reason recorded") >=
+                    (int)sizeof mc)
+                    strcpy(mc + sizeof mc - 4, "...");
+            }
+            else
+                snprintf(mc, sizeof mc, "%s", r ? "incomplete run" : DASH);
+            fprintf(f, "| %s fits in memory | %s | %s |\n", names[k], rc, mc);
+        }
     }
     fprintf(f, "\n");
 }
 
-static void workload_section(FILE *f, const hr_reported *rep, const hr_workload *w, const char *plots_rel,
+static void workload_section(FILE *f, const hr_reported *rep, const hr_runset *rs, const hr_workload *w,
+                             const char *plots_rel,
                              char drawn[][128], int n_drawn) {
     const cJSON *wl = hr_reported_workload(rep, w->model);
     fprintf(f, "## %s (`%s`)\n\n", hr_str(wl, "title", w->model), w->model);
@@ -342,7 +364,7 @@ static void workload_section(FILE *f, const hr_reported *rep, const hr_workload 
     row(f, "data-parallel time saving vs one AMP device", rc, mc);
     fprintf(f, "1 - 1/speed-up. |\n\n");
 
-    absolute_rows(f, rep, w);
+    absolute_rows(f, rep, rs, w);
 
     if (plots_rel && n_drawn > 0) {
         int any_plot = 0;
@@ -465,7 +487,7 @@ int hr_write_report(const hr_runset *rs, const hr_reported *rep, const char *out
     header(f, rs);
     if (nw == 0) fprintf(f, "**No results in this folder.** Nothing was measured.\n\n");
     else summary(f, rep, ws, nw, drawn, n_drawn, plots_rel);
-    for (int i = 0; i < nw; i++) workload_section(f, rep, &ws[i], plots_rel, drawn, n_drawn);
+    for (int i = 0; i < nw; i++) workload_section(f, rep, rs, &ws[i], plots_rel, drawn, n_drawn);
 
     const cJSON *wls = cJSON_GetObjectItemCaseSensitive(rep->json, "workloads"), *wl;
     cJSON_ArrayForEach(wl, wls) {

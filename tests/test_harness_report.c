@@ -191,6 +191,49 @@ int main(int argc, char **argv) {
           "the skipped run of run.json is not listed");
     free(md);
 
+    /* BERT's "fits in memory": an AMP run that completed, an FP32 run that failed for lack of memory */
+    char bert[1000];
+    snprintf(bert, sizeof bert, "%s/bert", tmp);
+    hr_mkdir_p(bert);
+    {
+        char src[1200], dst[1300], *t;
+        snprintf(src, sizeof src, "%s/resnet50-amp.json", dir);
+        if (hr_read_file(src, &t) == 0) {
+            cJSON *j = cJSON_Parse(t);
+            free(t);
+            cJSON_ReplaceItemInObject(cJSON_GetObjectItemCaseSensitive(j, "workload"), "model",
+                                      cJSON_CreateString("bert-base"));
+            char *out = cJSON_Print(j);
+            snprintf(dst, sizeof dst, "%s/bert-base-amp.json", bert);
+            CHECK(out && hr_write_atomic(dst, out) == 0, "cannot write %s", dst);
+            free(out);
+            cJSON_Delete(j);
+        }
+        snprintf(dst, sizeof dst, "%s/run.json", bert);
+        CHECK(hr_write_atomic(dst, "{\"tool\": \"run_all.sh\", \"runs\": ["
+                                   "{\"name\": \"bert-base-fp32\", \"workload\": \"bert-base\", \"mode\": \"fp32\", "
+                                   "\"status\": \"failed\", \"reason\": \"exit 1: out of memory\"}]}\n") == 0,
+              "cannot write %s", dst);
+        hr_runset *bs = calloc(1, sizeof *bs);
+        CHECK(hr_runset_load(bert, bs) == 0, "bert folder: %s", ab_error());
+        snprintf(md_path, sizeof md_path, "%s/REPORT.md", bert);
+        CHECK(hr_write_report(bs, &rep, md_path, NULL, NULL, 0) == 0, "bert report: %s", ab_error());
+        if (hr_read_file(md_path, &md) == 0) {
+            n = row_cells(md, "FP32 fits in memory", cells, 8);
+            CHECK(n == 3 && starts_with(cells[1], "no") && strstr(cells[2], "failed: exit 1: out of memory"),
+                  "FP32 fits row: '%s' '%s'", n > 1 ? cells[1] : "?", n > 2 ? cells[2] : "?");
+            n = row_cells(md, "AMP fits in memory", cells, 8);
+            CHECK(n == 3 && starts_with(cells[1], "yes") && starts_with(cells[2], "yes: ran to the end"),
+                  "AMP fits row: '%s' '%s'", n > 1 ? cells[1] : "?", n > 2 ? cells[2] : "?");
+            n = row_cells(md, "AMP time saving vs FP32", cells, 8);
+            CHECK(n == 4 && starts_with(cells[1], "30%") && !strcmp(cells[2], "—"),
+                  "BERT time saving row: '%s' '%s'", n > 1 ? cells[1] : "?", n > 2 ? cells[2] : "?");
+            free(md);
+        }
+        hr_runset_free(bs);
+        free(bs);
+    }
+
     /* bad input: a malformed result and a missing folder name the file */
     char bad[1200];
     snprintf(bad, sizeof bad, "%s/bad", tmp);
