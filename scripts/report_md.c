@@ -113,11 +113,21 @@ static void memory_meaning(FILE *f, const hr_workload *w, const hr_ratios *q, co
             mb(p->peak_gradients), mb(a->peak_gradients), mb(p->peak_workspace), mb(a->peak_workspace));
     if (isfinite(act_share))
         fprintf(f, "Activations are %.0f%% of the FP32 peak here. ", act_share);
-    if (s < 0)
-        fprintf(f, "With weights and gradients dominating, AMP's extra weight copy outweighs the halved "
-                   "activations, so AMP needs more memory; ");
-    else
+    if (s < 0) {
+        /* name the category that grew most: the reader sees where AMP's extra memory went */
+        const char *names[4] = {"the weights (fp16 copy beside the fp32 master)", "the gradients", "the activations",
+                                "the workspace (conversion and matrix-product buffers)"};
+        const double grow[4] = {w16 - w32, a->peak_gradients - p->peak_gradients,
+                                a->peak_activations - p->peak_activations, a->peak_workspace - p->peak_workspace};
+        int k = 0;
+        for (int i = 1; i < 4; i++)
+            if (grow[i] > grow[k]) k = i;
+        fprintf(f, "AMP needs more memory here; the largest growth is in %s (+%.2f MB), which the halved "
+                   "activations (-%.2f MB) do not make up for; ",
+                names[k], mb(grow[k]), mb(p->peak_activations - a->peak_activations));
+    } else {
         fprintf(f, "Halving the activations outweighs the extra weight copy; ");
+    }
     if (isfinite(rep))
         fprintf(f, "the reported %g%% saving needs activations to dominate, as they do when training a deep "
                    "network at a large batch.", rep);
