@@ -137,6 +137,7 @@ static const hr_run *find_run(const hr_runset *rs, const char *key) {
 
 typedef struct {
     int regressions, improvements, within, missing;
+    char moved[4096]; /* the lines that moved beyond tolerance, repeated after the table */
     FILE *smaller, *bigger; /* github-action-benchmark entries (memstreams) */
     int n_smaller, n_bigger;
 } tally;
@@ -184,7 +185,14 @@ static void compare(tally *t, const rule *ru, const char *subject, double base, 
             t->within++;
         }
     }
-    printf("%-22s %-26s %14.6g %14.6g %10s %8s  %s\n", d->name, subject, base, cur, change, tol, verdict);
+    char line[512];
+    snprintf(line, sizeof line, "%-22s %-26s %14.6g %14.6g %10s %8s  %s\n", d->name, subject, base, cur, change, tol,
+             verdict);
+    fputs(line, stdout);
+    if (strcmp(verdict, "ok") != 0) {
+        const size_t l = strlen(t->moved);
+        snprintf(t->moved + l, sizeof t->moved - l, "  %s", line);
+    }
 }
 
 static int write_bench(const char *path, const char *entries) {
@@ -284,8 +292,12 @@ int main(int argc, char **argv) {
         if (find_run(base, key) != b) continue; /* a duplicate: the better one is compared */
         const hr_run *c = find_run(cur, key);
         if (!c) {
-            printf("%-22s %-26s %14s %14s %10s %8s  %s\n", "(all)", key, "present", "missing", "-", "-",
-                   "REGRESSION (result missing)");
+            char line[512];
+            snprintf(line, sizeof line, "%-22s %-26s %14s %14s %10s %8s  %s\n", "(all)", key, "present", "missing",
+                     "-", "-", "REGRESSION (result missing)");
+            fputs(line, stdout);
+            const size_t l = strlen(t.moved);
+            snprintf(t.moved + l, sizeof t.moved - l, "  %s", line);
             t.missing++;
             continue;
         }
@@ -340,6 +352,7 @@ int main(int argc, char **argv) {
         free(sm);
         free(bg);
     }
+    if (t.moved[0]) printf("moved beyond tolerance:\n%s", t.moved);
     printf("regress: %d regression%s, %d missing, %d improved, %d within tolerance\n", t.regressions,
            t.regressions == 1 ? "" : "s", t.missing, t.improvements, t.within);
     if (rc == 0 && (t.regressions || t.missing)) rc = 1;
