@@ -5,7 +5,8 @@
  *   test_comm nccl   CUDA backend, NCCL (label gpu): prints SKIPPED and exits 77 when the build
  *                    has no NCCL or no GPU is usable.
  * fp32 sums over W ranks are compared with a float64 sum (AB_TOL_FP32_REL); fp16 with the sum
- * of the fp16 inputs rounded once per pairwise add, so to fp16 storage (AB_TOL_FP16_NMSE). */
+ * of the fp16 inputs rounded once per pairwise add, so to fp16 storage (AB_TOL_FP16_NMSE), and
+ * with 2 ranks bit for bit against the scalar reference (fp32 add, one rounding to fp16). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +57,19 @@ static void test_allreduce(ab_comm *c, ab_backend *be, ab_dtype t, ab_reduce_op 
         fprintf(stderr, "FAIL %s: %s\n", what, ab_error());
         failures++;
     } else {
+        if (t == AB_F16 && W == 2) { /* one pairwise sum (then an exact halving): bit for bit */
+            float a[N_ELEMS];
+            fill(a, N_ELEMS, 0);
+            fill(other, N_ELEMS, 1);
+            size_t bad = 0, first = 0;
+            for (size_t i = 0; i < N_ELEMS; i++) {
+                uint16_t e = ab_f32_to_f16(ab_f16_to_f32(ab_f32_to_f16(a[i])) + ab_f16_to_f32(ab_f32_to_f16(other[i])));
+                if (op == AB_RED_AVG) e = ab_f32_to_f16(ab_f16_to_f32(e) * 0.5f);
+                if (h16[i] != e && !bad++) first = i;
+            }
+            AB_CHECK(bad == 0, "%s: %zu elements differ from the scalar fp16 reference, first %zu: 0x%04x", what, bad,
+                     first, h16[first]);
+        }
         if (t == AB_F16)
             for (size_t i = 0; i < N_ELEMS; i++) got[i] = ab_f16_to_f32(h16[i]);
         /* fp32: W-term sums, ~W * 2^-24 relative; NMSE (AB_TOL_FP32_REL)^2 */
