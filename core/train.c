@@ -279,6 +279,9 @@ int ab_trainer_step(ab_trainer *t, const int32_t *order, int n, long step, int e
     /* order[0 .. n) is the world's step; this rank trains on its shard. Each rank's gradient is
      * scaled by W/n rather than 1/(its count) so that the average over ranks is the mean over all
      * n samples even when a last, short step leaves the ranks unequal shares. */
+    if (W > 1 && (long)n > (long)W * B * t->cfg->accum_steps)
+        return ab_errorf("a step of %d samples exceeds world %d x batch %d x accum steps %d", n, W, B,
+                         t->cfg->accum_steps);
     const int m = W > 1 ? ab_shard_step(order, n, B, W, cm->rank, t->shard) : n;
     const int32_t *mine = W > 1 ? t->shard : order;
     AB_TRY(ops->zero(be, t->stats, sizeof(step_stats)));

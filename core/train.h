@@ -97,7 +97,8 @@ void ab_run_record_free(ab_run_record *rec);
 typedef struct ab_trainer ab_trainer;
 struct ab_params;
 int ab_trainer_create(const ab_train_config *cfg, ab_run_record *rec, ab_trainer **out);
-/* One optimizer step over the training samples order[0 .. n) (n <= batch * accum steps).
+/* One optimizer step over the training samples order[0 .. n) (n <= batch * accum steps), the
+ * whole world's: under W ranks each rank trains on its shard (ab_shard_step), n <= W * that.
  * *loss: mean unscaled loss; *took: 1 if the optimizer stepped, 0 if the scaler skipped it. */
 int ab_trainer_step(ab_trainer *t, const int32_t *order, int n, long step, int epoch, double *loss, int *took);
 int ab_trainer_weights(ab_trainer *t, float *host); /* fp32 master weights, params.n floats */
