@@ -147,19 +147,11 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* this process's rank in an MPI job (0 outside one), known before the communicator exists */
-static int launcher_rank(void) {
-    const char *v = getenv("OMPI_COMM_WORLD_RANK");
-    if (!v) v = getenv("PMIX_RANK");
-    if (!v) v = getenv("PMI_RANK");
-    return v ? atoi(v) : 0;
-}
-
 static int run_bench(ab_train_config *c, int repeats) {
     double *epoch_s = calloc((size_t)repeats, sizeof(double)), *sps = calloc((size_t)repeats, sizeof(double));
     if (!epoch_s || !sps) return ab_errorf("out of memory");
     c->quiet = 1;
-    const int lead = launcher_rank() == 0;
+    const int lead = ab_comm_launcher_rank() == 0;
     if (lead)
         printf("ampbench bench: model %s, %s, precision %s, device %s, batch %d, %d run(s) of %d epoch(s)\n", c->model,
            c->dataset, ab_precision_name(c->precision), c->device, c->batch_size, repeats, c->epochs);
@@ -240,7 +232,7 @@ int main(int argc, char **argv) {
         int world = 1;
         if (ab_comm_launched(&world) && world > 1) {
             /* the other ranks may be waiting in a collective: end the whole job now */
-            fprintf(stderr, "ampbench: rank %d: %s\n", launcher_rank(), ab_error());
+            fprintf(stderr, "ampbench: rank %d: %s\n", ab_comm_launcher_rank(), ab_error());
             fflush(stderr);
             ab_mpi_abort(1);
         }

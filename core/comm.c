@@ -68,6 +68,15 @@ int ab_comm_launched(int *world) {
     return launched;
 }
 
+int ab_comm_launcher_rank(void) {
+    static const char *const rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+    for (size_t i = 0; i < sizeof rank_vars / sizeof rank_vars[0]; i++) {
+        const char *v = getenv(rank_vars[i]);
+        if (v) return atoi(v);
+    }
+    return 0;
+}
+
 /* ---- process-level MPI state ---- */
 
 static int mpi_inited_here;

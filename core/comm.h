@@ -65,6 +65,9 @@ int ab_comm_flag_max(ab_comm *c, int *flag);
 /* True when this process was started by an MPI launcher (OMPI_COMM_WORLD_SIZE, PMIX_RANK or
  * PMI_RANK in the environment); *world gets the launcher's world size (1 when unknown). */
 int ab_comm_launched(int *world);
+/* this process's rank as the launcher's environment gives it (0 outside a launcher): known
+ * before any communicator exists */
+int ab_comm_launcher_rank(void);
 
 /* Process-level MPI state, for main() only. ab_mpi_abort ends every rank of the job with code
  * when MPI is running in this process (it does not return then) and returns otherwise;

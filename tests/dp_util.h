@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "params.h"
 #include "rng.h"
@@ -52,6 +53,36 @@ static inline int dp_write_dataset(const char *dir, int n_train, int n_test, int
         if (rc) return -1;
     }
     return 0;
+}
+
+/* The tests' training set-up: quiet, one BLAS thread, SGD with momentum, a moderate loss scale
+ * (so that amp runs rarely overflow), on the data set in dir. */
+static inline ab_train_config dp_config(const char *dir, ab_precision prec, int batch, int hidden, const char *comm) {
+    ab_train_config c;
+    ab_train_config_defaults(&c);
+    c.precision = prec;
+    c.quiet = 1;
+    c.data_dir = dir;
+    c.batch_size = batch;
+    c.hidden = hidden;
+    c.lr = 0.05f;
+    c.momentum = 0.5f;
+    c.threads = 1;
+    c.comm = comm;
+    c.init_scale = 1024.0f;
+    return c;
+}
+
+/* removes what dp_write_dataset wrote, and the folder */
+static inline void dp_remove_dataset(const char *dir) {
+    static const char *const files[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                                        "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
+    char path[512];
+    for (int i = 0; i < 4; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        unlink(path);
+    }
+    rmdir(dir);
 }
 
 /* Trains `steps` optimizer steps over one seeded permutation of the training set, each step

@@ -15,19 +15,8 @@ static int failures = 0;
 static char data_dir[256];
 
 static ab_train_config base(ab_precision prec, int batch, int accum) {
-    ab_train_config c;
-    ab_train_config_defaults(&c);
-    c.precision = prec;
-    c.quiet = 1;
-    c.data_dir = data_dir;
-    c.batch_size = batch;
+    ab_train_config c = dp_config(data_dir, prec, batch, 40, "self");
     c.accum_steps = accum;
-    c.hidden = 40;
-    c.lr = 0.05f;
-    c.momentum = 0.5f;
-    c.threads = 1;
-    c.comm = "self";
-    c.init_scale = 1024.0f;
     return c;
 }
 
@@ -70,14 +59,7 @@ int main(void) {
     compare("fp32: 4 x 16 == 1 x 64", AB_PREC_FP32, 16, 4, 5, AB_TOL_DP_FP32_NMSE);
     compare("fp32: 3 x 20 == 1 x 60", AB_PREC_FP32, 20, 3, 5, AB_TOL_DP_FP32_NMSE);
     compare("amp: 4 x 16 == 1 x 64", AB_PREC_AMP, 16, 4, 5, AB_TOL_DP_FP16_NMSE);
-    const char *files[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
-                           "t10k-labels-idx1-ubyte"};
-    char path[512];
-    for (int i = 0; i < 4; i++) {
-        snprintf(path, sizeof path, "%s/%s", data_dir, files[i]);
-        unlink(path);
-    }
-    rmdir(data_dir);
+    dp_remove_dataset(data_dir);
     if (failures) fprintf(stderr, "test_accum: %d failure(s)\n", failures);
     return failures ? 1 : 0;
 }

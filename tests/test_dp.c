@@ -20,19 +20,7 @@ static int failures = 0;
 static char data_dir[256];
 
 static ab_train_config base(ab_precision prec, int batch, const char *comm) {
-    ab_train_config c;
-    ab_train_config_defaults(&c);
-    c.precision = prec;
-    c.quiet = 1;
-    c.data_dir = data_dir;
-    c.batch_size = batch;
-    c.hidden = 48;
-    c.lr = 0.05f;
-    c.momentum = 0.5f;
-    c.threads = 1;
-    c.comm = comm;
-    c.init_scale = 1024.0f;
-    return c;
+    return dp_config(data_dir, prec, batch, 48, comm);
 }
 
 typedef struct {
@@ -128,8 +116,7 @@ int main(void) {
         fprintf(stderr, "FAIL cannot write the data set under %s\n", data_dir);
         return 1;
     }
-    const char *rank_env = getenv("OMPI_COMM_WORLD_RANK");
-    const int rank = rank_env ? atoi(rank_env) : 0;
+    const int rank = ab_comm_launcher_rank();
     dp_case cases[8];
     int nc = 0;
 
@@ -176,14 +163,7 @@ int main(void) {
         run_case(&cases[i], rank);
         if (rank == 0) printf("%s %s\n", failures ? "..." : "ok  ", cases[i].what);
     }
-    char path[512];
-    const char *files[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
-                           "t10k-labels-idx1-ubyte"};
-    for (int i = 0; i < 4; i++) {
-        snprintf(path, sizeof path, "%s/%s", data_dir, files[i]);
-        unlink(path);
-    }
-    rmdir(data_dir);
+    dp_remove_dataset(data_dir);
     if (failures) fprintf(stderr, "test_dp: rank %d: %d failure(s)\n", rank, failures);
     ab_mpi_finalize();
     return failures ? 1 : 0;

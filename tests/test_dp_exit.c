@@ -25,14 +25,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "cannot write a data set under %s\n", dir);
         return 2;
     }
-    ab_train_config c;
-    ab_train_config_defaults(&c);
-    c.quiet = 1;
-    c.data_dir = dir;
-    c.batch_size = 16;
-    c.hidden = 16;
-    c.threads = 1;
-    c.comm = "mpi";
+    ab_train_config c = dp_config(dir, AB_PREC_FP32, 16, 16, "mpi");
     c.comm_timeout_s = 3.0;
     ab_run_record rec;
     ab_trainer *t;
@@ -41,6 +34,7 @@ int main(int argc, char **argv) {
         ab_mpi_abort(2);
         return 2;
     }
+    dp_remove_dataset(dir); /* loaded: the files are not needed any more, and this run ends abruptly */
     const int rank = ab_trainer_comm(t)->rank, N = ab_trainer_train_samples(t);
     int32_t *order = malloc((size_t)N * sizeof *order);
     for (int i = 0; i < N; i++) order[i] = i;
