@@ -147,6 +147,12 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* sorts v; the middle value, or the mean of the two middle ones */
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 static int run_bench(ab_train_config *c, int repeats) {
     double *epoch_s = calloc((size_t)repeats, sizeof(double)), *sps = calloc((size_t)repeats, sizeof(double));
     if (!epoch_s || !sps) return ab_errorf("out of memory");
@@ -180,10 +186,13 @@ static int run_bench(ab_train_config *c, int repeats) {
         ab_run_record_free(&rec);
     }
     if (rc == 0 && lead) {
-        qsort(epoch_s, (size_t)repeats, sizeof(double), cmp_double);
-        qsort(sps, (size_t)repeats, sizeof(double), cmp_double);
-        printf("median: %.3f s/epoch (min %.3f, max %.3f), %.0f samples/s\n", epoch_s[repeats / 2], epoch_s[0],
-               epoch_s[repeats - 1], sps[repeats / 2]);
+        printf("median: %.3f s/epoch (min %.3f, max %.3f), %.0f samples/s\n", median(epoch_s, repeats),
+               epoch_s[0], epoch_s[repeats - 1], median(sps, repeats));
+        if (strcmp(c->device, "cpu") == 0) {
+            const char *hint = ab_backend_cpu_blas_hint();
+            printf("BLAS: %s\n", ab_backend_cpu_blas_info());
+            if (hint) printf("note: %s\n", hint);
+        }
     }
     free(epoch_s);
     free(sps);

@@ -110,6 +110,8 @@ struct ab_backend {
 ab_backend *ab_backend_cpu_create(int threads);
 /* A short description of the CPU's BLAS ("OpenBLAS 0.3.21 ..."). */
 const char *ab_backend_cpu_blas_info(void);
+/* A one-line note when OpenBLAS fell back to generic kernels on a CPU with wider vectors, or NULL. */
+const char *ab_backend_cpu_blas_hint(void);
 
 /* Tracked helpers over be->ops */
 void *ab_alloc(ab_backend *be, ab_mem_category cat, size_t bytes);
