@@ -186,8 +186,9 @@ static int run_bench(ab_train_config *c, int repeats) {
         ab_run_record_free(&rec);
     }
     if (rc == 0 && lead) {
-        printf("median: %.3f s/epoch (min %.3f, max %.3f), %.0f samples/s\n", median(epoch_s, repeats),
-               epoch_s[0], epoch_s[repeats - 1], median(sps, repeats));
+        const double med_epoch = median(epoch_s, repeats), med_sps = median(sps, repeats); /* sorts both */
+        printf("median: %.3f s/epoch (min %.3f, max %.3f), %.0f samples/s\n", med_epoch, epoch_s[0],
+               epoch_s[repeats - 1], med_sps);
         if (strcmp(c->device, "cpu") == 0) {
             const char *hint = ab_backend_cpu_blas_hint();
             printf("BLAS: %s\n", ab_backend_cpu_blas_info());
