@@ -10,18 +10,11 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "tolerances.h"
 
 static int failures = 0;
 
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#define CHECK AB_CHECK /* tests/tolerances.h */
 
 /* Reads path with libpng; returns 0 and the size and the share of pixels that differ from the
  * top-left (background) pixel, or -1 with a message. */

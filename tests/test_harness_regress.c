@@ -12,19 +12,12 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "tolerances.h"
 
 static int failures = 0;
 static const char *tool, *conf;
 
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#define CHECK AB_CHECK /* tests/tolerances.h */
 
 static const char *const files[] = {"resnet50-fp32.json", "resnet50-amp.json", "resnet50-dp-amp.json", "run.json"};
 

@@ -11,18 +11,11 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "tolerances.h"
 
 static int failures = 0;
 
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#define CHECK AB_CHECK /* tests/tolerances.h */
 
 /* Ratios are printed with one or two decimals: compare at 1e-9 relative on the computed value. */
 static void check_close(const char *what, double got, double want) {
