@@ -150,7 +150,8 @@ static int setup(trainer *t, ab_run_record *rec) {
     AB_TRY(ab_comm_parse(c->comm, &kind));
     /* the communicator first: a GPU rank's device is its node-local rank */
     AB_TRY(ab_comm_create(kind, c->device, c->comm_timeout_s, &t->comm));
-    t->be = ab_backend_create_on(c->device, t->comm->local_rank, c->threads, c->quiet || t->comm->rank > 0);
+    /* the fallback notice of --device auto is printed even with --quiet: it changes what is measured */
+    t->be = ab_backend_create_on(c->device, t->comm->local_rank, c->threads, t->comm->rank > 0);
     if (!t->be) return -1;
     ab_comm_bind(t->comm, t->be);
     AB_TRY(load_data(t));
