@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "comm.h"
 #include "train.h"
@@ -137,9 +138,20 @@ static int parse_args(int argc, char **argv, ab_train_config *c, int *repeats) {
     return 0;
 }
 
+/* The first INT/TERM asks the run to stop after the current step and keep its result. A repeat
+ * more than a second later ends the process at once; one within that second is taken as the
+ * same request delivered twice (a terminal's Ctrl-C reaches a launcher script and its child). */
 static void on_signal(int sig) {
-    ab_stop_requested = 1;
-    signal(sig, SIG_DFL); /* a second signal ends the process at once */
+    static struct timespec first;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (!ab_stop_requested) {
+        ab_stop_requested = 1;
+        first = now;
+    } else if ((double)(now.tv_sec - first.tv_sec) + 1e-9 * (double)(now.tv_nsec - first.tv_nsec) > 1.0) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+    }
 }
 
 static int cmp_double(const void *a, const void *b) {

@@ -6,6 +6,30 @@
 # See docs/harness.md.
 set -u -o pipefail
 
+# Signals: bash 5.2 can mis-parse a trap's action when the signal lands while it is expanding a
+# $( ) ("unexpected EOF while looking for matching `)'"), which kills the script without its
+# report. So this script runs as two processes: an outer one that only waits (its trap is safe
+# there) and the worker below, which ignores INT/TERM and polls a stop file that the outer one
+# writes; the outer one also passes the signal on to the training run in progress.
+if [ -z "${AB_RUN_ALL_CTL:-}" ]; then
+    AB_RUN_ALL_CTL=$(mktemp -d /tmp/ab_run_all_ctl.XXXXXX)
+    export AB_RUN_ALL_CTL
+    worker_stop() {
+        : > "$AB_RUN_ALL_CTL/stop"
+        local pid=""
+        [ -s "$AB_RUN_ALL_CTL/child" ] && read -r pid < "$AB_RUN_ALL_CTL/child"
+        [ -n "$pid" ] && kill -INT "$pid" 2> /dev/null
+    }
+    trap worker_stop INT TERM
+    "$BASH" "${BASH_SOURCE[0]}" "$@" &
+    worker=$!
+    wait "$worker"; rc=$?
+    while kill -0 "$worker" 2> /dev/null; do wait "$worker"; rc=$?; done
+    rm -rf "$AB_RUN_ALL_CTL"
+    exit "$rc"
+fi
+trap '' INT TERM
+
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 usage() {
@@ -181,11 +205,7 @@ write_manifest
 
 # ---- running ------------------------------------------------------------------------------------
 CHILD="" INTERRUPTED=0
-on_signal() {
-    INTERRUPTED=1
-    [ -n "$CHILD" ] && kill -INT "$CHILD" 2> /dev/null
-}
-trap on_signal INT TERM
+stop_requested() { [ -e "$AB_RUN_ALL_CTL/stop" ] && INTERRUPTED=1; }
 
 TOTAL=${#PLAN[@]} I=0 N_OK=0 N_FAIL=0 N_SKIP=0
 SUMMARY=()
@@ -194,6 +214,7 @@ for item in "${PLAN[@]}"; do
     I=$((I + 1))
     run="$wl-$mode"
     tag=$(printf '[%d/%d] %-10s %-7s' "$I" "$TOTAL" "$wl" "$mode")
+    stop_requested
     if [ "$INTERRUPTED" = 1 ]; then
         record "$run" "$wl" "$mode" interrupted 0 "not started: the run was interrupted"
         continue
@@ -224,10 +245,14 @@ for item in "${PLAN[@]}"; do
     t0=$(date +%s.%N)
     "${cmd[@]}" >> "$RUN_DIR/logs/$run.log" 2>&1 < /dev/null &
     CHILD=$!
+    echo "$CHILD" > "$AB_RUN_ALL_CTL/child"
+    # a stop that came between the stop file check above and now reaches this run too
+    [ -e "$AB_RUN_ALL_CTL/stop" ] && kill -INT "$CHILD" 2> /dev/null
     wait "$CHILD"; rc=$?
-    # a signal interrupts wait, not the child: wait again for its own exit
     while kill -0 "$CHILD" 2> /dev/null; do wait "$CHILD"; rc=$?; done
+    : > "$AB_RUN_ALL_CTL/child"
     CHILD=""
+    stop_requested
     secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
     if [ "$rc" = 0 ] && [ -s "$RUN_DIR/$run.json" ]; then
         line=$("$REPORT" --line "$RUN_DIR/$run.json" 2>&1)
@@ -247,7 +272,7 @@ for item in "${PLAN[@]}"; do
         [ -s "$RUN_DIR/$run.json" ] && SUMMARY+=("$run: partial result kept")
     fi
 done
-trap - INT TERM
+stop_requested
 FINISHED=$(utc)
 [ "$INTERRUPTED" = 1 ] && FINISHED="interrupted at $FINISHED"
 write_manifest
