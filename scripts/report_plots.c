@@ -135,24 +135,39 @@ static int plot_savings(const hr_workload *ws, int nw, const hr_reported *rep, c
     return add_drawn(drawn, max, n, "amp_savings.png");
 }
 
+/* Opens the data file of run i of a workload's series `kind` ("loss", "scale", ...) in dd, with
+ * a header line; name receives the file's name. */
+static FILE *series_file(const char *dd, const char *kind, const hr_workload *w, int i, const char *header, char *name,
+                         size_t cap) {
+    snprintf(name, cap, "%s_%s_%d.dat", kind, w->model, i);
+    safe_label(name, cap, name);
+    FILE *f = open_data(dd, name);
+    if (f) fprintf(f, "# %s\n", header);
+    return f;
+}
+
+/* adds a finished series file and its run's legend title to the lists handed to gnuplot */
+static void add_series(char *files, size_t fcap, char *titles, size_t tcap, const char *name, const hr_run *r) {
+    char lab[96];
+    run_label(r, lab, sizeof lab);
+    append(files, fcap, name);
+    append(titles, tcap, lab);
+}
+
 static int plot_loss(const hr_workload *w, const char *dd, const char *gp, char drawn[][128], int max, int *n) {
     char files[2048] = "", titles[2048] = "";
     for (int i = 0; i < w->n_all; i++) {
         const hr_run *r = w->all[i];
         const cJSON *lc = cJSON_GetObjectItemCaseSensitive(r->json, "loss_curve"), *p;
         if (cJSON_GetArraySize(lc) == 0) continue;
-        char name[256], lab[96];
-        snprintf(name, sizeof name, "loss_%s_%d.dat", w->model, i);
-        safe_label(name, sizeof name, name);
-        FILE *f = open_data(dd, name);
+        char name[256];
+        FILE *f = series_file(dd, "loss", w, i, "step loss (mean unscaled loss over the log interval) scale", name,
+                              sizeof name);
         if (!f) return -1;
-        fprintf(f, "# step loss (mean unscaled loss over the log interval) scale\n");
         cJSON_ArrayForEach(p, lc) fprintf(f, "%.0f %.6g %.6g\n", hr_num(p, "step", 0), hr_num(p, "loss", NAN),
                                           hr_num(p, "scale", NAN));
         fclose(f);
-        run_label(r, lab, sizeof lab);
-        append(files, sizeof files, name);
-        append(titles, sizeof titles, lab);
+        add_series(files, sizeof files, titles, sizeof titles, name, r);
     }
     if (!*files) return 0;
     char vars[6000], out[160], model[64];
@@ -177,12 +192,10 @@ static int plot_scale(const hr_workload *w, const char *dd, const char *gp, char
         const cJSON *ch = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(amp, "scale_history"),
                                                            "changes"),
                     *p;
-        char name[256], lab[96];
-        snprintf(name, sizeof name, "scale_%s_%d.dat", w->model, i);
-        safe_label(name, sizeof name, name);
-        FILE *f = open_data(dd, name);
+        char name[256];
+        FILE *f = series_file(dd, "scale", w, i, "step loss_scale (the scale holds from this step on)", name,
+                              sizeof name);
         if (!f) return -1;
-        fprintf(f, "# step loss_scale (the scale holds from this step on)\n");
         if (cJSON_GetArraySize(ch) == 0) fprintf(f, "0 %.6g\n", r->init_scale);
         double last = r->init_scale;
         if (r->init_scale < smin) smin = r->init_scale;
@@ -196,17 +209,14 @@ static int plot_scale(const hr_workload *w, const char *dd, const char *gp, char
         fprintf(f, "%ld %.6g\n", r->steps, isfinite(r->final_scale) ? r->final_scale : last);
         fclose(f);
         if (r->steps > last_step) last_step = r->steps;
-        run_label(r, lab, sizeof lab);
-        append(files, sizeof files, name);
-        append(titles, sizeof titles, lab);
+        add_series(files, sizeof files, titles, sizeof titles, name, r);
 
         const cJSON *ev = cJSON_GetObjectItemCaseSensitive(amp, "overflow_events");
         if (cJSON_GetArraySize(ev) > 0) {
-            snprintf(name, sizeof name, "overflow_%s_%d.dat", w->model, i);
-            safe_label(name, sizeof name, name);
-            f = open_data(dd, name);
+            f = series_file(dd, "overflow", w, i,
+                            "step scale_before (an overflow: the step was skipped and the scale backed off)", name,
+                            sizeof name);
             if (!f) return -1;
-            fprintf(f, "# step scale_before (an overflow: the step was skipped and the scale backed off)\n");
             cJSON_ArrayForEach(p, ev) fprintf(f, "%.0f %.6g\n", hr_num(p, "step", 0), hr_num(p, "scale_before", NAN));
             fclose(f);
             append(ovf, sizeof ovf, name);
@@ -237,20 +247,15 @@ static int plot_accuracy(const hr_workload *w, const char *dd, const char *gp, c
         const hr_run *r = w->all[i];
         const cJSON *ep = cJSON_GetObjectItemCaseSensitive(r->json, "epochs"), *p;
         if (cJSON_GetArraySize(ep) == 0) continue;
-        char name[256], lab[96];
-        snprintf(name, sizeof name, "accuracy_%s_%d.dat", w->model, i);
-        safe_label(name, sizeof name, name);
-        FILE *f = open_data(dd, name);
+        char name[256];
+        FILE *f = series_file(dd, "accuracy", w, i, "epoch test_accuracy_pct", name, sizeof name);
         if (!f) return -1;
-        fprintf(f, "# epoch test_accuracy_pct\n");
         cJSON_ArrayForEach(p, ep) {
             fprintf(f, "%.0f %.4f\n", hr_num(p, "epoch", 0), hr_num(p, "test_accuracy", NAN));
             if ((int)hr_num(p, "epoch", 0) > max_epoch) max_epoch = (int)hr_num(p, "epoch", 0);
         }
         fclose(f);
-        run_label(r, lab, sizeof lab);
-        append(files, sizeof files, name);
-        append(titles, sizeof titles, lab);
+        add_series(files, sizeof files, titles, sizeof titles, name, r);
     }
     if (!*files) return 0;
     char vars[6000], out[160], model[64];
