@@ -50,16 +50,23 @@ static ab_train_config base_config(ab_precision prec) {
     return c;
 }
 
+/* a trainer over real MNIST, or NULL after counting a failure */
+static ab_trainer *make_trainer(const ab_train_config *c, ab_run_record *rec) {
+    ab_trainer *t;
+    if (ab_trainer_create(c, rec, &t) != 0) {
+        fprintf(stderr, "FAIL trainer: %s\n", ab_error());
+        failures++;
+        return NULL;
+    }
+    return t;
+}
+
 static void test_skip_in_training(void) {
     ab_train_config c = base_config(AB_PREC_AMP);
     c.inject_inf_step = 1;
     ab_run_record rec;
-    ab_trainer *t;
-    if (ab_trainer_create(&c, &rec, &t) != 0) {
-        fprintf(stderr, "FAIL trainer: %s\n", ab_error());
-        failures++;
-        return;
-    }
+    ab_trainer *t = make_trainer(&c, &rec);
+    if (!t) return;
     const size_t n = ab_trainer_params(t)->n;
     float *w0 = malloc(n * 4), *w1 = malloc(n * 4), *w2 = malloc(n * 4);
     int32_t order[32];
@@ -94,12 +101,8 @@ static void test_fp32_fault_is_an_error(void) {
     ab_train_config c = base_config(AB_PREC_FP32);
     c.inject_inf_step = 0;
     ab_run_record rec;
-    ab_trainer *t;
-    if (ab_trainer_create(&c, &rec, &t) != 0) {
-        fprintf(stderr, "FAIL trainer: %s\n", ab_error());
-        failures++;
-        return;
-    }
+    ab_trainer *t = make_trainer(&c, &rec);
+    if (!t) return;
     int32_t order[32];
     for (int i = 0; i < 32; i++) order[i] = i;
     double loss;
