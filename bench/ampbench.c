@@ -1,16 +1,24 @@
 /* ampbench: trains a workload in a chosen precision and writes one JSON result (train), or
  * times repeated runs and prints medians (bench). */
+#include <ctype.h>
 #include <errno.h>
+#include <float.h>
+#include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "comm.h"
+#include "models.h"
 #include "train.h"
 #include "version.h"
+
+/* ---- the command line: one table of options, read by getopt_long and printed as --help ---- */
 
 static const char usage[] =
     "usage: ampbench train [options]     train one workload, write one JSON result\n"
@@ -18,123 +26,305 @@ static const char usage[] =
     "       ampbench --help | --version\n"
     "       mpirun -np N ampbench train|bench [options]   data parallel: N ranks, rank 0 prints and writes\n"
     "\n"
-    "options:\n"
-    "  --model NAME            mlp (784-256-10, ReLU)                              [mlp]\n"
-    "  --dataset NAME          mnist | fashion-mnist                               [mnist]\n"
-    "  --data DIR              folder with the IDX files (.gz or raw)\n"
-    "                          [mnist: " AB_DEFAULT_DATA_ROOT "/mnist, fashion-mnist: /usr/share/datasets/fashion-mnist]\n"
-    "  --precision P           fp32 | amp (fp16 autocast + loss scaling) | bf16   [fp32]\n"
-    "  --device D              cpu | cuda | auto                                   [cpu]\n"
-    "  --epochs N              [1]\n"
-    "  --batch-size B          per micro-batch                                     [64]\n"
-    "  --accum-steps K         micro-batches per optimizer step                    [1]\n"
-    "  --max-steps N           stop after N optimizer steps in all (0 = no limit)  [0]\n"
-    "  --optimizer O           sgd | adamw                                         [sgd]\n"
-    "  --lr LR                 [0.01]\n"
-    "  --momentum M            SGD momentum                                        [0]\n"
-    "  --weight-decay WD       [0]\n"
-    "  --hidden H              MLP hidden width                                    [256]\n"
-    "  --seed S                initialisation and shuffling                        [1]\n"
-    "  --no-shuffle            keep the data set's order\n"
-    "  --init-scale S          loss scale at start (amp)                           [65536]\n"
-    "  --growth-factor F       [2]\n"
-    "  --backoff-factor F      [0.5]\n"
-    "  --growth-interval N     clean steps before the scale grows                  [2000]\n"
-    "  --log-interval N        print and record the loss every N steps             [100]\n"
-    "  --threads N             CPU BLAS threads (0 = OpenBLAS default)             [0]\n"
-    "  --out FILE.json         result record (written atomically after each epoch)\n"
-    "  --quiet                 no progress lines\n"
-    "  --repeats N             bench: number of runs                               [5]\n"
-    "data parallel (docs/data-parallel.md):\n"
-    "  --comm C                auto | self | mpi | nccl; auto = nccl under mpirun with --device cuda,\n"
-    "                          mpi under mpirun, else self (world size 1)          [auto]\n"
-    "  --allreduce-dtype T     fp32 | fp16 (fp16 needs --precision amp)            [fp32]\n"
-    "  --comm-timeout S        a collective unfinished after S seconds fails the run [300]\n"
-    "  --inject-inf-step N     fault injection: +inf in one gradient at step N     [-1 = never]\n"
-    "  --inject-inf-rank R     ... on rank R only                                  [-1 = every rank]\n"
-    "  --proj-gpu-bw B/S       projection: GPU ring bus bandwidth       [2.4e10, or the measured NCCL one]\n"
-    "  --proj-gpu-latency S    projection: GPU all-reduce latency per step         [2e-05]\n"
-    "  --proj-node-bw B/S      projection: per-node network bandwidth (100 Gb/s)   [1.25e10]\n"
-    "  --proj-node-latency S   projection: node all-reduce latency per step        [5e-05]\n";
+    "Options are spelled in full and take their value as --name VALUE or --name=VALUE; [default].\n";
 
-static int parse_long(const char *flag, const char *v, long lo, long hi, long *out) {
+/* what the options set */
+typedef struct {
+    ab_train_config cfg;
+    int repeats;       /* bench: number of runs */
+    int help, version; /* print and exit */
+} cli;
+
+typedef struct option_row option_row;
+struct option_row {
+    const char *name; /* the long name without "--"; NULL: a section header, titled by help */
+    const char *arg;  /* the value's name in the help; NULL: the option takes no value */
+    const char *help; /* a '\n' continues it on the next line */
+    const char *dflt; /* the default the help shows; NULL: none shown */
+    /* parses v and stores it; returns 0, or -1 with ab_error() saying what is wrong with v
+     * (the caller prefixes the option's name) */
+    int (*set)(const option_row *o, const char *v, cli *c);
+    size_t off;            /* the field of cli the generic setters (set_int ... set_flag) write */
+    long lo, hi;           /* set_int, set_long, set_u64: the range; set_flag: the value */
+    void (*more)(FILE *f); /* further help lines (the registry's names) */
+};
+
+static void *field(const option_row *o, cli *c) { return (char *)c + o->off; }
+
+static int parse_long(const char *v, long lo, long hi, long *out) {
     char *end;
     errno = 0;
     const long x = strtol(v, &end, 10);
-    if (errno || *end || end == v || x < lo || x > hi)
-        return ab_errorf("%s: '%s' is not an integer in [%ld, %ld]", flag, v, lo, hi);
+    if (errno || *end || end == v || x < lo || x > hi) return ab_errorf("'%s' is not an integer in [%ld, %ld]", v, lo, hi);
     *out = x;
     return 0;
 }
 
-static int parse_float(const char *flag, const char *v, float *out) {
+static int parse_double(const char *v, double *out) {
     char *end;
     errno = 0;
     const double x = strtod(v, &end);
-    if (errno || *end || end == v || !isfinite(x)) return ab_errorf("%s: '%s' is not a finite number", flag, v);
-    *out = (float)x;
+    if (errno || *end || end == v || !isfinite(x)) return ab_errorf("'%s' is not a finite number", v);
+    *out = x;
     return 0;
 }
 
-static int parse_args(int argc, char **argv, ab_train_config *c, int *repeats) {
-    for (int i = 0; i < argc; i++) {
-        const char *f = argv[i];
-        long l;
-        if (strcmp(f, "--no-shuffle") == 0) {
-            c->shuffle = 0;
-            continue;
-        }
-        if (strcmp(f, "--quiet") == 0) {
-            c->quiet = 1;
-            continue;
-        }
-        if (strncmp(f, "--", 2) != 0) return ab_errorf("unexpected argument '%s' (see ampbench --help)", f);
-        if (i + 1 >= argc) return ab_errorf("%s needs a value", f);
-        const char *v = argv[++i];
-        if (strcmp(f, "--model") == 0) c->model = v;
-        else if (strcmp(f, "--dataset") == 0) c->dataset = v;
-        else if (strcmp(f, "--data") == 0) c->data_dir = v;
-        else if (strcmp(f, "--out") == 0) c->out_path = v;
-        else if (strcmp(f, "--device") == 0) c->device = v;
-        else if (strcmp(f, "--precision") == 0) AB_TRY(ab_precision_parse(v, &c->precision));
-        else if (strcmp(f, "--optimizer") == 0) AB_TRY(ab_optimizer_parse(v, &c->optimizer));
-        else if (strcmp(f, "--epochs") == 0) { AB_TRY(parse_long(f, v, 1, 100000, &l)); c->epochs = (int)l; }
-        else if (strcmp(f, "--batch-size") == 0) { AB_TRY(parse_long(f, v, 1, 1 << 20, &l)); c->batch_size = (int)l; }
-        else if (strcmp(f, "--accum-steps") == 0) { AB_TRY(parse_long(f, v, 1, 1 << 16, &l)); c->accum_steps = (int)l; }
-        else if (strcmp(f, "--max-steps") == 0) { AB_TRY(parse_long(f, v, 0, 1L << 40, &l)); c->max_steps = l; }
-        else if (strcmp(f, "--hidden") == 0) { AB_TRY(parse_long(f, v, 1, 1 << 16, &l)); c->hidden = (int)l; }
-        else if (strcmp(f, "--seed") == 0) { AB_TRY(parse_long(f, v, 0, 1L << 62, &l)); c->seed = (uint64_t)l; }
-        else if (strcmp(f, "--growth-interval") == 0) { AB_TRY(parse_long(f, v, 1, 1L << 30, &l)); c->growth_interval = (int)l; }
-        else if (strcmp(f, "--log-interval") == 0) { AB_TRY(parse_long(f, v, 1, 1L << 30, &l)); c->log_interval = (int)l; }
-        else if (strcmp(f, "--threads") == 0) { AB_TRY(parse_long(f, v, 0, 1024, &l)); c->threads = (int)l; }
-        else if (strcmp(f, "--repeats") == 0) { AB_TRY(parse_long(f, v, 1, 1000, &l)); *repeats = (int)l; }
-        else if (strcmp(f, "--lr") == 0) AB_TRY(parse_float(f, v, &c->lr));
-        else if (strcmp(f, "--momentum") == 0) AB_TRY(parse_float(f, v, &c->momentum));
-        else if (strcmp(f, "--weight-decay") == 0) AB_TRY(parse_float(f, v, &c->weight_decay));
-        else if (strcmp(f, "--init-scale") == 0) AB_TRY(parse_float(f, v, &c->init_scale));
-        else if (strcmp(f, "--growth-factor") == 0) AB_TRY(parse_float(f, v, &c->growth_factor));
-        else if (strcmp(f, "--backoff-factor") == 0) AB_TRY(parse_float(f, v, &c->backoff_factor));
-        else if (strcmp(f, "--comm") == 0) { ab_comm_kind k; AB_TRY(ab_comm_parse(v, &k)); c->comm = v; }
-        else if (strcmp(f, "--allreduce-dtype") == 0) {
-            if (strcmp(v, "fp32") == 0) c->allreduce_dtype = AB_F32;
-            else if (strcmp(v, "fp16") == 0) c->allreduce_dtype = AB_F16;
-            else return ab_errorf("--allreduce-dtype: '%s' is not fp32 or fp16", v);
-        }
-        else if (strcmp(f, "--inject-inf-step") == 0) { AB_TRY(parse_long(f, v, -1, 1L << 40, &l)); c->inject_inf_step = l; }
-        else if (strcmp(f, "--inject-inf-rank") == 0) { AB_TRY(parse_long(f, v, -1, 1 << 20, &l)); c->inject_inf_rank = (int)l; }
-        else if (strcmp(f, "--comm-timeout") == 0 || strncmp(f, "--proj-", 7) == 0) {
-            float x;
-            AB_TRY(parse_float(f, v, &x));
-            if (!(x > 0.0f)) return ab_errorf("%s: '%s' must be positive", f, v);
-            if (strcmp(f, "--comm-timeout") == 0) c->comm_timeout_s = x;
-            else if (strcmp(f, "--proj-gpu-bw") == 0) c->proj_gpu_bw = x;
-            else if (strcmp(f, "--proj-gpu-latency") == 0) c->proj_gpu_latency = x;
-            else if (strcmp(f, "--proj-node-bw") == 0) c->proj_node_bw = x;
-            else if (strcmp(f, "--proj-node-latency") == 0) c->proj_node_latency = x;
-            else return ab_errorf("unknown option '%s' (see ampbench --help)", f);
-        }
-        else return ab_errorf("unknown option '%s' (see ampbench --help)", f);
+static int set_int(const option_row *o, const char *v, cli *c) {
+    long x = 0;
+    AB_TRY(parse_long(v, o->lo, o->hi, &x));
+    *(int *)field(o, c) = (int)x;
+    return 0;
+}
+
+static int set_long(const option_row *o, const char *v, cli *c) {
+    return parse_long(v, o->lo, o->hi, (long *)field(o, c));
+}
+
+static int set_u64(const option_row *o, const char *v, cli *c) {
+    long x = 0;
+    AB_TRY(parse_long(v, o->lo, o->hi, &x));
+    *(uint64_t *)field(o, c) = (uint64_t)x;
+    return 0;
+}
+
+static int set_float(const option_row *o, const char *v, cli *c) {
+    double x = 0.0;
+    AB_TRY(parse_double(v, &x));
+    if (fabs(x) > FLT_MAX) return ab_errorf("'%s' is out of the range of a float", v);
+    *(float *)field(o, c) = (float)x;
+    return 0;
+}
+
+/* a double > 0 */
+static int set_positive(const option_row *o, const char *v, cli *c) {
+    double x = 0.0;
+    AB_TRY(parse_double(v, &x));
+    if (!(x > 0.0)) return ab_errorf("'%s' must be positive", v);
+    *(double *)field(o, c) = x;
+    return 0;
+}
+
+static int set_string(const option_row *o, const char *v, cli *c) {
+    *(const char **)field(o, c) = v;
+    return 0;
+}
+
+static int set_flag(const option_row *o, const char *v, cli *c) {
+    (void)v;
+    *(int *)field(o, c) = (int)o->lo;
+    return 0;
+}
+
+static int set_precision(const option_row *o, const char *v, cli *c) {
+    (void)o;
+    return ab_precision_parse(v, &c->cfg.precision);
+}
+
+static int set_optimizer(const option_row *o, const char *v, cli *c) {
+    (void)o;
+    return ab_optimizer_parse(v, &c->cfg.optimizer);
+}
+
+static int set_lr_schedule(const option_row *o, const char *v, cli *c) {
+    (void)o;
+    return ab_lr_schedule_parse(v, &c->cfg.lr_schedule);
+}
+
+/* checked here, kept as a name: the core resolves auto once it knows the launcher */
+static int set_comm(const option_row *o, const char *v, cli *c) {
+    (void)o;
+    ab_comm_kind k;
+    AB_TRY(ab_comm_parse(v, &k));
+    c->cfg.comm = v;
+    return 0;
+}
+
+static int set_allreduce_dtype(const option_row *o, const char *v, cli *c) {
+    (void)o;
+    if (strcmp(v, "fp32") == 0) c->cfg.allreduce_dtype = AB_F32;
+    else if (strcmp(v, "fp16") == 0) c->cfg.allreduce_dtype = AB_F16;
+    else return ab_errorf("'%s' is not fp32 or fp16", v);
+    return 0;
+}
+
+/* A,B,C,D: four integers >= 1 */
+static int set_blocks(const option_row *o, const char *v, cli *c) {
+    (void)o;
+    int b[4];
+    const char *p = v;
+    for (int i = 0; i < 4; i++) {
+        char *end;
+        errno = 0;
+        const long x = isdigit((unsigned char)*p) ? strtol(p, &end, 10) : -1;
+        if (x < 1 || x > 1000 || errno || *end != (i < 3 ? ',' : '\0'))
+            return ab_errorf("'%s' is not four blocks per stage A,B,C,D, each in [1, 1000]", v);
+        b[i] = (int)x;
+        p = end + 1;
     }
+    memcpy(c->cfg.blocks, b, sizeof b);
+    return 0;
+}
+
+static void list_models(FILE *f) {
+    const char *name, *help;
+    for (int i = 0; (name = ab_workload_model(i, &help)) != NULL; i++) fprintf(f, "%29s%-16s %s\n", "", name, help);
+}
+
+static void list_datasets(FILE *f) { fprintf(f, "%29s%s\n", "", ab_workload_dataset_names()); }
+
+/* The offset of cli's field f, which must be of type T (a compile error otherwise). */
+#define FIELD(f, T) (offsetof(cli, f) + 0 * sizeof(_Generic(((cli *)0)->f, T: 1)))
+/* the columns of how a row is parsed and stored (set, off, lo, hi) and its further help (more) */
+#define INT(f, lo, hi) set_int, FIELD(f, int), lo, hi, NULL
+#define LONG(f, lo, hi) set_long, FIELD(f, long), lo, hi, NULL
+#define U64(f, lo, hi) set_u64, FIELD(f, uint64_t), lo, hi, NULL
+#define FLOAT(f) set_float, FIELD(f, float), 0, 0, NULL
+#define POSITIVE(f) set_positive, FIELD(f, double), 0, 0, NULL
+#define STRING(f) set_string, FIELD(f, const char *), 0, 0, NULL
+/* a name the registry checks; list prints the names it knows */
+#define CHOICE(f, list) set_string, FIELD(f, const char *), 0, 0, list
+#define FLAG(f, value) set_flag, FIELD(f, int), value, value, NULL
+/* a parser of its own, which writes its field itself */
+#define CALL(fn) fn, 0, 0, 0, NULL
+#define SECTION(title) {.help = title}
+
+static const option_row rows[] = {
+    SECTION("general"),
+    {"help", NULL, "print this help and exit", NULL, FLAG(help, 1)},
+    {"version", NULL, "print the commit ampbench was built from and exit", NULL, FLAG(version, 1)},
+    {"device", "D", "cpu | cuda | auto", "cpu", STRING(cfg.device)},
+    {"precision", "P", "fp32 | amp (fp16 autocast + loss scaling) | bf16", "fp32", CALL(set_precision)},
+    {"threads", "N", "CPU BLAS threads (0 = OpenBLAS default)", "0", INT(cfg.threads, 0, 1024)},
+    {"seed", "S", "initialisation, shuffling and augmentation", "1", U64(cfg.seed, 0, 1L << 62)},
+
+    SECTION("model"),
+    {"model", "NAME", "the network, one of:", "mlp", CHOICE(cfg.model, list_models)},
+    {"hidden", "H", "MLP hidden width", "256", INT(cfg.hidden, 1, 1 << 16)},
+    {"width", "N", "ResNet channels of the first stage (resnet50: 64)", "the model's", INT(cfg.width, 1, 1 << 12)},
+    {"blocks", "A,B,C,D", "ResNet bottleneck blocks per stage (resnet50: 3,4,6,3)", "the model's", CALL(set_blocks)},
+    {"init-from", "FILE", "weights to start from (.safetensors, PyTorch's tensor names)", NULL, STRING(cfg.init_from)},
+
+    SECTION("data"),
+    {"dataset", "NAME", "the data set, one of:", "mnist", CHOICE(cfg.dataset, list_datasets)},
+    {"data", "DIR", "folder with the data set's files (IDX: .gz or raw)",
+     "mnist: " AB_DEFAULT_DATA_ROOT "/mnist, fashion-mnist: /usr/share/datasets/fashion-mnist, cifar10: "
+     AB_DEFAULT_DATA_ROOT "/cifar10", STRING(cfg.data_dir)},
+    {"train-subset", "N", "train on the first N training samples (0 = all)", "0", INT(cfg.train_subset, 0, INT_MAX)},
+    {"test-subset", "N", "evaluate on the first N test samples (0 = all)", "0", INT(cfg.test_subset, 0, INT_MAX)},
+    {"no-shuffle", NULL, "keep the data set's order", NULL, FLAG(cfg.shuffle, 0)},
+    {"no-augment", NULL, "no training augmentation (cifar10: random crop and flip)", NULL, FLAG(cfg.augment, 0)},
+
+    SECTION("recipe"),
+    {"epochs", "N", "passes over the training set", "1", INT(cfg.epochs, 1, 100000)},
+    {"batch-size", "B", "per micro-batch (and per rank)", "64", INT(cfg.batch_size, 1, 1 << 20)},
+    {"accum-steps", "K", "micro-batches per optimizer step", "1", INT(cfg.accum_steps, 1, 1 << 16)},
+    {"max-steps", "N", "stop after N optimizer steps in all (0 = no limit)", "0", LONG(cfg.max_steps, 0, 1L << 40)},
+    {"optimizer", "O", "sgd | adamw", "sgd", CALL(set_optimizer)},
+    {"lr", "LR", "learning rate (the peak, under a schedule)", "0.01", FLOAT(cfg.lr)},
+    {"lr-schedule", "S", "constant | linear | cosine | step; linear and cosine decay to 0,\n"
+                         "step is x0.1 from 50% of the steps, x0.01 from 75%", "constant", CALL(set_lr_schedule)},
+    {"warmup-steps", "N", "linear warm-up from 0 over the first N steps", "0", LONG(cfg.warmup_steps, 0, 1L << 40)},
+    {"momentum", "M", "SGD momentum", "0", FLOAT(cfg.momentum)},
+    {"weight-decay", "WD", "L2 (SGD) or decoupled (AdamW) weight decay", "0", FLOAT(cfg.weight_decay)},
+
+    SECTION("AMP loss scaler"),
+    {"init-scale", "S", "loss scale at start", "65536", FLOAT(cfg.init_scale)},
+    {"growth-factor", "F", "scale multiplier after growth-interval clean steps", "2", FLOAT(cfg.growth_factor)},
+    {"backoff-factor", "F", "scale multiplier on an overflow (the step is skipped)", "0.5", FLOAT(cfg.backoff_factor)},
+    {"growth-interval", "N", "clean steps before the scale grows", "2000", INT(cfg.growth_interval, 1, 1 << 30)},
+
+    SECTION("data parallel (docs/data-parallel.md)"),
+    {"comm", "C", "auto | self | mpi | nccl; auto = nccl under mpirun with --device cuda,\n"
+                  "mpi under mpirun, else self (world size 1)", "auto", CALL(set_comm)},
+    {"allreduce-dtype", "T", "fp32 | fp16 (fp16 needs --precision amp)", "fp32", CALL(set_allreduce_dtype)},
+    {"comm-timeout", "S", "a collective unfinished after S seconds fails the run", "300", POSITIVE(cfg.comm_timeout_s)},
+    {"inject-inf-step", "N", "fault injection: +inf in one gradient at step N", "-1 = never",
+     LONG(cfg.inject_inf_step, -1, 1L << 40)},
+    {"inject-inf-rank", "R", "... on rank R only", "-1 = every rank", INT(cfg.inject_inf_rank, -1, 1 << 20)},
+    {"proj-gpu-bw", "B/S", "projection: GPU ring bus bandwidth", "2.4e10, or the measured NCCL one",
+     POSITIVE(cfg.proj_gpu_bw)},
+    {"proj-gpu-latency", "S", "projection: GPU all-reduce latency per step", "2e-05", POSITIVE(cfg.proj_gpu_latency)},
+    {"proj-node-bw", "B/S", "projection: per-node network bandwidth (100 Gb/s)", "1.25e10", POSITIVE(cfg.proj_node_bw)},
+    {"proj-node-latency", "S", "projection: node all-reduce latency per step", "5e-05", POSITIVE(cfg.proj_node_latency)},
+
+    SECTION("output"),
+    {"out", "FILE.json", "result record (written atomically after each epoch)", NULL, STRING(cfg.out_path)},
+    {"save", "FILE", "weights written at the end (.safetensors; rank 0)", NULL, STRING(cfg.save_path)},
+    {"log-interval", "N", "print and record the loss every N steps", "100", INT(cfg.log_interval, 1, 1 << 30)},
+    {"quiet", NULL, "no progress lines", NULL, FLAG(cfg.quiet, 1)},
+    {"repeats", "N", "bench: number of runs", "5", INT(repeats, 1, 1000)},
+};
+enum { N_ROWS = sizeof rows / sizeof rows[0] };
+
+/* One row: --name ARG, the help from column 27 (a '\n' continues it below), the default at
+ * the end of the help's last line from column 79, or on a line of its own when too long; then
+ * the row's further lines. */
+static void print_row(FILE *f, const option_row *o) {
+    char flag[64];
+    snprintf(flag, sizeof flag, "--%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+    int col = fprintf(f, "  %-24s", flag);
+    for (const char *line = o->help, *nl;; line = nl + 1) {
+        nl = strchr(line, '\n');
+        const int len = nl ? (int)(nl - line) : (int)strlen(line);
+        col += fprintf(f, "%*s%.*s", col < 27 ? 27 - col : 1, "", len, line);
+        if (!nl) break;
+        fputc('\n', f);
+        col = 0;
+    }
+    if (o->dflt) {
+        const int pad = col < 78 ? 78 - col : 1;
+        if (col + pad + (int)strlen(o->dflt) + 2 <= 112) fprintf(f, "%*s[%s]", pad, "", o->dflt);
+        else fprintf(f, "\n%27s[%s]", "", o->dflt);
+    }
+    fputc('\n', f);
+    if (o->more) o->more(f);
+}
+
+static void print_help(FILE *f) {
+    fputs(usage, f);
+    for (const option_row *o = rows; o < rows + N_ROWS; o++)
+        if (o->name) print_row(f, o);
+        else fprintf(f, "\n%s:\n", o->help);
+}
+
+/* Reads argv[1 ..] (argv[0] is the command) into c. Returns 0, or -1 with a one-line ab_error(). */
+static int parse_args(int argc, char **argv, cli *c) {
+    struct option longopts[N_ROWS + 1];
+    int n = 0;
+    for (int i = 0; i < N_ROWS; i++)
+        if (rows[i].name)
+            longopts[n++] = (struct option){rows[i].name, rows[i].arg ? required_argument : no_argument, NULL, 256 + i};
+    longopts[n] = (struct option){0};
+    opterr = 0; /* the messages are ours */
+    optind = 1;
+    while (!c->help && !c->version) {
+        /* "+": stop at the first argument that is not an option (no permutation), so argv[optind]
+         * is the word getopt_long reads next; ":": a missing value returns ':' */
+        const char *word = optind < argc ? argv[optind] : "";
+        const int k = getopt_long(argc, argv, "+:", longopts, NULL);
+        if (k == -1) break;
+        const option_row *o = k >= 256 ? &rows[k - 256] : optopt >= 256 ? &rows[optopt - 256] : NULL;
+        if (k == ':') return ab_errorf("--%s needs a value (%s)", o->name, o->arg);
+        if (k == '?' && o) return ab_errorf("--%s takes no value, got '%s'", o->name, strchr(word, '=') + 1);
+        if (k == '?' || !o)
+            return ab_errorf("unknown option '%.*s' (see ampbench --help)", (int)strcspn(word, "="), word);
+        /* getopt_long also takes unique abbreviations; a script's options should mean the same
+         * thing after an option is added, so they are spelled in full */
+        const size_t len = strlen(o->name);
+        if (strncmp(word, "--", 2) != 0 || strncmp(word + 2, o->name, len) != 0 || (word[2 + len] && word[2 + len] != '='))
+            return ab_errorf("unknown option '%.*s' (did you mean --%s? options are spelled in full)",
+                             (int)strcspn(word, "="), word, o->name);
+        if (o->arg && !*optarg) return ab_errorf("--%s needs a value (%s), got an empty one", o->name, o->arg);
+        if (o->arg && !strchr(word, '=') && strncmp(optarg, "--", 2) == 0)
+            return ab_errorf("--%s needs a value (%s), got the option '%s'", o->name, o->arg, optarg);
+        if (o->set(o, optarg, c) != 0) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", ab_error());
+            return ab_errorf("--%s: %s", o->name, why);
+        }
+    }
+    if (!c->help && !c->version && optind < argc)
+        return ab_errorf("unexpected argument '%s' (options start with --; see ampbench --help)", argv[optind]);
     return 0;
 }
 
@@ -212,41 +402,44 @@ static int run_bench(ab_train_config *c, int repeats) {
     return rc;
 }
 
+static int print_version(void) {
+    printf("ampbench %s%s\n", ab_git_commit(), ab_git_dirty() ? " (modified)" : "");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        fputs(usage, argc < 2 ? stderr : stdout);
+        print_help(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    if (strcmp(argv[1], "--version") == 0) {
-        printf("ampbench %s%s\n", ab_git_commit(), ab_git_dirty() ? " (modified)" : "");
-        return 0;
-    }
+    if (strcmp(argv[1], "--version") == 0) return print_version();
     const int is_train = strcmp(argv[1], "train") == 0, is_bench = strcmp(argv[1], "bench") == 0;
     if (!is_train && !is_bench) {
         fprintf(stderr, "ampbench: unknown command '%s' (expected train or bench; see --help)\n", argv[1]);
         return 2;
     }
-    ab_train_config cfg;
-    ab_train_config_defaults(&cfg);
-    int repeats = 5;
-    for (int i = 2; i < argc; i++)
-        if (strcmp(argv[i], "--help") == 0) {
-            fputs(usage, stdout);
-            return 0;
-        }
-    if (parse_args(argc - 2, argv + 2, &cfg, &repeats) != 0) {
+    cli opts = {.repeats = 5};
+    ab_train_config_defaults(&opts.cfg);
+    opts.cfg.workload = &ab_workloads;
+    if (parse_args(argc - 1, argv + 1, &opts) != 0) {
         fprintf(stderr, "ampbench: %s\n", ab_error());
         return 2;
     }
+    if (opts.help) {
+        print_help(stdout);
+        return 0;
+    }
+    if (opts.version) return print_version();
+    const ab_train_config *cfg = &opts.cfg;
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     int rc;
     if (is_bench) {
-        rc = run_bench(&cfg, repeats);
+        rc = run_bench(&opts.cfg, opts.repeats);
     } else {
         ab_run_record rec;
-        rc = ab_train_run(&cfg, &rec);
-        if (rc == 0 && cfg.out_path && !cfg.quiet && rec.rank == 0) printf("result: %s%s\n", cfg.out_path, rec.interrupted ? " (interrupted)" : "");
+        rc = ab_train_run(cfg, &rec);
+        if (rc == 0 && cfg->out_path && !cfg->quiet && rec.rank == 0) printf("result: %s%s\n", cfg->out_path, rec.interrupted ? " (interrupted)" : "");
         if (rc == 0 && rec.interrupted) rc = 130;
         ab_run_record_free(&rec);
     }

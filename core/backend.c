@@ -3,3 +3,28 @@
 
 void *ab_alloc(ab_backend *be, ab_mem_category cat, size_t bytes) { return be->ops->alloc(be, cat, bytes); }
 void ab_release(ab_backend *be, ab_mem_category cat, void *p, size_t bytes) { be->ops->release(be, cat, p, bytes); }
+
+int ab_conv_shape_init(ab_conv_shape *s) {
+    if (s->N < 1 || s->H < 1 || s->W < 1 || s->C < 1 || s->K < 1 || s->R < 1 || s->S < 1 || s->stride_h < 1 ||
+        s->stride_w < 1 || s->pad_h < 0 || s->pad_w < 0)
+        return ab_errorf("convolution: bad shape N=%d H=%d W=%d C=%d K=%d R=%d S=%d stride %dx%d pad %dx%d", s->N, s->H,
+                         s->W, s->C, s->K, s->R, s->S, s->stride_h, s->stride_w, s->pad_h, s->pad_w);
+    if (s->H + 2 * s->pad_h < s->R || s->W + 2 * s->pad_w < s->S)
+        return ab_errorf("convolution: a %dx%d filter does not fit a %dx%d input padded by %dx%d", s->R, s->S, s->H,
+                         s->W, s->pad_h, s->pad_w);
+    s->P = (s->H + 2 * s->pad_h - s->R) / s->stride_h + 1;
+    s->Q = (s->W + 2 * s->pad_w - s->S) / s->stride_w + 1;
+    return 0;
+}
+
+int ab_pool_shape_init(ab_pool_shape *s) {
+    if (s->N < 1 || s->H < 1 || s->W < 1 || s->C < 1 || s->R < 1 || s->S < 1 || s->stride_h < 1 || s->stride_w < 1 ||
+        s->pad_h < 0 || s->pad_w < 0 || 2 * s->pad_h > s->R || 2 * s->pad_w > s->S)
+        return ab_errorf("pooling: bad shape N=%d H=%d W=%d C=%d window %dx%d stride %dx%d pad %dx%d", s->N, s->H, s->W,
+                         s->C, s->R, s->S, s->stride_h, s->stride_w, s->pad_h, s->pad_w);
+    if (s->H + 2 * s->pad_h < s->R || s->W + 2 * s->pad_w < s->S)
+        return ab_errorf("pooling: a %dx%d window does not fit a %dx%d input", s->R, s->S, s->H, s->W);
+    s->P = (s->H + 2 * s->pad_h - s->R) / s->stride_h + 1;
+    s->Q = (s->W + 2 * s->pad_w - s->S) / s->stride_w + 1;
+    return 0;
+}

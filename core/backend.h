@@ -16,6 +16,47 @@ typedef enum { AB_EPI_NONE = 0, AB_EPI_RELU = 1 } ab_epilogue;
 
 typedef struct ab_backend ab_backend;
 
+/* A 2-D convolution (cross-correlation, as every framework computes it), no bias, no groups or
+ * dilation. Activations are channels-last: x (N, H, W, C), y (N, P, Q, K); filters are
+ * (K, R, S, C) ("OHWI"), the layout cuDNN wants for NHWC tensor-core convolutions. The
+ * checkpoint code permutes to and from PyTorch's (K, C, R, S). */
+typedef struct {
+    int N, H, W, C;    /* input */
+    int K, R, S;       /* output channels, filter height and width */
+    int stride_h, stride_w, pad_h, pad_w;
+    int P, Q;          /* output height and width: (H + 2 pad_h - R) / stride_h + 1, ... */
+} ab_conv_shape;
+
+/* Fills P and Q from the rest; -1 (with ab_error) when a size is not positive or the filter
+ * does not fit the padded input. */
+int ab_conv_shape_init(ab_conv_shape *s);
+
+/* A pooling window over channels-last x (N, H, W, C) -> y (N, P, Q, C). */
+typedef struct {
+    int N, H, W, C;
+    int R, S, stride_h, stride_w, pad_h, pad_w;
+    int P, Q;
+} ab_pool_shape;
+int ab_pool_shape_init(ab_pool_shape *s);
+
+/* How a data set stores one image, and how a batch of them is assembled: pixels are uint8;
+ * planar = channel planes (C, H, W) as CIFAR-10 stores them, else interleaved (H, W, C) (with
+ * C = 1 the two are the same). out[b, y, x, c] = (p / 255 - mean[c]) / std[c], where p is the
+ * pixel of sample idx[b] after the crop and flip of aug (below); pixels of the zero padding read
+ * as p = 0, as torchvision's RandomCrop(padding) pads the image before normalising. */
+#define AB_MAX_CHANNELS 4
+typedef struct {
+    int C, H, W, planar;
+    float mean[AB_MAX_CHANNELS], std[AB_MAX_CHANNELS];
+} ab_image_layout;
+/* Per-sample augmentation (host memory, 3 ints a sample): crop offsets dy, dx in [0, 2 pad]
+ * into the image zero-padded by pad on every side, and flip (1 = mirror left-right after the
+ * crop). aug NULL = no augmentation. */
+typedef struct {
+    int pad;
+    const int32_t *aug; /* (B, 3): dy, dx, flip */
+} ab_image_aug;
+
 /* What a device backend reports about itself and the driver's view of its memory (bytes).
  * Filled by the optional describe op; the CPU backend has none. */
 typedef struct {
@@ -89,6 +130,58 @@ typedef struct ab_backend_ops {
     int (*gather_normalize)(ab_backend *be, int B, int D, const uint8_t *data, const uint8_t *labels,
                             const int32_t *idx, float mean, float std, ab_dtype ot, void *out,
                             int32_t *labels_out);
+
+    /* Batch assembly of images, channels-last: out (B, H, W, C) in ot as ab_image_layout says,
+     * labels_out[b] = labels[idx[b]]. data is the mapped (map_data) uint8 set of (n, C*H*W)
+     * samples, labels the mapped (n) uint8 labels; idx (B) and aug live in host memory. */
+    int (*gather_images)(ab_backend *be, int B, const ab_image_layout *L, const ab_image_aug *aug,
+                         const uint8_t *data, const uint8_t *labels, const int32_t *idx, ab_dtype ot, void *out,
+                         int32_t *labels_out);
+
+    /* ---- convolutional layers (channels-last; t = the compute type of x, w, y and their
+     * gradients; fp32 accumulation, one rounding of each stored result) ---- */
+    /* y (N,P,Q,K) = conv(x (N,H,W,C), w (K,R,S,C)) */
+    int (*conv2d_forward)(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *x, const void *w, void *y);
+    /* dx (N,H,W,C) = the gradient of conv wrt x for dy (N,P,Q,K) */
+    int (*conv2d_backward_data)(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *dy, const void *w,
+                                void *dx);
+    /* dw (K,R,S,C) = beta * dw + the gradient of conv wrt w for x, dy; beta is 0 or 1 (the sum
+     * over micro-batches, taken in fp32 before the one rounding) */
+    int (*conv2d_backward_filter)(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *x, const void *dy,
+                                  float beta, void *dw);
+
+    /* Batch normalisation over the rows of x (M, C) (M = N*H*W for channels-last images), per
+     * channel, statistics in fp32 whatever t is; gamma, beta and the statistics are fp32.
+     * Training: mean and biased variance of the batch normalise; save_mean and save_invstd (C)
+     * keep mean and 1/sqrt(var + eps) for backward; running_mean/var (may be NULL) become
+     * (1 - momentum) * running + momentum * batch, the variance unbiased (M / (M - 1)) there, as
+     * PyTorch does. y = (x - mean) * invstd * gamma + beta, rounded once to t; y may alias x. */
+    int (*batchnorm_forward_train)(ab_backend *be, int M, int C, ab_dtype t, const void *x, const float *gamma,
+                                   const float *beta, float eps, float momentum, float *running_mean,
+                                   float *running_var, float *save_mean, float *save_invstd, void *y);
+    /* Evaluation: the running statistics normalise; y may alias x. */
+    int (*batchnorm_forward_eval)(ab_backend *be, int M, int C, ab_dtype t, const void *x, const float *gamma,
+                                  const float *beta, const float *running_mean, const float *running_var, float eps,
+                                  void *y);
+    /* Backward of the training forward: with xhat = (x - save_mean) * save_invstd,
+     * dgamma = acc * dgamma + sum(dy * xhat), dbeta = acc * dbeta + sum(dy) (fp32, acc 0 or 1),
+     * dx = gamma * invstd * (dy - mean(dy) - xhat * mean(dy * xhat)) rounded to t; dx may alias dy. */
+    int (*batchnorm_backward)(ab_backend *be, int M, int C, ab_dtype t, const void *x, const void *dy,
+                              const float *gamma, const float *save_mean, const float *save_invstd, float acc,
+                              float *dgamma, float *dbeta, void *dx);
+
+    /* Max pooling (channels-last, padding never wins): y = max over the window. */
+    int (*maxpool_forward)(ab_backend *be, const ab_pool_shape *s, ab_dtype t, const void *x, void *y);
+    /* dx = 0, then each dy goes to the first position in the window (row-major scan) whose x
+     * equals y, as PyTorch routes it. */
+    int (*maxpool_backward)(ab_backend *be, const ab_pool_shape *s, ab_dtype t, const void *x, const void *y,
+                            const void *dy, void *dx);
+    /* Global average pooling: y (N, C) = mean over HW rows of x (N, HW, C), fp32 sum, one rounding. */
+    int (*avgpool_forward)(ab_backend *be, int N, int HW, int C, ab_dtype t, const void *x, void *y);
+    /* dx (N, HW, C) = dy (N, C) / HW */
+    int (*avgpool_backward)(ab_backend *be, int N, int HW, int C, ab_dtype t, const void *dy, void *dx);
+    /* y = a + b element-wise, computed in fp32 and rounded once to t; y may alias a or b */
+    int (*add)(ab_backend *be, size_t n, ab_dtype t, const void *a, const void *b, void *y);
 
     /* Optional (NULL on the CPU backend): fills info; 0 or -1. */
     int (*describe)(ab_backend *be, ab_device_info *info);

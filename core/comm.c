@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "device.h"
 #include "half.h"
 #include "timer.h"
 
@@ -148,7 +149,8 @@ static const ab_comm_ops self_ops = {.name = "self", .allreduce = self_allreduce
 int ab_comm_self_create(ab_comm **out) {
     ab_comm *c = calloc(1, sizeof *c);
     if (!c) return ab_errorf("out of host memory for a communicator");
-    *c = (ab_comm){.ops = &self_ops, .rank = 0, .size = 1, .local_rank = 0, .local_size = 1, .timeout_s = 300.0};
+    *c = (ab_comm){.ops = &self_ops, .rank = 0, .size = 1, .local_rank = 0, .local_size = 1, .device = -1,
+                   .timeout_s = 300.0};
     *out = c;
     return 0;
 }
@@ -418,7 +420,7 @@ int ab_comm_mpi_create(ab_comm **out) {
     m->f16_sum = MPI_OP_NULL;
     pthread_mutex_init(&m->lock, NULL);
     pthread_cond_init(&m->wake, NULL);
-    *c = (ab_comm){.ops = &mpi_ops, .size = 1, .local_size = 1, .timeout_s = 300.0, .impl = m};
+    *c = (ab_comm){.ops = &mpi_ops, .size = 1, .local_size = 1, .device = -1, .timeout_s = 300.0, .impl = m};
     if (mpi_setup(c) != 0) {
         mpi_destroy(c);
         return -1;
@@ -429,8 +431,14 @@ int ab_comm_mpi_create(ab_comm **out) {
 
 /* ---- factory ---- */
 
+int ab_comm_gpu_index(int local_rank, int gpus) { return gpus > 0 && local_rank >= 0 ? local_rank % gpus : -1; }
+
 int ab_comm_create(ab_comm_kind kind, const char *device, double timeout_s, ab_comm **out) {
     *out = NULL;
+    const int on_cpu = device && strcmp(device, "cpu") == 0;
+    if (kind == AB_COMM_NCCL && on_cpu)
+        return ab_errorf("--comm nccl needs --device cuda: NCCL all-reduces GPU buffers and --device cpu keeps "
+                         "them in host memory (use --comm mpi with --device cpu)");
     if (kind == AB_COMM_AUTO) {
         int world = 1;
         const int launched = ab_comm_launched(&world);
@@ -445,8 +453,12 @@ int ab_comm_create(ab_comm_kind kind, const char *device, double timeout_s, ab_c
     case AB_COMM_NCCL: rc = ab_comm_nccl_create(out); break;
     default: rc = ab_errorf("unknown communicator kind %d", (int)kind);
     }
-    if (rc == 0 && timeout_s > 0) (*out)->timeout_s = timeout_s;
-    return rc;
+    if (rc != 0) return rc;
+    if (timeout_s > 0) (*out)->timeout_s = timeout_s;
+    /* the nccl engine has chosen (and checked) its GPU; for the others the same rule */
+    if (kind != AB_COMM_NCCL && device && !on_cpu)
+        (*out)->device = ab_comm_gpu_index((*out)->local_rank, ab_cuda_device_count(NULL));
+    return 0;
 }
 
 void ab_comm_destroy(ab_comm *c) {

@@ -23,9 +23,25 @@ typedef enum { AB_RED_SUM = 0, AB_RED_AVG, AB_RED_MIN, AB_RED_MAX } ab_reduce_op
 
 typedef struct ab_comm ab_comm;
 
+/* What the buffer all-reduce computes, on every engine. W ranks, x_r rank r's buffer:
+ *   SUM  s = x_0 + x_1 + ... + x_{W-1}, each partial sum rounded to the buffer's type;
+ *   AVG  the complete sum s, then s * fp32(1/W) rounded once to the buffer's type (W = 1: s).
+ * The order of the additions is the library's (MPI's reduction algorithm; NCCL's ring, tree or
+ * in-switch reduction), so with W > 2 engines and launches may differ in the last bit.
+ *   fp32  agrees with a float64 sum to about W * 2^-24 relative.
+ *   fp16  fp16 on the wire and in every partial sum. The mpi engine adds pairwise in fp32 and
+ *         rounds once to fp16 (a user-defined MPI op); NCCL's ncclSum adds in fp16 arithmetic
+ *         (__hadd: the exact sum of two fp16 rounded once to nearest even, the same thing), once
+ *         per hop; an NVLink SHARP in-switch reduction accumulates in fp32 and rounds once at the
+ *         end. With W = 2 there is one addition and the engines agree bit for bit. A sum (or a
+ *         partial sum) whose magnitude reaches 65520 rounds to +-inf (inf - inf: NaN) and stays
+ *         so through AVG: a loss-scaled gradient that overflows in the sum is seen by the loss
+ *         scaler's check. NCCL's ncclAvg is not used for this reason: it pre-multiplies each x_r
+ *         by fp16(1/W), which hides such an overflow and, 1/W being rounded to fp16 (W = 3:
+ *         2.4e-4 relative), biases the mean. */
 typedef struct {
     const char *name; /* "self" | "mpi" | "nccl" */
-    /* in place over n elements of type t (fp32 or fp16) in backend memory; SUM or AVG */
+    /* in place over n elements of type t (fp32 or fp16) in backend memory; SUM or AVG, as above */
     int (*allreduce)(ab_comm *c, void *buf, size_t n, ab_dtype t, ab_reduce_op op);
     /* in place over n host int64 values; SUM, MIN or MAX */
     int (*allreduce_i64)(ab_comm *c, int64_t *v, int n, ab_reduce_op op);
@@ -42,6 +58,11 @@ typedef struct {
 struct ab_comm {
     const ab_comm_ops *ops;
     int rank, size, local_rank, local_size;
+    /* The GPU (index as this process numbers them) this rank's backend is to use: node-local rank
+     * modulo the GPUs the process sees (ab_comm_gpu_index), so a per-rank CUDA_VISIBLE_DEVICES,
+     * which leaves each rank its own GPU as GPU 0, works too. The nccl engine runs on it; -1 when
+     * the device is cpu or no GPU is visible. */
+    int device;
     ab_backend *be;   /* whose memory the buffer collectives read; set by ab_comm_bind */
     double timeout_s; /* a collective unfinished after this long: error (nccl) or job aborted (mpi) */
     void *impl;
@@ -52,10 +73,13 @@ int ab_comm_parse(const char *s, ab_comm_kind *out);
 const char *ab_comm_kind_name(ab_comm_kind k);
 
 /* auto: nccl when launched by mpirun with more than one rank and device is cuda, mpi when
- * launched by mpirun with more than one rank, else self. timeout_s <= 0 means 300 s.
- * The engine is created before the backend, so that the caller can put the backend on the
- * GPU of comm->local_rank; then ab_comm_bind hands it the backend. */
+ * launched by mpirun with more than one rank, else self. nccl with device "cpu" is refused (NCCL
+ * reduces GPU buffers). timeout_s <= 0 means 300 s. The engine is created before the backend, so
+ * that the caller can put the backend on GPU comm->device; then ab_comm_bind hands it the backend. */
 int ab_comm_create(ab_comm_kind kind, const char *device, double timeout_s, ab_comm **out);
+/* The GPU of node-local rank local_rank among gpus visible ones: local_rank % gpus; -1 when
+ * gpus <= 0. */
+int ab_comm_gpu_index(int local_rank, int gpus);
 static inline void ab_comm_bind(ab_comm *c, ab_backend *be) { c->be = be; }
 void ab_comm_destroy(ab_comm *c);
 

@@ -1,5 +1,7 @@
-/* Linear layer over the backend's GEMM. */
+/* Linear, convolution and batch-norm layers over the backend's ops and the parameter buffers. */
 #include "layers.h"
+
+#include <stdio.h>
 
 void ab_linear_specs(ab_param_spec *w, ab_param_spec *b, const char *wname, const char *bname, int in, int out) {
     *w = (ab_param_spec){.name = wname, .ndim = 2, .shape = {out, in}, .init = AB_INIT_UNIFORM_FAN_IN, .fan_in = in};
@@ -9,28 +11,101 @@ void ab_linear_specs(ab_param_spec *w, ab_param_spec *b, const char *wname, cons
 void ab_linear_bind(ab_linear *l, const ab_param_spec *w, const ab_param_spec *b) {
     l->in = w->shape[1];
     l->out = w->shape[0];
-    l->w = w->offset;
-    l->b = b->offset;
+    l->w = w;
+    l->b = b;
 }
+
 
 int ab_linear_forward(const ab_params *p, const ab_linear *l, int B, const void *x, void *y, ab_epilogue epi) {
     const ab_dtype t = p->cdt;
-    return p->be->ops->gemm(p->be, 0, 1, B, l->out, l->in, 1.0f, t, x, l->in, t, ab_cat(p->wc, t, l->w), l->in,
-                            ab_cat(p->wc, t, l->b), epi, 0.0f, t, y, l->out);
+    return p->be->ops->gemm(p->be, 0, 1, B, l->out, l->in, 1.0f, t, x, l->in, t, ab_param_w(p, l->w), l->in,
+                            ab_param_w(p, l->b), epi, 0.0f, t, y, l->out);
 }
 
 int ab_linear_backward(const ab_params *p, const ab_linear *l, int B, const void *x, const void *dy, void *dx) {
     const ab_dtype t = p->cdt;
     const ab_backend_ops *ops = p->be->ops;
-    const float beta = p->grad_beta ? 1.0f : 0.0f;
     /* d_weight (out, in) = dy^T (out, B) @ x (B, in) */
-    AB_TRY(ops->gemm(p->be, 1, 0, l->out, l->in, B, 1.0f, t, dy, l->out, t, x, l->in, NULL, AB_EPI_NONE, beta, t,
-                     ab_at(p->gradc, t, l->w), l->in));
+    AB_TRY(ops->gemm(p->be, 1, 0, l->out, l->in, B, 1.0f, t, dy, l->out, t, x, l->in, NULL, AB_EPI_NONE,
+                     ab_param_gbeta(p, l->w), t, ab_param_g(p, l->w), l->in));
+    AB_TRY(ab_param_grad_fold(p, l->w));
     /* d_bias (out) = sum over the batch of dy */
-    AB_TRY(ops->col_sum(p->be, B, l->out, t, dy, beta, t, ab_at(p->gradc, t, l->b)));
+    AB_TRY(ops->col_sum(p->be, B, l->out, t, dy, ab_param_gbeta(p, l->b), t, ab_param_g(p, l->b)));
+    AB_TRY(ab_param_grad_fold(p, l->b));
     /* dx (B, in) = dy (B, out) @ W (out, in) */
     if (dx)
-        AB_TRY(ops->gemm(p->be, 0, 0, B, l->in, l->out, 1.0f, t, dy, l->out, t, ab_cat(p->wc, t, l->w), l->in, NULL,
+        AB_TRY(ops->gemm(p->be, 0, 0, B, l->in, l->out, 1.0f, t, dy, l->out, t, ab_param_w(p, l->w), l->in, NULL,
                          AB_EPI_NONE, 0.0f, t, dx, l->in));
     return 0;
+}
+
+void ab_conv_spec(ab_param_spec *w, const char *name, int C, int K, int R, int S) {
+    *w = (ab_param_spec){.name = name, .ndim = 4, .shape = {K, R, S, C}, .init = AB_INIT_KAIMING_NORMAL_OUT,
+                         .fan_out = K * R * S, .layout = AB_LAYOUT_OHWI};
+}
+
+int ab_conv_bind(ab_conv *c, const ab_param_spec *w, int max_batch, int H, int W, int C, int stride, int pad) {
+    if (w->shape[3] != C) return ab_errorf("%s: the filter takes %d channels, the input has %d", w->name, w->shape[3], C);
+    c->w = w;
+    c->shape = (ab_conv_shape){.N = max_batch, .H = H, .W = W, .C = C, .K = w->shape[0], .R = w->shape[1],
+                               .S = w->shape[2], .stride_h = stride, .stride_w = stride, .pad_h = pad, .pad_w = pad};
+    return ab_conv_shape_init(&c->shape);
+}
+
+int ab_conv_forward(const ab_params *p, const ab_conv *c, int B, const void *x, void *y) {
+    ab_conv_shape s = c->shape;
+    s.N = B;
+    return p->be->ops->conv2d_forward(p->be, &s, p->cdt, x, ab_param_w(p, c->w), y);
+}
+
+int ab_conv_backward(const ab_params *p, const ab_conv *c, int B, const void *x, const void *dy, void *dx) {
+    ab_conv_shape s = c->shape;
+    s.N = B;
+    AB_TRY(p->be->ops->conv2d_backward_filter(p->be, &s, p->cdt, x, dy, ab_param_gbeta(p, c->w), ab_param_g(p, c->w)));
+    AB_TRY(ab_param_grad_fold(p, c->w));
+    if (dx) AB_TRY(p->be->ops->conv2d_backward_data(p->be, &s, p->cdt, dy, ab_param_w(p, c->w), dx));
+    return 0;
+}
+
+double ab_conv_macs(const ab_conv *c) {
+    const ab_conv_shape *s = &c->shape;
+    return (double)s->K * s->R * s->S * s->C * s->P * s->Q;
+}
+
+void ab_batchnorm_specs(ab_param_spec s[4], char names[4][64], const char *prefix, int C) {
+    static const char *const suffix[4] = {"weight", "bias", "running_mean", "running_var"};
+    for (int i = 0; i < 4; i++) snprintf(names[i], 64, "%s.%s", prefix, suffix[i]);
+    s[0] = (ab_param_spec){.name = names[0], .ndim = 1, .shape = {C}, .init = AB_INIT_ONE, .region = AB_REGION_FP32,
+                           .no_decay = 1};
+    s[1] = (ab_param_spec){.name = names[1], .ndim = 1, .shape = {C}, .init = AB_INIT_ZERO, .region = AB_REGION_FP32,
+                           .no_decay = 1};
+    s[2] = (ab_param_spec){.name = names[2], .ndim = 1, .shape = {C}, .init = AB_INIT_ZERO, .region = AB_REGION_BUFFER};
+    s[3] = (ab_param_spec){.name = names[3], .ndim = 1, .shape = {C}, .init = AB_INIT_ONE, .region = AB_REGION_BUFFER};
+}
+
+void ab_batchnorm_bind(ab_batchnorm *bn, const ab_param_spec s[4]) {
+    bn->C = s[0].shape[0];
+    bn->eps = 1e-5f;
+    bn->momentum = 0.1f;
+    bn->gamma = &s[0];
+    bn->beta = &s[1];
+    bn->mean = &s[2];
+    bn->var = &s[3];
+}
+
+int ab_batchnorm_forward(const ab_params *p, const ab_batchnorm *bn, int M, const void *x, void *y, int training) {
+    ab_backend *be = p->be;
+    const float *g = ab_param_w(p, bn->gamma), *b = ab_param_w(p, bn->beta);
+    if (training)
+        return be->ops->batchnorm_forward_train(be, M, bn->C, p->cdt, x, g, b, bn->eps, bn->momentum,
+                                                ab_param_buf(p, bn->mean), ab_param_buf(p, bn->var), bn->save_mean,
+                                                bn->save_invstd, y);
+    return be->ops->batchnorm_forward_eval(be, M, bn->C, p->cdt, x, g, b, ab_param_buf(p, bn->mean),
+                                           ab_param_buf(p, bn->var), bn->eps, y);
+}
+
+int ab_batchnorm_backward(const ab_params *p, const ab_batchnorm *bn, int M, const void *x, const void *dy, void *dx) {
+    return p->be->ops->batchnorm_backward(p->be, M, bn->C, p->cdt, x, dy, ab_param_w(p, bn->gamma), bn->save_mean,
+                                          bn->save_invstd, ab_param_gbeta(p, bn->gamma), ab_param_g(p, bn->gamma),
+                                          ab_param_g(p, bn->beta), dx);
 }

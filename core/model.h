@@ -1,45 +1,53 @@
 /* The model interface: a parameter spec table and a forward/backward order over layers.
- * Models know nothing of data sets, optimizers or precision beyond ab_params. */
+ * Models know nothing of data sets, optimizers or precision beyond ab_params; they receive a
+ * batch as the data set assembled it (core/dataset.h). */
 #ifndef AB_MODEL_H
 #define AB_MODEL_H
 
+#include "arena.h"
+#include "dataset.h"
 #include "params.h"
 
 typedef struct ab_model ab_model;
 
 typedef struct {
     const char *name;
-    /* x (B, in_dim) in p->cdt -> m->logits (B, n_classes) in p->cdt; keeps what backward needs */
-    int (*forward)(ab_model *m, const ab_params *p, const void *x, int B);
-    /* dlogits (B, n_classes) in p->cdt -> gradients into p->gradc */
+    /* x: a batch of B samples as ab_dataset fill wrote it -> m->logits (B, n_classes) in
+     * p->cdt; training = 1 keeps what backward needs and uses batch statistics, 0 evaluates */
+    int (*forward)(ab_model *m, const ab_params *p, const void *x, int B, int training);
+    /* dlogits (B, n_classes) in p->cdt -> gradients (ab_param_g, with ab_param_gbeta) */
     int (*backward)(ab_model *m, const ab_params *p, const void *x, const void *dlogits, int B);
-    /* allocates activations in p's compute type once the parameters are laid out */
+    /* allocates activations (m->arena) once the parameters are laid out */
     int (*bind)(ab_model *m, const ab_params *p);
-    void (*destroy)(ab_model *m, ab_backend *be);
+    void (*destroy)(ab_model *m);
 } ab_model_ops;
 
 struct ab_model {
     const ab_model_ops *ops;
     ab_param_spec *specs;
     int n_specs;
-    int in_dim, n_classes, max_batch;
-    void *logits; /* (max_batch, n_classes) in compute type */
+    int n_classes, max_batch;
+    double macs_per_sample; /* multiply-adds of one sample's forward pass */
+    long forward_steps;     /* training forward passes so far (batch norm's num_batches_tracked) */
+    const char *notes;      /* for the record: how the model trains under data parallelism, ... */
+    void *logits;           /* (max_batch, n_classes) in compute type */
+    ab_arena arena;
     void *impl;
 };
 
+/* What a model is built for: the sample shape and classes (from the data set), the largest
+ * micro-batch, and the options a model may read (0 = the model's default). */
 typedef struct {
-    int in_dim, n_classes, max_batch;
-    int hidden; /* MLP hidden width; 0 = model default */
+    ab_sample_info sample;
+    int max_batch;
+    int hidden;    /* MLP hidden width */
+    int width;     /* ResNet: channels of the first stage */
+    int blocks[4]; /* ResNet: bottleneck blocks per stage */
 } ab_model_config;
 
-/* Creates the named model ("mlp"): specs first (so ab_params_init can lay them out), then
- * ab_model_bind allocates activations once the parameters exist. */
-int ab_model_create(const char *name, const ab_model_config *cfg, ab_model **out);
 static inline int ab_model_bind(ab_model *m, const ab_params *p) { return m->ops->bind(m, p); }
-static inline void ab_model_destroy(ab_model *m, ab_backend *be) {
-    if (m) m->ops->destroy(m, be);
+static inline void ab_model_destroy(ab_model *m) {
+    if (m) m->ops->destroy(m);
 }
-/* models/ registry entries */
-int ab_mlp_create(const ab_model_config *cfg, ab_model **out);
 
 #endif

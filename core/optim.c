@@ -1,7 +1,33 @@
 /* Optimizer state and dispatch to the backend's fused update kernels. */
 #include "optim.h"
 
+#include <math.h>
 #include <string.h>
+
+static const char *const schedule_names[] = {"constant", "linear", "cosine", "step"};
+
+int ab_lr_schedule_parse(const char *s, ab_lr_schedule *out) {
+    for (int i = 0; i < 4; i++)
+        if (strcmp(s, schedule_names[i]) == 0) {
+            *out = (ab_lr_schedule)i;
+            return 0;
+        }
+    return ab_errorf("unknown learning-rate schedule '%s' (expected constant, linear, cosine or step)", s);
+}
+
+const char *ab_lr_schedule_name(ab_lr_schedule s) { return (unsigned)s < 4 ? schedule_names[s] : "?"; }
+
+float ab_lr_at(ab_lr_schedule s, float base, long t, long T, long W) {
+    if (W > 0 && t < W) return base * (float)((double)t / (double)W);
+    const double span = T > W ? (double)(T - W) : 1.0, x = (double)(t - W) / span;
+    switch (s) {
+    case AB_LR_LINEAR: return (float)(base * fmax(0.0, 1.0 - x));
+    case AB_LR_COSINE: return (float)(base * 0.5 * (1.0 + cos(M_PI * fmin(1.0, x))));
+    case AB_LR_STEP: return base * (t >= T * 3 / 4 ? 0.01f : t >= T / 2 ? 0.1f : 1.0f);
+    case AB_LR_CONSTANT: break;
+    }
+    return base;
+}
 
 int ab_optimizer_parse(const char *s, ab_optimizer_kind *out) {
     if (strcmp(s, "sgd") == 0) *out = AB_OPT_SGD;

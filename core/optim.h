@@ -16,6 +16,15 @@ typedef struct {
     ab_backend *be;
 } ab_optimizer;
 
+/* Learning rate per optimizer step t (0-based) of T in all, after a linear warm-up of W steps
+ * from 0 (t < W: base * t / W, as Hugging Face's schedules): constant = base; linear decays to 0
+ * at T; cosine = base * (1 + cos(pi * (t - W) / (T - W))) / 2; step = base x 0.1 from 50% of T,
+ * x 0.01 from 75%. */
+typedef enum { AB_LR_CONSTANT = 0, AB_LR_LINEAR, AB_LR_COSINE, AB_LR_STEP } ab_lr_schedule;
+int ab_lr_schedule_parse(const char *s, ab_lr_schedule *out);
+const char *ab_lr_schedule_name(ab_lr_schedule s);
+float ab_lr_at(ab_lr_schedule s, float base, long t, long T, long W);
+
 int ab_optimizer_parse(const char *s, ab_optimizer_kind *out);
 const char *ab_optimizer_name(ab_optimizer_kind k);
 int ab_optimizer_init(ab_optimizer *o, ab_backend *be, ab_optimizer_kind kind, size_t n, float lr, float momentum,

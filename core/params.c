@@ -3,36 +3,69 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
+
+static float init_value(const ab_param_spec *s, ab_rng *rng) {
+    switch (s->init) {
+    case AB_INIT_UNIFORM_FAN_IN: {
+        const float bound = s->fan_in > 0 ? 1.0f / sqrtf((float)s->fan_in) : 0.0f;
+        return ab_rng_uniform_range(rng, -bound, bound);
+    }
+    case AB_INIT_ONE: return 1.0f;
+    case AB_INIT_KAIMING_NORMAL_OUT:
+        return (float)(ab_rng_normal(rng) * sqrt(2.0 / (double)(s->fan_out > 0 ? s->fan_out : 1)));
+    case AB_INIT_NORMAL: return (float)(ab_rng_normal(rng) * (double)s->std);
+    case AB_INIT_ZERO: break;
+    }
+    return 0.0f;
+}
 
 int ab_params_init(ab_params *p, ab_backend *be, ab_precision prec, ab_param_spec *specs, int n_specs, ab_rng *rng) {
     *p = (ab_params){.be = be, .prec = prec, .cdt = ab_precision_compute_dtype(prec), .specs = specs, .n_specs = n_specs};
-    size_t off = 0;
-    for (int i = 0; i < n_specs; i++) {
-        size_t numel = 1;
-        for (int d = 0; d < specs[i].ndim; d++) numel *= (size_t)specs[i].shape[d];
-        specs[i].offset = off;
-        specs[i].numel = numel;
-        off += numel;
-    }
+    /* compute region first, then the fp32 region after it in the same buffers; buffers apart */
+    size_t off = 0, boff = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < n_specs; i++) {
+            size_t numel = 1;
+            for (int d = 0; d < specs[i].ndim; d++) numel *= (size_t)specs[i].shape[d];
+            specs[i].numel = numel;
+            if (specs[i].region == AB_REGION_BUFFER) {
+                if (pass == 0) {
+                    specs[i].offset = boff;
+                    boff += numel;
+                }
+            } else if ((specs[i].region == AB_REGION_COMPUTE) == (pass == 0)) {
+                specs[i].offset = off;
+                off += numel;
+            }
+            if (pass == 0 && specs[i].region == AB_REGION_COMPUTE) p->n_compute = off;
+        }
     p->n = off;
-    float *host = malloc(p->n * sizeof(float));
+    p->n_bufs = boff;
+    /* an fp32 compute type has no separate copy: the whole buffer is the compute region */
+    if (p->cdt == AB_F32) p->n_compute = p->n;
+    float *host = malloc((p->n + p->n_bufs + 1) * sizeof(float));
     if (!host) return ab_errorf("out of host memory for %zu parameters", p->n);
-    for (int i = 0; i < n_specs; i++) {
-        float *w = host + specs[i].offset;
-        const float bound = specs[i].fan_in > 0 ? 1.0f / sqrtf((float)specs[i].fan_in) : 0.0f;
-        for (size_t k = 0; k < specs[i].numel; k++)
-            w[k] = specs[i].init == AB_INIT_UNIFORM_FAN_IN ? ab_rng_uniform_range(rng, -bound, bound)
-                   : specs[i].init == AB_INIT_ONE          ? 1.0f
-                                                           : 0.0f;
+    float *hbuf = host + p->n;
+    for (int i = 0; i < n_specs; i++) { /* spec order: the order of the RNG draws */
+        float *w = (specs[i].region == AB_REGION_BUFFER ? hbuf : host) + specs[i].offset;
+        for (size_t k = 0; k < specs[i].numel; k++) w[k] = init_value(&specs[i], rng);
     }
     const int mixed = p->cdt != AB_F32;
-    const size_t b32 = p->n * sizeof(float), bc = p->n * ab_dtype_size(p->cdt);
+    p->n_gradc = mixed ? 0 : p->n;
+    for (int i = 0; mixed && i < n_specs; i++)
+        if (specs[i].region == AB_REGION_COMPUTE && specs[i].numel > p->n_gradc) p->n_gradc = specs[i].numel;
+    const size_t b32 = p->n * sizeof(float), bc = p->n_compute * ab_dtype_size(p->cdt);
     p->master = ab_alloc(be, mixed ? AB_MEM_MASTER : AB_MEM_PARAMETERS, b32);
     p->grad = ab_alloc(be, AB_MEM_GRADIENTS, b32);
     p->wc = mixed ? ab_alloc(be, AB_MEM_PARAMETERS, bc) : p->master;
-    p->gradc = mixed ? ab_alloc(be, AB_MEM_GRADIENTS, bc) : p->grad;
-    int rc = (!p->master || !p->grad || !p->wc || !p->gradc) ? -1 : 0;
+    /* the one-tensor scratch is what autograd holds between a layer's backward and its
+     * AccumulateGrad: a gradient, transient */
+    p->gradc = mixed ? ab_alloc(be, AB_MEM_GRADIENTS, (p->n_gradc ? p->n_gradc : 1) * ab_dtype_size(p->cdt)) : p->grad;
+    p->bufs = p->n_bufs ? ab_alloc(be, AB_MEM_PARAMETERS, p->n_bufs * sizeof(float)) : NULL;
+    int rc = (!p->master || !p->grad || !p->wc || !p->gradc || (p->n_bufs && !p->bufs)) ? -1 : 0;
     if (rc == 0) rc = be->ops->upload(be, p->master, host, b32);
+    if (rc == 0 && p->n_bufs) rc = be->ops->upload(be, p->bufs, hbuf, p->n_bufs * sizeof(float));
     if (rc == 0) rc = be->ops->zero(be, p->grad, b32);
     if (rc == 0) rc = ab_params_refresh(p);
     free(host);
@@ -42,22 +75,29 @@ int ab_params_init(ab_params *p, ab_backend *be, ab_precision prec, ab_param_spe
 void ab_params_free(ab_params *p) {
     if (!p->be) return;
     const int mixed = p->cdt != AB_F32;
-    const size_t b32 = p->n * sizeof(float), bc = p->n * ab_dtype_size(p->cdt);
+    const size_t b32 = p->n * sizeof(float), bc = p->n_compute * ab_dtype_size(p->cdt);
     if (mixed) {
         ab_release(p->be, AB_MEM_PARAMETERS, p->wc, bc);
-        ab_release(p->be, AB_MEM_GRADIENTS, p->gradc, bc);
+        ab_release(p->be, AB_MEM_GRADIENTS, p->gradc, (p->n_gradc ? p->n_gradc : 1) * ab_dtype_size(p->cdt));
     }
     ab_release(p->be, mixed ? AB_MEM_MASTER : AB_MEM_PARAMETERS, p->master, b32);
     ab_release(p->be, AB_MEM_GRADIENTS, p->grad, b32);
+    if (p->bufs) ab_release(p->be, AB_MEM_PARAMETERS, p->bufs, p->n_bufs * sizeof(float));
     p->be = NULL;
 }
 
 int ab_params_refresh(ab_params *p) {
     if (p->cdt == AB_F32) return 0;
-    return p->be->ops->cast(p->be, p->n, AB_F32, p->master, p->cdt, p->wc);
+    return p->be->ops->cast(p->be, p->n_compute, AB_F32, p->master, p->cdt, p->wc);
 }
 
-int ab_params_fold_grads(ab_params *p, int accumulate) {
-    if (p->cdt == AB_F32) return 0;
-    return p->be->ops->accumulate(p->be, p->n, p->cdt, p->gradc, p->grad, accumulate);
+int ab_param_grad_fold(const ab_params *p, const ab_param_spec *s) {
+    if (!ab_param_via_scratch(p, s)) return 0;
+    return p->be->ops->accumulate(p->be, s->numel, p->cdt, p->gradc, p->grad + s->offset, p->accumulating);
+}
+
+int ab_params_find(const ab_params *p, const char *name) {
+    for (int i = 0; i < p->n_specs; i++)
+        if (strcmp(p->specs[i].name, name) == 0) return i;
+    return -1;
 }

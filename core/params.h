@@ -2,7 +2,17 @@
  * by a spec table, plus the buffers the precision policy adds:
  *   fp32: master = the weights (charged as parameters), grad = fp32 gradients;
  *   amp/bf16: master = fp32 master weights, wc = fp16/bf16 working copy the forward reads,
- *   gradc = gradients in the compute type as backward writes them, grad = their fp32 sum. */
+ *   grad = fp32 gradients, gradc = a compute-type scratch of the largest tensor: backward writes
+ *   one tensor's gradient there and ab_param_grad_fold adds it into grad at once, as autograd's
+ *   AccumulateGrad does, so no compute-type copy of all the gradients is ever held.
+ * Specs fall in three regions, laid out in this order:
+ *   AB_REGION_COMPUTE  weights the matrix products read: a compute-type copy under amp/bf16
+ *                      (elements [0, n_compute) of master, wc and grad);
+ *   AB_REGION_FP32     weights autocast keeps in fp32 (batch-norm scale and shift): read from
+ *                      master and their gradients written straight into grad in fp32
+ *                      (elements [n_compute, n));
+ *   AB_REGION_BUFFER   state that is saved but not trained (batch-norm running statistics):
+ *                      fp32, in their own buffer `bufs` (n_bufs elements), no gradient. */
 #ifndef AB_PARAMS_H
 #define AB_PARAMS_H
 
@@ -11,15 +21,34 @@
 
 #define AB_MAX_DIMS 4
 
-typedef enum { AB_INIT_ZERO = 0, AB_INIT_UNIFORM_FAN_IN, AB_INIT_ONE } ab_init_kind;
+typedef enum {
+    AB_INIT_ZERO = 0,
+    AB_INIT_UNIFORM_FAN_IN,    /* U(-1/sqrt(fan_in), 1/sqrt(fan_in)): PyTorch's nn.Linear default */
+    AB_INIT_ONE,
+    AB_INIT_KAIMING_NORMAL_OUT, /* N(0, 2 / fan_out): torchvision's ResNet convolutions */
+    AB_INIT_NORMAL,             /* N(0, std^2) */
+} ab_init_kind;
+
+typedef enum { AB_REGION_COMPUTE = 0, AB_REGION_FP32 = 1, AB_REGION_BUFFER = 2 } ab_param_region;
+
+/* How the tensor is stored here against how PyTorch stores it (checkpoints permute). */
+typedef enum {
+    AB_LAYOUT_SAME = 0,
+    AB_LAYOUT_OHWI = 1, /* a convolution filter stored (K, R, S, C); PyTorch's is (K, C, R, S) */
+} ab_param_layout;
 
 typedef struct {
-    const char *name;
+    const char *name; /* PyTorch state_dict key: "layer1.0.conv1.weight" */
     int ndim;
-    int shape[AB_MAX_DIMS];
+    int shape[AB_MAX_DIMS]; /* as stored here (see layout) */
     ab_init_kind init;
-    int fan_in;    /* for AB_INIT_UNIFORM_FAN_IN: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
-    size_t offset; /* elements from the start of the buffer, filled by ab_params_init */
+    int fan_in;  /* AB_INIT_UNIFORM_FAN_IN */
+    int fan_out; /* AB_INIT_KAIMING_NORMAL_OUT */
+    float std;   /* AB_INIT_NORMAL */
+    ab_param_region region;
+    ab_param_layout layout;
+    int no_decay; /* 1: excluded from weight decay (biases, normalisation weights) */
+    size_t offset; /* elements from the start of its region's buffer, filled by ab_params_init */
     size_t numel;
 } ab_param_spec;
 
@@ -29,26 +58,55 @@ typedef struct ab_params {
     ab_dtype cdt; /* compute type: what the forward reads and backward writes */
     int n_specs;
     ab_param_spec *specs;
-    size_t n;      /* total elements */
-    float *master; /* (n) fp32 */
-    void *wc;      /* (n) cdt; == master under fp32 */
-    float *grad;   /* (n) fp32 */
-    void *gradc;   /* (n) cdt; == grad under fp32 */
-    int grad_beta; /* 1 when backward must add into gradc (fp32 accumulation micro-steps) */
+    size_t n;         /* trained elements (compute and fp32 regions) */
+    size_t n_compute; /* elements of the compute region: [0, n_compute) */
+    size_t n_bufs;    /* elements of the buffer region */
+    float *master;    /* (n) fp32 */
+    void *wc;         /* (n_compute) cdt; == master under fp32 */
+    float *grad;      /* (n) fp32 */
+    void *gradc;      /* (n_gradc) cdt: one tensor's gradient before its fold; == grad under fp32 */
+    size_t n_gradc;   /* the largest compute-region tensor (n under fp32) */
+    float *bufs;      /* (n_bufs) fp32, or NULL */
+    int accumulating; /* 1 from the second micro-batch of a step on: gradients add to grad */
 } ab_params;
 
 /* Lays out the specs (offsets), allocates the buffers and initialises the weights on the host
- * with the given RNG in spec order (PyTorch's default Linear init for fan-in specs). */
+ * with the given RNG in spec order. */
 int ab_params_init(ab_params *p, ab_backend *be, ab_precision prec, ab_param_spec *specs, int n_specs, ab_rng *rng);
 void ab_params_free(ab_params *p);
 /* refresh the compute copy from the master weights (no-op under fp32) */
 int ab_params_refresh(ab_params *p);
-/* after a micro-batch's backward: fold gradc into grad (no-op under fp32) */
-int ab_params_fold_grads(ab_params *p, int accumulate);
+/* index of the spec named name, or -1 */
+int ab_params_find(const ab_params *p, const char *name);
 /* element pointer into a buffer of type t */
 static inline void *ab_at(void *base, ab_dtype t, size_t off) { return (char *)base + off * ab_dtype_size(t); }
 static inline const void *ab_cat(const void *base, ab_dtype t, size_t off) {
     return (const char *)base + off * ab_dtype_size(t);
 }
+/* The weight of s as the forward reads it (compute copy, or fp32 master for the fp32 region),
+ * and a buffer-region tensor. */
+static inline const void *ab_param_w(const ab_params *p, const ab_param_spec *s) {
+    return s->region == AB_REGION_COMPUTE ? ab_cat(p->wc, p->cdt, s->offset) : (const void *)(p->master + s->offset);
+}
+static inline float *ab_param_buf(const ab_params *p, const ab_param_spec *s) { return p->bufs + s->offset; }
+/* 1 when s's gradient goes through the compute-type scratch (amp/bf16, compute region) */
+static inline int ab_param_via_scratch(const ab_params *p, const ab_param_spec *s) {
+    return s->region == AB_REGION_COMPUTE && p->cdt != AB_F32;
+}
+/* Where backward writes s's gradient, in p->cdt for the compute region, fp32 for the fp32
+ * region: the fp32 gradient itself, or under amp/bf16 the compute-type scratch (then call
+ * ab_param_grad_fold before the next tensor's gradient is written). */
+static inline void *ab_param_g(const ab_params *p, const ab_param_spec *s) {
+    if (ab_param_via_scratch(p, s)) return p->gradc;
+    return s->region == AB_REGION_COMPUTE ? ab_at(p->gradc, p->cdt, s->offset) : (void *)(p->grad + s->offset);
+}
+/* beta for writing s's gradient at ab_param_g: 1 to add into what earlier micro-batches left
+ * in the fp32 gradient; the scratch is always overwritten */
+static inline float ab_param_gbeta(const ab_params *p, const ab_param_spec *s) {
+    return !ab_param_via_scratch(p, s) && p->accumulating ? 1.0f : 0.0f;
+}
+/* after s's gradient is written at ab_param_g: adds the scratch into the fp32 gradient
+ * (overwrites it on a step's first micro-batch); nothing to do otherwise */
+int ab_param_grad_fold(const ab_params *p, const ab_param_spec *s);
 
 #endif

@@ -131,6 +131,19 @@ static cJSON *build(const ab_train_config *c, const ab_run_record *r) {
     cJSON_AddNumberToObject(w, "seed", (double)c->seed);
     cJSON_AddNumberToObject(w, "accum_steps", c->accum_steps);
     cJSON_AddNumberToObject(w, "parameters", (double)r->parameters);
+    cJSON_AddNumberToObject(w, "macs_per_image", r->macs_per_sample);
+    cJSON_AddStringToObject(w, "lr_schedule", ab_lr_schedule_name(c->lr_schedule));
+    cJSON_AddNumberToObject(w, "warmup_steps", (double)c->warmup_steps);
+    cJSON_AddNumberToObject(w, "total_steps", (double)r->total_steps);
+    cJSON_AddBoolToObject(w, "shuffle", c->shuffle);
+    cJSON_AddBoolToObject(w, "augment", c->augment);
+    cJSON_AddNumberToObject(w, "train_subset", c->train_subset);
+    cJSON_AddNumberToObject(w, "test_subset", c->test_subset);
+    cJSON_AddStringToObject(w, "train_data", r->train_data);
+    cJSON_AddStringToObject(w, "test_data", r->test_data);
+    cJSON_AddStringToObject(w, "weights", r->weights_from);
+    if (c->save_path) cJSON_AddStringToObject(w, "saved_to", c->save_path);
+    if (r->model_notes) cJSON_AddStringToObject(w, "notes", r->model_notes);
 
     cJSON_AddStringToObject(o, "precision", ab_precision_name(c->precision));
     cJSON_AddNumberToObject(o, "world_size", r->world_size > 0 ? r->world_size : 1);
@@ -175,6 +188,9 @@ static cJSON *build(const ab_train_config *c, const ab_run_record *r) {
     for (int k = 0; k < AB_MEM_COUNT; k++)
         cJSON_AddNumberToObject(m, ab_mem_category_name((ab_mem_category)k), (double)r->mem.peak[k]);
     cJSON_AddNumberToObject(m, "total", (double)r->mem.peak_total);
+    /* total: what a GPU run of this configuration holds; total_with_cpu_scratch adds the buffers
+     * only the CPU implementation needs (cpu_scratch), peak of the sum */
+    cJSON_AddNumberToObject(m, "total_with_cpu_scratch", (double)r->mem.peak_all);
 
     const ab_scaler *s = &r->scaler;
     cJSON *a = cJSON_AddObjectToObject(o, "amp");

@@ -18,9 +18,7 @@
 
 #include "comm.h"
 #include "device.h"
-#include "idx.h"
 #include "kernel_math.h"
-#include "model.h"
 #include "params.h"
 #include "rng.h"
 #include "timer.h"
@@ -30,6 +28,7 @@ volatile sig_atomic_t ab_stop_requested = 0;
 void ab_train_config_defaults(ab_train_config *c) {
     *c = (ab_train_config){.model = "mlp", .dataset = "mnist", .device = "cpu", .precision = AB_PREC_FP32,
                            .epochs = 1, .batch_size = 64, .accum_steps = 1, .optimizer = AB_OPT_SGD, .lr = 0.01f,
+                           .augment = 1, .lr_schedule = AB_LR_CONSTANT,
                            .seed = 1, .init_scale = 65536.0f, .growth_factor = 2.0f, .backoff_factor = 0.5f,
                            .growth_interval = 2000, .log_interval = 100, .shuffle = 1,
                            .inject_inf_step = -1, .inject_inf_rank = -1, .comm = "auto",
@@ -51,9 +50,8 @@ struct ab_trainer {
     ab_model *model;
     ab_params params;
     ab_optimizer opt;
-    ab_image_set train, test;
-    const uint8_t *train_x, *train_y, *test_x, *test_y; /* mapped into the backend */
-    void *x;               /* (B, in_dim) batch in compute type */
+    ab_dataset *train, *test;
+    void *x;               /* one micro-batch as the data set assembles it, in compute type */
     int32_t *labels;       /* (B) */
     step_stats *stats;     /* backend memory */
     int32_t *perm, *iota;  /* host */
@@ -61,9 +59,14 @@ struct ab_trainer {
     double data_time; /* seconds spent assembling batches in the current epoch */
     ab_comm *comm;
     int32_t *shard; /* (batch * accum steps) this rank's samples of the step, host */
+    void *wire;        /* fp16 all-reduce bucket (wire_elems), under --allreduce-dtype fp16 */
+    size_t wire_elems;
     int stop_any;   /* some rank was asked to stop (all-reduced each step) */
 };
 typedef struct ab_trainer trainer;
+
+/* fp16 all-reduce bucket: 12.5 MiB, the fp16 half of DDP's 25 MB default bucket */
+#define AB_ALLREDUCE_BUCKET_ELEMS ((size_t)25 << 18)
 
 static int record_curve(ab_run_record *rec, long step, int epoch, double loss, float scale) {
     if (rec->n_curve == rec->cap_curve) {
@@ -77,27 +80,21 @@ static int record_curve(ab_run_record *rec, long step, int epoch, double loss, f
     return 0;
 }
 
-static const char *default_data_dir(const char *dataset) {
-    if (strcmp(dataset, "fashion-mnist") == 0) return "/usr/share/datasets/fashion-mnist";
-    return AB_DEFAULT_DATA_ROOT "/mnist";
-}
-
 static int load_data(trainer *t) {
     const ab_train_config *c = t->cfg;
-    if (strcmp(c->dataset, "mnist") != 0 && strcmp(c->dataset, "fashion-mnist") != 0)
-        return ab_errorf("unknown dataset '%s' (expected mnist or fashion-mnist)", c->dataset);
-    const char *dir = c->data_dir ? c->data_dir : default_data_dir(c->dataset);
-    AB_TRY(ab_mnist_load(dir, "train", &t->train));
-    AB_TRY(ab_mnist_load(dir, "t10k", &t->test));
-    if (t->train.dim != t->test.dim)
-        return ab_errorf("%s: train images are %dx%d but test images %dx%d", dir, t->train.rows, t->train.cols,
-                         t->test.rows, t->test.cols);
-    ab_backend *be = t->be;
-    AB_TRY(be->ops->map_data(be, t->train.images, (size_t)t->train.n * t->train.dim, (const void **)&t->train_x));
-    AB_TRY(be->ops->map_data(be, t->train.labels, (size_t)t->train.n, (const void **)&t->train_y));
-    AB_TRY(be->ops->map_data(be, t->test.images, (size_t)t->test.n * t->test.dim, (const void **)&t->test_x));
-    AB_TRY(be->ops->map_data(be, t->test.labels, (size_t)t->test.n, (const void **)&t->test_y));
+    AB_TRY(c->workload->open_data(c, t->be, &t->train, &t->test));
+    const ab_sample_info *a = &t->train->info, *b = &t->test->info;
+    if (a->kind != b->kind || a->C != b->C || a->H != b->H || a->W != b->W || a->seq_len != b->seq_len ||
+        a->n_classes != b->n_classes)
+        return ab_errorf("%s: the training and test samples differ in shape or classes", c->dataset);
+    if (t->train->n < 1 || t->test->n < 1) return ab_errorf("%s: an empty split", c->dataset);
     return 0;
+}
+
+/* the augmentation seed of an epoch: every rank and micro-batch draws the same per sample */
+static uint64_t aug_seed(const trainer *t, int epoch) {
+    if (!t->cfg->augment || !t->train->augments) return 0;
+    return (t->cfg->seed * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)epoch * 0xD1B54A32D192ED03ull) ^ 1ull;
 }
 
 /* 64-bit FNV-1a */
@@ -118,7 +115,7 @@ static int check_world_config(trainer *t) {
              "model %s, parameters %zu, precision %s, dataset %s (%d train samples), batch %d, accum steps %d, "
              "epochs %d, max steps %ld, optimizer %s lr %g momentum %g wd %g, seed %llu, shuffle %d, "
              "all-reduce %s, engine %s",
-             c->model, t->params.n, ab_precision_name(c->precision), c->dataset, t->train.n, c->batch_size,
+             c->model, t->params.n, ab_precision_name(c->precision), c->dataset, t->train->n, c->batch_size,
              c->accum_steps, c->epochs, c->max_steps, ab_optimizer_name(c->optimizer), (double)c->lr,
              (double)c->momentum, (double)c->weight_decay, (unsigned long long)c->seed, c->shuffle,
              ab_dtype_name(c->allreduce_dtype), cm->ops->name);
@@ -141,8 +138,11 @@ static int check_world_config(trainer *t) {
 
 static int setup(trainer *t, ab_run_record *rec) {
     const ab_train_config *c = t->cfg;
-    if (c->epochs < 1 || c->batch_size < 1 || c->accum_steps < 1 || c->log_interval < 1 || !(c->lr > 0.0f))
-        return ab_errorf("need epochs >= 1, batch size >= 1, accum steps >= 1, log interval >= 1, lr > 0");
+    if (!c->workload) return ab_errorf("no workload provider in the training configuration");
+    if (c->epochs < 1 || c->batch_size < 1 || c->accum_steps < 1 || c->log_interval < 1 || !(c->lr > 0.0f) ||
+        c->train_subset < 0 || c->test_subset < 0 || c->warmup_steps < 0)
+        return ab_errorf("need epochs >= 1, batch size >= 1, accum steps >= 1, log interval >= 1, lr > 0, "
+                         "subsets and warm-up >= 0");
     if (c->allreduce_dtype != AB_F32 && !(c->allreduce_dtype == AB_F16 && c->precision == AB_PREC_AMP))
         return ab_errorf("--allreduce-dtype %s needs --precision amp (gradients are fp32 otherwise)",
                          ab_dtype_name(c->allreduce_dtype));
@@ -155,37 +155,56 @@ static int setup(trainer *t, ab_run_record *rec) {
     if (!t->be) return -1;
     ab_comm_bind(t->comm, t->be);
     AB_TRY(load_data(t));
-    ab_model_config mc = {.in_dim = t->train.dim, .n_classes = t->train.n_classes, .max_batch = c->batch_size,
-                          .hidden = c->hidden};
-    AB_TRY(ab_model_create(c->model, &mc, &t->model));
+    AB_TRY(c->workload->create_model(c, &t->train->info, &t->model));
     ab_rng rng;
     ab_rng_seed(&rng, c->seed);
     AB_TRY(ab_params_init(&t->params, t->be, c->precision, t->model->specs, t->model->n_specs, &rng));
     AB_TRY(ab_model_bind(t->model, &t->params));
+    snprintf(rec->weights_from, sizeof rec->weights_from, "initialised (seed %llu)", (unsigned long long)c->seed);
+    if (c->init_from) {
+        if (!c->workload->load_weights) return ab_errorf("--init-from: this build reads no weights files");
+        AB_TRY(c->workload->load_weights(c->init_from, t->model, &t->params, rec->weights_from,
+                                         sizeof rec->weights_from));
+        AB_TRY(ab_params_refresh(&t->params));
+    }
     AB_TRY(check_world_config(t));
-    /* replicas start from rank 0's weights, as DDP does (the seeded init agrees anyway) */
+    /* replicas start from rank 0's weights and buffers, as DDP does (the seeded init agrees anyway) */
     if (t->comm->size > 1) {
         AB_TRY(t->comm->ops->broadcast(t->comm, t->params.master, t->params.n * sizeof(float), 0));
+        if (t->params.n_bufs)
+            AB_TRY(t->comm->ops->broadcast(t->comm, t->params.bufs, t->params.n_bufs * sizeof(float), 0));
         AB_TRY(ab_params_refresh(&t->params));
     }
     AB_TRY(ab_optimizer_init(&t->opt, t->be, c->optimizer, t->params.n, c->lr, c->momentum, c->weight_decay));
     AB_TRY(ab_scaler_init(&rec->scaler, c->precision == AB_PREC_AMP, c->init_scale, c->growth_factor,
                           c->backoff_factor, c->growth_interval));
     const ab_dtype cdt = t->params.cdt;
-    t->x_bytes = (size_t)c->batch_size * (size_t)t->train.dim * ab_dtype_size(cdt);
+    t->x_bytes = t->train->ops->batch_bytes(t->train, c->batch_size, cdt);
     t->x = ab_alloc(t->be, AB_MEM_ACTIVATIONS, t->x_bytes);
     t->labels = ab_alloc(t->be, AB_MEM_ACTIVATIONS, (size_t)c->batch_size * sizeof(int32_t));
     t->stats = ab_alloc(t->be, AB_MEM_WORKSPACE, sizeof(step_stats));
-    t->perm = malloc((size_t)t->train.n * sizeof(int32_t));
-    t->iota = malloc((size_t)t->test.n * sizeof(int32_t));
+    if (t->comm->size > 1 && c->allreduce_dtype == AB_F16) {
+        t->wire_elems = t->params.n_compute < AB_ALLREDUCE_BUCKET_ELEMS ? t->params.n_compute
+                                                                        : AB_ALLREDUCE_BUCKET_ELEMS;
+        if (!(t->wire = ab_alloc(t->be, AB_MEM_WORKSPACE, (t->wire_elems ? t->wire_elems : 1) * 2))) return -1;
+    }
+    t->perm = malloc((size_t)t->train->n * sizeof(int32_t));
+    t->iota = malloc((size_t)t->test->n * sizeof(int32_t));
     t->shard = malloc((size_t)c->batch_size * (size_t)c->accum_steps * sizeof(int32_t));
     if (!t->x || !t->labels || !t->stats) return -1;
     if (!t->perm || !t->iota || !t->shard) return ab_errorf("out of host memory for the sample order");
-    for (int i = 0; i < t->test.n; i++) t->iota[i] = i;
+    for (int i = 0; i < t->test->n; i++) t->iota[i] = i;
 
     rec->parameters = (long)t->params.n;
-    rec->train_samples = t->train.n;
-    rec->test_samples = t->test.n;
+    rec->macs_per_sample = t->model->macs_per_sample;
+    rec->model_notes = t->model->notes;
+    rec->train_samples = t->train->n;
+    rec->test_samples = t->test->n;
+    snprintf(rec->train_data, sizeof rec->train_data, "%s", t->train->ops->describe(t->train));
+    snprintf(rec->test_data, sizeof rec->test_data, "%s", t->test->ops->describe(t->test));
+    const long group = (long)c->batch_size * c->accum_steps * t->comm->size;
+    rec->total_steps = (t->train->n + group - 1) / group * c->epochs;
+    if (c->max_steps > 0 && c->max_steps < rec->total_steps) rec->total_steps = c->max_steps;
     snprintf(rec->backend, sizeof rec->backend, "%s", t->be->ops->name);
     rec->world_size = t->comm->size;
     rec->rank = t->comm->rank;
@@ -199,42 +218,52 @@ static void teardown(trainer *t) {
         ab_release(be, AB_MEM_ACTIVATIONS, t->x, t->x_bytes);
         ab_release(be, AB_MEM_ACTIVATIONS, t->labels, (size_t)t->cfg->batch_size * sizeof(int32_t));
         ab_release(be, AB_MEM_WORKSPACE, t->stats, sizeof(step_stats));
-        ab_model_destroy(t->model, be);
+        if (t->wire) ab_release(be, AB_MEM_WORKSPACE, t->wire, (t->wire_elems ? t->wire_elems : 1) * 2);
+        ab_model_destroy(t->model);
         ab_optimizer_free(&t->opt);
         ab_params_free(&t->params);
-        if (t->train_x) be->ops->unmap_data(be, t->train_x, (size_t)t->train.n * t->train.dim);
-        if (t->train_y) be->ops->unmap_data(be, t->train_y, (size_t)t->train.n);
-        if (t->test_x) be->ops->unmap_data(be, t->test_x, (size_t)t->test.n * t->test.dim);
-        if (t->test_y) be->ops->unmap_data(be, t->test_y, (size_t)t->test.n);
+        ab_dataset_destroy(t->train);
+        ab_dataset_destroy(t->test);
+        t->train = t->test = NULL;
         ab_comm_destroy(t->comm);
         t->comm = NULL;
         be->ops->destroy(be);
     }
     ab_comm_destroy(t->comm);
-    ab_image_set_free(&t->train);
-    ab_image_set_free(&t->test);
+    ab_dataset_destroy(t->train);
+    ab_dataset_destroy(t->test);
     free(t->perm);
     free(t->iota);
     free(t->shard);
 }
 
+/* Under data parallelism each rank's batch statistics move its own running statistics; as DDP
+ * (broadcast_buffers) does, rank 0's are the ones evaluated and saved. */
+static int sync_buffers(trainer *t) {
+    if (t->comm->size == 1 || t->params.n_bufs == 0) return 0;
+    const double t0 = ab_now();
+    AB_TRY(t->comm->ops->broadcast(t->comm, t->params.bufs, t->params.n_bufs * sizeof(float), 0));
+    t->rec->comm_time_s += ab_now() - t0;
+    return 0;
+}
+
 static int evaluate(trainer *t, double *loss, double *accuracy) {
     ab_backend *be = t->be;
     const ab_dtype cdt = t->params.cdt;
-    const int B = t->cfg->batch_size, C = t->model->n_classes;
+    const int B = t->cfg->batch_size, C = t->model->n_classes, N = t->test->n;
+    AB_TRY(sync_buffers(t));
     AB_TRY(be->ops->zero(be, t->stats, sizeof(step_stats)));
-    for (int pos = 0; pos < t->test.n; pos += B) {
-        const int b = t->test.n - pos < B ? t->test.n - pos : B;
-        AB_TRY(be->ops->gather_normalize(be, b, t->test.dim, t->test_x, t->test_y, t->iota + pos, 0.1307f, 0.3081f,
-                                         cdt, t->x, t->labels));
-        AB_TRY(t->model->ops->forward(t->model, &t->params, t->x, b));
+    for (int pos = 0; pos < N; pos += B) {
+        const int b = N - pos < B ? N - pos : B;
+        AB_TRY(t->test->ops->fill(t->test, t->iota + pos, b, 0, cdt, t->x, t->labels));
+        AB_TRY(t->model->ops->forward(t->model, &t->params, t->x, b, 0));
         AB_TRY(be->ops->softmax_xent(be, b, C, cdt, t->model->logits, t->labels, 1.0f, cdt, NULL,
                                      &t->stats->loss_sum, &t->stats->correct));
     }
     step_stats s;
     AB_TRY(be->ops->download(be, &s, t->stats, sizeof s));
-    *loss = (double)s.loss_sum / t->test.n;
-    *accuracy = 100.0 * s.correct / t->test.n;
+    *loss = (double)s.loss_sum / N;
+    *accuracy = 100.0 * s.correct / N;
     return 0;
 }
 
@@ -252,10 +281,19 @@ static int allreduce_grads(trainer *t) {
     ab_params *p = &t->params;
     ab_backend *be = t->be;
     const double t0 = ab_now();
+    double bytes = (double)p->n * (double)sizeof(float);
     if (t->cfg->allreduce_dtype == AB_F16) { /* still loss-scaled here, as fp16 gradients are */
-        AB_TRY(be->ops->cast(be, p->n, AB_F32, p->grad, AB_F16, p->gradc));
-        AB_TRY(cm->ops->allreduce(cm, p->gradc, p->n, AB_F16, AB_RED_AVG));
-        AB_TRY(be->ops->accumulate(be, p->n, AB_F16, p->gradc, p->grad, 0));
+        /* through an fp16 bucket, as DDP's fp16 compression hook sends its buckets */
+        const size_t nc = p->n_compute, n32 = p->n - nc;
+        for (size_t off = 0; off < nc; off += t->wire_elems) {
+            const size_t k = nc - off < t->wire_elems ? nc - off : t->wire_elems;
+            AB_TRY(be->ops->cast(be, k, AB_F32, p->grad + off, AB_F16, t->wire));
+            AB_TRY(cm->ops->allreduce(cm, t->wire, k, AB_F16, AB_RED_AVG));
+            AB_TRY(be->ops->accumulate(be, k, AB_F16, t->wire, p->grad + off, 0));
+        }
+        /* the fp32 region (batch-norm scale and shift) has no fp16 copy: it travels in fp32 */
+        if (n32) AB_TRY(cm->ops->allreduce(cm, p->grad + nc, n32, AB_F32, AB_RED_AVG));
+        bytes = (double)nc * 2.0 + (double)n32 * sizeof(float);
     } else {
         AB_TRY(cm->ops->allreduce(cm, p->grad, p->n, AB_F32, AB_RED_AVG));
     }
@@ -263,7 +301,7 @@ static int allreduce_grads(trainer *t) {
     const double dt = ab_now() - t0;
     t->rec->allreduce_time_s += dt;
     t->rec->comm_time_s += dt;
-    t->rec->bytes_allreduced += (double)(p->n * ab_dtype_size(t->cfg->allreduce_dtype));
+    t->rec->bytes_allreduced += bytes;
     t->rec->allreduce_calls++;
     return 0;
 }
@@ -292,20 +330,18 @@ int ab_trainer_step(ab_trainer *t, const int32_t *order, int n, long step, int e
         const int b = m - pos < B ? m - pos : B;
         const double td = ab_now();
         if (ops->data_mark) ops->data_mark(be, 1); /* device clock: the host one sees only the launch */
-        AB_TRY(ops->gather_normalize(be, b, t->train.dim, t->train_x, t->train_y, mine + pos, 0.1307f, 0.3081f, p->cdt,
-                                     t->x, t->labels));
+        AB_TRY(t->train->ops->fill(t->train, mine + pos, b, aug_seed(t, epoch), p->cdt, t->x, t->labels));
         if (ops->data_mark) ops->data_mark(be, 0);
         t->data_time += ab_now() - td;
-        AB_TRY(t->model->ops->forward(t->model, p, t->x, b));
+        AB_TRY(t->model->ops->forward(t->model, p, t->x, b, 1));
+        t->model->forward_steps++;
         /* d(scale * sum of the group's losses / n) / dlogits; the op divides by b itself */
         AB_TRY(ops->softmax_xent(be, b, C, p->cdt, t->model->logits, t->labels, scale * (float)b / (float)n * (float)W, p->cdt,
                                  t->model->logits, &t->stats->loss_sum, NULL));
-        /* fp32: backward adds each micro-batch into grad itself; amp/bf16: backward overwrites the
-         * compute-type gradc and ab_params_fold_grads adds it into the fp32 grad (adding in both
-         * places would count the earlier micro-batches twice) */
-        p->grad_beta = k > 0 && p->cdt == AB_F32;
+        /* backward adds each micro-batch into the fp32 gradients (under amp/bf16 one tensor at a
+         * time through the compute-type scratch, ab_param_grad_fold) */
+        p->accumulating = k > 0;
         AB_TRY(t->model->ops->backward(t->model, p, t->x, t->model->logits, b));
-        AB_TRY(ab_params_fold_grads(p, k > 0));
     }
     if (W > 1) AB_TRY(allreduce_grads(t));
     /* fault injection: one gradient element becomes +inf. Planted after the all-reduce, so that
@@ -338,7 +374,10 @@ int ab_trainer_step(ab_trainer *t, const int32_t *order, int n, long step, int e
                          "scale (NaN in the data or a diverged model)",
                          epoch, step);
     *took = r;
-    if (r) AB_TRY(ab_optimizer_step(&t->opt, p->master, p->grad));
+    if (r) {
+        t->opt.lr = ab_lr_at(t->cfg->lr_schedule, t->cfg->lr, step, rec->total_steps, t->cfg->warmup_steps);
+        AB_TRY(ab_optimizer_step(&t->opt, p->master, p->grad));
+    }
     return 0;
 }
 
@@ -385,7 +424,7 @@ int ab_train_run(const ab_train_config *cfg, ab_run_record *rec) {
     }
     /* a step covers batch * accum steps samples on each rank: world * that in all */
     const int W = rc == 0 ? t.comm->size : 1, verbose = !cfg->quiet && rec->rank == 0;
-    const int N = t.train.n, B = cfg->batch_size, group = B * cfg->accum_steps * W;
+    const int N = rc == 0 ? t.train->n : 0, B = cfg->batch_size, group = B * cfg->accum_steps * W;
     const long steps_per_epoch = (N + group - 1) / group;
     long step = 0;
     for (int e = 1; rc == 0 && e <= cfg->epochs && !rec->interrupted; e++) {
@@ -463,6 +502,12 @@ int ab_train_run(const ab_train_config *cfg, ab_run_record *rec) {
     if (t.be) rec->mem = t.be->mem;
     if (rc == 0 && t.be && t.be->ops->describe) rc = t.be->ops->describe(t.be, &rec->device);
     if (rc == 0) rc = gather_peaks(&t);
+    /* the weights are written whether or not the run was interrupted: they are what it trained */
+    if (rc == 0 && cfg->save_path) {
+        if (!cfg->workload->save_weights) rc = ab_errorf("--save: this build writes no weights files");
+        if (rc == 0) rc = sync_buffers(&t);
+        if (rc == 0 && rec->rank == 0) rc = cfg->workload->save_weights(cfg->save_path, t.model, &t.params);
+    }
     if (rc == 0) {
         rec->complete = !rec->interrupted;
         if (cfg->out_path && rec->rank == 0) rc = ab_result_write(cfg->out_path, cfg, rec);
@@ -489,7 +534,7 @@ int ab_trainer_create(const ab_train_config *cfg, ab_run_record *rec, ab_trainer
 
 const ab_params *ab_trainer_params(const ab_trainer *t) { return &t->params; }
 ab_comm *ab_trainer_comm(const ab_trainer *t) { return t->comm; }
-int ab_trainer_train_samples(const ab_trainer *t) { return t->train.n; }
+int ab_trainer_train_samples(const ab_trainer *t) { return t->train->n; }
 
 int ab_trainer_weights(ab_trainer *t, float *host) {
     return t->be->ops->download(t->be, host, t->params.master, t->params.n * sizeof(float));

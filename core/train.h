@@ -8,17 +8,45 @@
 
 #include "ab.h"
 #include "backend.h"
+#include "dataset.h"
+#include "model.h"
 #include "optim.h"
 #include "scaler.h"
 
-typedef struct {
-    const char *model;    /* "mlp" */
-    const char *dataset;  /* "mnist" | "fashion-mnist" */
-    const char *data_dir; /* folder holding the data set's files */
+typedef struct ab_train_config ab_train_config;
+
+/* A workload provider: what turns the names in a configuration into a data set and a model.
+ * The core knows none of them; ampbench and the tests hand it the registry of models/ and
+ * data_loaders/ (models/registry.c). */
+typedef struct ab_workload_ops {
+    /* opens cfg->dataset's training and test sets (cfg->data_dir, the subsets), mapped into be */
+    int (*open_data)(const ab_train_config *cfg, ab_backend *be, ab_dataset **train, ab_dataset **test);
+    /* creates cfg->model for samples like s, micro-batches up to cfg->batch_size */
+    int (*create_model)(const ab_train_config *cfg, const ab_sample_info *s, ab_model **out);
+    /* Optional (NULL: the provider has no weights files). load_weights replaces the initial
+     * weights (and buffers) with a file's, checking every name, shape and dtype, and writes to
+     * from (cap bytes) a one-line account of which tensors came from the file; save_weights
+     * writes the fp32 master weights and the buffers. */
+    int (*load_weights)(const char *path, ab_model *m, ab_params *p, char *from, size_t cap);
+    int (*save_weights)(const char *path, const ab_model *m, const ab_params *p);
+} ab_workload_ops;
+
+struct ab_train_config {
+    const ab_workload_ops *workload; /* required */
+    const char *model;    /* "mlp" | "resnet50" | "resnet50-cifar" | ... (the provider's names) */
+    const char *dataset;  /* "mnist" | "fashion-mnist" | "cifar10" | ... */
+    const char *data_dir; /* folder holding the data set's files; NULL = the provider's default */
     const char *out_path; /* JSON result; NULL = none */
+    const char *init_from; /* weights file to start from; NULL = the model's initialisation */
+    const char *save_path; /* weights file written at the end (rank 0); NULL = none */
     const char *device;   /* "cpu" | "cuda" | "auto" */
     ab_precision precision;
     int epochs, batch_size, accum_steps, hidden;
+    int width, blocks[4]; /* ResNet stage width and blocks (0 = the model's) */
+    int train_subset, test_subset; /* first N samples of each split (0 = all) */
+    int augment;                   /* the data set's training augmentation (crop, flip) */
+    ab_lr_schedule lr_schedule;
+    long warmup_steps;
     long max_steps; /* 0 = no limit: stop after this many optimizer steps in all */
     ab_optimizer_kind optimizer;
     float lr, momentum, weight_decay;
@@ -37,7 +65,7 @@ typedef struct {
     /* projection of scaling beyond this machine: ring all-reduce bandwidth (B/s) and latency (s)
      * per step; a bandwidth <= 0 means the default, or the measured one where one was measured */
     double proj_gpu_bw, proj_gpu_latency, proj_node_bw, proj_node_latency;
-} ab_train_config;
+};
 
 /* Documented defaults of the projection (docs/data-parallel.md): PCIe 4.0 x16-class GPU links
  * and a 100 Gb/s-class network between nodes. */
@@ -66,6 +94,11 @@ typedef struct {
     char started_at[32];
     char backend[16], device_name[160], blas[200];
     long parameters, train_samples, test_samples;
+    double macs_per_sample;
+    long total_steps; /* optimizer steps the schedule spans */
+    char train_data[160], test_data[160]; /* the data sets' descriptions */
+    char weights_from[512];               /* which tensors came from --init-from, or the init used */
+    const char *model_notes;
     ab_epoch_record *epochs;
     int n_epochs;
     ab_loss_point *curve;
@@ -96,6 +129,7 @@ void ab_run_record_free(ab_run_record *rec);
 /* The same loop in pieces, for tests and tools that drive steps themselves. */
 typedef struct ab_trainer ab_trainer;
 struct ab_params;
+/* cfg (and what it points to) must outlive the trainer: it is kept, not copied */
 int ab_trainer_create(const ab_train_config *cfg, ab_run_record *rec, ab_trainer **out);
 /* One optimizer step over the training samples order[0 .. n) (n <= batch * accum steps), the
  * whole world's: under W ranks each rank trains on its shard (ab_shard_step), n <= W * that.

@@ -51,12 +51,31 @@ int ab_idx_read(const char *path, ab_idx *out) {
             size *= v;
         }
     }
-    if (rc == 0) {
-        out->size = size;
-        out->data = malloc(size);
-        if (!out->data) rc = ab_errorf("%s: out of memory for %zu bytes", path, size);
+    /* memory for the bytes the file really holds, not for what its header claims: the buffer
+     * grows as the payload arrives (a short file with a huge claim fails before it costs much) */
+    size_t cap = 0, got = 0;
+    while (rc == 0 && got < size) {
+        if (got == cap) {
+            const size_t ncap = cap ? (cap * 2 < size ? cap * 2 : size) : (size < ((size_t)1 << 20) ? size : (size_t)1 << 20);
+            uint8_t *d = realloc(out->data, ncap);
+            if (!d) {
+                rc = ab_errorf("%s: out of memory for %zu bytes", path, ncap);
+                break;
+            }
+            out->data = d;
+            cap = ncap;
+        }
+        const size_t want = cap - got;
+        const int r = gzread(f, out->data + got, want > (1u << 30) ? (1u << 30) : (unsigned)want);
+        if (r < 0) {
+            int zerr;
+            rc = ab_errorf("%s: corrupt compressed data reading the payload (%s)", path, gzerror(f, &zerr));
+        } else if (r == 0) {
+            rc = ab_errorf("%s: truncated: the payload needs %zu bytes, file ends after %zu", path, size, got);
+        }
+        if (r > 0) got += (size_t)r;
     }
-    if (rc == 0) rc = read_exact(f, out->data, size, path, "the payload");
+    if (rc == 0) out->size = size;
     if (rc == 0) {
         uint8_t extra;
         const int r = gzread(f, &extra, 1);
@@ -112,7 +131,7 @@ int ab_mnist_load(const char *dir, const char *split, ab_image_set *out) {
         return rc;
     }
     *out = (ab_image_set){.n = im.dims[0], .rows = im.dims[1], .cols = im.dims[2], .dim = im.dims[1] * im.dims[2],
-                          .n_classes = 10, .images = im.data, .labels = lb.data};
+                          .n_classes = 10, .channels = 1, .images = im.data, .labels = lb.data};
     return 0;
 }
 

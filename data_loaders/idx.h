@@ -21,6 +21,8 @@ void ab_idx_free(ab_idx *f);
 /* An image classification set held as bytes: images (n, dim), labels (n). */
 typedef struct {
     int n, dim, rows, cols, n_classes;
+    int channels; /* 1 for MNIST, 3 for CIFAR-10; dim = channels * rows * cols */
+    int planar;   /* 1: each image is channel planes (C, rows, cols); 0: interleaved (rows, cols, C) */
     uint8_t *images;
     uint8_t *labels;
 } ab_image_set;

@@ -4,21 +4,19 @@
 #include <stdlib.h>
 
 #include "layers.h"
-#include "model.h"
+#include "models.h"
 
 enum { FC1_W, FC1_B, FC2_W, FC2_B, MLP_NSPECS };
 
 typedef struct {
     ab_param_spec specs[MLP_NSPECS];
     ab_linear fc1, fc2;
-    ab_backend *be;
-    ab_dtype t;
-    size_t h_bytes, l_bytes;
     void *h;  /* (B, hidden) post-ReLU */
     void *dh; /* (B, hidden) */
 } mlp;
 
-static int mlp_forward(ab_model *m, const ab_params *p, const void *x, int B) {
+static int mlp_forward(ab_model *m, const ab_params *p, const void *x, int B, int training) {
+    (void)training;
     mlp *s = m->impl;
     AB_TRY(ab_linear_forward(p, &s->fc1, B, x, s->h, AB_EPI_RELU));
     return ab_linear_forward(p, &s->fc2, B, s->h, m->logits, AB_EPI_NONE);
@@ -35,25 +33,17 @@ static int mlp_bind(ab_model *m, const ab_params *p) {
     mlp *s = m->impl;
     ab_linear_bind(&s->fc1, &s->specs[FC1_W], &s->specs[FC1_B]);
     ab_linear_bind(&s->fc2, &s->specs[FC2_W], &s->specs[FC2_B]);
-    s->be = p->be;
-    s->t = p->cdt;
-    const size_t es = ab_dtype_size(p->cdt);
-    s->h_bytes = (size_t)m->max_batch * (size_t)s->fc1.out * es;
-    s->l_bytes = (size_t)m->max_batch * (size_t)m->n_classes * es;
-    s->h = ab_alloc(p->be, AB_MEM_ACTIVATIONS, s->h_bytes);
-    s->dh = ab_alloc(p->be, AB_MEM_ACTIVATIONS, s->h_bytes);
-    m->logits = ab_alloc(p->be, AB_MEM_ACTIVATIONS, s->l_bytes);
-    return (s->h && s->dh && m->logits) ? 0 : -1;
+    const size_t es = ab_dtype_size(p->cdt), B = (size_t)m->max_batch;
+    ab_arena_init(&m->arena, p->be);
+    ab_arena_add(&m->arena, AB_MEM_ACTIVATIONS, B * (size_t)s->fc1.out * es, &s->h, "fc1.relu");
+    ab_arena_add(&m->arena, AB_MEM_ACTIVATIONS, B * (size_t)s->fc1.out * es, &s->dh, "fc1.relu.grad");
+    ab_arena_add(&m->arena, AB_MEM_ACTIVATIONS, B * (size_t)m->n_classes * es, &m->logits, "logits");
+    return ab_arena_alloc(&m->arena);
 }
 
-static void mlp_destroy(ab_model *m, ab_backend *be) {
-    mlp *s = m->impl;
-    if (s->be) {
-        ab_release(be, AB_MEM_ACTIVATIONS, s->h, s->h_bytes);
-        ab_release(be, AB_MEM_ACTIVATIONS, s->dh, s->h_bytes);
-        ab_release(be, AB_MEM_ACTIVATIONS, m->logits, s->l_bytes);
-    }
-    free(s);
+static void mlp_destroy(ab_model *m) {
+    if (m->arena.be) ab_arena_free(&m->arena);
+    free(m->impl);
     free(m);
 }
 
@@ -62,8 +52,10 @@ static const ab_model_ops mlp_ops = {
 
 int ab_mlp_create(const ab_model_config *cfg, ab_model **out) {
     const int hidden = cfg->hidden > 0 ? cfg->hidden : 256;
-    if (cfg->in_dim <= 0 || cfg->n_classes <= 1 || cfg->max_batch <= 0)
-        return ab_errorf("mlp: bad configuration in=%d classes=%d batch=%d", cfg->in_dim, cfg->n_classes, cfg->max_batch);
+    const ab_sample_info *si = &cfg->sample;
+    const int in_dim = si->C * si->H * si->W;
+    if (si->kind != AB_SAMPLE_IMAGE || in_dim <= 0 || si->n_classes <= 1 || cfg->max_batch <= 0)
+        return ab_errorf("mlp: needs images (in=%d classes=%d batch=%d)", in_dim, si->n_classes, cfg->max_batch);
     ab_model *m = calloc(1, sizeof *m);
     mlp *s = calloc(1, sizeof *s);
     if (!m || !s) {
@@ -71,10 +63,11 @@ int ab_mlp_create(const ab_model_config *cfg, ab_model **out) {
         free(s);
         return ab_errorf("out of host memory creating the mlp");
     }
-    ab_linear_specs(&s->specs[FC1_W], &s->specs[FC1_B], "fc1.weight", "fc1.bias", cfg->in_dim, hidden);
-    ab_linear_specs(&s->specs[FC2_W], &s->specs[FC2_B], "fc2.weight", "fc2.bias", hidden, cfg->n_classes);
-    *m = (ab_model){.ops = &mlp_ops, .specs = s->specs, .n_specs = MLP_NSPECS, .in_dim = cfg->in_dim,
-                    .n_classes = cfg->n_classes, .max_batch = cfg->max_batch, .impl = s};
+    ab_linear_specs(&s->specs[FC1_W], &s->specs[FC1_B], "fc1.weight", "fc1.bias", in_dim, hidden);
+    ab_linear_specs(&s->specs[FC2_W], &s->specs[FC2_B], "fc2.weight", "fc2.bias", hidden, si->n_classes);
+    *m = (ab_model){.ops = &mlp_ops, .specs = s->specs, .n_specs = MLP_NSPECS, .n_classes = si->n_classes,
+                    .max_batch = cfg->max_batch, .macs_per_sample = (double)in_dim * hidden + (double)hidden * si->n_classes,
+                    .impl = s};
     *out = m;
     return 0;
 }

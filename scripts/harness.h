@@ -1,8 +1,9 @@
 /* The harness library behind ampbench-report and ampbench-regress: loads a run folder (the JSON
- * results `ampbench train` wrote, one per run, plus run_all.sh's run.json), groups the runs by
- * workload, computes the ratios the articles claim (AMP time and memory saving, accuracy delta,
- * data-parallel speed-up and efficiency), loads results/reported.json, and writes REPORT.md and
- * the gnuplot plots. Functions return 0 or -1 with a one-line message in ab_error(). */
+ * results `ampbench train` wrote, one per run, the PyTorch peers' results in the same format, and
+ * run_all.sh's run.json), groups the runs by workload (ampbench's and the peer's apart), computes
+ * the ratios the articles claim (AMP time and memory saving, accuracy delta, data-parallel
+ * speed-up and efficiency), loads results/reported.json, and writes REPORT.md and the gnuplot
+ * plots. Functions return 0 or -1 with a one-line message in ab_error(). */
 #ifndef AB_HARNESS_H
 #define AB_HARNESS_H
 
@@ -26,7 +27,9 @@ extern "C" {
 /* One result file, reduced to the figures the report and the regression check use. */
 typedef struct {
     char path[1024];
-    char name[128];      /* file name without .json, e.g. "mlp-amp" */
+    char name[128];      /* file name without .json, e.g. "mlp-amp", "mlp-fp32-pytorch" */
+    char tool[16];       /* "ampbench", or the peer's tool ("pytorch") */
+    int peer;            /* 1 when tool is not ampbench: a peer implementation's result */
     char model[64];      /* workload.model */
     char dataset[64];
     char precision[16];  /* fp32 | amp | bf16 */
@@ -37,9 +40,16 @@ typedef struct {
     int complete, interrupted;
     int epochs_done, epochs_requested;
     long steps, max_steps, batch_size;
+    long train_samples, test_samples; /* workload.*: the samples each split had (after a subset) */
+    long train_subset, test_subset;   /* 0 = all */
     double total_time_s, mean_epoch_time_s, samples_per_s;
+    /* peak_memory_bytes: each category at its own peak; total = the peak of the sum of every
+     * category but cpu_scratch (what a GPU run of the configuration holds). cpu_scratch and
+     * total_with_cpu_scratch are NAN in records that predate them. A peer that did not measure
+     * memory (total 0) has peak_total NAN. */
     double peak_total, peak_parameters, peak_master, peak_gradients, peak_activations,
-        peak_optimizer, peak_workspace;
+        peak_optimizer, peak_workspace, peak_cpu_scratch, peak_total_with_scratch;
+    char mem_method[384]; /* peak_memory_bytes.method (peers), "" when absent */
     double final_accuracy, final_train_loss;
     int overflow_events;
     long skipped_steps;
@@ -51,6 +61,7 @@ typedef struct {
 /* One line of run_all.sh's manifest: a run that was planned (ok, failed, skipped, interrupted). */
 typedef struct {
     char name[128], workload[64], mode[32], status[32], reason[256];
+    char tool[16]; /* "ampbench" or the peer's ("pytorch") */
 } hr_planned;
 
 typedef struct {
@@ -60,10 +71,12 @@ typedef struct {
     cJSON *manifest; /* run.json, NULL when the folder has none */
     hr_planned planned[HR_MAX_RUNS];
     int n_planned;
+    char peers_note[256]; /* run.json's "peers": why no peer ran ("" when they ran or no run.json) */
 } hr_runset;
 
-/* Loads every *.json in dir whose top level says "tool": "ampbench" (other JSON files are
- * ignored; a file that is not valid JSON is an error naming it), and run.json when present. */
+/* Loads every *.json in dir whose top level says "tool": "ampbench" or "pytorch" (other JSON
+ * files are ignored; a file that is not valid JSON is an error naming it), and run.json when
+ * present. */
 int hr_runset_load(const char *dir, hr_runset *rs);
 void hr_runset_free(hr_runset *rs);
 /* Reads and parses one result file into r (used by the loader and by `ampbench-report --line`). */
@@ -72,15 +85,24 @@ void hr_run_free(hr_run *r);
 /* One line: "fp32 cpu 1 rank: 200 steps in 1.23 s, 10400 samples/s, 86.10% test accuracy". */
 void hr_run_summary_line(const hr_run *r, char *buf, size_t n);
 
-/* The three runs the ratios come from, for one model; any may be NULL. */
+/* The three runs the ratios come from, for one model; any may be NULL. ampbench's runs and the
+ * peer's are kept apart: fp32/amp/dp and all[] are ampbench's, peer_* the peer's. */
 typedef struct {
     char model[64];
     const hr_run *fp32, *amp, *dp;
-    const hr_run *all[HR_MAX_RUNS]; /* every run of this model, in file-name order */
+    const hr_run *all[HR_MAX_RUNS]; /* every ampbench run of this model: FP32, AMP, BF16, data-parallel */
     int n_all;
+    char peer_tool[16]; /* the peer's tool name, "" when the folder has no peer result */
+    const hr_run *peer_fp32, *peer_amp, *peer_dp;
+    const hr_run *peer_all[HR_MAX_RUNS];
+    int n_peer;
 } hr_workload;
 
+/* One workload per model with any result (ampbench's or the peer's), in the order first seen. */
 int hr_group_workloads(const hr_runset *rs, hr_workload *out, int max, int *n);
+/* view: w with the peer's runs in the fp32/amp/dp/all slots, so that the ratios of the peer come
+ * from the same hr_compute_ratios. */
+void hr_peer_view(const hr_workload *w, hr_workload *view);
 
 /* A ratio is NAN when the runs it needs are missing. */
 typedef struct {
@@ -112,6 +134,11 @@ typedef struct {
 
 int hr_reported_load(const char *path, hr_reported *rep);
 void hr_reported_free(hr_reported *rep);
+/* The reported workload a model's figures are: the model itself when reported.json has it, else
+ * the reported workload whose name begins the model's followed by '-' (resnet50-cifar: the
+ * articles' resnet50, a variant of the same network), else the model. The claim look-ups below
+ * go through it. */
+const char *hr_reported_key(const hr_reported *rep, const char *model);
 /* The first claim with this workload and metric; when the workload has none and fallback is set,
  * the first claim of any workload with this metric. NULL when none. */
 const cJSON *hr_reported_claim(const hr_reported *rep, const char *workload, const char *metric, int fallback);
@@ -124,6 +151,14 @@ const cJSON *hr_reported_workload(const hr_reported *rep, const char *model);
  * REPORT.md, or NULL when there are none. */
 int hr_write_report(const hr_runset *rs, const hr_reported *rep, const char *out_path, const char *plots_rel,
                     char drawn[][128], int n_drawn);
+
+/* The memory categories of peak_memory_bytes that make up the comparable total, in the order of
+ * the memory table and the stacked bars: JSON key and the label a reader sees. */
+#define HR_MEM_CATS 6
+extern const char *const hr_mem_keys[HR_MEM_CATS];
+extern const char *const hr_mem_labels[HR_MEM_CATS];
+/* Category k's peak bytes of a run (k < HR_MEM_CATS). */
+double hr_mem_cat(const hr_run *r, int k);
 
 /* Writes the plot data under out_dir/data and draws PNGs into out_dir with gnuplot, using the
  * scripts in gp_dir. drawn receives the PNG file names written (up to max). Returns -1 when

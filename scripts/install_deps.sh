@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs what ampbench builds, tests and plots with, from Debian's packages (idempotent).
 # The CUDA toolkit (nvcc, cuBLAS, cuDNN, NCCL) is not installed here: when present, CMake finds
-# it and builds the CUDA backend too.
+# it and builds the CUDA backend too. Debian's PyTorch and torchvision are the CPU peers
+# (bench/pytorch) and the reference of tests/torch_check.py.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libcjson-dev libopenblas-dev zlib1g-dev libpng-dev
-      openmpi-bin libopenmpi-dev gnuplot-nox dataset-fashion-mnist curl ca-certificates)
+      openmpi-bin libopenmpi-dev gnuplot-nox dataset-fashion-mnist curl ca-certificates
+      python3-torch python3-torchvision)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,6 +1,7 @@
 /* REPORT.md: one table per workload with the reported and the measured figures side by side and
  * a sentence on what the difference means, built from the facts of the runs (backend, ranks,
- * steps, the memory categories), never from fixed verdicts. */
+ * steps, the memory categories), never from fixed verdicts; then peak memory by category (FP32
+ * beside AMP) and ampbench beside its PyTorch peer. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -36,7 +37,7 @@ static void claim_cell(char *buf, size_t n, const hr_reported *rep, const cJSON 
     const char *wl = hr_str(c, "workload", "");
     const cJSON *w = hr_reported_workload(rep, wl);
     const char *from = hr_str(c, "from", hr_str(c, "note", ""));
-    if (strcmp(wl, model) == 0)
+    if (strcmp(wl, hr_reported_key(rep, model)) == 0)
         snprintf(buf, n, "%s (%s%s%s)", v, hr_str(c, "hardware", "?"), *from ? "; " : "", from);
     else
         snprintf(buf, n, "%s (%s, %s; no figure for this workload)", v, hr_str(w, "title", wl), hr_str(c, "hardware", "?"));
@@ -97,6 +98,48 @@ static void time_meaning(FILE *f, const hr_workload *w, const hr_ratios *q, cons
                    "than what the articles' setting realised.", rep);
 }
 
+/* The categories whose peaks moved most between two runs: "activations (-3.20 MB), gradients
+ * (-1.10 MB)" for the ones that shrank (sign < 0) or grew (sign > 0), largest first. */
+static int moved_categories(char *buf, size_t n, const hr_run *from, const hr_run *to, int sign) {
+    int idx[HR_MEM_CATS], m = 0;
+    double d[HR_MEM_CATS];
+    for (int k = 0; k < HR_MEM_CATS; k++) {
+        d[k] = hr_mem_cat(to, k) - hr_mem_cat(from, k);
+        /* a change under 0.5% of the larger total is noise in the sentence */
+        const double floor = 0.005 * fmax(from->peak_total, to->peak_total);
+        if (sign * d[k] > floor) idx[m++] = k;
+    }
+    for (int a = 1; a < m; a++)
+        for (int b = a; b > 0 && fabs(d[idx[b]]) > fabs(d[idx[b - 1]]); b--) {
+            const int t = idx[b];
+            idx[b] = idx[b - 1];
+            idx[b - 1] = t;
+        }
+    size_t l = 0;
+    buf[0] = 0;
+    for (int a = 0; a < m && l < n; a++)
+        l += (size_t)snprintf(buf + l, n - l, "%s%s (%+.2f MB)", a == 0 ? "" : a == m - 1 ? " and " : ", ",
+                              hr_mem_labels[idx[a]], mb(d[idx[a]]));
+    return m;
+}
+
+/* Where the AMP saving comes from, one sentence from the category peaks. */
+static void saving_sources(FILE *f, const hr_run *p, const hr_run *a) {
+    char down[512], up[512];
+    const int nd = moved_categories(down, sizeof down, p, a, -1), nu = moved_categories(up, sizeof up, p, a, +1);
+    const double s = p->peak_total - a->peak_total;
+    if (s >= 0) {
+        fprintf(f, "The AMP saving of %.2f MB (%.1f%% of the FP32 total) comes from %s", mb(s),
+                100.0 * s / p->peak_total, nd ? down : "no single category (each moved by under 0.5%)");
+        if (nu) fprintf(f, "; against it, %s", up);
+        fprintf(f, ". ");
+    } else {
+        fprintf(f, "AMP holds %.2f MB more than FP32: the growth is in %s", mb(-s), nu ? up : "no single category");
+        if (nd) fprintf(f, ", which the savings in %s do not make up for", down);
+        fprintf(f, ". ");
+    }
+}
+
 static void memory_meaning(FILE *f, const hr_workload *w, const hr_ratios *q, const cJSON *claim) {
     const double s = q->amp_memory_saving_pct, rep = hr_num(claim, "value", NAN);
     if (!isfinite(s)) {
@@ -104,33 +147,25 @@ static void memory_meaning(FILE *f, const hr_workload *w, const hr_ratios *q, co
         return;
     }
     const hr_run *a = w->amp, *p = w->fp32;
-    const double w32 = p->peak_parameters + p->peak_master, w16 = a->peak_parameters + a->peak_master;
     const double act_share = p->peak_total > 0 ? 100.0 * p->peak_activations / p->peak_total : NAN;
-    fprintf(f, "Peak %.2f MB (FP32) vs %.2f MB (AMP). AMP keeps an fp16 working copy of the weights beside the "
-               "fp32 master copy (weights %.2f -> %.2f MB) and stores activations in fp16 (activations %.2f -> "
-               "%.2f MB); gradients %.2f -> %.2f MB, workspace %.2f -> %.2f MB. ",
-            mb(p->peak_total), mb(a->peak_total), mb(w32), mb(w16), mb(p->peak_activations), mb(a->peak_activations),
-            mb(p->peak_gradients), mb(a->peak_gradients), mb(p->peak_workspace), mb(a->peak_workspace));
-    if (isfinite(act_share))
-        fprintf(f, "Activations are %.0f%% of the FP32 peak here. ", act_share);
-    if (s < 0) {
-        /* name the category that grew most: the reader sees where AMP's extra memory went */
-        const char *names[4] = {"the weights (fp16 copy beside the fp32 master)", "the gradients", "the activations",
-                                "the workspace (conversion and matrix-product buffers)"};
-        const double grow[4] = {w16 - w32, a->peak_gradients - p->peak_gradients,
-                                a->peak_activations - p->peak_activations, a->peak_workspace - p->peak_workspace};
-        int k = 0;
-        for (int i = 1; i < 4; i++)
-            if (grow[i] > grow[k]) k = i;
-        fprintf(f, "AMP needs more memory here; the largest growth is in %s (+%.2f MB), which the halved "
-                   "activations (-%.2f MB) do not make up for; ",
-                names[k], mb(grow[k]), mb(p->peak_activations - a->peak_activations));
-    } else {
-        fprintf(f, "Halving the activations outweighs the extra weight copy; ");
+    fprintf(f, "Peak %.2f MB (FP32) vs %.2f MB (AMP), the comparable total: what a GPU run of this configuration "
+               "holds (weights, master weights, gradients, optimizer state, activations, workspace). ",
+            mb(p->peak_total), mb(a->peak_total));
+    saving_sources(f, p, a);
+    if (isfinite(act_share)) fprintf(f, "Activations are %.0f%% of the FP32 peak here. ", act_share);
+    if (strcmp(a->backend, "cpu") == 0 && isfinite(p->peak_cpu_scratch) && isfinite(a->peak_cpu_scratch))
+        fprintf(f, "Measured on the CPU over the same buffers a GPU run allocates, so this saving is a real figure "
+                   "for this configuration, not an artefact of the CPU; the buffers only the CPU implementation "
+                   "needs (cpu_scratch: %.2f MB FP32, %.2f MB AMP) are counted apart and left out. ",
+                mb(p->peak_cpu_scratch), mb(a->peak_cpu_scratch));
+    if (isfinite(rep)) {
+        if (fabs(s - rep) <= 10)
+            fprintf(f, "Within 10 points of the reported %g%%.", rep);
+        else
+            fprintf(f, "The reported %g%% saving needs activations to dominate, as they do when training a deep "
+                       "network at a large batch%s.",
+                    rep, s < rep ? "; here they weigh less against the weights, master weights and gradients" : "");
     }
-    if (isfinite(rep))
-        fprintf(f, "the reported %g%% saving needs activations to dominate, as they do when training a deep "
-                   "network at a large batch.", rep);
 }
 
 static void accuracy_meaning(FILE *f, const hr_reported *rep, const hr_workload *w, const hr_ratios *q,
@@ -152,10 +187,20 @@ static void accuracy_meaning(FILE *f, const hr_reported *rep, const hr_workload 
         return;
     }
     const int want = (int)hr_num(hr_reported_workload(rep, w->model), "epochs", 0);
-    if (want > 0 && (w->amp->epochs_done < want || !w->amp->complete || w->amp->max_steps > 0))
-        fprintf(f, "This run trained %ld steps (%d of the articles' %d epochs), so both accuracies are far from "
-                   "converged; only the delta is comparable.",
-                w->amp->steps, w->amp->epochs_done, want);
+    if (want <= 0 || (w->amp->epochs_done >= want && w->amp->complete && w->amp->max_steps <= 0)) return;
+    char data[96] = "";
+    if (w->amp->train_subset > 0 || w->amp->test_subset > 0)
+        snprintf(data, sizeof data, " on %ld training images, evaluated on %ld", w->amp->train_samples,
+                 w->amp->test_samples);
+    if (w->amp->max_steps > 0)
+        fprintf(f, "A quick run: %ld optimizer steps%s, not the articles' %d epochs, so neither accuracy nor the "
+                   "delta is comparable with the %d-epoch figures; it shows only that AMP trains as FP32 does over "
+                   "these steps.",
+                w->amp->steps, data, want, want);
+    else
+        fprintf(f, "This run trained %d of the articles' %d epochs (%ld steps%s), so both accuracies are short of "
+                   "converged and the delta is only indicative.",
+                w->amp->epochs_done, want, w->amp->steps, data);
 }
 
 static void dp_meaning(FILE *f, const hr_workload *w, const hr_ratios *q) {
@@ -220,7 +265,7 @@ static void absolute_rows(FILE *f, const hr_reported *rep, const hr_runset *rs, 
                "carries over):\n\n| quantity | reported | measured |\n|---|---|---|\n");
     for (int k = 0; k < 3; k++) {
         const hr_run *r = runs[k];
-        char rc[512], mc[256], est[96] = "";
+        char rc[512], mc[256], est[128] = "";
         const cJSON *c = hr_reported_claim_mode(rep, w->model, modes[k], "total_time");
         claim_cell(rc, sizeof rc, rep, c, w->model);
         if (r) {
@@ -230,6 +275,8 @@ static void absolute_rows(FILE *f, const hr_reported *rep, const hr_runset *rs, 
                 if (s >= 3600) snprintf(est, sizeof est, "; %.1f h at this rate for %d epochs", s / 3600, want);
                 else if (s >= 60) snprintf(est, sizeof est, "; %.1f min at this rate for %d epochs", s / 60, want);
                 else snprintf(est, sizeof est, "; %.0f s at this rate for %d epochs", s, want);
+                const size_t l = strlen(est);
+                snprintf(est + l, sizeof est - l, " of %.0f images", train);
             }
             snprintf(mc, sizeof mc, "%.2f s training for %ld steps (%d epoch%s)%s", r->total_time_s, r->steps,
                      r->epochs_done, r->epochs_done == 1 ? "" : "s", est);
@@ -241,8 +288,8 @@ static void absolute_rows(FILE *f, const hr_reported *rep, const hr_runset *rs, 
         c = hr_reported_claim_mode(rep, w->model, modes[k], k == 2 ? "peak_memory_per_device" : "peak_memory");
         claim_cell(rc, sizeof rc, rep, c, w->model);
         if (r)
-            snprintf(mc, sizeof mc, "%.2f MB peak%s (tracked allocator: weights, gradients, activations, "
-                                    "workspace)", mb(r->peak_total), k == 2 ? " per rank" : "");
+            snprintf(mc, sizeof mc, "%.2f MB peak%s (comparable total: the tracked allocator's categories, "
+                                    "CPU-only scratch excluded)", mb(r->peak_total), k == 2 ? " per rank" : "");
         else
             snprintf(mc, sizeof mc, DASH);
         fprintf(f, "| %s peak memory | %s | %s |\n", names[k], rc, mc);
@@ -280,15 +327,227 @@ static void absolute_rows(FILE *f, const hr_reported *rep, const hr_runset *rs, 
     fprintf(f, "\n");
 }
 
+/* Peak memory by category, FP32 beside AMP (and a data-parallel rank), with the saving of each
+ * category and the sentence saying where the saving comes from. */
+static void memory_table(FILE *f, const hr_workload *w) {
+    const hr_run *p = w->fp32, *a = w->amp, *d = w->dp;
+    if (!p && !a) return;
+    const int both = p && a && p->peak_total > 0;
+    char x[48], y[48], z[48], u[48], v[48];
+    fprintf(f, "Peak memory by category (MB; each category at its own peak, the comparable total is the peak of "
+               "their sum, so it can be less than the rows added up; cpu_scratch, the buffers only the CPU "
+               "implementation needs, is counted apart and is not in the total):\n\n");
+    fprintf(f, "| category | FP32 | AMP | saving (MB) | saving (%%) |%s\n|---|---|---|---|---|%s\n",
+            d ? " data-parallel AMP, per rank |" : "", d ? "---|" : "");
+    for (int k = 0; k <= HR_MEM_CATS + 2; k++) {
+        /* the six categories, the comparable total, cpu_scratch, the total with cpu_scratch */
+        double vp = NAN, va = NAN, vd = NAN;
+        const char *label;
+        char lab[96];
+        if (k < HR_MEM_CATS) {
+            label = hr_mem_labels[k];
+            if (p) vp = hr_mem_cat(p, k);
+            if (a) va = hr_mem_cat(a, k);
+            if (d) vd = hr_mem_cat(d, k);
+        } else if (k == HR_MEM_CATS) {
+            label = "**comparable total** (peak of the sum)";
+            if (p) vp = p->peak_total;
+            if (a) va = a->peak_total;
+            if (d) vd = d->peak_total;
+        } else if (k == HR_MEM_CATS + 1) {
+            label = "cpu_scratch (CPU implementation only; not in the total)";
+            if (p) vp = p->peak_cpu_scratch;
+            if (a) va = a->peak_cpu_scratch;
+            if (d) vd = d->peak_cpu_scratch;
+            if (!isfinite(vp) && !isfinite(va)) continue; /* records from before the split */
+        } else {
+            label = "total with cpu_scratch";
+            if (p) vp = p->peak_total_with_scratch;
+            if (a) va = a->peak_total_with_scratch;
+            if (d) vd = d->peak_total_with_scratch;
+            if (!isfinite(vp) && !isfinite(va)) continue;
+        }
+        snprintf(lab, sizeof lab, "%s", label);
+        const double save = vp - va;
+        fprintf(f, "| %s | %s | %s | %s | %s |", lab, fmt_num(x, sizeof x, mb(vp), "%.2f"),
+                fmt_num(y, sizeof y, mb(va), "%.2f"), fmt_num(z, sizeof z, both ? mb(save) : NAN, "%+.2f"),
+                fmt_num(u, sizeof u, both && vp > 0 ? 100.0 * save / vp : NAN, "%+.1f%%"));
+        if (d) fprintf(f, " %s |", fmt_num(v, sizeof v, mb(vd), "%.2f"));
+        fprintf(f, "\n");
+    }
+    fprintf(f, "\n");
+    if (both) {
+        saving_sources(f, p, a);
+        fprintf(f, "\n\n");
+    }
+}
+
+static const hr_planned *planned_run(const hr_runset *rs, const char *workload, const char *mode, int peer) {
+    const hr_planned *found = NULL;
+    for (int i = 0; i < rs->n_planned; i++) {
+        const hr_planned *p = &rs->planned[i];
+        if (!strcmp(p->workload, workload) && !strcmp(p->mode, mode) && (strcmp(p->tool, "ampbench") != 0) == peer)
+            found = p;
+    }
+    return found;
+}
+
+/* A cell of the peer table: the figure, or why there is none (the manifest's status and reason). */
+static const char *peer_cell(char *buf, size_t n, const hr_runset *rs, const hr_workload *w, const hr_run *r,
+                             double v, const char *fmt, const char *mode, int peer) {
+    if (r && isfinite(v)) {
+        snprintf(buf, n, fmt, v);
+        return buf;
+    }
+    if (r) return "not measured";
+    const hr_planned *pl = planned_run(rs, w->model, mode, peer);
+    if (pl && strcmp(pl->status, "ok") != 0) {
+        if (snprintf(buf, n, "%s: %s", pl->status, *pl->reason ? pl->reason : "no reason recorded") >= (int)n)
+            strcpy(buf + n - 4, "...");
+        return buf;
+    }
+    return "not run";
+}
+
+static const char *ratio_cell(char *buf, size_t n, double a, double b) {
+    return fmt_num(buf, n, isfinite(a) && isfinite(b) && b > 0 ? a / b : NAN, "%.2fx");
+}
+
+/* How a run's peak memory was measured, in words. */
+static void mem_method(char *buf, size_t n, const hr_run *r) {
+    if (!r->peer)
+        snprintf(buf, n, "ampbench's tracked allocator, the comparable total (what a GPU run of this configuration "
+                         "holds; cpu_scratch left out)");
+    else if (!isfinite(r->peak_total))
+        snprintf(buf, n, "not measured: the peer records no memory figure on %s", r->backend);
+    else if (*r->mem_method)
+        snprintf(buf, n, "%s", r->mem_method);
+    else if (!strcmp(r->backend, "cuda"))
+        snprintf(buf, n, "torch.cuda.max_memory_allocated (no method recorded)");
+    else
+        snprintf(buf, n, "no method recorded");
+}
+
+/* ampbench beside its PyTorch peer: throughput, peak memory, accuracy per precision and the AMP/FP32
+ * ratios of each. */
+static void peer_table(FILE *f, const hr_runset *rs, const hr_workload *w) {
+    int planned = 0;
+    for (int i = 0; i < rs->n_planned; i++)
+        planned |= !strcmp(rs->planned[i].workload, w->model) && strcmp(rs->planned[i].tool, "ampbench") != 0;
+    if (w->n_peer == 0 && !planned) {
+        if (*rs->peers_note) fprintf(f, "**PyTorch peer not run**: %s.\n\n", rs->peers_note);
+        return;
+    }
+    const char *tool = *w->peer_tool ? w->peer_tool : "pytorch";
+    const char *script = w->n_peer ? hr_str(cJSON_GetObjectItemCaseSensitive(w->peer_all[0]->json, "peer"),
+                                            "script", "")
+                                   : "";
+    fprintf(f, "ampbench beside the PyTorch peer (`\"tool\": \"%s\"`%s%s%s), same device and settings:\n\n", tool,
+            *script ? ", `" : "", script, *script ? "`" : "");
+    if (w->n_peer == 0) {
+        const hr_planned *pl = NULL;
+        for (int i = 0; i < rs->n_planned && !pl; i++)
+            if (!strcmp(rs->planned[i].workload, w->model) && strcmp(rs->planned[i].tool, "ampbench") != 0)
+                pl = &rs->planned[i];
+        fprintf(f, "**PyTorch peer not run**: %s: %s.\n\n", pl->status, *pl->reason ? pl->reason : "no reason recorded");
+        return;
+    }
+    hr_workload pv;
+    hr_peer_view(w, &pv);
+    hr_ratios qa, qp;
+    hr_compute_ratios(w, 4, "gpus", &qa);
+    hr_compute_ratios(&pv, 4, "gpus", &qp);
+    const hr_run *A[3] = {w->fp32, w->amp, w->dp}, *P[3] = {w->peer_fp32, w->peer_amp, w->peer_dp};
+    static const char *const modes[3] = {"fp32", "amp", "dp-amp"};
+    static const char *const names[3] = {"FP32", "AMP", "data-parallel AMP"};
+    const int n_modes = (w->dp || w->peer_dp || planned_run(rs, w->model, "dp-amp", 1)) ? 3 : 2;
+    char c1[320], c2[320], c3[48];
+    fprintf(f, "| quantity | ampbench | PyTorch | ampbench / PyTorch |\n|---|---|---|---|\n");
+    for (int k = 0; k < n_modes; k++) {
+        const double va = A[k] ? A[k]->samples_per_s : NAN, vp = P[k] ? P[k]->samples_per_s : NAN;
+        fprintf(f, "| %s samples/s | %s | %s | %s |\n", names[k],
+                peer_cell(c1, sizeof c1, rs, w, A[k], va, "%.1f", modes[k], 0),
+                peer_cell(c2, sizeof c2, rs, w, P[k], vp, "%.1f", modes[k], 1), ratio_cell(c3, sizeof c3, va, vp));
+    }
+    for (int k = 0; k < n_modes; k++) {
+        const double va = A[k] ? mb(A[k]->peak_total) : NAN, vp = P[k] ? mb(P[k]->peak_total) : NAN;
+        fprintf(f, "| %s peak memory (MB%s) | %s | %s | %s |\n", names[k], k == 2 ? ", per rank" : "",
+                peer_cell(c1, sizeof c1, rs, w, A[k], va, "%.2f", modes[k], 0),
+                peer_cell(c2, sizeof c2, rs, w, P[k], vp, "%.2f", modes[k], 1), ratio_cell(c3, sizeof c3, va, vp));
+    }
+    for (int k = 0; k < n_modes; k++) {
+        const double va = A[k] ? A[k]->final_accuracy : NAN, vp = P[k] ? P[k]->final_accuracy : NAN;
+        fprintf(f, "| %s test accuracy (%%) | %s | %s | %s |\n", names[k],
+                peer_cell(c1, sizeof c1, rs, w, A[k], va, "%.2f", modes[k], 0),
+                peer_cell(c2, sizeof c2, rs, w, P[k], vp, "%.2f", modes[k], 1),
+                fmt_num(c3, sizeof c3, va - vp, "%+.2f points"));
+    }
+    fprintf(f, "| AMP time saving vs FP32 | %s | %s | |\n", fmt_num(c1, sizeof c1, qa.amp_time_saving_pct, "%+.1f%%"),
+            fmt_num(c2, sizeof c2, qp.amp_time_saving_pct, "%+.1f%%"));
+    fprintf(f, "| AMP peak-memory saving vs FP32 | %s | %s | |\n",
+            fmt_num(c1, sizeof c1, qa.amp_memory_saving_pct, "%+.1f%%"),
+            fmt_num(c2, sizeof c2, qp.amp_memory_saving_pct, "%+.1f%%"));
+    fprintf(f, "| AMP test-accuracy delta | %s | %s | |\n",
+            fmt_num(c1, sizeof c1, qa.amp_accuracy_delta, "%+.2f points"),
+            fmt_num(c2, sizeof c2, qp.amp_accuracy_delta, "%+.2f points"));
+    char sa[64] = DASH, sp[64] = DASH;
+    if (w->fp32) snprintf(sa, sizeof sa, "%ld steps, batch %ld", w->fp32->steps, w->fp32->batch_size);
+    if (w->peer_fp32) snprintf(sp, sizeof sp, "%ld steps, batch %ld", w->peer_fp32->steps, w->peer_fp32->batch_size);
+    fprintf(f, "| FP32 run length | %s | %s | |\n\n", sa, sp);
+
+    /* what makes the two columns comparable, or not */
+    const hr_run *ra = w->fp32 ? w->fp32 : w->amp, *rp = w->peer_fp32 ? w->peer_fp32 : w->peer_all[0];
+    if (ra && strcmp(ra->backend, rp->backend) != 0)
+        fprintf(f, "The two ran on different devices (ampbench %s, PyTorch %s): the throughputs are not comparable. ",
+                ra->backend, rp->backend);
+    if (ra && (ra->steps != rp->steps || ra->batch_size != rp->batch_size))
+        fprintf(f, "The runs differ in length (ampbench %ld steps at batch %ld, PyTorch %ld at batch %ld: the peer "
+                   "takes only the options its --help lists), so the accuracies are not comparable; samples/s is. ",
+                ra->steps, ra->batch_size, rp->steps, rp->batch_size);
+    char ma[384], mp[384];
+    if (ra) mem_method(ma, sizeof ma, ra);
+    mem_method(mp, sizeof mp, rp);
+    const int pcuda_alloc = strstr(mp, "max_memory_allocated") != NULL;
+    if (!isfinite(rp->peak_total))
+        fprintf(f, "Peak memory: ampbench's is %s; PyTorch's is %s.", ra ? ma : DASH, mp);
+    else if (ra && pcuda_alloc && !strcmp(ra->backend, "cuda"))
+        fprintf(f, "Peak memory is measured alike: ampbench's is %s; PyTorch's is %s. Both count tensors allocated "
+                   "on the device (neither counts a caching allocator's unused blocks).",
+                ma, mp);
+    else
+        fprintf(f, "Peak memory is measured differently, so compare each tool's AMP/FP32 saving rather than the "
+                   "absolute figures: ampbench's is %s; PyTorch's is %s.",
+                ra ? ma : DASH, mp);
+    fprintf(f, "\n\n");
+}
+
 static void workload_section(FILE *f, const hr_reported *rep, const hr_runset *rs, const hr_workload *w,
                              const char *plots_rel,
                              char drawn[][128], int n_drawn) {
     const cJSON *wl = hr_reported_workload(rep, w->model);
+    const char *key = hr_reported_key(rep, w->model);
     fprintf(f, "## %s (`%s`)\n\n", hr_str(wl, "title", w->model), w->model);
-    if (wl) fprintf(f, "As reported: %s.%s%s\n\n", hr_str(wl, "setting", "?"), *hr_str(wl, "note", "") ? " " : "", hr_str(wl, "note", ""));
+    if (wl && strcmp(key, w->model) != 0)
+        fprintf(f, "As reported for `%s`, of which `%s` is a variant (the articles do not say which stem their "
+                   "network had): %s.\n\n", key, w->model, hr_str(wl, "setting", "?"));
+    else if (wl)
+        fprintf(f, "As reported: %s.%s%s\n\n", hr_str(wl, "setting", "?"), *hr_str(wl, "note", "") ? " " : "",
+                hr_str(wl, "note", ""));
+    if (w->n_all == 0) {
+        fprintf(f, "No ampbench result for this workload in the run folder (a peer result only).\n\n");
+        peer_table(f, rs, w);
+        return;
+    }
     const hr_run *any = w->all[0];
-    fprintf(f, "Measured here: %s backend (%s), batch %ld per rank, %s.\n\n", any->backend, any->device,
-            any->batch_size, any->max_steps > 0 ? "a step limit per run (quick run)" : "whole epochs");
+    fprintf(f, "Measured here: %s backend (%s), batch %ld per rank, %s", any->backend, any->device, any->batch_size,
+            any->max_steps > 0 ? "a step limit per run (quick run)" : "whole epochs");
+    if (any->train_subset > 0 || any->test_subset > 0)
+        fprintf(f, ", %ld training and %ld test images (subsets)", any->train_samples, any->test_samples);
+    const cJSON *wj = cJSON_GetObjectItemCaseSensitive(any->json, "workload");
+    if (*hr_str(wj, "lr_schedule", ""))
+        fprintf(f, ", lr %g %s with %.0f warm-up steps", hr_num(wj, "lr", NAN), hr_str(wj, "lr_schedule", ""),
+                hr_num(wj, "warmup_steps", 0));
+    fprintf(f, ".\n\n");
     runs_table(f, w);
 
     /* the projection is read at the articles' setting: 4 GPUs (ResNet-50) or 4 nodes (BERT) */
@@ -312,7 +571,7 @@ static void workload_section(FILE *f, const hr_reported *rep, const hr_runset *r
     c = hr_reported_claim(rep, w->model, "amp_memory_saving", 1);
     claim_cell(rc, sizeof rc, rep, c, w->model);
     if (isfinite(q.amp_memory_saving_pct))
-        snprintf(mc, sizeof mc, "%+.1f%% (FP32 %.2f -> AMP %.2f MB peak)", q.amp_memory_saving_pct,
+        snprintf(mc, sizeof mc, "%+.1f%% (FP32 %.2f -> AMP %.2f MB peak, comparable total)", q.amp_memory_saving_pct,
                  mb(w->fp32->peak_total), mb(w->amp->peak_total));
     else
         snprintf(mc, sizeof mc, DASH);
@@ -375,6 +634,8 @@ static void workload_section(FILE *f, const hr_reported *rep, const hr_runset *r
     fprintf(f, "1 - 1/speed-up. |\n\n");
 
     absolute_rows(f, rep, rs, w);
+    memory_table(f, w);
+    peer_table(f, rs, w);
 
     if (plots_rel && n_drawn > 0) {
         int any_plot = 0;
@@ -433,9 +694,11 @@ static void header(FILE *f, const hr_runset *rs) {
     fprintf(f, "Reproduction means honest measurement, not matching: each table sets the articles' figure beside "
                "the one measured here and says what the difference means. Ratios are computed from the result "
                "records: time saving = 1 - throughput(FP32)/throughput(AMP) (same work in both runs), memory "
-               "saving = 1 - peak(AMP)/peak(FP32) (tracked allocator, all categories), accuracy delta = "
+               "saving = 1 - peak(AMP)/peak(FP32) (the comparable total of the tracked allocator: every category but the CPU-only scratch), accuracy delta = "
                "accuracy(AMP) - accuracy(FP32), speed-up = throughput(N ranks)/throughput(1), efficiency = "
-               "speed-up/N. Figures marked **projected** come from a cost model, not a measurement.\n\n");
+               "speed-up/N. Figures marked **projected** come from a cost model, not a measurement. Results of "
+               "the PyTorch peer (`\"tool\": \"pytorch\"`) are set beside ampbench's in each workload's last "
+               "table and never enter these ratios.\n\n");
 }
 
 static void summary(FILE *f, const hr_reported *rep, const hr_workload *ws, int nw, char drawn[][128], int n_drawn,
@@ -502,7 +765,7 @@ int hr_write_report(const hr_runset *rs, const hr_reported *rep, const char *out
     const cJSON *wls = cJSON_GetObjectItemCaseSensitive(rep->json, "workloads"), *wl;
     cJSON_ArrayForEach(wl, wls) {
         int seen = 0;
-        for (int i = 0; i < nw; i++) seen |= strcmp(ws[i].model, wl->string) == 0;
+        for (int i = 0; i < nw; i++) seen |= strcmp(hr_reported_key(rep, ws[i].model), wl->string) == 0;
         if (!seen) reported_only_section(f, rep, wl->string, wl, rs);
     }
 

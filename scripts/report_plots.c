@@ -1,6 +1,7 @@
 /* The plots: writes each plot's data as small whitespace-separated files under OUT/data and runs
  * the matching gnuplot script of plots/ (amp_savings.gp, loss.gp, scale.gp, accuracy.gp,
- * scaling.gp) in that folder, so that only names built here reach gnuplot's command line. */
+ * scaling.gp, memory.gp) in that folder, so that only names built here reach gnuplot's command
+ * line. Only ampbench's runs are drawn; the peers' figures are in REPORT.md's tables. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <math.h>
@@ -96,6 +97,7 @@ static int plot_savings(const hr_workload *ws, int nw, const hr_reported *rep, c
     /* measured workloads first, then workloads that only have reported figures */
     for (int i = 0; i < nw; i++) {
         hr_ratios q;
+        if (ws[i].n_all == 0) continue; /* a peer result only */
         hr_compute_ratios(&ws[i], 4, "gpus", &q);
         const cJSON *ct = hr_reported_claim(rep, ws[i].model, "amp_time_saving", 0);
         const cJSON *cm = hr_reported_claim(rep, ws[i].model, "amp_memory_saving", 0);
@@ -107,7 +109,8 @@ static int plot_savings(const hr_workload *ws, int nw, const hr_reported *rep, c
         fmt_or_nan(f, hr_num(cm, "value", NAN));
         fmt_or_nan(f, q.amp_memory_saving_pct);
         fprintf(f, " %d 1\n", ct || cm);
-        snprintf(seen[n_seen++], 64, "%s", ws[i].model);
+        /* a variant (resnet50-cifar) stands for the reported workload (resnet50) it is set beside */
+        snprintf(seen[n_seen++], 64, "%s", hr_reported_key(rep, ws[i].model));
         rows++;
     }
     const cJSON *wls = cJSON_GetObjectItemCaseSensitive(rep ? rep->json : NULL, "workloads"), *wl;
@@ -320,6 +323,68 @@ static int plot_scaling(const hr_workload *w, const char *dd, const char *gp, ch
     return add_drawn(drawn, max, n, out);
 }
 
+/* Peak memory by category: one stacked bar per run (FP32, AMP, a data-parallel rank), the
+ * comparable total marked on each, cpu_scratch drawn apart as a hatched bar beside it, and the
+ * saving of each category AMP vs FP32 in a second panel. */
+static int plot_memory(const hr_workload *w, const char *dd, const char *gp, char drawn[][128], int max, int *n) {
+    const hr_run *runs[3] = {w->fp32, w->amp, w->dp};
+    int rows = 0, have_scratch = 0;
+    double top = 0;
+    char model[64], name[160];
+    safe_label(model, sizeof model, w->model);
+    snprintf(name, sizeof name, "memory_%s.dat", model);
+    FILE *f = open_data(dd, name);
+    if (!f) return -1;
+    fprintf(f, "# run  cumulative MB of weights master gradients optimizer activations workspace (stack tops), "
+               "comparable_total_MB cpu_scratch_MB (NaN: not recorded), then each category's own MB\n");
+    for (int i = 0; i < 3; i++) {
+        const hr_run *r = runs[i];
+        if (!r || !(r->peak_total > 0)) continue;
+        char lab[64];
+        if (i < 2) snprintf(lab, sizeof lab, "%s", i == 0 ? "FP32" : "AMP");
+        else snprintf(lab, sizeof lab, "AMP-%d-ranks-per-rank", r->world_size);
+        fprintf(f, "\"%s\"", lab);
+        double cum = 0;
+        for (int k = 0; k < HR_MEM_CATS; k++) {
+            cum += hr_mem_cat(r, k) / 1e6;
+            fprintf(f, " %.6f", cum);
+        }
+        if (cum > top) top = cum;
+        fmt_or_nan(f, r->peak_total / 1e6);
+        fmt_or_nan(f, r->peak_cpu_scratch / 1e6);
+        if (isfinite(r->peak_cpu_scratch)) {
+            have_scratch = 1;
+            if (r->peak_cpu_scratch / 1e6 > top) top = r->peak_cpu_scratch / 1e6;
+        }
+        for (int k = 0; k < HR_MEM_CATS; k++) fprintf(f, " %.6f", hr_mem_cat(r, k) / 1e6);
+        fprintf(f, "\n");
+        rows++;
+    }
+    fclose(f);
+    if (rows == 0) return 0;
+    char saving[160] = "";
+    if (w->fp32 && w->amp && w->fp32->peak_total > 0 && w->amp->peak_total > 0) {
+        snprintf(saving, sizeof saving, "memory_%s_saving.dat", model);
+        f = open_data(dd, saving);
+        if (!f) return -1;
+        fprintf(f, "# category MB_saved_by_AMP (FP32 - AMP; negative: AMP holds more), category index\n");
+        static const char *const short_names[HR_MEM_CATS] = {"weights", "master", "gradients", "optimizer",
+                                                             "activations", "workspace"};
+        for (int k = 0; k < HR_MEM_CATS; k++)
+            fprintf(f, "\"%s\" %.6f %d\n", short_names[k], (hr_mem_cat(w->fp32, k) - hr_mem_cat(w->amp, k)) / 1e6,
+                    k + 1);
+        fprintf(f, "\"total\" %.6f 0\n", (w->fp32->peak_total - w->amp->peak_total) / 1e6);
+        fclose(f);
+    }
+    char vars[2048], out[160];
+    snprintf(out, sizeof out, "memory_%s.png", model);
+    snprintf(vars, sizeof vars,
+             "out='../%s'; w=%d; h=%d; data='%s'; saving='%s'; workload='%s'; nruns=%d; scratch=%d; ymax=%g", out,
+             HR_PLOT_W, HR_PLOT_H, name, saving, model, rows, have_scratch, top * 1.18 + 1e-9);
+    AB_TRY(gnuplot(dd, gp, "memory.gp", vars));
+    return add_drawn(drawn, max, n, out);
+}
+
 int hr_draw_plots(const hr_runset *rs, const hr_reported *rep, const char *gp_dir, const char *out_dir,
                   char drawn[][128], int max, int *n_drawn) {
     *n_drawn = 0;
@@ -335,6 +400,7 @@ int hr_draw_plots(const hr_runset *rs, const hr_reported *rep, const char *gp_di
         if (rc == 0) rc = plot_scale(&ws[i], dd, gp_dir, drawn, max, n_drawn);
         if (rc == 0) rc = plot_accuracy(&ws[i], dd, gp_dir, drawn, max, n_drawn);
         if (rc == 0) rc = plot_scaling(&ws[i], dd, gp_dir, drawn, max, n_drawn);
+        if (rc == 0) rc = plot_memory(&ws[i], dd, gp_dir, drawn, max, n_drawn);
     }
     free(ws);
     return rc;

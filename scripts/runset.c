@@ -1,5 +1,5 @@
-/* Loading a run folder (result records + run.json), grouping runs by workload, the ratios, and
- * results/reported.json look-ups. */
+/* Loading a run folder (ampbench's result records, the PyTorch peers' records in the same format,
+ * run.json), grouping runs by workload, the ratios, and results/reported.json look-ups. */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <errno.h>
@@ -23,6 +23,20 @@ const char *hr_str(const cJSON *o, const char *key, const char *dflt) {
 }
 
 static void copy_str(char *dst, size_t n, const char *src) { snprintf(dst, n, "%s", src ? src : ""); }
+
+/* The tools whose records the harness reads: ampbench itself and its peers (bench/pytorch/). */
+static int known_tool(const char *t) { return !strcmp(t, "ampbench") || !strcmp(t, "pytorch"); }
+
+const char *const hr_mem_keys[HR_MEM_CATS] = {"parameters", "master_weights", "gradients",
+                                               "optimizer_state", "activations", "workspace"};
+const char *const hr_mem_labels[HR_MEM_CATS] = {"weights (what the forward reads)", "master weights (fp32)",
+                                                 "gradients", "optimizer state", "activations", "workspace"};
+
+double hr_mem_cat(const hr_run *r, int k) {
+    const double v[HR_MEM_CATS] = {r->peak_parameters, r->peak_master, r->peak_gradients,
+                                   r->peak_optimizer, r->peak_activations, r->peak_workspace};
+    return k >= 0 && k < HR_MEM_CATS ? v[k] : NAN;
+}
 
 int hr_read_file(const char *path, char **text) {
     FILE *f = fopen(path, "rb");
@@ -103,7 +117,8 @@ static int run_from_json(const char *path, cJSON *j, hr_run *r) {
                                            "peak_memory_bytes", "amp", "world_size", "host"};
     for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
         if (!cJSON_GetObjectItemCaseSensitive(j, required[i]))
-            return ab_errorf("%s: not a complete ampbench result: no '%s'", path, required[i]);
+            return ab_errorf("%s: not a complete %s result: no '%s'", path, hr_str(j, "tool", "ampbench"),
+                             required[i]);
     const cJSON *wl = cJSON_GetObjectItemCaseSensitive(j, "workload");
     const cJSON *host = cJSON_GetObjectItemCaseSensitive(j, "host");
     const cJSON *ep = cJSON_GetObjectItemCaseSensitive(j, "epochs");
@@ -117,6 +132,8 @@ static int run_from_json(const char *path, cJSON *j, hr_run *r) {
         !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(j, "total_time_s")))
         return ab_errorf("%s: 'samples_per_s' or 'total_time_s' is not a number", path);
 
+    copy_str(r->tool, sizeof r->tool, hr_str(j, "tool", "ampbench"));
+    r->peer = strcmp(r->tool, "ampbench") != 0;
     copy_str(r->model, sizeof r->model, hr_str(wl, "model", "?"));
     copy_str(r->dataset, sizeof r->dataset, hr_str(wl, "dataset", "?"));
     copy_str(r->precision, sizeof r->precision, hr_str(j, "precision", "?"));
@@ -130,6 +147,10 @@ static int run_from_json(const char *path, cJSON *j, hr_run *r) {
     r->epochs_requested = (int)hr_num(wl, "epochs", 0);
     r->max_steps = (long)hr_num(wl, "max_steps", 0);
     r->batch_size = (long)hr_num(wl, "batch_size", 0);
+    r->train_samples = (long)hr_num(wl, "train_samples", 0);
+    r->test_samples = (long)hr_num(wl, "test_samples", 0);
+    r->train_subset = (long)hr_num(wl, "train_subset", 0);
+    r->test_subset = (long)hr_num(wl, "test_subset", 0);
     r->epochs_done = cJSON_GetArraySize(ep);
     r->final_accuracy = NAN;
     r->final_train_loss = NAN;
@@ -152,6 +173,11 @@ static int run_from_json(const char *path, cJSON *j, hr_run *r) {
     r->peak_activations = hr_num(mem, "activations", 0);
     r->peak_optimizer = hr_num(mem, "optimizer_state", 0);
     r->peak_workspace = hr_num(mem, "workspace", 0);
+    r->peak_cpu_scratch = hr_num(mem, "cpu_scratch", NAN);
+    r->peak_total_with_scratch = hr_num(mem, "total_with_cpu_scratch", NAN);
+    copy_str(r->mem_method, sizeof r->mem_method, hr_str(mem, "method", ""));
+    /* a peer on a CPU may record no memory at all (total 0): not measured, not zero */
+    if (r->peer && !(r->peak_total > 0)) r->peak_total = NAN;
     const cJSON *ov = cJSON_GetObjectItemCaseSensitive(amp, "overflow_events");
     r->overflow_events = cJSON_IsArray(ov) ? cJSON_GetArraySize(ov) : 0;
     r->skipped_steps = (long)hr_num(amp, "skipped_steps", 0);
@@ -169,9 +195,9 @@ int hr_run_load(const char *path, hr_run *r) {
     cJSON *j = cJSON_Parse(text);
     free(text);
     if (!j) return ab_errorf("%s: not valid JSON", path);
-    if (!cJSON_IsObject(j) || strcmp(hr_str(j, "tool", ""), "ampbench") != 0) {
+    if (!cJSON_IsObject(j) || !known_tool(hr_str(j, "tool", ""))) {
         cJSON_Delete(j);
-        return ab_errorf("%s: not an ampbench result (no \"tool\": \"ampbench\")", path);
+        return ab_errorf("%s: not an ampbench or peer result (no \"tool\": \"ampbench\" or \"pytorch\")", path);
     }
     if (run_from_json(path, j, r) != 0) {
         cJSON_Delete(j);
@@ -187,9 +213,12 @@ void hr_run_free(hr_run *r) {
 }
 
 void hr_run_summary_line(const hr_run *r, char *buf, size_t n) {
-    snprintf(buf, n, "%s %s %d rank%s: %ld steps in %.2f s, %.0f samples/s, peak %.2f MB, %.2f%% test accuracy%s",
-             r->precision, r->backend, r->world_size, r->world_size == 1 ? "" : "s", r->steps, r->total_time_s,
-             r->samples_per_s, r->peak_total / 1e6, r->final_accuracy,
+    char mem[48];
+    if (isfinite(r->peak_total)) snprintf(mem, sizeof mem, "peak %.2f MB", r->peak_total / 1e6);
+    else snprintf(mem, sizeof mem, "peak memory not measured");
+    snprintf(buf, n, "%s%s%s %s %d rank%s: %ld steps in %.2f s, %.0f samples/s, %s, %.2f%% test accuracy%s",
+             r->peer ? r->tool : "", r->peer ? " " : "", r->precision, r->backend, r->world_size,
+             r->world_size == 1 ? "" : "s", r->steps, r->total_time_s, r->samples_per_s, mem, r->final_accuracy,
              r->complete ? "" : (r->interrupted ? " (interrupted)" : " (incomplete)"));
 }
 
@@ -210,7 +239,9 @@ static void load_manifest(hr_runset *rs, const char *path) {
         copy_str(p->mode, sizeof p->mode, hr_str(e, "mode", ""));
         copy_str(p->status, sizeof p->status, hr_str(e, "status", ""));
         copy_str(p->reason, sizeof p->reason, hr_str(e, "reason", ""));
+        copy_str(p->tool, sizeof p->tool, hr_str(e, "tool", "ampbench"));
     }
+    copy_str(rs->peers_note, sizeof rs->peers_note, hr_str(rs->manifest, "peers", ""));
 }
 
 int hr_runset_load(const char *dir, hr_runset *rs) {
@@ -247,7 +278,7 @@ int hr_runset_load(const char *dir, hr_runset *rs) {
             rc = ab_errorf("%s: not valid JSON", path);
             break;
         }
-        if (!cJSON_IsObject(j) || strcmp(hr_str(j, "tool", ""), "ampbench") != 0) {
+        if (!cJSON_IsObject(j) || !known_tool(hr_str(j, "tool", ""))) {
             cJSON_Delete(j); /* another tool's file (benchmark JSON, ...) */
             continue;
         }
@@ -287,6 +318,17 @@ static int run_order(const hr_run *r) {
     return (r->world_size > 1 ? 10 : 0) + p;
 }
 
+/* Inserts r into list (n entries) in run_order: FP32, AMP, BF16, then the data-parallel runs. */
+static void insert_ordered(const hr_run **list, int *n, const hr_run *r) {
+    int at = *n;
+    while (at > 0 && run_order(list[at - 1]) > run_order(r)) {
+        list[at] = list[at - 1];
+        at--;
+    }
+    list[at] = r;
+    (*n)++;
+}
+
 int hr_group_workloads(const hr_runset *rs, hr_workload *out, int max, int *n) {
     *n = 0;
     for (int i = 0; i < rs->n_runs; i++) {
@@ -300,19 +342,30 @@ int hr_group_workloads(const hr_runset *rs, hr_workload *out, int max, int *n) {
             memset(w, 0, sizeof *w);
             copy_str(w->model, sizeof w->model, r->model);
         }
-        /* FP32, AMP, BF16, then the data-parallel runs: tables and plot legends in that order */
-        int at = w->n_all;
-        while (at > 0 && run_order(w->all[at - 1]) > run_order(r)) {
-            w->all[at] = w->all[at - 1];
-            at--;
+        /* tables and plot legends in run_order; a peer's runs never fill ampbench's slots */
+        const hr_run **fp32 = r->peer ? &w->peer_fp32 : &w->fp32, **amp = r->peer ? &w->peer_amp : &w->amp,
+                     **dp = r->peer ? &w->peer_dp : &w->dp;
+        if (r->peer) {
+            insert_ordered(w->peer_all, &w->n_peer, r);
+            copy_str(w->peer_tool, sizeof w->peer_tool, r->tool);
+        } else {
+            insert_ordered(w->all, &w->n_all, r);
         }
-        w->all[at] = r;
-        w->n_all++;
-        if (r->world_size == 1 && strcmp(r->precision, "fp32") == 0) w->fp32 = better(w->fp32, r);
-        if (r->world_size == 1 && strcmp(r->precision, "amp") == 0) w->amp = better(w->amp, r);
-        if (r->world_size > 1 && strcmp(r->precision, "amp") == 0) w->dp = better(w->dp, r);
+        if (r->world_size == 1 && strcmp(r->precision, "fp32") == 0) *fp32 = better(*fp32, r);
+        if (r->world_size == 1 && strcmp(r->precision, "amp") == 0) *amp = better(*amp, r);
+        if (r->world_size > 1 && strcmp(r->precision, "amp") == 0) *dp = better(*dp, r);
     }
     return 0;
+}
+
+void hr_peer_view(const hr_workload *w, hr_workload *view) {
+    memset(view, 0, sizeof *view);
+    copy_str(view->model, sizeof view->model, w->model);
+    view->fp32 = w->peer_fp32;
+    view->amp = w->peer_amp;
+    view->dp = w->peer_dp;
+    memcpy(view->all, w->peer_all, sizeof view->all);
+    view->n_all = w->n_peer;
 }
 
 const hr_run *hr_projection_run(const hr_workload *w) {
@@ -394,8 +447,20 @@ void hr_reported_free(hr_reported *rep) {
     rep->json = NULL;
 }
 
+const char *hr_reported_key(const hr_reported *rep, const char *model) {
+    const cJSON *wls = cJSON_GetObjectItemCaseSensitive(rep ? rep->json : NULL, "workloads"), *wl;
+    if (!wls || cJSON_GetObjectItemCaseSensitive(wls, model)) return model;
+    const char *best = NULL;
+    cJSON_ArrayForEach(wl, wls) {
+        const size_t l = strlen(wl->string);
+        if (strncmp(model, wl->string, l) == 0 && model[l] == '-' && (!best || l > strlen(best))) best = wl->string;
+    }
+    return best ? best : model;
+}
+
 const cJSON *hr_reported_claim(const hr_reported *rep, const char *workload, const char *metric, int fallback) {
     if (!rep || !rep->json) return NULL;
+    workload = hr_reported_key(rep, workload);
     const cJSON *claims = cJSON_GetObjectItemCaseSensitive(rep->json, "claims"), *c;
     cJSON_ArrayForEach(c, claims) {
         if (strcmp(hr_str(c, "workload", ""), workload) == 0 && strcmp(hr_str(c, "metric", ""), metric) == 0) return c;
@@ -409,6 +474,7 @@ const cJSON *hr_reported_claim(const hr_reported *rep, const char *workload, con
 
 const cJSON *hr_reported_claim_mode(const hr_reported *rep, const char *workload, const char *mode, const char *metric) {
     if (!rep || !rep->json) return NULL;
+    workload = hr_reported_key(rep, workload);
     const cJSON *claims = cJSON_GetObjectItemCaseSensitive(rep->json, "claims"), *c;
     cJSON_ArrayForEach(c, claims) {
         if (!strcmp(hr_str(c, "workload", ""), workload) && !strcmp(hr_str(c, "mode", ""), mode) &&
@@ -420,5 +486,6 @@ const cJSON *hr_reported_claim_mode(const hr_reported *rep, const char *workload
 
 const cJSON *hr_reported_workload(const hr_reported *rep, const char *model) {
     if (!rep || !rep->json) return NULL;
-    return cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(rep->json, "workloads"), model);
+    return cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(rep->json, "workloads"),
+                                            hr_reported_key(rep, model));
 }

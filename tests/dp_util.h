@@ -12,6 +12,7 @@
 
 #include "params.h"
 #include "rng.h"
+#include "models.h"
 #include "train.h"
 
 static inline int dp_write_idx(const char *path, const uint8_t *data, int ndim, const int *dims) {
@@ -60,6 +61,7 @@ static inline int dp_write_dataset(const char *dir, int n_train, int n_test, int
 static inline ab_train_config dp_config(const char *dir, ab_precision prec, int batch, int hidden, const char *comm) {
     ab_train_config c;
     ab_train_config_defaults(&c);
+    c.workload = &ab_workloads;
     c.precision = prec;
     c.quiet = 1;
     c.data_dir = dir;

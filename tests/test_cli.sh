@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# The ampbench command line on bad input and interruption: an unknown flag, a bad value, a
-# missing or corrupt data file each give one clear line and a non-zero exit; an interrupted run
-# exits 130 and keeps the epochs it finished in its JSON result.
+# The ampbench command line: --name VALUE and --name=VALUE set the same thing; an unknown option,
+# a missing or bad value, a stray argument, a missing or corrupt data file each give one clear
+# line and a non-zero exit; --help lists each option of the parser's table once, and every option
+# README.md's ampbench section names is one the parser knows; an interrupted run exits 130 and
+# keeps the epochs it finished in its JSON result.
 set -u
 AMPBENCH=${1:?usage: test_cli.sh path/to/ampbench}
+README=$(dirname "$0")/../README.md
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failures=0
@@ -20,12 +23,34 @@ expect_error() {
   [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "ampbench $*: stderr is not one line: $(cat "$tmp/err")"
 }
 
-expect_error 2 "unknown option '--bogus'" -- train --bogus 1
-expect_error 2 "unknown precision 'fp8'" -- train --precision fp8
+expect_error 2 "unknown option '--bogus' (see ampbench --help)" -- train --bogus 1
+expect_error 2 "unknown option '--bogus' (see ampbench --help)" -- train --bogus=1
+expect_error 2 "unknown option '-x'" -- train -x
+expect_error 2 "unknown option '--epoch' (did you mean --epochs?" -- train --epoch 2
+expect_error 2 "--precision: unknown precision 'fp8'" -- train --precision fp8
 expect_error 2 "--epochs: 'x' is not an integer" -- train --epochs x
+expect_error 2 "--epochs: '0' is not an integer in [1, 100000]" -- train --epochs=0
 expect_error 2 "--lr: 'nan' is not a finite number" -- train --lr nan
+expect_error 2 "--lr: 'abc' is not a finite number" -- train --lr=abc
+expect_error 2 "--lr needs a value (LR)" -- train --lr
+expect_error 2 "--lr needs a value (LR), got an empty one" -- train --lr=
+expect_error 2 "--lr needs a value (LR), got the option '--quiet'" -- train --lr --quiet
+expect_error 2 "--quiet takes no value, got '1'" -- train --quiet=1
+expect_error 2 "unexpected argument 'extra'" -- train --quiet extra
+expect_error 2 "unexpected argument 'extra'" -- train -- extra
+expect_error 2 "--blocks: '1,1,x,1' is not four blocks per stage" -- train --blocks 1,1,x,1
+expect_error 2 "--blocks: '1,1,1' is not four blocks per stage" -- train --blocks 1,1,1
+expect_error 2 "--blocks: '1,1,1,1,1' is not four blocks per stage" -- train --blocks=1,1,1,1,1
+expect_error 2 "--blocks: '1,0,1,1' is not four blocks per stage" -- train --blocks 1,0,1,1
+expect_error 2 "--width: '0' is not an integer" -- train --width 0
+expect_error 2 "--train-subset: '-1' is not an integer" -- train --train-subset -1
+expect_error 2 "--warmup-steps: '-1' is not an integer" -- train --warmup-steps -1
+expect_error 2 "--lr-schedule: unknown learning-rate schedule 'exp'" -- train --lr-schedule exp
+expect_error 2 "--comm-timeout: '0' must be positive" -- train --comm-timeout=0
+expect_error 2 "--repeats: '0' is not an integer" -- bench --repeats 0
 expect_error 2 "unknown command 'fly'" -- fly
 expect_error 1 "unknown model 'vgg'" -- train --model vgg --max-steps 1 --quiet
+models=$(sed -n "s/.*(available: \(.*\))$/\1/p" "$tmp/err" | tr -d ,)
 expect_error 1 "$tmp/none/train-images-idx3-ubyte[.gz]: no such file" -- train --data "$tmp/none" --quiet
 
 # a corrupt data file: a truncated copy of the real training images
@@ -36,7 +61,63 @@ for f in train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz t10k-labels-idx1-u
 gzip -dc "$src/train-images-idx3-ubyte.gz" | head -c 100000 >"$tmp/bad/train-images-idx3-ubyte"
 expect_error 1 "$tmp/bad/train-images-idx3-ubyte: truncated" -- train --data "$tmp/bad" --quiet
 
-"$AMPBENCH" --help | grep -q -- "--precision" || fail "--help lists the options"
+# --help: generated from the option table, on stdout (exit 0), and on stderr (exit 2) when
+# ampbench is given nothing to do
+"$AMPBENCH" --help >"$tmp/help" 2>"$tmp/err"; rc=$?
+[ "$rc" -eq 0 ] && [ ! -s "$tmp/err" ] || fail "ampbench --help: exit $rc, stderr $(cat "$tmp/err")"
+"$AMPBENCH" train --lr 0.1 --help >"$tmp/out" 2>&1 || fail "ampbench train --lr 0.1 --help exited $?"
+cmp -s "$tmp/help" "$tmp/out" || fail "ampbench train --help differs from ampbench --help"
+"$AMPBENCH" >"$tmp/out" 2>"$tmp/err"; rc=$?
+[ "$rc" -eq 2 ] && [ ! -s "$tmp/out" ] && cmp -s "$tmp/help" "$tmp/err" || fail "ampbench alone: exit $rc, not the help on stderr"
+"$AMPBENCH" train --version | grep -q '^ampbench ' || fail "ampbench train --version"
+
+# recognised: the parser names the option itself (a value option refuses the empty value, a flag
+# refuses any value), where an unknown one gets "unknown option"
+recognised() {
+  "$AMPBENCH" train "--$1=" >/dev/null 2>"$tmp/err"
+  local rc=$?
+  [ "$rc" -eq 2 ] && grep -q -- "^ampbench: --$1 " "$tmp/err"
+}
+listed=$(grep -oE '^  --[a-z0-9-]+' "$tmp/help" | sed 's/^  --//')
+[ "$(wc -l <<<"$listed")" -ge 40 ] || fail "--help lists only $(wc -l <<<"$listed") options"
+dups=$(sort <<<"$listed" | uniq -d)
+[ -z "$dups" ] || fail "--help lists these options more than once: $dups"
+for o in $listed; do recognised "$o" || fail "--$o is in --help but the parser does not take it: $(cat "$tmp/err")"; done
+recognised bogus && fail "recognised() takes --bogus"
+# every option named in README.md's ampbench section (up to its first subsection)
+documented=$(sed -n '/^## ampbench$/,/^###/p' "$README" | grep -oE -- '--[a-z][a-z0-9-]*[a-z0-9]' | sort -u | sed 's/^--//')
+[ "$(wc -l <<<"$documented")" -ge 40 ] || fail "README.md's ampbench section names only $(wc -l <<<"$documented") options"
+for o in $documented; do recognised "$o" || fail "README.md documents --$o, which the parser does not take"; done
+# run_all.sh knows a model is built when its name is a word of --help
+[ -n "$models" ] || fail "no model list in the unknown-model message"
+for m in $models; do grep -qw -- "$m" "$tmp/help" || fail "model $m missing from --help"; done
+
+# --name=VALUE and --name VALUE set the same field, as the result record shows
+field() { grep -E "^[[:space:]]*\"$2\":" "$1" | head -n 1 | sed -E 's/.*:[[:space:]]*//; s/,$//'; }
+tiny=(--max-steps 1 --train-subset 64 --test-subset 64 --batch-size 32 --quiet)
+if "$AMPBENCH" train "${tiny[@]}" --lr=0.5 --lr-schedule=cosine --warmup-steps 2 --no-augment --seed=7 \
+    --out "$tmp/eq.json" 2>"$tmp/err" &&
+   "$AMPBENCH" train "${tiny[@]}" --lr 0.5 --lr-schedule cosine --warmup-steps=2 --no-augment --seed 7 \
+    --out "$tmp/sp.json" 2>>"$tmp/err"; then
+  for f in eq sp; do
+    for kv in lr=0.5 lr_schedule='"cosine"' warmup_steps=2 augment=false seed=7 train_subset=64 test_samples=64; do
+      [ "$(field "$tmp/$f.json" "${kv%%=*}")" = "${kv#*=}" ] ||
+        fail "$f.json: ${kv%%=*} is $(field "$tmp/$f.json" "${kv%%=*}"), expected ${kv#*=}"
+    done
+  done
+else
+  fail "tiny MNIST runs failed: $(cat "$tmp/err")"
+fi
+# --width and --blocks reach the model: each changes resnet-tiny's parameter count
+p=()
+for shape in "" "--width 4" "--width=4 --blocks=1,1,2,1"; do
+  # shellcheck disable=SC2086  # shape splits into options
+  "$AMPBENCH" train --model resnet-tiny $shape "${tiny[@]}" --batch-size 8 --out "$tmp/rn.json" 2>"$tmp/err" ||
+    fail "resnet-tiny $shape: $(cat "$tmp/err")"
+  p+=("$(field "$tmp/rn.json" parameters)")
+done
+[ "${p[1]:-0}" -lt "${p[0]:-0}" ] && [ "${p[2]:-0}" -gt "${p[1]:-0}" ] ||
+  fail "resnet-tiny parameters: default ${p[0]}, --width 4 ${p[1]}, with --blocks 1,1,2,1 ${p[2]}"
 
 # interruption: SIGINT during epoch 2 of 3 keeps epoch 1 in the result, marked incomplete
 "$AMPBENCH" train --epochs 3 --quiet --out "$tmp/r.json" &

@@ -6,7 +6,13 @@
  *                    has no NCCL or no GPU is usable.
  * fp32 sums over W ranks are compared with a float64 sum (AB_TOL_FP32_REL); fp16 with the sum
  * of the fp16 inputs rounded once per pairwise add, so to fp16 storage (AB_TOL_FP16_NMSE), and
- * with 2 ranks bit for bit against the scalar reference (fp32 add, one rounding to fp16). */
+ * with 2 ranks bit for bit against the scalar reference (fp32 add, one rounding to fp16).
+ * The fp16 semantics of core/comm.h, bit for bit on every world size: a sum reaching 65520 is
+ * +-inf under SUM and AVG alike, a sum of 65504 is not, and AVG of W sevens is exactly 7 (the
+ * scaling is one multiply after the sum; NCCL's ncclAvg, pre-multiplying by fp16(1/W), would
+ * give 40000 for two ranks' 40000 and 6.996 for three ranks' 7). Also: --comm nccl with
+ * --device cpu is refused, the GPU chosen for a node-local rank, and the device each engine
+ * records. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +87,75 @@ static void test_allreduce(ab_comm *c, ab_backend *be, ab_dtype t, ab_reduce_op 
     free(mine), free(other), free(expect), free(h16), free(got);
 }
 
+/* rank r's value of element e, all of them fp16 numbers, each element's values of one sign */
+static float overflow_value(int e, int r) {
+    switch (e) {
+    case 0: return 40000.0f;                   /* W >= 2: past 65520 -> +inf */
+    case 1: return -40000.0f;                  /* -> -inf */
+    case 2: return r == 0 ? 32768.0f : 32752.0f; /* W = 2: 65520, the first sum that rounds to inf */
+    case 3: return 32752.0f;                   /* W = 2: 65504, the largest finite fp16; W > 2: inf */
+    default: return 7.0f;                      /* W sevens: AVG exactly 7 (W = 3, pre-multiplied: 6.996) */
+    }
+}
+
+static void test_fp16_overflow(ab_comm *c, ab_backend *be, ab_reduce_op op) {
+    enum { E = 5 };
+    const int W = c->size;
+    const char *opn = op == AB_RED_AVG ? "avg" : "sum";
+    if (W < 2) {
+        if (c->rank == 0) printf("skip %s fp16 %s overflow: a world of 1 adds nothing\n", c->ops->name, opn);
+        return;
+    }
+    uint16_t mine[E], want[E], got[E];
+    for (int e = 0; e < E; e++) {
+        mine[e] = ab_f32_to_f16(overflow_value(e, c->rank));
+        /* the sum in rank order, rounded to fp16 at each addition: each element's values have one
+         * sign, so an overflow is one in any order, and with W = 2 there is no order */
+        uint16_t s = ab_f32_to_f16(overflow_value(e, 0));
+        for (int r = 1; r < W; r++) s = ab_f32_to_f16(ab_f16_to_f32(s) + ab_f16_to_f32(ab_f32_to_f16(overflow_value(e, r))));
+        want[e] = op == AB_RED_AVG ? ab_f32_to_f16(ab_f16_to_f32(s) * (1.0f / (float)W)) : s;
+    }
+    void *buf = be->ops->alloc(be, AB_MEM_WORKSPACE, sizeof mine);
+    int rc = buf ? be->ops->upload(be, buf, mine, sizeof mine) : -1;
+    if (rc == 0) rc = c->ops->allreduce(c, buf, E, AB_F16, op);
+    if (rc == 0) rc = be->ops->download(be, got, buf, sizeof got);
+    char what[96];
+    snprintf(what, sizeof what, "%s allreduce fp16 %s past 65504 (world %d)", c->ops->name, opn, W);
+    if (rc != 0) {
+        fprintf(stderr, "FAIL %s: %s\n", what, ab_error());
+        failures++;
+    } else {
+        for (int e = 0; e < E; e++)
+            AB_CHECK(got[e] == want[e], "%s: element %d is 0x%04x (%g), expected 0x%04x (%g)", what, e, got[e],
+                     (double)ab_f16_to_f32(got[e]), want[e], (double)ab_f16_to_f32(want[e]));
+        /* the promises themselves, not only agreement with the reference above */
+        AB_CHECK(got[0] == 0x7c00 && got[1] == 0xfc00 && got[2] == 0x7c00, "%s: 0x%04x 0x%04x 0x%04x, expected +inf -inf +inf",
+                 what, got[0], got[1], got[2]);
+        if (W == 2)
+            AB_CHECK(ab_f16_to_f32(got[3]) == (op == AB_RED_AVG ? 32752.0f : 65504.0f), "%s: 32752 + 32752 gave %g", what,
+                     (double)ab_f16_to_f32(got[3]));
+        AB_CHECK(ab_f16_to_f32(got[4]) == (op == AB_RED_AVG ? 7.0f : 7.0f * (float)W), "%s: %d sevens gave %.9g", what,
+                 W, (double)ab_f16_to_f32(got[4]));
+        if (c->rank == 0 && !failures) printf("ok   %s\n", what);
+    }
+    if (buf) be->ops->release(be, AB_MEM_WORKSPACE, buf, sizeof mine);
+}
+
+/* What needs no communicator: refusals and the GPU choice. */
+static void test_setup_rules(void) {
+    static ab_comm dummy;
+    ab_comm *x = &dummy; /* must come back NULL */
+    const int rc = ab_comm_create(AB_COMM_NCCL, "cpu", 10.0, &x);
+    AB_CHECK(rc != 0 && x == NULL && strstr(ab_error(), "--device cuda"), "--comm nccl --device cpu: rc %d, '%s'", rc,
+             rc ? ab_error() : "accepted");
+    /* node-local rank -> GPU: one process seeing all GPUs, or each rank its own (a per-rank
+     * CUDA_VISIBLE_DEVICES: every rank sees one GPU, GPU 0) */
+    const int table[][3] = {{0, 8, 0}, {3, 8, 3}, {7, 8, 7}, {9, 8, 1}, {0, 1, 0}, {1, 1, 0}, {5, 1, 0}, {2, 0, -1}, {0, -1, -1}};
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        AB_CHECK(ab_comm_gpu_index(table[i][0], table[i][1]) == table[i][2], "ab_comm_gpu_index(%d, %d) = %d, expected %d",
+                 table[i][0], table[i][1], ab_comm_gpu_index(table[i][0], table[i][1]), table[i][2]);
+}
+
 static void test_host(ab_comm *c, ab_backend *be) {
     const int W = c->size, r = c->rank;
     int64_t v[3] = {10 + r, 10 + r, 10 + r};
@@ -119,6 +194,7 @@ int main(int argc, char **argv) {
     const int nccl = argc > 1 && strcmp(argv[1], "nccl") == 0;
     ab_comm *c = NULL;
     ab_backend *be = NULL;
+    test_setup_rules();
     if (nccl) {
         const char *why = NULL;
         if (ab_cuda_device_count(&why) == 0) {
@@ -134,12 +210,16 @@ int main(int argc, char **argv) {
             ab_mpi_abort(1);
             return 1;
         }
-        be = ab_backend_create_on("cuda", c->local_rank, 0, 1);
+        const int gpus = ab_cuda_device_count(NULL);
+        AB_CHECK(c->device >= 0 && c->device == ab_comm_gpu_index(c->local_rank, gpus),
+                 "nccl: rank %d (node-local %d) on GPU %d of %d", c->rank, c->local_rank, c->device, gpus);
+        be = ab_backend_create_on("cuda", c->device, 0, 1);
     } else {
         if (ab_comm_create(AB_COMM_MPI, "cpu", 60.0, &c) != 0) {
             fprintf(stderr, "FAIL mpi communicator: %s\n", ab_error());
             return 1;
         }
+        AB_CHECK(c->device == -1, "mpi engine with --device cpu records GPU %d", c->device);
         be = ab_backend_cpu_create(1);
     }
     if (!be) {
@@ -157,6 +237,8 @@ int main(int argc, char **argv) {
         test_allreduce(c, be, types[i], AB_RED_SUM);
         test_allreduce(c, be, types[i], AB_RED_AVG);
     }
+    test_fp16_overflow(c, be, AB_RED_SUM);
+    test_fp16_overflow(c, be, AB_RED_AVG);
     test_host(c, be);
     ab_comm_destroy(c);
     be->ops->destroy(be);

@@ -117,7 +117,7 @@ int main(void) {
         return 1;
     }
     const int rank = ab_comm_launcher_rank();
-    dp_case cases[8];
+    dp_case cases[10];
     int nc = 0;
 
     /* fp32: 2 x 48 against one process with 96, over a whole epoch (6 steps, the last short) */
@@ -157,6 +157,22 @@ int main(void) {
                           .ref = base(AB_PREC_FP32, 64, "self"), .steps = 4, .tol = AB_TOL_DP_FP32_NMSE,
                           .expect_skipped = 0};
     cases[nc].dp.accum_steps = 2;
+    nc++;
+
+    /* the reduced ResNet (batch norm): each rank normalises with its own batch's statistics, so
+     * the reference is one process accumulating the same two micro-batches of 16, whose batch
+     * statistics are the ranks' (fp32 round-off); running statistics do not enter training */
+    cases[nc] = (dp_case){.what = "resnet-tiny fp32: 2 ranks x 16 == 1 x 16 accum 2",
+                          .dp = base(AB_PREC_FP32, 16, "mpi"), .ref = base(AB_PREC_FP32, 16, "self"), .steps = 3,
+                          .tol = AB_TOL_DP_BN_NMSE, .expect_skipped = 0};
+    cases[nc].dp.model = cases[nc].ref.model = "resnet-tiny";
+    cases[nc].ref.accum_steps = 2;
+    nc++;
+    cases[nc] = (dp_case){.what = "resnet-tiny amp: 2 ranks x 16 == 1 x 16 accum 2",
+                          .dp = base(AB_PREC_AMP, 16, "mpi"), .ref = base(AB_PREC_AMP, 16, "self"), .steps = 3,
+                          .tol = AB_TOL_DP_BN_NMSE, .expect_skipped = 0};
+    cases[nc].dp.model = cases[nc].ref.model = "resnet-tiny";
+    cases[nc].ref.accum_steps = 2;
     nc++;
 
     for (int i = 0; i < nc; i++) {

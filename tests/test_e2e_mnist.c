@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "tolerances.h"
+#include "models.h"
 #include "train.h"
 
 static int failures = 0;
@@ -34,6 +35,7 @@ static double jnum(const cJSON *o, const char *path) {
 static double run(ab_precision prec, const char *out, ab_run_record *rec) {
     ab_train_config c;
     ab_train_config_defaults(&c);
+    c.workload = &ab_workloads;
     c.precision = prec;
     c.quiet = 1;
     c.out_path = out;
@@ -96,6 +98,7 @@ int main(void) {
     for (int k = 0; k < 2; k++) {
         ab_train_config c;
         ab_train_config_defaults(&c);
+        c.workload = &ab_workloads;
         c.precision = k ? AB_PREC_AMP : AB_PREC_FP32;
         c.quiet = 1;
         c.max_steps = 150;

@@ -80,7 +80,6 @@ static void run_linear(ab_backend *be, ab_precision prec, int relu, const float 
     AB_CHECK(ab_linear_forward(&p, &l, B, xc, yc, relu ? AB_EPI_RELU : AB_EPI_NONE) == 0, "%s", ab_error());
     if (relu) be->ops->relu_backward(be, B * OUT, t, yc, dyc, dyc);
     AB_CHECK(ab_linear_backward(&p, &l, B, xc, dyc, dxc) == 0, "%s", ab_error());
-    ab_params_fold_grads(&p, 0);
     be->ops->cast(be, B * OUT, t, yc, AB_F32, y);
     be->ops->cast(be, B * IN, t, dxc, AB_F32, dx);
     memcpy(dw, p.grad + specs[0].offset, sizeof(float) * OUT * IN);

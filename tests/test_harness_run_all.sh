@@ -12,21 +12,27 @@ fi
 tmp=$(mktemp -d /tmp/ab_harness_run_all_XXXXXX)
 fail() { echo "FAIL: $*" >&2; echo "(files kept in $tmp)" >&2; exit 1; }
 
-# 100 steps per run keeps the whole matrix well under a minute on two cores
-"$src/bench/run_all.sh" --quick --max-steps 100 --no-build --build-dir "$build" --run-dir "$tmp/run" \
-    --no-copy-plots > "$tmp/out.log" 2>&1
+# the MLP and the reduced ResNet (tests/fixtures/harness/workloads-quick.conf) keep the whole
+# matrix well under a minute on two cores
+"$src/bench/run_all.sh" --quick --config "$src/tests/fixtures/harness/workloads-quick.conf" --no-build \
+    --build-dir "$build" --run-dir "$tmp/run" --no-copy-plots > "$tmp/out.log" 2>&1
 rc=$?
 cat "$tmp/out.log"
 [ "$rc" = 0 ] || fail "run_all.sh exited $rc"
 run=$tmp/run
-for f in run.json REPORT.md mlp-fp32.json mlp-amp.json; do
+for f in run.json REPORT.md mlp-fp32.json mlp-amp.json resnet50-fp32.json resnet50-amp.json; do
     [ -s "$run/$f" ] || fail "$run/$f is missing"
 done
-# every result is complete and trained the steps asked for
+# every result is complete and trained the steps its config line asks for
 for f in "$run"/mlp-*.json; do
     grep -q '"complete":[[:space:]]*true' "$f" || fail "$f is not complete"
     grep -q '"max_steps":[[:space:]]*100' "$f" || fail "$f did not run with --max-steps 100"
 done
+for f in "$run"/resnet50-*.json; do
+    grep -q '"complete":[[:space:]]*true' "$f" || fail "$f is not complete"
+    grep -q '"max_steps":[[:space:]]*20' "$f" || fail "$f did not run with --max-steps 20"
+done
+[ -s "$run/plots/memory_resnet-tiny.png" ] || fail "no memory-by-category plot of the ResNet"
 # one progress line per run and a summary
 grep -q '^\[1/[0-9]*\] mlp *fp32 *ok' "$tmp/out.log" || fail "no progress line for mlp fp32"
 grep -q '^summary: ' "$tmp/out.log" || fail "no summary line"

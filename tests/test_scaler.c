@@ -9,6 +9,7 @@
 
 #include "params.h"
 #include "tolerances.h"
+#include "models.h"
 #include "train.h"
 
 static int failures = 0;
@@ -43,6 +44,7 @@ static void test_scaler_unit(void) {
 static ab_train_config base_config(ab_precision prec) {
     ab_train_config c;
     ab_train_config_defaults(&c);
+    c.workload = &ab_workloads;
     c.precision = prec;
     c.quiet = 1;
     c.batch_size = 32;

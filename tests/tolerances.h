@@ -76,6 +76,15 @@ static inline int ab_check_nmse(const char *what, const float *a, const double *
  * other points (per rank, or once more on the wire), half-ulp 2^-11 ~ 4.9e-4 a rounding, two or
  * three roundings per element: the fp16 storage bound, 1e-2 relative, NMSE (1e-2)^2. */
 #define AB_TOL_DP_FP16_NMSE AB_TOL_FP16_NMSE
+/* Data parallelism with batch norm against one process accumulating the same micro-batches:
+ * the same arithmetic but for the order of the sums in the all-reduce and the accumulation. A
+ * ResNet's gradients are ill-conditioned (tests/torch_check.py: PyTorch's own fp32 gradients lie
+ * NMSE 1e-4 to 1e-3 from float64 at batch 2, batch norm's backward dividing by small batches'
+ * standard deviations), so a last-bit difference in one step's summed gradient comes back larger
+ * in the next steps' gradients: measured NMSE 1.6e-7 (fp32) and 2.5e-8 (amp) on the updates after
+ * 3 steps of resnet-tiny at batch 16. 1e-5 sits two decades above that; a wrong shard, a sum
+ * instead of the average or another rank's batch statistics give NMSE above 1e-2. */
+#define AB_TOL_DP_BN_NMSE 1e-5
 
 /* CUDA backend against the CPU backend (tests/gpu). Both sides are fp32 arithmetic; what differs
  * is summation order, FMA contraction (nvcc fuses a*b+c by default, gcc here does not) and the
@@ -108,6 +117,27 @@ static inline int ab_check_nmse(const char *what, const float *a, const double *
  * < 2.5e-7 even if every element were hit; 1e-6. The losses: logits one ulp apart, 1e-2. */
 #define AB_TOL_GPU_TRAIN_LOWP_NMSE 1e-6
 #define AB_TOL_GPU_TRAIN_LOSS_LOWP_REL 1e-2
+/* Convolutional layers, CUDA against the CPU backend (tests/gpu/test_cuda_layers.c).
+ * Convolutions in fp32: cuDNN (no TF32, no FFT/Winograd) against im2col + sgemm, both fp32
+ * products and sums in different orders. An output is a dot product of R*S*C terms (forward, up
+ * to 3*3*512 = 4608), K*R*S (backward data) or N*P*Q (backward filter, up to ~12544 here):
+ * ~sqrt(12544) * 2^-24 ~ 7e-6 relative per element, NMSE ~ 5e-11; 1e-9, as for the GEMMs.
+ * fp16/bf16 convolutions use AB_TOL_FP16_NMSE / AB_TOL_BF16_NMSE (storage rounding dominates). */
+#define AB_TOL_GPU_CONV_FP32_NMSE 1e-9
+/* Batch norm in fp32: the CPU takes the statistics in double, the GPU in fp32 per thread (a few
+ * dozen to a few thousand rows, summed as deviations from a value of the data) merged in double:
+ * the mean and 1/std agree to ~1e-6 relative of the spread, so y, dx and the statistics agree to
+ * ~1e-6 relative, NMSE ~ 1e-12; 1e-10. */
+#define AB_TOL_GPU_BN_FP32_NMSE 1e-10
+/* Largest error of one element, as |a - b| / (|b| + rms(b)): relative to the element, but judged
+ * on the tensor's scale where the reference is near zero (a sum of mixed-sign terms often is).
+ * fp32: the worst of many elements of the bounds above, a few times 7e-6; 1e-4. fp16/bf16: both
+ * sides round fp32 values that differ in their last bits, so an element may land one storage ulp
+ * apart, up to 2^-10 ~ 9.8e-4 (fp16) or 2^-7 ~ 7.8e-3 (bf16) of |b|; twice that. A wrong index,
+ * tap or channel gives errors of order 1. */
+#define AB_TOL_GPU_LAYER_FP32_MAXREL 1e-4
+#define AB_TOL_GPU_LAYER_FP16_MAXREL 2e-3
+#define AB_TOL_GPU_LAYER_BF16_MAXREL 1.6e-2
 
 #define AB_CHECK(cond, ...)                                                                                   \
     do {                                                                                                      \

@@ -11,16 +11,8 @@
 #include <strings.h>
 
 #include "backend.h"
+#include "cpu_internal.h"
 #include "kernel_math.h"
-
-typedef struct {
-    void *p;
-    size_t bytes;
-} scratch_buf;
-
-typedef struct {
-    scratch_buf scratch[5]; /* widened A, widened B, fp32 product, widened bias, old C row */
-} cpu_state;
 
 static float f16_table[65536];
 static pthread_once_t f16_table_once = PTHREAD_ONCE_INIT;
@@ -80,17 +72,24 @@ static float *scratch_get(ab_backend *be, int slot, size_t n) {
     scratch_buf *s = &st->scratch[slot];
     const size_t bytes = n * sizeof(float);
     if (s->bytes < bytes) {
-        cpu_release(be, AB_MEM_WORKSPACE, s->p, s->bytes);
-        s->p = cpu_alloc(be, AB_MEM_WORKSPACE, bytes);
+        cpu_release(be, AB_MEM_CPU_SCRATCH, s->p, s->bytes);
+        s->p = cpu_alloc(be, AB_MEM_CPU_SCRATCH, bytes);
         s->bytes = s->p ? bytes : 0;
     }
     return s->p;
 }
 
+static int have_f16c(void);
+static void widen_f16_f16c(size_t n, const uint16_t *src, float *dst);
+
 static void widen(size_t n, ab_dtype t, const void *src, float *dst) {
     if (t == AB_F16) {
-        pthread_once(&f16_table_once, f16_table_init);
         const uint16_t *s = src;
+        if (have_f16c()) {
+            widen_f16_f16c(n, s, dst);
+            return;
+        }
+        pthread_once(&f16_table_once, f16_table_init);
         for (size_t i = 0; i < n; i++) dst[i] = f16_table[s[i]];
     } else if (t == AB_BF16) {
         const uint16_t *s = src;
@@ -102,9 +101,25 @@ static void widen(size_t n, ab_dtype t, const void *src, float *dst) {
 
 /* fp32 -> fp16 in bulk. Where the CPU has F16C its conversion instruction is used: it rounds
  * to nearest even with IEEE overflow, subnormal and NaN handling, bit-identical to
- * ab_f32_to_f16 (tests/test_half.c checks the two against each other on every tested value). */
+ * ab_f32_to_f16 (tests/test_half.c checks the two against each other on every tested value).
+ * fp16 -> fp32 likewise: exact for every finite value and infinity; a block holding a NaN takes
+ * the scalar path, which keeps a signalling NaN's bits where the instruction would quieten it
+ * (tests/test_layers.c compares all 65536 values). */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+__attribute__((target("avx,f16c"))) static void widen_f16_f16c(size_t n, const uint16_t *src, float *dst) {
+    const __m128i expmask = _mm_set1_epi16(0x7c00);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m128i h = _mm_loadu_si128((const __m128i *)(src + i));
+        if (_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(h, expmask), expmask))) {
+            for (size_t k = i; k < i + 8; k++) dst[k] = ab_f16_to_f32(src[k]);
+        } else {
+            _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+        }
+    }
+    for (; i < n; i++) dst[i] = ab_f16_to_f32(src[i]);
+}
 __attribute__((target("avx,f16c"))) static void narrow_f16_f16c(size_t n, const float *src, uint16_t *dst) {
     size_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -119,6 +134,7 @@ static int have_f16c(void) {
 #else
 static int have_f16c(void) { return 0; }
 static void narrow_f16_f16c(size_t n, const float *src, uint16_t *dst) { (void)n, (void)src, (void)dst; }
+static void widen_f16_f16c(size_t n, const uint16_t *src, float *dst) { (void)n, (void)src, (void)dst; }
 #endif
 
 static void narrow(size_t n, const float *src, ab_dtype t, void *dst) {
@@ -271,10 +287,15 @@ static int cpu_softmax_xent(ab_backend *be, int B, int C, ab_dtype lt, const voi
     int32_t hits = 0;
     for (int i = 0; i < B; i++) {
         const int y = labels[i];
-        if (y < 0 || y >= C) return ab_errorf("softmax_xent: label %d out of range [0, %d)", y, C);
+        void *drow = dlogits ? (char *)dlogits + (size_t)i * C * dsz : NULL;
+        if (y < 0 || y >= C) { /* as a device does, which cannot stop mid-batch: NaN loss and gradient row */
+            total += (double)NAN;
+            if (drow)
+                for (int j = 0; j < C; j++) ab_store(drow, (size_t)j, dt, NAN);
+            continue;
+        }
         int am;
-        total += ab_xent_row(C, lt, (const char *)logits + (size_t)i * C * lsz, y, gs, dt,
-                             dlogits ? (char *)dlogits + (size_t)i * C * dsz : NULL, &am);
+        total += ab_xent_row(C, lt, (const char *)logits + (size_t)i * C * lsz, y, gs, dt, drow, &am);
         hits += am == y;
     }
     *loss_sum += (float)total;
@@ -333,7 +354,8 @@ static int cpu_gather_normalize(ab_backend *be, int B, int D, const uint8_t *dat
 static void cpu_destroy(ab_backend *be) {
     if (!be) return;
     cpu_state *st = be->impl;
-    for (int i = 0; i < 5; i++) cpu_release(be, AB_MEM_WORKSPACE, st->scratch[i].p, st->scratch[i].bytes);
+    cpu_pool_free(st);
+    for (int i = 0; i < CPU_SCRATCH_COUNT; i++) cpu_release(be, AB_MEM_CPU_SCRATCH, st->scratch[i].p, st->scratch[i].bytes);
     free(st);
     free(be);
 }
@@ -360,6 +382,18 @@ static const ab_backend_ops cpu_ops = {
     .sgd_step = cpu_sgd_step,
     .adamw_step = cpu_adamw_step,
     .gather_normalize = cpu_gather_normalize,
+    .gather_images = cpu_gather_images,
+    .conv2d_forward = cpu_conv2d_forward,
+    .conv2d_backward_data = cpu_conv2d_backward_data,
+    .conv2d_backward_filter = cpu_conv2d_backward_filter,
+    .batchnorm_forward_train = cpu_batchnorm_forward_train,
+    .batchnorm_forward_eval = cpu_batchnorm_forward_eval,
+    .batchnorm_backward = cpu_batchnorm_backward,
+    .maxpool_forward = cpu_maxpool_forward,
+    .maxpool_backward = cpu_maxpool_backward,
+    .avgpool_forward = cpu_avgpool_forward,
+    .avgpool_backward = cpu_avgpool_backward,
+    .add = cpu_add,
 };
 
 ab_backend *ab_backend_cpu_create(int threads) {
@@ -374,8 +408,14 @@ ab_backend *ab_backend_cpu_create(int threads) {
     be->ops = &cpu_ops;
     be->impl = st;
     if (threads > 0) openblas_set_num_threads(threads);
+    st->threads = openblas_get_num_threads();
     return be;
 }
+
+/* the helpers layers_cpu.c shares (cpu_internal.h) */
+float *cpu_scratch_get(ab_backend *be, int slot, size_t n) { return scratch_get(be, slot, n); }
+void cpu_widen(size_t n, ab_dtype t, const void *src, float *dst) { widen(n, t, src, dst); }
+void cpu_narrow(size_t n, const float *src, ab_dtype t, void *dst) { narrow(n, src, t, dst); }
 
 const char *ab_backend_cpu_blas_info(void) {
     static char buf[160];

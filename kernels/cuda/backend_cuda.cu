@@ -3,7 +3,8 @@
  * compute type whatever the storage type, bias/ReLU epilogues where they mean what the op means);
  * element-wise ops are small kernels over the same AB_HD math as the CPU backend (core/half.h,
  * core/kernel_math.h), so the CPU tests cover their arithmetic. Device memory comes from one
- * tracked allocator that charges be->mem and samples the driver's view (cudaMemGetInfo). */
+ * tracked allocator that charges be->mem and samples the driver's view (cudaMemGetInfo). Every
+ * entry point first makes the backend's GPU current, so backends on two GPUs can share a process. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -31,6 +32,18 @@ extern "C" {
                              cudaGetErrorName(e_), cudaGetErrorString(e_));                         \
     } while (0)
 
+/* the same, running cleanup (which must not call ab_errorf) after the message is recorded */
+#define CU_CHECK_OR(call, cleanup)                                                                  \
+    do {                                                                                            \
+        const cudaError_t e_ = (call);                                                              \
+        if (e_ != cudaSuccess) {                                                                    \
+            const int rc_ = ab_errorf("%s failed at %s:%d: %s (%s)", #call, __FILE__, __LINE__,     \
+                                      cudaGetErrorName(e_), cudaGetErrorString(e_));                \
+            cleanup;                                                                                \
+            return rc_;                                                                             \
+        }                                                                                           \
+    } while (0)
+
 #define CUBLAS_CHECK(call)                                                                          \
     do {                                                                                            \
         const cublasStatus_t s_ = (call);                                                           \
@@ -41,7 +54,13 @@ extern "C" {
 
 /* after a kernel launch: launch-configuration errors surface here, execution errors at the next
  * synchronising call (which is checked too) */
-#define LAUNCH_CHECK(what) CU_CHECK(cudaGetLastError())
+#define LAUNCH_CHECK(what)                                                                          \
+    do {                                                                                            \
+        const cudaError_t e_ = cudaGetLastError();                                                  \
+        if (e_ != cudaSuccess)                                                                      \
+            return ab_errorf("kernel launch of %s failed at %s:%d: %s (%s)", what, __FILE__, __LINE__, \
+                             cudaGetErrorName(e_), cudaGetErrorString(e_));                         \
+    } while (0)
 
 static const int THREADS = 256;
 
@@ -55,10 +74,19 @@ static unsigned blocks_for(size_t n) {
 
 enum { GEMM_CACHE = 32, DATA_PAIRS = 64 };
 
+/* what a GEMM's cuBLASLt plan depends on: shapes, types, epilogue, and the alignment of every
+ * pointer the heuristic is told about (A, B, C/D and the bias). Only ints: compared with memcmp. */
 typedef struct {
-    int used;
     int ta, tb, M, N, K, lda, ldb, ldc, at, bt, ct, epi, has_bias, beta_nz;
-    unsigned align_a, align_b, align_c;
+    unsigned align_a, align_b, align_c, align_bias;
+} gemm_key;
+
+/* A cache slot. used: it holds a finished answer for key, positive (lt_ok: descriptors, layouts
+ * and algorithm, all valid) or negative (lt_ok = 0: cuBLASLt has no algorithm, so the fallback is
+ * taken without asking again). A slot is only ever filled with a complete answer. */
+typedef struct {
+    int used, lt_ok;
+    gemm_key key;
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
@@ -75,6 +103,8 @@ typedef struct {
     size_t acc_bytes;
     void *cvt[2]; /* scratch for operands widened to fp32 (mixed input types) */
     size_t cvt_bytes[2];
+    void *mv; /* scratch for a same-type cast between overlapping buffers */
+    size_t mv_bytes;
     gemm_plan plans[GEMM_CACHE];
     int next_plan;
     /* gather_normalize: idx (host) -> pinned staging ring -> device */
@@ -93,7 +123,23 @@ typedef struct {
 
 static cuda_state *st_of(ab_backend *be) { return (cuda_state *)be->impl; }
 
-/* the driver's view of device memory in use (all processes), kept as a running maximum */
+/* Makes the backend's GPU current. The stream, the cuBLAS(Lt) handles and the memory belong to
+ * it; a kernel or a library call issued while another GPU is current (a second backend, the nccl
+ * engine, the caller) would go to the wrong device or fail. */
+static int on_device(const cuda_state *st) {
+    int cur = -1;
+    CU_CHECK(cudaGetDevice(&cur));
+    if (cur != st->device) CU_CHECK(cudaSetDevice(st->device));
+    return 0;
+}
+
+/* for entry points that cannot return a status: the next checked call reports a failure */
+static void on_device_quiet(const cuda_state *st) {
+    if (on_device(st) != 0) (void)cudaGetLastError();
+}
+
+/* the driver's view of device memory in use (all processes), kept as a running maximum; the
+ * backend's GPU is current (every caller has made it so) */
 static void sample_driver_mem(cuda_state *st) {
     size_t free_b = 0, total_b = 0;
     if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
@@ -107,6 +153,7 @@ static void sample_driver_mem(cuda_state *st) {
 /* ---- memory --------------------------------------------------------------------------------- */
 
 static void *cuda_alloc(ab_backend *be, ab_mem_category cat, size_t bytes) {
+    if (on_device(st_of(be)) != 0) return NULL;
     void *p = NULL;
     const cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
     if (e != cudaSuccess) {
@@ -122,6 +169,7 @@ static void *cuda_alloc(ab_backend *be, ab_mem_category cat, size_t bytes) {
 
 static void cuda_release(ab_backend *be, ab_mem_category cat, void *p, size_t bytes) {
     if (!p) return;
+    on_device_quiet(st_of(be));
     cudaFree(p); /* an error here leaves nothing to undo; a sticky one shows at the next call */
     ab_mem_release(&be->mem, cat, bytes);
 }
@@ -129,9 +177,13 @@ static void cuda_release(ab_backend *be, ab_mem_category cat, void *p, size_t by
 /* workspace scratch that grows on demand (charged to workspace) */
 static void *scratch(ab_backend *be, void **p, size_t *cap, size_t bytes) {
     if (*cap >= bytes) return *p;
-    if (*p && cudaStreamSynchronize(st_of(be)->stream) != cudaSuccess) {
-        ab_errorf("cudaStreamSynchronize failed at %s:%d before growing scratch", __FILE__, __LINE__);
-        return NULL;
+    if (*p) { /* a queued kernel may still read the old buffer */
+        const cudaError_t e = cudaStreamSynchronize(st_of(be)->stream);
+        if (e != cudaSuccess) {
+            ab_errorf("cudaStreamSynchronize before growing scratch failed at %s:%d: %s (%s)", __FILE__, __LINE__,
+                      cudaGetErrorName(e), cudaGetErrorString(e));
+            return NULL;
+        }
     }
     cuda_release(be, AB_MEM_WORKSPACE, *p, *cap);
     *cap = 0;
@@ -143,6 +195,7 @@ static void *scratch(ab_backend *be, void **p, size_t *cap, size_t bytes) {
 static int cuda_upload(ab_backend *be, void *dst, const void *host_src, size_t bytes) {
     cuda_state *st = st_of(be);
     if (!bytes) return 0;
+    AB_TRY(on_device(st));
     CU_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, st->stream));
     /* the host buffer may be gone once we return (a stack variable, say) */
     CU_CHECK(cudaStreamSynchronize(st->stream));
@@ -152,33 +205,39 @@ static int cuda_upload(ab_backend *be, void *dst, const void *host_src, size_t b
 static int cuda_download(ab_backend *be, void *host_dst, const void *src, size_t bytes) {
     cuda_state *st = st_of(be);
     if (!bytes) return 0;
+    AB_TRY(on_device(st));
     CU_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, st->stream));
     CU_CHECK(cudaStreamSynchronize(st->stream));
     return 0;
 }
 
 static int cuda_zero(ab_backend *be, void *p, size_t bytes) {
+    cuda_state *st = st_of(be);
     if (!bytes) return 0;
-    CU_CHECK(cudaMemsetAsync(p, 0, bytes, st_of(be)->stream));
+    AB_TRY(on_device(st));
+    CU_CHECK(cudaMemsetAsync(p, 0, bytes, st->stream));
     return 0;
 }
 
 static int cuda_sync(ab_backend *be) {
     cuda_state *st = st_of(be);
+    AB_TRY(on_device(st));
     CU_CHECK(cudaStreamSynchronize(st->stream));
     sample_driver_mem(st);
     return 0;
 }
 
+/* The copy goes on the backend's stream and is waited for, as upload's: a plain cudaMemcpy from
+ * pageable memory may return once the bytes are staged, before the DMA lands, and the backend's
+ * stream is non-blocking, so a gather queued on it would not wait for the legacy stream. */
 static int cuda_map_data(ab_backend *be, const void *host, size_t bytes, const void **mapped) {
     cuda_state *st = st_of(be);
+    AB_TRY(on_device(st));
     void *p = NULL;
     CU_CHECK(cudaMalloc(&p, bytes ? bytes : 1));
-    const cudaError_t e = cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice);
-    if (e != cudaSuccess) {
-        cudaFree(p);
-        return ab_errorf("cudaMemcpy(data set, %zu bytes) failed at %s:%d: %s", bytes, __FILE__, __LINE__,
-                         cudaGetErrorString(e));
+    if (bytes) {
+        CU_CHECK_OR(cudaMemcpyAsync(p, host, bytes, cudaMemcpyHostToDevice, st->stream), cudaFree(p));
+        CU_CHECK_OR(cudaStreamSynchronize(st->stream), cudaFree(p));
     }
     st->info.data_bytes += bytes;
     sample_driver_mem(st);
@@ -188,8 +247,9 @@ static int cuda_map_data(ab_backend *be, const void *host, size_t bytes, const v
 
 static void cuda_unmap_data(ab_backend *be, const void *mapped, size_t bytes) {
     if (!mapped) return;
-    cudaFree((void *)mapped);
     cuda_state *st = st_of(be);
+    on_device_quiet(st);
+    cudaFree((void *)mapped);
     st->info.data_bytes -= bytes < st->info.data_bytes ? bytes : st->info.data_bytes;
 }
 
@@ -249,8 +309,9 @@ __global__ void k_col_sum(int M, int N, ab_dtype xt, const void *X, float beta, 
 }
 
 /* one thread per row through the shared ab_xent_row; the batch's loss and hits are summed per
- * warp, then one atomic each. A label out of range gives a NaN loss (the CPU backend reports
- * an error; here it must surface without a sync). */
+ * warp, then one atomic each. A label outside [0, C) makes the row's loss NaN and, when dlogits
+ * is given, every element of its dlogits row NaN, as the CPU backend does: in place, the raw
+ * logits would otherwise be taken for the gradient. */
 __global__ void k_softmax_xent(int B, int C, ab_dtype lt, const void *logits, const int32_t *labels, float gs,
                                ab_dtype dt, void *dlogits, float *loss_sum, int32_t *correct) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -258,13 +319,15 @@ __global__ void k_softmax_xent(int B, int C, ab_dtype lt, const void *logits, co
     int hit = 0;
     if (i < B) {
         const int y = labels[i];
+        const size_t lsz = lt == AB_F32 ? 4 : 2, dsz = dt == AB_F32 ? 4 : 2;
+        void *drow = dlogits ? (char *)dlogits + (size_t)i * C * dsz : NULL;
         if (y < 0 || y >= C) {
             loss = __int_as_float(0x7fc00000);
+            if (drow)
+                for (int j = 0; j < C; j++) ab_store(drow, (size_t)j, dt, loss);
         } else {
-            const size_t lsz = lt == AB_F32 ? 4 : 2, dsz = dt == AB_F32 ? 4 : 2;
             int am;
-            loss = ab_xent_row(C, lt, (const char *)logits + (size_t)i * C * lsz, y, gs, dt,
-                               dlogits ? (char *)dlogits + (size_t)i * C * dsz : NULL, &am);
+            loss = ab_xent_row(C, lt, (const char *)logits + (size_t)i * C * lsz, y, gs, dt, drow, &am);
             hit = am == y;
         }
     }
@@ -320,7 +383,7 @@ __global__ void k_gemm_finish(int M, int N, const float *acc, ab_dtype bt, const
         const int i = (int)(k / (size_t)N), j = (int)(k % (size_t)N);
         float v = acc[k];
         if (bias) v += ab_load(bias, (size_t)j, bt);
-        if (relu && !(v > 0.0f)) v = v != v ? v : 0.0f;
+        if (relu && v < 0.0f) v = 0.0f; /* the CPU's test: NaN and -0 stay as they are */
         const size_t off = (size_t)i * (size_t)ldc + (size_t)j;
         if (beta != 0.0f) v += beta * ab_load(C, off, ct);
         ab_store(C, off, ct, v);
@@ -331,20 +394,33 @@ __global__ void k_gemm_finish(int M, int N, const float *acc, ab_dtype bt, const
 
 static int cuda_cast(ab_backend *be, size_t n, ab_dtype st, const void *src, ab_dtype dt, void *dst) {
     if (!n) return 0;
-    cudaStream_t s = st_of(be)->stream;
-    if (st == dt) {
-        CU_CHECK(cudaMemcpyAsync(dst, src, n * ab_dtype_size(st), cudaMemcpyDeviceToDevice, s));
+    cuda_state *cs = st_of(be);
+    AB_TRY(on_device(cs));
+    cudaStream_t s = cs->stream;
+    if (st == dt) { /* a copy with memmove's meaning, as the CPU backend's */
+        const size_t bytes = n * ab_dtype_size(st);
+        const uintptr_t a = (uintptr_t)src, d = (uintptr_t)dst;
+        if (a == d) return 0;
+        if (a + bytes <= d || d + bytes <= a) {
+            CU_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
+        } else { /* cudaMemcpy* leaves overlapping areas undefined: through scratch */
+            void *tmp = scratch(be, &cs->mv, &cs->mv_bytes, bytes);
+            if (!tmp) return -1;
+            CU_CHECK(cudaMemcpyAsync(tmp, src, bytes, cudaMemcpyDeviceToDevice, s));
+            CU_CHECK(cudaMemcpyAsync(dst, tmp, bytes, cudaMemcpyDeviceToDevice, s));
+        }
         return 0;
     }
     k_cast<<<blocks_for(n), THREADS, 0, s>>>(n, st, src, dt, dst);
-    LAUNCH_CHECK("cast");
+    LAUNCH_CHECK("k_cast");
     return 0;
 }
 
 static int cuda_accumulate(ab_backend *be, size_t n, ab_dtype st, const void *src, float *dst, int accumulate) {
     if (!n) return 0;
+    AB_TRY(on_device(st_of(be)));
     k_accumulate<<<blocks_for(n), THREADS, 0, st_of(be)->stream>>>(n, st, src, dst, accumulate);
-    LAUNCH_CHECK("accumulate");
+    LAUNCH_CHECK("k_accumulate");
     return 0;
 }
 
@@ -352,68 +428,75 @@ static uint16_t expmask_of(ab_dtype t) { return t == AB_F16 ? (uint16_t)0x7c00u 
 
 static int cuda_relu_forward(ab_backend *be, size_t n, ab_dtype t, const void *x, void *y) {
     if (!n) return 0;
+    AB_TRY(on_device(st_of(be)));
     cudaStream_t s = st_of(be)->stream;
     if (t == AB_F32)
         k_relu_f32<<<blocks_for(n), THREADS, 0, s>>>(n, (const float *)x, (float *)y);
     else
         k_relu_16<<<blocks_for(n), THREADS, 0, s>>>(n, expmask_of(t), (const uint16_t *)x, (uint16_t *)y);
-    LAUNCH_CHECK("relu_forward");
+    LAUNCH_CHECK("k_relu");
     return 0;
 }
 
 static int cuda_relu_backward(ab_backend *be, size_t n, ab_dtype t, const void *y, const void *dy, void *dx) {
     if (!n) return 0;
+    AB_TRY(on_device(st_of(be)));
     cudaStream_t s = st_of(be)->stream;
     if (t == AB_F32)
         k_relu_bwd_f32<<<blocks_for(n), THREADS, 0, s>>>(n, (const float *)y, (const float *)dy, (float *)dx);
     else
         k_relu_bwd_16<<<blocks_for(n), THREADS, 0, s>>>(n, expmask_of(t), (const uint16_t *)y, (const uint16_t *)dy,
                                                          (uint16_t *)dx);
-    LAUNCH_CHECK("relu_backward");
+    LAUNCH_CHECK("k_relu_bwd");
     return 0;
 }
 
 static int cuda_col_sum(ab_backend *be, int M, int N, ab_dtype xt, const void *X, float beta, ab_dtype ot, void *out) {
     if (M <= 0 || N <= 0) return ab_errorf("col_sum: bad shape M=%d N=%d", M, N);
+    AB_TRY(on_device(st_of(be)));
     k_col_sum<<<(unsigned)((N + THREADS - 1) / THREADS), THREADS, 0, st_of(be)->stream>>>(M, N, xt, X, beta, ot, out);
-    LAUNCH_CHECK("col_sum");
+    LAUNCH_CHECK("k_col_sum");
     return 0;
 }
 
 static int cuda_softmax_xent(ab_backend *be, int B, int C, ab_dtype lt, const void *logits, const int32_t *labels,
                              float grad_scale, ab_dtype dt, void *dlogits, float *loss_sum, int32_t *correct) {
     if (B <= 0 || C <= 0) return ab_errorf("softmax_xent: bad shape B=%d C=%d", B, C);
+    AB_TRY(on_device(st_of(be)));
     const unsigned blocks = (unsigned)((B + THREADS - 1) / THREADS);
     k_softmax_xent<<<blocks, THREADS, 0, st_of(be)->stream>>>(B, C, lt, logits, labels, grad_scale / (float)B, dt,
                                                                dlogits, loss_sum, correct);
-    LAUNCH_CHECK("softmax_xent");
+    LAUNCH_CHECK("k_softmax_xent");
     return 0;
 }
 
 static int cuda_unscale_check(ab_backend *be, size_t n, float *g, float inv_scale, int32_t *found_inf) {
     if (!n) return 0;
+    AB_TRY(on_device(st_of(be)));
     k_unscale_check<<<blocks_for(n), THREADS, 0, st_of(be)->stream>>>(n, g, inv_scale, found_inf);
-    LAUNCH_CHECK("unscale_check");
+    LAUNCH_CHECK("k_unscale_check");
     return 0;
 }
 
 static int cuda_sgd_step(ab_backend *be, size_t n, float *w, const float *g, float *buf, float lr, float momentum,
                          float weight_decay, int first_step) {
     if (!n) return 0;
+    AB_TRY(on_device(st_of(be)));
     k_sgd<<<blocks_for(n), THREADS, 0, st_of(be)->stream>>>(n, w, g, momentum != 0.0f ? buf : NULL, lr, momentum,
                                                              weight_decay, first_step);
-    LAUNCH_CHECK("sgd_step");
+    LAUNCH_CHECK("k_sgd");
     return 0;
 }
 
 static int cuda_adamw_step(ab_backend *be, size_t n, float *w, const float *g, float *m, float *v, float lr,
                            float beta1, float beta2, float eps, float weight_decay, int step) {
     if (!n) return 0;
+    AB_TRY(on_device(st_of(be)));
     /* bias corrections on the host with the CPU backend's expression */
     const float c1 = 1.0f - powf(beta1, (float)step), c2 = 1.0f - powf(beta2, (float)step);
     k_adamw<<<blocks_for(n), THREADS, 0, st_of(be)->stream>>>(n, w, g, m, v, lr, beta1, beta2, eps, weight_decay, c1,
                                                                c2);
-    LAUNCH_CHECK("adamw_step");
+    LAUNCH_CHECK("k_adamw");
     return 0;
 }
 
@@ -445,6 +528,7 @@ static int cuda_gather_normalize(ab_backend *be, int B, int D, const uint8_t *da
                                  int32_t *labels_out) {
     if (B <= 0 || D <= 0) return ab_errorf("gather_normalize: bad shape B=%d D=%d", B, D);
     cuda_state *st = st_of(be);
+    AB_TRY(on_device(st));
     int k = 0;
     AB_TRY(idx_slot_get(be, B, &k));
     memcpy(st->idx_host[k], idx, (size_t)B * sizeof(int32_t));
@@ -454,7 +538,7 @@ static int cuda_gather_normalize(ab_backend *be, int B, int D, const uint8_t *da
     const size_t n = (size_t)B * (size_t)D;
     k_gather<<<blocks_for(n), THREADS, 0, st->stream>>>(B, D, data, labels, st->idx_dev[k], mean, std, ot, out,
                                                         labels_out);
-    LAUNCH_CHECK("gather_normalize");
+    LAUNCH_CHECK("k_gather");
     return 0;
 }
 
@@ -472,36 +556,26 @@ static unsigned align_of(const void *p) {
     return al;
 }
 
-static void plan_free(gemm_plan *p) {
-    if (!p->used) return;
-    cublasLtMatmulDescDestroy(p->op);
-    cublasLtMatrixLayoutDestroy(p->la);
-    cublasLtMatrixLayoutDestroy(p->lb);
-    cublasLtMatrixLayoutDestroy(p->lc);
-    p->used = 0;
+/* destroys what a plan holds (any of it may be NULL) and leaves it without an algorithm */
+static void plan_release(gemm_plan *p) {
+    if (p->op) cublasLtMatmulDescDestroy(p->op);
+    if (p->la) cublasLtMatrixLayoutDestroy(p->la);
+    if (p->lb) cublasLtMatrixLayoutDestroy(p->lb);
+    if (p->lc) cublasLtMatrixLayoutDestroy(p->lc);
+    p->op = NULL;
+    p->la = p->lb = p->lc = NULL;
+    p->lt_ok = 0;
 }
 
 /* Column-major view: Dcol[N,M] = opA'(Bbuf) * opB'(Abuf), with opA' = tb, opB' = ta.
- * The plan is built once per shape/type/alignment and reused; the bias pointer is set per call. */
-static int plan_get(cuda_state *st, const gemm_plan *key, gemm_plan **out) {
-    for (int i = 0; i < GEMM_CACHE; i++) {
-        gemm_plan *p = &st->plans[i];
-        if (p->used && p->ta == key->ta && p->tb == key->tb && p->M == key->M && p->N == key->N && p->K == key->K &&
-            p->lda == key->lda && p->ldb == key->ldb && p->ldc == key->ldc && p->at == key->at && p->bt == key->bt &&
-            p->ct == key->ct && p->epi == key->epi && p->has_bias == key->has_bias && p->beta_nz == key->beta_nz &&
-            p->align_a == key->align_a && p->align_b == key->align_b && p->align_c == key->align_c) {
-            *out = p;
-            return 0;
-        }
-    }
-    gemm_plan *p = &st->plans[st->next_plan];
-    st->next_plan = (st->next_plan + 1) % GEMM_CACHE;
-    plan_free(p);
-    *p = *key;
+ * Fills p (not yet in the cache) for key, bias being the bias pointer of the call that asks.
+ * 0: p->lt_ok says whether cuBLASLt has an algorithm; "not supported" or no result from the
+ * heuristic is such an answer (lt_ok = 0, nothing held), to be cached like a positive one.
+ * -1 (ab_error): any other failure, a mistake in the set-up that must be seen, not routed to the
+ * fallback; p holds nothing then either. */
+static int plan_build_into(cuda_state *st, const gemm_key *key, const void *bias, gemm_plan *p) {
     const cudaDataType_t in_t = lt_type((ab_dtype)key->at), c_t = lt_type((ab_dtype)key->ct);
     CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    p->used = 1; /* from here plan_free undoes what was made */
-    p->la = p->lb = p->lc = NULL;
     const cublasOperation_t opa = key->tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = key->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
@@ -509,53 +583,107 @@ static int plan_get(cuda_state *st, const gemm_plan *key, gemm_plan **out) {
     if (key->has_bias) epi = key->epi == AB_EPI_RELU ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
     else if (key->epi == AB_EPI_RELU) epi = CUBLASLT_EPILOGUE_RELU;
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    /* the heuristic reads the bias pointer's value to learn its alignment (cublasLt.h, BIAS_POINTER):
+     * it must see the real one; align_bias in the key keeps the plan to biases aligned alike */
+    if (key->has_bias)
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     /* stored shapes (column-major): Bbuf is [N,K] (tb = 0) or [K,N]; Abuf is [K,M] (ta = 0) or [M,K] */
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, in_t, key->tb ? key->K : key->N, key->tb ? key->N : key->K, key->ldb));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lb, in_t, key->ta ? key->M : key->K, key->ta ? key->K : key->M, key->lda));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lc, c_t, key->N, key->M, key->ldc));
 
-    cublasLtMatmulPreference_t pref;
+    cublasLtMatmulPreference_t pref = NULL;
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     cublasLtMatmulHeuristicResult_t res;
-    int found = 0;
+    memset(&res, 0, sizeof res);
+    int found = 0, asked = 0;
     const uint32_t a_al = key->align_b, b_al = key->align_a, c_al = key->align_c; /* Lt's A is our B */
-    cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                            &st->lt_ws_bytes, sizeof st->lt_ws_bytes);
-    if (s == CUBLAS_STATUS_SUCCESS)
+    const uint64_t ws = st->lt_ws_bytes;
+    const char *call = "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)";
+    cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    if (s == CUBLAS_STATUS_SUCCESS) {
+        call = "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT_A_BYTES)";
         s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &a_al, sizeof a_al);
-    if (s == CUBLAS_STATUS_SUCCESS)
+    }
+    if (s == CUBLAS_STATUS_SUCCESS) {
+        call = "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT_B_BYTES)";
         s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &b_al, sizeof b_al);
-    if (s == CUBLAS_STATUS_SUCCESS)
+    }
+    if (s == CUBLAS_STATUS_SUCCESS) {
+        call = "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT_C_BYTES)";
         s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &c_al, sizeof c_al);
-    if (s == CUBLAS_STATUS_SUCCESS)
+    }
+    if (s == CUBLAS_STATUS_SUCCESS) {
+        call = "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT_D_BYTES)";
         s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &c_al, sizeof c_al);
-    if (s == CUBLAS_STATUS_SUCCESS)
+    }
+    if (s == CUBLAS_STATUS_SUCCESS) {
+        call = "cublasLtMatmulAlgoGetHeuristic";
+        asked = 1;
         s = cublasLtMatmulAlgoGetHeuristic(st->lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &found);
+    }
     cublasLtMatmulPreferenceDestroy(pref);
-    if (s != CUBLAS_STATUS_SUCCESS || found < 1) {
-        plan_free(p);
-        ab_errorf("cublasLtMatmulAlgoGetHeuristic found no algorithm at %s:%d for M=%d N=%d K=%d "
-                         "(%s x %s -> %s, epilogue %d): %s",
-                         __FILE__, __LINE__, key->M, key->N, key->K, ab_dtype_name((ab_dtype)key->at),
+    if (asked && (s == CUBLAS_STATUS_NOT_SUPPORTED ||
+                  (s == CUBLAS_STATUS_SUCCESS && (found < 1 || res.state != CUBLAS_STATUS_SUCCESS)))) {
+        plan_release(p); /* a negative answer: cuBLASLt has no kernel for this case */
+        return 0;
+    }
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return ab_errorf("%s failed at %s:%d for M=%d N=%d K=%d (%s x %s -> %s, epilogue %d): %s", call, __FILE__,
+                         __LINE__, key->M, key->N, key->K, ab_dtype_name((ab_dtype)key->at),
                          ab_dtype_name((ab_dtype)key->bt), ab_dtype_name((ab_dtype)key->ct), (int)epi,
                          cublasGetStatusName(s));
-        return -2; /* the caller can take the cublasGemmEx path */
-    }
     p->algo = res.algo;
+    p->lt_ok = 1;
+    return 0;
+}
+
+/* The cached answer for key, or a new one built and cached. A slot is filled only with a complete
+ * answer; a failed build leaves the cache as it was. */
+static int plan_get(cuda_state *st, const gemm_key *key, const void *bias, gemm_plan **out) {
+    for (int i = 0; i < GEMM_CACHE; i++) {
+        gemm_plan *p = &st->plans[i];
+        if (p->used && memcmp(&p->key, key, sizeof *key) == 0) {
+            *out = p;
+            return 0;
+        }
+    }
+    gemm_plan fresh;
+    memset(&fresh, 0, sizeof fresh);
+    fresh.key = *key;
+    if (plan_build_into(st, key, bias, &fresh) != 0) {
+        plan_release(&fresh);
+        return -1;
+    }
+    gemm_plan *p = &st->plans[st->next_plan];
+    st->next_plan = (st->next_plan + 1) % GEMM_CACHE;
+    plan_release(p); /* descriptors are host-side: a matmul already queued with them is unaffected */
+    *p = fresh;
+    p->used = 1;
     *out = p;
     return 0;
 }
 
-static int lt_matmul(ab_backend *be, const gemm_plan *key, float alpha, const void *A, const void *B, const void *bias,
+/* 0, -1 (ab_error), or -2: cuBLASLt has no algorithm for this case (now known and cached): the
+ * caller takes the cublasGemmEx path */
+static int lt_matmul(ab_backend *be, const gemm_key *key, float alpha, const void *A, const void *B, const void *bias,
                      float beta, void *C) {
     cuda_state *st = st_of(be);
     gemm_plan *p = NULL;
-    const int rc = plan_get(st, key, &p);
-    if (rc != 0) return rc;
+    AB_TRY(plan_get(st, key, bias, &p));
+    if (!p->lt_ok) return -2;
     if (key->has_bias)
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-    CUBLAS_CHECK(cublasLtMatmul(st->lt, p->op, &alpha, B, p->la, A, p->lb, &beta, C, p->lc, C, p->lc, &p->algo, st->lt_ws,
-                            st->lt_ws_bytes, st->stream));
+    const cublasStatus_t s = cublasLtMatmul(st->lt, p->op, &alpha, B, p->la, A, p->lb, &beta, C, p->lc, C, p->lc,
+                                            &p->algo, st->lt_ws, st->lt_ws_bytes, st->stream);
+    if (s == CUBLAS_STATUS_NOT_SUPPORTED) { /* nothing was launched: the plan becomes a negative answer */
+        plan_release(p);
+        return -2;
+    }
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return ab_errorf("cublasLtMatmul failed at %s:%d for M=%d N=%d K=%d (%s x %s -> %s): %s", __FILE__, __LINE__,
+                         key->M, key->N, key->K, ab_dtype_name((ab_dtype)key->at), ab_dtype_name((ab_dtype)key->bt),
+                         ab_dtype_name((ab_dtype)key->ct), cublasGetStatusName(s));
     return 0;
 }
 
@@ -564,6 +692,7 @@ static int cuda_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float 
                      ab_dtype ct, void *C, int ldc) {
     if (M <= 0 || N <= 0 || K <= 0) return ab_errorf("gemm: bad shape M=%d N=%d K=%d", M, N, K);
     cuda_state *st = st_of(be);
+    AB_TRY(on_device(st));
     const ab_dtype bias_t = bt; /* the bias is stored in B's type (backend.h) */
     /* mixed input types: widen both to fp32 first (cuBLASLt wants A and B of one type) */
     if (at != bt) {
@@ -578,22 +707,22 @@ static int cuda_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float 
         B = wb;
         at = bt = AB_F32;
     }
-    gemm_plan key;
-    memset(&key, 0, sizeof key);
-    key.ta = ta, key.tb = tb, key.M = M, key.N = N, key.K = K, key.lda = lda, key.ldb = ldb, key.at = at, key.bt = bt;
-    key.align_a = align_of(A), key.align_b = align_of(B);
     /* What cuBLASLt computes is D = epi(alpha AB + beta C + bias): it matches the op when there is
      * no ReLU or beta is 0, the output type is the input type or fp32, and the bias is of the
-     * output type (cuBLASLt's default bias type) and 16-byte aligned. Otherwise: the product in
-     * fp32 scratch, then our epilogue kernel. */
+     * output type (cuBLASLt's default bias type) and 16-byte aligned. Otherwise, or when cuBLASLt
+     * has no algorithm: the product in fp32 scratch, then our epilogue kernel. */
     const int out_ok = ct == at || ct == AB_F32;
     const int bias_ok = !bias || (bias_t == ct && align_of(bias) >= 16);
     const int direct = out_ok && bias_ok && !(epi == AB_EPI_RELU && beta != 0.0f);
     if (direct) {
-        key.ct = ct, key.ldc = ldc, key.epi = epi, key.has_bias = bias != NULL, key.beta_nz = beta != 0.0f;
-        key.align_c = align_of(C);
+        gemm_key key;
+        memset(&key, 0, sizeof key);
+        key.ta = ta, key.tb = tb, key.M = M, key.N = N, key.K = K, key.lda = lda, key.ldb = ldb, key.ldc = ldc;
+        key.at = at, key.bt = bt, key.ct = ct, key.epi = epi, key.has_bias = bias != NULL, key.beta_nz = beta != 0.0f;
+        key.align_a = align_of(A), key.align_b = align_of(B), key.align_c = align_of(C);
+        key.align_bias = bias ? align_of(bias) : 0;
         const int rc = lt_matmul(be, &key, alpha, A, B, bias, beta, C);
-        if (rc != -2) return rc; /* -2: cuBLASLt has no kernel for this case; take the fallback */
+        if (rc != -2) return rc;
     }
     /* fallback: cublasGemmEx (any alignment, fp32 compute) into fp32 scratch, then our epilogue */
     float *acc = (float *)scratch(be, (void **)&st->acc, &st->acc_bytes, (size_t)M * (size_t)N * sizeof(float));
@@ -605,7 +734,7 @@ static int cuda_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float 
     const size_t n = (size_t)M * (size_t)N;
     k_gemm_finish<<<blocks_for(n), THREADS, 0, st->stream>>>(M, N, acc, bias_t, bias, epi == AB_EPI_RELU, beta, ct, C,
                                                              ldc);
-    LAUNCH_CHECK("gemm epilogue");
+    LAUNCH_CHECK("k_gemm_finish");
     return 0;
 }
 
@@ -637,13 +766,14 @@ static int data_mark_record(cuda_state *st, int begin) {
 
 static void cuda_data_mark(ab_backend *be, int begin) {
     cuda_state *st = st_of(be);
-    if (data_mark_record(st, begin) != 0 && !st->dmark_err[0])
+    if ((on_device(st) != 0 || data_mark_record(st, begin) != 0) && !st->dmark_err[0])
         snprintf(st->dmark_err, sizeof st->dmark_err, "%s", ab_error()); /* reported by data_time */
 }
 
 static int cuda_data_time(ab_backend *be, double *seconds) {
     cuda_state *st = st_of(be);
     if (st->dmark_err[0]) return ab_errorf("timing batch assembly: %s", st->dmark_err);
+    AB_TRY(on_device(st));
     for (int k = 0; k < DATA_PAIRS; k++) AB_TRY(data_pair_resolve(st, k));
     *seconds = st->dsum_ms * 1e-3;
     st->dsum_ms = 0.0;
@@ -652,6 +782,7 @@ static int cuda_data_time(ab_backend *be, double *seconds) {
 
 static int cuda_describe(ab_backend *be, ab_device_info *info) {
     cuda_state *st = st_of(be);
+    AB_TRY(on_device(st));
     sample_driver_mem(st);
     *info = st->info;
     return 0;
@@ -663,12 +794,14 @@ static void cuda_destroy(ab_backend *be) {
     if (!be) return;
     cuda_state *st = st_of(be);
     if (st) {
+        on_device_quiet(st);
         if (st->stream) cudaStreamSynchronize(st->stream);
-        for (int i = 0; i < GEMM_CACHE; i++) plan_free(&st->plans[i]);
+        for (int i = 0; i < GEMM_CACHE; i++) plan_release(&st->plans[i]);
         if (st->lt) cublasLtDestroy(st->lt);
         if (st->blas) cublasDestroy(st->blas);
         cuda_release(be, AB_MEM_WORKSPACE, st->lt_ws, st->lt_ws_bytes);
         cuda_release(be, AB_MEM_WORKSPACE, st->acc, st->acc_bytes);
+        cuda_release(be, AB_MEM_WORKSPACE, st->mv, st->mv_bytes);
         for (int i = 0; i < 2; i++) {
             cuda_release(be, AB_MEM_WORKSPACE, st->cvt[i], st->cvt_bytes[i]);
             if (st->idx_host[i]) cudaFreeHost(st->idx_host[i]);
@@ -746,8 +879,9 @@ static int cuda_init(ab_backend *be, int index) {
     in->mem_used_start = in->mem_used_peak = total_b - free_b;
     CU_CHECK(cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking));
     CUBLAS_CHECK(cublasLtCreate(&st->lt));
-    /* small problems here; 4 MiB covers cuBLAS(Lt)'s split-K needs at these sizes */
-    st->lt_ws_bytes = (size_t)4 << 20;
+    /* the workspace the cuBLAS documentation recommends (cublasSetWorkspace): 32 MiB from Hopper
+     * (compute capability 9) on, 4 MiB before; fewer bytes only narrow the algorithms offered */
+    st->lt_ws_bytes = (size_t)(prop.major >= 9 ? 32 : 4) << 20;
     if (!(st->lt_ws = cuda_alloc(be, AB_MEM_WORKSPACE, st->lt_ws_bytes))) {
         st->lt_ws_bytes = 0;
         return -1;

@@ -1,17 +1,25 @@
 /* The nccl communicator engine: NCCL collectives on device buffers (fp32/fp16, in place),
  * bootstrapped over MPI through the mpi engine, which also carries the small host-side
- * reductions: rank 0 creates the NCCL unique id and MPI broadcasts it; each rank takes the GPU of
- * its node-local rank (MPI_Comm_split_type SHARED, in the mpi engine). The communicator is
- * non-blocking (NCCL config blocking = 0) and every wait polls for completion, NCCL's
- * asynchronous error and the communicator's timeout, aborting the NCCL communicator on either,
- * so that a dead peer turns into an error return rather than a hang. */
+ * reductions: rank 0 creates the NCCL unique id and MPI broadcasts it. Each rank takes GPU
+ * node-local rank modulo the GPUs it sees (ab_comm_gpu_index), so both one process seeing every
+ * GPU of the node and a per-rank CUDA_VISIBLE_DEVICES work; two ranks on one GPU are refused.
+ * The communicator is non-blocking (NCCL config blocking = 0) and every wait polls, yielding the
+ * CPU, for completion, NCCL's asynchronous error and the communicator's timeout, aborting the NCCL
+ * communicator on any failure, so that a dead peer turns into an error return rather than a hang.
+ * AVG is ncclSum followed by a multiply by 1/W on the device, as the mpi engine does (comm.h). */
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "comm.h"
+extern "C" {
+#include "half.h"
 #include "timer.h"
+}
 
 #define AB_CUDA_CHECK(call)                                                                         \
     do {                                                                                            \
@@ -33,39 +41,80 @@ typedef struct {
     ab_comm *mpi;      /* bootstrap and host-side reductions */
     ncclComm_t nccl;   /* NULL once aborted */
     cudaStream_t stream;
-    int device;
+    int device;        /* the GPU of this rank: the stream, the communicator and the buffers are its */
 } nccl_impl;
 
 static nccl_impl *impl_of(ab_comm *c) { return (nccl_impl *)c->impl; }
 
-/* Completes what was enqueued on the engine's stream, or fails (aborting the communicator) on an
- * asynchronous NCCL error or once the timeout has passed. */
-static int nccl_wait(ab_comm *c, const char *what) {
+/* the engine's GPU current: the caller (a backend on another GPU, say) may have changed it */
+static int on_device(ab_comm *c) {
+    int cur = -1;
+    AB_CUDA_CHECK(cudaGetDevice(&cur));
+    if (cur != impl_of(c)->device) AB_CUDA_CHECK(cudaSetDevice(impl_of(c)->device));
+    return 0;
+}
+
+/* after a failure: the NCCL communicator cannot be trusted any more (a peer may be gone, a
+ * collective half done); aborting it ends whatever it still runs, and later calls say so */
+static void abort_comm(ab_comm *c) {
+    nccl_impl *m = impl_of(c);
+    if (m->nccl) ncclCommAbort(m->nccl);
+    m->nccl = NULL;
+}
+
+/* one poll's pause: a yield for the first millisecond of a wait (a small all-reduce is done by
+ * then), then 50 us sleeps, so a long wait for a slow peer does not hold a CPU core */
+static void poll_pause(double waited_s) {
+    if (waited_s < 1e-3) {
+        sched_yield();
+    } else {
+        const struct timespec ts = {0, 50000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Waits until NCCL has taken what was asked of it (its state leaves ncclInProgress: a collective
+ * is then enqueued on the stream, an initialisation or finalisation done) and, with drain, until
+ * the engine's stream has finished. Any failure (an asynchronous NCCL error, a failing NCCL or
+ * CUDA call, the communicator's timeout) aborts the communicator and returns -1. */
+static int nccl_wait(ab_comm *c, const char *what, int drain) {
     nccl_impl *m = impl_of(c);
     const double t0 = ab_now();
     for (;;) {
-        ncclResult_t async = ncclSuccess;
-        AB_NCCL_CHECK(ncclCommGetAsyncError(m->nccl, &async));
-        if (async != ncclSuccess && async != ncclInProgress) {
-            ncclCommAbort(m->nccl);
-            m->nccl = NULL;
-            return ab_errorf("rank %d: %s: NCCL asynchronous error: %s (a peer rank failed?)", c->rank, what,
-                             ncclGetErrorString(async));
+        ncclResult_t state = ncclSuccess;
+        const ncclResult_t r = ncclCommGetAsyncError(m->nccl, &state);
+        if (r != ncclSuccess) {
+            ab_errorf("rank %d: %s: ncclCommGetAsyncError failed at %s:%d: %s", c->rank, what, __FILE__, __LINE__,
+                      ncclGetErrorString(r));
+            abort_comm(c);
+            return -1;
         }
-        if (async == ncclSuccess) {
+        if (state != ncclSuccess && state != ncclInProgress) {
+            ab_errorf("rank %d: %s: NCCL asynchronous error: %s (%s; a peer rank failed?)", c->rank, what,
+                      ncclGetErrorString(state), ncclGetLastError(NULL));
+            abort_comm(c);
+            return -1;
+        }
+        if (state == ncclSuccess) {
+            if (!drain) return 0;
             const cudaError_t q = cudaStreamQuery(m->stream);
             if (q == cudaSuccess) return 0;
-            if (q != cudaErrorNotReady)
-                return ab_errorf("cudaStreamQuery after %s failed at %s:%d: %s", what, __FILE__, __LINE__,
-                                 cudaGetErrorString(q));
+            if (q != cudaErrorNotReady) {
+                ab_errorf("cudaStreamQuery after %s failed at %s:%d: %s", what, __FILE__, __LINE__,
+                          cudaGetErrorString(q));
+                abort_comm(c);
+                return -1;
+            }
         }
-        if (ab_now() - t0 > c->timeout_s) {
-            ncclCommAbort(m->nccl);
-            m->nccl = NULL;
-            return ab_errorf("rank %d: %s did not complete within %.0f s: a peer rank died, hung or stopped calling "
-                             "collectives (--comm-timeout sets the limit)",
-                             c->rank, what, c->timeout_s);
+        const double waited = ab_now() - t0;
+        if (waited > c->timeout_s) {
+            ab_errorf("rank %d: %s did not complete within %.0f s: a peer rank died, hung or stopped calling "
+                      "collectives (--comm-timeout sets the limit)",
+                      c->rank, what, c->timeout_s);
+            abort_comm(c);
+            return -1;
         }
+        poll_pause(waited);
     }
 }
 
@@ -73,23 +122,63 @@ static int usable(ab_comm *c) {
     return impl_of(c)->nccl ? 0 : ab_errorf("rank %d: the NCCL communicator was aborted after an earlier error", c->rank);
 }
 
+/* x *= s, rounded once to the element type: the mpi engine's AVG scaling, element for element
+ * (core/comm.c: f[i] *= inv for fp32, fp16(fp32(h) * inv) for fp16) */
+__global__ void k_scale_f32(size_t n, float *x, float s) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        x[i] = x[i] * s;
+}
+
+__global__ void k_scale_f16(size_t n, uint16_t *x, float s) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        x[i] = ab_f32_to_f16(ab_f16_to_f32(x[i]) * s);
+}
+
+static int scale_on_stream(ab_comm *c, void *buf, size_t n, ab_dtype t, float s) {
+    const unsigned threads = 256;
+    size_t blocks = (n + threads - 1) / threads;
+    if (blocks > 65535u * 16u) blocks = 65535u * 16u; /* grid-stride loops cover the rest */
+    if (t == AB_F32)
+        k_scale_f32<<<(unsigned)blocks, threads, 0, impl_of(c)->stream>>>(n, (float *)buf, s);
+    else
+        k_scale_f16<<<(unsigned)blocks, threads, 0, impl_of(c)->stream>>>(n, (uint16_t *)buf, s);
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) {
+        ab_errorf("kernel launch of the all-reduce's 1/W scaling failed at %s:%d: %s", __FILE__, __LINE__,
+                  cudaGetErrorString(e));
+        abort_comm(c); /* the peers' collective is done; ours can no longer be trusted to be */
+        return -1;
+    }
+    return 0;
+}
+
+/* SUM: ncclSum. AVG: ncclSum, then every element multiplied by fp32(1/W) and rounded once, on the
+ * engine's stream (not ncclAvg, whose fp16 form pre-multiplies each rank's values by fp16(1/W):
+ * a sum past the fp16 range would no longer overflow, and 1/W itself would be rounded). */
 static int nccl_allreduce(ab_comm *c, void *buf, size_t n, ab_dtype t, ab_reduce_op op) {
     if (t != AB_F32 && t != AB_F16) return ab_errorf("allreduce: %s buffers are not supported", ab_dtype_name(t));
     if (op != AB_RED_SUM && op != AB_RED_AVG) return ab_errorf("allreduce: buffers take SUM or AVG only");
     AB_TRY(usable(c));
     nccl_impl *m = impl_of(c);
-    if (c->be) AB_TRY(c->be->ops->sync(c->be)); /* the backend may compute on a stream of its own */
-    AB_NCCL_CHECK(ncclAllReduce(buf, buf, n, t == AB_F32 ? ncclFloat32 : ncclFloat16,
-                                op == AB_RED_AVG ? ncclAvg : ncclSum, m->nccl, m->stream));
-    return nccl_wait(c, "ncclAllReduce of the gradients");
+    if (c->be) AB_TRY(c->be->ops->sync(c->be)); /* the backend computes on a stream of its own */
+    if (n == 0) return 0;
+    AB_TRY(on_device(c));
+    AB_NCCL_CHECK(ncclAllReduce(buf, buf, n, t == AB_F32 ? ncclFloat32 : ncclFloat16, ncclSum, m->nccl, m->stream));
+    if (op == AB_RED_AVG && c->size > 1) {
+        /* the sum must be on the stream before the scaling goes behind it */
+        AB_TRY(nccl_wait(c, "ncclAllReduce of the gradients", 0));
+        AB_TRY(scale_on_stream(c, buf, n, t, 1.0f / (float)c->size));
+    }
+    return nccl_wait(c, "ncclAllReduce of the gradients", 1);
 }
 
 static int nccl_broadcast(ab_comm *c, void *buf, size_t bytes, int root) {
     AB_TRY(usable(c));
     nccl_impl *m = impl_of(c);
     if (c->be) AB_TRY(c->be->ops->sync(c->be));
+    AB_TRY(on_device(c));
     AB_NCCL_CHECK(ncclBroadcast(buf, buf, bytes, ncclUint8, root, m->nccl, m->stream));
-    return nccl_wait(c, "ncclBroadcast");
+    return nccl_wait(c, "ncclBroadcast", 1);
 }
 
 /* host-side reductions go over MPI, under this communicator's timeout */
@@ -109,11 +198,26 @@ static int nccl_allgather_i64(ab_comm *c, int64_t v, int64_t *out) {
 }
 static int nccl_barrier(ab_comm *c) { return host(c)->ops->barrier(host(c)); }
 
+/* A non-blocking communicator is finalised (its queued work flushed), waited for under the
+ * timeout, then destroyed; if that fails or takes too long it is aborted instead. Destroying
+ * reports nothing, so the caller's last error message is kept as it was. */
 static void nccl_destroy(ab_comm *c) {
     if (!c) return;
     nccl_impl *m = impl_of(c);
     if (m) {
-        if (m->nccl) ncclCommDestroy(m->nccl);
+        if (m->nccl) {
+            char saved[512];
+            snprintf(saved, sizeof saved, "%s", ab_error());
+            ncclResult_t f = ncclInternalError;
+            if (on_device(c) == 0) f = ncclCommFinalize(m->nccl);
+            if ((f == ncclSuccess || f == ncclInProgress) && nccl_wait(c, "ncclCommFinalize", 0) == 0)
+                ncclCommDestroy(m->nccl);
+            else
+                abort_comm(c); /* nccl_wait aborts on its own failures; this covers the others */
+            m->nccl = NULL;
+            if (strcmp(saved, "unknown error") == 0) ab_error_clear();
+            else ab_errorf("%s", saved);
+        }
         if (m->stream) cudaStreamDestroy(m->stream);
         ab_comm_destroy(m->mpi);
         free(m);
@@ -124,6 +228,38 @@ static void nccl_destroy(ab_comm *c) {
 static const ab_comm_ops nccl_ops = {"nccl",          nccl_allreduce, nccl_allreduce_i64, nccl_allreduce_f64,
                                      nccl_allgather_i64, nccl_broadcast, nccl_barrier,       nccl_destroy};
 
+/* 64-bit FNV-1a of a GPU's UUID, sign bit clear: one int64 per rank for the all-gather */
+static int64_t uuid_hash(const cudaUUID_t *u) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < sizeof u->bytes; i++) h = (h ^ (uint8_t)u->bytes[i]) * 0x100000001b3ull;
+    return (int64_t)(h >> 1);
+}
+
+/* Two ranks of one NCCL communicator on one GPU are not supported by NCCL; with more ranks on a
+ * node than GPUs visible to each, the modulo choice would put them there. Every rank all-gathers
+ * its GPU's UUID and all refuse, naming the pair, before NCCL is initialised. */
+static int check_distinct_gpus(ab_comm *c, int count) {
+    nccl_impl *m = impl_of(c);
+    cudaDeviceProp prop;
+    AB_CUDA_CHECK(cudaGetDeviceProperties(&prop, m->device));
+    char bus[32] = "?";
+    if (cudaDeviceGetPCIBusId(bus, (int)sizeof bus, m->device) != cudaSuccess) (void)cudaGetLastError();
+    int64_t *all = (int64_t *)malloc((size_t)c->size * sizeof *all);
+    if (!all) return ab_errorf("out of host memory checking the ranks' GPUs");
+    const int rc = m->mpi->ops->allgather_i64(m->mpi, uuid_hash(&prop.uuid), all);
+    int other = -1;
+    for (int r = 0; rc == 0 && r < c->size && other < 0; r++)
+        if (r != c->rank && all[r] == all[c->rank]) other = r;
+    free(all);
+    if (rc != 0) return -1;
+    if (other >= 0)
+        return ab_errorf("--comm nccl: ranks %d and %d would share one GPU (%s, %s): rank %d is node-local rank %d of "
+                         "%d and sees %d GPU(s); launch at most one rank per GPU",
+                         c->rank < other ? c->rank : other, c->rank < other ? other : c->rank, prop.name, bus,
+                         c->rank, c->local_rank, c->local_size, count);
+    return 0;
+}
+
 static int nccl_setup(ab_comm *c) {
     nccl_impl *m = impl_of(c);
     AB_TRY(ab_comm_mpi_create(&m->mpi));
@@ -133,15 +269,15 @@ static int nccl_setup(ab_comm *c) {
     c->local_size = m->mpi->local_size;
     int count = 0;
     const cudaError_t e = cudaGetDeviceCount(&count);
-    if (e != cudaSuccess || count == 0)
+    if (e != cudaSuccess || count == 0) {
+        (void)cudaGetLastError();
         return ab_errorf("--comm nccl: rank %d sees no usable GPU (%s)", c->rank,
                          e != cudaSuccess ? cudaGetErrorString(e) : "no device");
-    if (c->local_rank >= count)
-        return ab_errorf("--comm nccl: rank %d is node-local rank %d but this node has %d GPU(s): launch at most one "
-                         "rank per GPU",
-                         c->rank, c->local_rank, count);
-    m->device = c->local_rank;
+    }
+    m->device = ab_comm_gpu_index(c->local_rank, count);
+    c->device = m->device;
     AB_CUDA_CHECK(cudaSetDevice(m->device));
+    AB_TRY(check_distinct_gpus(c, count));
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
     if (c->rank == 0) AB_NCCL_CHECK(ncclGetUniqueId(&id));
@@ -150,7 +286,7 @@ static int nccl_setup(ab_comm *c) {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     AB_NCCL_CHECK(ncclCommInitRankConfig(&m->nccl, c->size, id, c->rank, &config));
-    return nccl_wait(c, "ncclCommInitRankConfig");
+    return nccl_wait(c, "ncclCommInitRankConfig", 0);
 }
 
 int ab_comm_nccl_create(ab_comm **out) {
@@ -165,10 +301,11 @@ int ab_comm_nccl_create(ab_comm **out) {
     c->ops = &nccl_ops;
     c->size = 1;
     c->local_size = 1;
+    c->device = -1;
     c->timeout_s = 300.0;
     c->impl = m;
     if (nccl_setup(c) != 0) {
-        nccl_destroy(c);
+        nccl_destroy(c); /* keeps the message of the failure */
         return -1;
     }
     *out = c;

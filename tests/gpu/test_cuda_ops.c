@@ -5,7 +5,11 @@
  * and batch gathering from a device-resident data set. Whole tensors are compared by NMSE with
  * the tolerances of tests/tolerances.h; ops whose arithmetic is the shared AB_HD code and has no
  * reduction are compared bit for bit. NaN/Inf are planted and must show in the same places.
- * Every device output has sentinels after it that must survive (out-of-bounds writes).
+ * Every device output has sentinels after it that must survive (out-of-bounds writes). Also:
+ * GEMMs run twice (the second time from cached plans, positive or negative), biases at every
+ * alignment from 256 bytes down to one element, labels outside [0, C) (NaN loss and a NaN
+ * gradient row on both backends), same-type casts between overlapping buffers (memmove), and a
+ * gather straight after a large data set is mapped.
  * Without a usable GPU it prints SKIPPED and exits 77 (CTest SKIP_RETURN_CODE). */
 #include <math.h>
 #include <stdio.h>
@@ -161,8 +165,11 @@ static void test_gemm(void) {
         {1, 1, 100, 3, 200, 1, 0, AB_EPI_RELU, 2.0f, 0.0f},  /* odd alignments */
     };
     const ab_dtype types[] = {AB_F32, AB_F16, AB_BF16};
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        for (int t = 0; t < 3; t++) test_gemm_case(&cases[i], types[t], types[t], types[t]);
+    /* twice: the second pass finds every plan in the cache, those with an algorithm and those
+     * cuBLASLt had none for (the fallback, taken without asking again) */
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+            for (int t = 0; t < 3; t++) test_gemm_case(&cases[i], types[t], types[t], types[t]);
     /* fp16/bf16 inputs, fp32 output (bias fp16: not cuBLASLt's default bias type -> fallback) */
     test_gemm_case(&cases[0], AB_F16, AB_F16, AB_F32);
     test_gemm_case(&cases[2], AB_BF16, AB_BF16, AB_F32);
@@ -170,6 +177,37 @@ static void test_gemm(void) {
     test_gemm_case(&cases[1], AB_F32, AB_F32, AB_F16);
     /* mixed input types: widened to fp32 first */
     test_gemm_case(&cases[4], AB_F16, AB_F32, AB_F32);
+
+    /* One shape, the bias at every alignment: 256 bytes, then 128 (a 100-wide fp16 bias after
+     * another, as --hidden 100 lays them out), 64, 32, 16, then 2 or 4 (one element: the fallback).
+     * The plan chosen for one alignment must not be reused for a bias aligned less. */
+    for (int t = 0; t < 3; t++) {
+        const ab_dtype dt = types[t];
+        const int M = 64, N = 100, K = 96;
+        const size_t es = ab_dtype_size(dt);
+        const int offsets[] = {0, (int)(128 / es), (int)(64 / es), (int)(32 / es), (int)(16 / es), 1, 0};
+        pair A = pair_new((size_t)M * K, dt, -1, 1), B = pair_new((size_t)N * K, dt, -1, 1),
+             bias = pair_new((size_t)N + 256 / es, dt, -1, 1);
+        for (size_t k = 0; k < sizeof offsets / sizeof offsets[0]; k++) {
+            pair C = pair_new((size_t)M * N, dt, -1, 1);
+            const size_t off = (size_t)offsets[k] * es;
+            for (int epi = 0; epi < 2; epi++) { /* bias, then bias + ReLU (C overwritten: beta 0) */
+                char what[112];
+                snprintf(what, sizeof what, "gemm bias %zu bytes past a 256-byte boundary, relu=%d, %s", off, epi,
+                         ab_dtype_name(dt));
+                op_ok(what,
+                      cpu->ops->gemm(cpu, 0, 1, M, N, K, 1.0f, dt, A.h, K, dt, B.h, K, (char *)bias.h + off,
+                                     (ab_epilogue)epi, 0.0f, dt, C.h, N),
+                      gpu->ops->gemm(gpu, 0, 1, M, N, K, 1.0f, dt, A.d, K, dt, B.d, K, (char *)bias.d + off,
+                                     (ab_epilogue)epi, 0.0f, dt, C.d, N));
+                compare(what, &C, gemm_tol(dt, dt));
+            }
+            pair_free(&C);
+        }
+        pair_free(&A);
+        pair_free(&B);
+        pair_free(&bias);
+    }
 
     /* NaN parity: a NaN in row 3 of A makes row 3 of C NaN on both */
     gemm_case c = {0, 1, 16, 32, 48, 0, 1, AB_EPI_NONE, 1.0f, 0.0f};
@@ -290,6 +328,83 @@ static void test_softmax_xent(void) {
             }
 }
 
+/* Labels outside [0, C) (a corrupt data set): no error from either backend, NaN loss, and every
+ * element of the row's gradient NaN (so an fp32 run stops on the loss and an amp step is skipped),
+ * also in place, where leaving the row alone would pass the raw logits off as the gradient. */
+static void test_softmax_xent_bad_labels(void) {
+    const ab_dtype types[] = {AB_F32, AB_F16, AB_BF16};
+    enum { B = 40, C = 10 };
+    const int bad_rows[] = {3, 17, 39}, bad_labels[] = {C, -1, 1000};
+    char what[128];
+    for (int s = 0; s < 3; s++)
+        for (int mode = 0; mode < 3; mode++) { /* separate dlogits, in place, loss only */
+            const ab_dtype t = types[s];
+            pair L = pair_new((size_t)B * C, t, -6.0f, 6.0f), D = pair_new((size_t)B * C, t, -1.0f, 1.0f);
+            pair y = pair_new((size_t)B, AB_F32, 0.0f, 0.0f), stats = pair_new(2, AB_F32, 0.0f, 0.0f);
+            int32_t *lab = y.h;
+            for (int i = 0; i < B; i++) lab[i] = (int32_t)ab_rng_below(&rng, C);
+            for (int k = 0; k < 3; k++) lab[bad_rows[k]] = bad_labels[k];
+            if (gpu->ops->upload(gpu, y.d, y.h, (size_t)B * 4) != 0) failures++;
+            float *loss_h = stats.h, *loss_d = stats.d;
+            int32_t *corr_h = (int32_t *)stats.h + 1, *corr_d = (int32_t *)stats.d + 1;
+            const pair *out = mode == 1 ? &L : mode == 0 ? &D : NULL;
+            snprintf(what, sizeof what, "softmax_xent %s with labels outside [0, %d)%s", ab_dtype_name(t), C,
+                     mode == 1 ? " in place" : mode == 2 ? ", loss only" : "");
+            const int rc_cpu = cpu->ops->softmax_xent(cpu, B, C, t, L.h, y.h, 1024.0f, t, out ? out->h : NULL, loss_h,
+                                                      corr_h);
+            const int rc_gpu = gpu->ops->softmax_xent(gpu, B, C, t, L.d, y.d, 1024.0f, t, out ? out->d : NULL, loss_d,
+                                                      corr_d);
+            op_ok(what, rc_cpu, rc_gpu);
+            if (out) {
+                compare(what, out, t == AB_F32 ? AB_TOL_GPU_TRANSC_NMSE : t == AB_F16 ? AB_TOL_FP16_NMSE : AB_TOL_BF16_NMSE);
+                void *g = fetch(what, out);
+                for (int i = 0, k = 0; i < B; i++) {
+                    const int bad = k < 3 && i == bad_rows[k];
+                    k += bad;
+                    int nans = 0;
+                    for (int j = 0; j < C; j++) nans += isnan(ab_load(g, (size_t)i * C + j, t)) != 0;
+                    AB_CHECK(nans == (bad ? C : 0), "%s: row %d (label %d) has %d NaN of %d", what, i, lab[i], nans, C);
+                }
+                free(g);
+            }
+            float gs[2];
+            if (gpu->ops->download(gpu, gs, stats.d, sizeof gs) != 0) failures++;
+            int32_t gc;
+            memcpy(&gc, &gs[1], sizeof gc);
+            AB_CHECK(isnan(gs[0]) && isnan(*loss_h), "%s: loss NaN on both (gpu %g, cpu %g)", what, (double)gs[0],
+                     (double)*loss_h);
+            AB_CHECK(gc == *corr_h && gc <= B - 3, "%s: correct gpu %d cpu %d (bad rows never count)", what, gc, *corr_h);
+            pair_free(&L);
+            pair_free(&D);
+            pair_free(&y);
+            pair_free(&stats);
+        }
+}
+
+/* A same-type cast is memmove: overlapping source and destination, shifted either way. */
+static void test_overlapping_cast(void) {
+    const ab_dtype types[] = {AB_F32, AB_F16, AB_BF16};
+    const size_t n = 50001, shift = 1237;
+    char what[96];
+    for (int s = 0; s < 3; s++)
+        for (int up = 0; up < 2; up++) {
+            const ab_dtype t = types[s];
+            pair buf = pair_new(n + shift, t, -4.0f, 4.0f);
+            const size_t from = up ? 0 : shift, to = up ? shift : 0, es = buf.es;
+            snprintf(what, sizeof what, "cast %s -> %s between overlapping buffers (dst %s src)", ab_dtype_name(t),
+                     ab_dtype_name(t), up ? "after" : "before");
+            char *want = malloc((n + shift) * es); /* what memmove makes of it, for the CPU's own result */
+            memcpy(want, buf.h, (n + shift) * es);
+            memmove(want + to * es, want + from * es, n * es);
+            op_ok(what, cpu->ops->cast(cpu, n, t, (char *)buf.h + from * es, t, (char *)buf.h + to * es),
+                  gpu->ops->cast(gpu, n, t, (char *)buf.d + from * es, t, (char *)buf.d + to * es));
+            AB_CHECK(memcmp(want, buf.h, (n + shift) * es) == 0, "%s: the CPU backend's result is not memmove's", what);
+            compare_bits(what, &buf);
+            free(want);
+            pair_free(&buf);
+        }
+}
+
 static void test_unscale_and_optimizers(void) {
     const size_t n = 203530; /* the MLP's parameter count */
     char what[128];
@@ -381,6 +496,34 @@ static void test_gather(void) {
     gpu->ops->unmap_data(gpu, gy, (size_t)N);
     free(data);
     free(labels);
+
+    { /* a large set mapped, then gathered from at once, from its last samples: the copy must
+       * have landed before a kernel on the backend's stream reads it */
+        const int BN = 40000, BD = 784, b = 64;
+        uint8_t *big = malloc((size_t)BN * BD), *blab = malloc((size_t)BN);
+        for (size_t i = 0; i < (size_t)BN * BD; i += 8) {
+            const uint64_t r = ab_rng_u64(&rng);
+            memcpy(big + i, &r, (size_t)BN * BD - i < 8 ? (size_t)BN * BD - i : 8);
+        }
+        for (int i = 0; i < BN; i++) blab[i] = (uint8_t)ab_rng_below(&rng, 10);
+        int32_t idx[64];
+        for (int k = 0; k < b; k++) idx[k] = BN - 1 - k;
+        pair out = pair_new((size_t)b * BD, AB_F32, 0.0f, 0.0f), lab = pair_new((size_t)b, AB_F32, 0.0f, 0.0f);
+        op_ok("map_data (31 MB)",
+              cpu->ops->map_data(cpu, big, (size_t)BN * BD, &cx) | cpu->ops->map_data(cpu, blab, (size_t)BN, &cy),
+              gpu->ops->map_data(gpu, big, (size_t)BN * BD, &gx) | gpu->ops->map_data(gpu, blab, (size_t)BN, &gy));
+        op_ok("gather_normalize right after map_data",
+              cpu->ops->gather_normalize(cpu, b, BD, cx, cy, idx, 0.1307f, 0.3081f, AB_F32, out.h, lab.h),
+              gpu->ops->gather_normalize(gpu, b, BD, gx, gy, idx, 0.1307f, 0.3081f, AB_F32, out.d, lab.d));
+        compare_bits("gather_normalize right after map_data", &out);
+        compare_bits("gather_normalize right after map_data (labels)", &lab);
+        pair_free(&out);
+        pair_free(&lab);
+        gpu->ops->unmap_data(gpu, gx, (size_t)BN * BD);
+        gpu->ops->unmap_data(gpu, gy, (size_t)BN);
+        free(big);
+        free(blab);
+    }
 }
 
 static void test_memory_and_describe(void) {
@@ -425,6 +568,8 @@ int main(void) {
     test_gemm();
     test_elementwise();
     test_softmax_xent();
+    test_softmax_xent_bad_labels();
+    test_overlapping_cast();
     test_unscale_and_optimizers();
     test_gather();
     AB_CHECK(gpu->ops->sync(gpu) == 0, "final sync: %s", ab_error());

@@ -14,6 +14,7 @@
 #include "params.h"
 #include "rng.h"
 #include "tolerances.h"
+#include "models.h"
 #include "train.h"
 
 static int failures = 0;
@@ -29,6 +30,7 @@ static const char *data_dir(void) {
 
 static void config(ab_train_config *c, const char *device, ab_precision prec) {
     ab_train_config_defaults(c);
+    c->workload = &ab_workloads;
     c->device = device;
     c->precision = prec;
     c->data_dir = data_dir();

@@ -1,0 +1,804 @@
+#!/usr/bin/env python3
+"""ResNet-50 on CIFAR-10 in PyTorch: the peer `ampbench train --model resnet50[-cifar]` is compared with.
+
+Model (torchvision's resnet50, its own initialisation, num_classes 10):
+  resnet50        torchvision's layout unchanged: conv1 7x7/2 + max pool 3x3/2 (layer4 is 1x1 at 32x32)
+  resnet50-cifar  conv1 replaced by a 3x3/1 pad 1 convolution without bias, max pool by Identity
+The parameter count (23,528,522 and 23,520,842) and the multiply-adds per image (a forward-hook
+count over Conv2d and Linear: output elements x input channels / groups x kernel area, and
+in x out features for Linear; no bias, batch norm or pooling work) are printed and recorded.
+
+Data: the CIFAR-10 binary files read directly (no torchvision download): data_batch_1.bin,
+data_batch_2.bin, ... as many as exist from 1 on, and test_batch.bin; records of 1 label byte + 3072
+bytes (planes R, G, B of 32x32). --train-subset/--test-subset N keep the first N of each split. The
+uint8 images stay resident on the device and a batch is built there (index_select, crop and flip,
+normalise), as ampbench does, so that the framework is measured and not a data loader.
+  normalisation  (x / 255 - mean) / std per channel, mean (0.4914, 0.4822, 0.4465),
+                 std (0.2470, 0.2435, 0.2616)
+  augmentation   (training only; --no-augment switches it off) a random 32x32 crop of the image
+                 zero-padded by 4 pixels on each side, then a horizontal flip with probability 1/2,
+                 drawn per sample from a seeded generator. The padding is applied to the raw uint8
+                 image BEFORE normalisation: a padded pixel is 0 in uint8 space and so becomes
+                 (0 - mean) / std after normalising (not 0), as in torchvision's RandomCrop(32, 4)
+                 before Normalize and as ampbench does.
+  order          a seeded permutation per epoch (--no-shuffle keeps the file order); the last
+                 batch of an epoch may be short (no drop_last).
+
+Precision (--precision): fp32 (no TF32 unless --tf32: ampbench's fp32 is plain fp32); amp =
+torch.autocast(float16) + GradScaler (init scale 65536, growth 2, backoff 0.5, interval 2000, as
+ampbench; the scale is read back every step to record overflow events); bf16 = autocast(bfloat16),
+no scaler. Where the installed PyTorch cannot autocast to the dtype on the device (PyTorch 1.13
+autocasts only to bf16 on a CPU) the script says so in one line and exits 2.
+--channels-last (default on for cuda, off for cpu) puts the model and the inputs in channels_last.
+
+Recipe: SGD, momentum 0.9, weight decay 5e-4 on every parameter, lr 0.1, batch 128 per rank,
+cross-entropy. The learning rate of optimizer step s (0-based, counted over the whole run, skipped
+AMP steps included) with base lr L, W warm-up steps and T steps in all (epochs x steps per epoch,
+or --max-steps if smaller) is
+  s < W          L * s / W                       (linear warm-up from 0; step 0 has lr 0)
+  otherwise, with t = (s - W) / (T - W):
+  constant       L
+  linear         L * (1 - t)                     (reaches 0 at s = T, just after the last step)
+  cosine         L * 0.5 * (1 + cos(pi * t))
+  step           L, x0.1 from s >= T/2, x0.01 from s >= 3T/4 (integer division; no warm-up factor)
+which is ampbench's ab_lr_at and Hugging Face's get_{linear,cosine}_schedule_with_warmup.
+
+Data parallel: launched under torchrun (RANK, WORLD_SIZE, LOCAL_RANK) or mpirun (OMPI_COMM_WORLD_*,
+or PMI_RANK/PMI_SIZE), the script runs DistributedDataParallel, nccl on cuda and gloo on cpu
+(mpirun: MASTER_ADDR/MASTER_PORT default to 127.0.0.1:29500, one node). A step takes world x batch
+samples of the shared permutation; rank r trains on the r-th block of batch samples (ampbench's
+block-cyclic shard), and each rank's summed loss is scaled by world / (samples in the step) so that
+DDP's gradient average is the mean over the step's samples even when a short last step leaves the
+ranks unequal shares (a rank with none runs a zero-weighted forward and backward so that DDP's
+all-reduce still meets). Batch norm keeps per-rank batch statistics (no SyncBatchNorm); running
+statistics come from rank 0 (DDP's broadcast_buffers). Rank 0 prints and writes the record.
+
+Times: epochs[].time_s is the training part of an epoch (evaluation excluded); data_time_s is batch
+assembly (CUDA events on cuda); --timing-skip-steps N leaves the first N steps of the run out of
+time_s and of samples_per_s (first-step set-up: cuDNN/oneDNN plans, allocator growth), and is
+recorded in peer.timing_skip_steps; 0 (the default) times every step, as ampbench does.
+
+Memory, peak_memory_bytes (peak_memory_bytes.method names which):
+  cuda  torch.cuda.max_memory_allocated() less the resident data set (ampbench keeps data sets out
+        of its categories); the raw figure is gpu.torch_max_memory_allocated_bytes.
+  cpu   growth of the process's resident set: VmHWM (reset through /proc/self/clear_refs after the
+        data set is loaded) less VmRSS then. It counts the allocator's cached blocks, oneDNN
+        scratch, the Python heap: NOT comparable with torch.cuda.max_memory_allocated nor with
+        ampbench's tracked total.
+activations = total - parameters - gradients - optimizer state (what is left, not a count).
+
+Ctrl-C (or SIGTERM) stops after the current step; the epoch in progress is evaluated and recorded,
+the result is written with complete=false, interrupted=true, and the exit status is 130. A second
+Ctrl-C stops at once with the epochs already finished. The record is written atomically (temporary
+file, rename) after every epoch (complete=false) and at the end.
+"""
+import argparse
+import contextlib
+import datetime
+import gc
+import json
+import math
+import os
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import time
+import warnings
+
+PROG = "cifar_resnet50.py"
+MEAN = (0.4914, 0.4822, 0.4465)
+STD = (0.2470, 0.2435, 0.2616)
+RECORD = 3073  # 1 label byte + 3 x 32 x 32 pixel bytes
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's python3-torch lives here, not in a pyenv python
+
+
+def die(msg, status=1):
+    print("%s: %s" % (PROG, msg), file=sys.stderr)
+    sys.exit(status)
+
+
+def read_cifar_file(path):
+    """(samples, raw bytes) of one CIFAR-10 binary file; a one-line error on bad input."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        die("%s: %s" % (path, e.strerror or e))
+    if len(raw) == 0 or len(raw) % RECORD:
+        die("%s: %d bytes, not a positive multiple of %d (1 label byte + 3072 pixel bytes a record)"
+            % (path, len(raw), RECORD))
+    labels = raw[0::RECORD]
+    if max(labels) > 9:
+        i = next(k for k, v in enumerate(labels) if v > 9)
+        die("%s: record %d has label %d (CIFAR-10 labels are 0..9)" % (path, i, labels[i]))
+    return len(raw) // RECORD, raw
+
+
+def split_files(data_dir, split):
+    if split == "test":
+        return [os.path.join(data_dir, "test_batch.bin")]
+    files, k = [], 1
+    while os.path.exists(os.path.join(data_dir, "data_batch_%d.bin" % k)):
+        files.append(os.path.join(data_dir, "data_batch_%d.bin" % k))
+        k += 1
+    if not files:
+        die("%s: no such file (the CIFAR-10 binary version; set --data)" % os.path.join(data_dir, "data_batch_1.bin"))
+    return files
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--model", default="resnet50", choices=["resnet50", "resnet50-cifar"])
+    ap.add_argument("--device", default="auto", choices=["cpu", "cuda", "auto"])
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "amp", "bf16"])
+    ap.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=None,
+                    help="model and inputs in torch.channels_last [on for cuda, off for cpu]")
+    ap.add_argument("--tf32", action="store_true", help="allow TF32 in fp32 convolutions and matmuls (cuda)")
+    ap.add_argument("--cudnn-benchmark", action=argparse.BooleanOptionalAction, default=True,
+                    help="torch.backends.cudnn.benchmark (cuda)")
+    ap.add_argument("--epochs", type=int, default=1, help="the articles' setting is 50")
+    ap.add_argument("--max-steps", type=int, default=0, help="stop after N optimizer steps in all (0 = no limit)")
+    ap.add_argument("--batch-size", type=int, default=128, help="per rank")
+    ap.add_argument("--lr", type=float, default=0.1)
+    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--weight-decay", type=float, default=5e-4)
+    ap.add_argument("--lr-schedule", default="constant", choices=["constant", "linear", "cosine", "step"])
+    ap.add_argument("--warmup-steps", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--data", default=os.environ.get("AB_CIFAR10_DIR", ""),
+                    help="folder with the CIFAR-10 .bin files [$AB_CIFAR10_DIR or <repo>/../shared/data/cifar10]")
+    ap.add_argument("--train-subset", type=int, default=0, help="first N training samples (0 = all)")
+    ap.add_argument("--test-subset", type=int, default=0, help="first N test samples (0 = all)")
+    ap.add_argument("--augment", action=argparse.BooleanOptionalAction, default=True,
+                    help="random crop (4-pixel zero padding) + horizontal flip")
+    ap.add_argument("--shuffle", action=argparse.BooleanOptionalAction, default=True,
+                    help="a seeded permutation per epoch; --no-shuffle keeps the file order")
+    ap.add_argument("--init-scale", type=float, default=65536.0)
+    ap.add_argument("--growth-factor", type=float, default=2.0)
+    ap.add_argument("--backoff-factor", type=float, default=0.5)
+    ap.add_argument("--growth-interval", type=int, default=2000)
+    ap.add_argument("--timing-skip-steps", type=int, default=0,
+                    help="leave the first N steps out of the timings and samples/s")
+    ap.add_argument("--log-interval", type=int, default=100)
+    ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0 = torch default)")
+    ap.add_argument("--out", default="", help="JSON result file (written atomically after each epoch)")
+    ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--dry-run", action="store_true", help="check the data files and stop (no torch needed)")
+    a = ap.parse_args()
+    for name in ("epochs", "batch_size", "log_interval"):
+        if getattr(a, name) < 1:
+            die("--%s must be at least 1" % name.replace("_", "-"), 2)
+    for name in ("max_steps", "warmup_steps", "train_subset", "test_subset", "timing_skip_steps", "threads"):
+        if getattr(a, name) < 0:
+            die("--%s must be >= 0" % name.replace("_", "-"), 2)
+    if not a.data:
+        a.data = os.path.normpath(os.path.join(REPO_ROOT, "..", "shared", "data", "cifar10"))
+    return a
+
+
+def import_torch():
+    try:
+        import torch  # noqa: F401
+        import torchvision  # noqa: F401
+        return
+    except ImportError as e:
+        err = e
+    # `#!/usr/bin/env python3` may find a python (pyenv, venv) without torch while the
+    # distribution's python3 has it (Debian's python3-torch): run there once.
+    if (os.environ.get("AB_PEER_REEXEC") != "1" and os.path.exists(SYSTEM_PYTHON)
+            and os.path.realpath(sys.executable) != os.path.realpath(SYSTEM_PYTHON)):
+        os.environ["AB_PEER_REEXEC"] = "1"
+        print("%s: %s has no torch (%s); running under %s" % (PROG, sys.executable, err, SYSTEM_PYTHON),
+              file=sys.stderr)
+        sys.stderr.flush()
+        os.execv(SYSTEM_PYTHON, [SYSTEM_PYTHON, os.path.abspath(__file__)] + sys.argv[1:])
+    die("PyTorch and torchvision are needed (%s)" % err)
+
+
+def git_info():
+    commit, dirty = "unknown", None
+    try:
+        out = subprocess.run(["git", "-C", REPO_ROOT, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        commit = out.stdout.strip() or "unknown"
+        if commit != "unknown":
+            st = subprocess.run(["git", "-C", REPO_ROOT, "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=10)
+            dirty = bool(st.stdout.strip()) if st.returncode == 0 else None
+    except Exception:
+        pass
+    return commit, dirty
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def proc_status_kb(key):
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def reset_peak_rss():
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def launcher_env():
+    """(rank, world, local_rank) from torchrun's or mpirun's environment; (0, 1, 0) otherwise."""
+    env = os.environ
+    for r, w, l in (("RANK", "WORLD_SIZE", "LOCAL_RANK"),
+                    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
+                    ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID")):
+        if r in env and w in env:
+            try:
+                rank, world = int(env[r]), int(env[w])
+                local = int(env.get(l, rank))
+            except ValueError:
+                die("%s=%r, %s=%r: not integers" % (r, env[r], w, env[w]), 2)
+            return rank, world, local
+    return 0, 1, 0
+
+
+def lr_at(schedule, base, s, T, W):
+    """ampbench's ab_lr_at: see the module docstring."""
+    if W > 0 and s < W:
+        return base * s / W
+    span = float(T - W) if T > W else 1.0
+    x = (s - W) / span
+    if schedule == "linear":
+        return base * max(0.0, 1.0 - x)
+    if schedule == "cosine":
+        return base * 0.5 * (1.0 + math.cos(math.pi * min(1.0, x)))
+    if schedule == "step":
+        return base * (0.01 if s >= T * 3 // 4 else 0.1 if s >= T // 2 else 1.0)
+    return base
+
+
+def shard(n, B, W, r):
+    """ampbench's ab_shard_step for one micro-batch a step: rank r's [begin, end) of a step of n samples."""
+    begin = min(n, r * B)
+    return begin, min(n, begin + B)
+
+
+def finite_or_none(x):
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: finite_or_none(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [finite_or_none(v) for v in x]
+    return x
+
+
+def write_atomic(path, rec):
+    text = json.dumps(finite_or_none(rec), indent=2)  # JSON has no NaN
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    with open(tmp, "w") as f:
+        f.write(text + "\n")
+    os.replace(tmp, path)
+
+
+def main():
+    a = parse_args()
+    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if not a.dry_run:
+        import_torch()
+    rank, world, local_rank = launcher_env()
+    lead = rank == 0
+    say = (lambda *x: print(*x)) if lead and not a.quiet else (lambda *x: None)
+
+    # ---- data: checked without torch, then converted ----
+    splits = {}
+    for split in ("train", "test"):
+        parts = []
+        for path in split_files(a.data, split):
+            n, raw = read_cifar_file(path)
+            parts.append((path, n, raw))
+        splits[split] = parts
+    n_train_all = sum(p[1] for p in splits["train"])
+    n_test_all = sum(p[1] for p in splits["test"])
+    n_train = min(a.train_subset, n_train_all) if a.train_subset > 0 else n_train_all
+    n_test = min(a.test_subset, n_test_all) if a.test_subset > 0 else n_test_all
+    train_desc = "CIFAR-10 binary %s, %d of %d samples%s" % (
+        "+".join(os.path.basename(p[0]) for p in splits["train"]), n_train, n_train_all,
+        ", augment crop 4 (zero padding) + flip" if a.augment else "")
+    test_desc = "CIFAR-10 binary test_batch.bin, %d of %d samples" % (n_test, n_test_all)
+    if a.dry_run:
+        print("%s: %s: %d train and %d test images of 3x32x32 (%s; %s)" % (PROG, a.data, n_train_all, n_test_all,
+                                                                      train_desc, test_desc))
+        return 0
+
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    import torchvision
+
+    # ---- device, precision, distribution ----
+    if a.device == "auto":
+        a.device = "cuda" if torch.cuda.is_available() else "cpu"
+        if a.device == "cpu" and lead:
+            print("%s: --device auto: no usable GPU; running on the CPU" % PROG, file=sys.stderr)
+    if a.device == "cuda" and not torch.cuda.is_available():
+        die("--device cuda: no usable GPU", 2)
+    if a.threads > 0:
+        torch.set_num_threads(a.threads)
+    cuda = a.device == "cuda"
+    dev = torch.device("cuda", local_rank % max(1, torch.cuda.device_count())) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(dev)
+    channels_last = cuda if a.channels_last is None else a.channels_last
+    mem_fmt = torch.channels_last if channels_last else torch.contiguous_format
+    torch.backends.cuda.matmul.allow_tf32 = a.tf32
+    torch.backends.cudnn.allow_tf32 = a.tf32
+    torch.backends.cudnn.benchmark = a.cudnn_benchmark
+    amp = a.precision == "amp"
+    ac_dtype = {"amp": torch.float16, "bf16": torch.bfloat16}.get(a.precision)
+
+    if ac_dtype is not None:  # does this torch autocast to the dtype on this device? (1.13: CPU bf16 only)
+        ok, why = False, ""
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                with torch.autocast(dev.type, dtype=ac_dtype):
+                    y = F.conv2d(torch.ones(1, 3, 4, 4, device=dev), torch.ones(2, 3, 3, 3, device=dev))
+                ok = y.dtype == ac_dtype
+            except Exception as e:  # noqa: BLE001 (any failure means: not supported)
+                why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if not ok:
+            why = why or (str(caught[0].message).splitlines()[0] if caught else "convolutions stay float32")
+            die("--precision %s: PyTorch %s cannot autocast to %s on %s (%s)"
+                % (a.precision, torch.__version__, str(ac_dtype).replace("torch.", ""), dev.type, why), 2)
+    if amp and not cuda and not hasattr(torch.amp, "GradScaler"):
+        die("--precision amp: PyTorch %s has no GradScaler for the CPU" % torch.__version__, 2)
+
+    if world > 1:
+        import torch.distributed as dist
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", "29500")
+        backend = "nccl" if cuda else "gloo"
+        dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world)
+    else:
+        dist, backend = None, "none"
+
+    torch.manual_seed(a.seed)
+    perm_gen = torch.Generator().manual_seed(a.seed)  # the same order on every rank
+    aug_gen = torch.Generator(device=dev) if cuda else torch.Generator()
+    aug_gen.manual_seed(a.seed * 1000003 + 7919 * rank + 1)  # each rank's own crops and flips
+
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(dev)
+        free0, total_mem = torch.cuda.mem_get_info(dev)
+
+    def to_tensors(parts, n_keep):
+        xs, ys, left = [], [], n_keep
+        for _path, n, raw in parts:
+            if left <= 0:
+                break
+            k = min(n, left)
+            t = torch.frombuffer(bytearray(raw[:k * RECORD]), dtype=torch.uint8).view(k, RECORD)
+            xs.append(t[:, 1:].reshape(k, 3, 32, 32).clone())
+            ys.append(t[:, 0].long())
+            left -= k
+        return torch.cat(xs), torch.cat(ys)
+
+    tx, ty = to_tensors(splits["train"], n_train)
+    vx, vy = to_tensors(splits["test"], n_test)
+    del splits
+    gc.collect()
+    tx, ty, vx, vy = tx.to(dev), ty.to(dev), vx.to(dev), vy.to(dev)
+    resident_bytes = sum(t.numel() * t.element_size() for t in (tx, ty, vx, vy))
+    rss_base_kb = proc_status_kb("VmRSS")
+    hwm_reset = reset_peak_rss() if not cuda else False
+
+    # ---- model ----
+    model = torchvision.models.resnet50(weights=None, num_classes=10)
+    if a.model == "resnet50-cifar":
+        model.conv1 = nn.Conv2d(3, 64, kernel_size=3, stride=1, padding=1, bias=False)
+        nn.init.kaiming_normal_(model.conv1.weight, mode="fan_out", nonlinearity="relu")  # torchvision's conv init
+        model.maxpool = nn.Identity()
+    model = model.to(dev, memory_format=mem_fmt)
+    n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+    macs = [0]
+
+    def conv_hook(m, _inp, out):
+        macs[0] += out.numel() // out.shape[0] * (m.in_channels // m.groups) * m.kernel_size[0] * m.kernel_size[1]
+
+    def linear_hook(m, _inp, out):
+        macs[0] += out.numel() // out.shape[0] // m.out_features * m.in_features * m.out_features
+
+    hooks = [m.register_forward_hook(conv_hook) for m in model.modules() if isinstance(m, nn.Conv2d)]
+    hooks += [m.register_forward_hook(linear_hook) for m in model.modules() if isinstance(m, nn.Linear)]
+    model.eval()
+    with torch.no_grad():
+        model(torch.zeros(1, 3, 32, 32, device=dev).contiguous(memory_format=mem_fmt))
+    for h in hooks:
+        h.remove()
+    model.train()
+    macs_per_image = macs[0]
+    say("model %s: %s parameters, %s multiply-adds per 32x32 image (forward)"
+        % (a.model, format(n_params, ","), format(macs_per_image, ",")))
+
+    net = model
+    if world > 1:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        net = DDP(model, device_ids=[dev.index] if cuda else None)
+    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum, weight_decay=a.weight_decay)
+    scaler = None
+    if amp:
+        kw = dict(init_scale=a.init_scale, growth_factor=a.growth_factor, backoff_factor=a.backoff_factor,
+                  growth_interval=a.growth_interval)
+        if hasattr(torch.amp, "GradScaler"):
+            scaler = torch.amp.GradScaler(dev.type, **kw)
+        else:
+            scaler = torch.cuda.amp.GradScaler(**kw)
+
+    def autocast():
+        if ac_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(dev.type, dtype=ac_dtype)
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize(dev)
+
+    # ---- batches, built on the device ----
+    scale_c = torch.tensor([1.0 / (255.0 * s) for s in STD], device=dev).view(1, 3, 1, 1)
+    shift_c = torch.tensor([-m / s for m, s in zip(MEAN, STD)], device=dev).view(1, 3, 1, 1)
+    ar32 = torch.arange(32, device=dev)
+    chan = torch.arange(3, device=dev).view(1, 3, 1, 1)
+
+    def normalise(x):  # (b, 3, 32, 32) uint8 -> float32, normalised, in the model's memory format
+        return (x.float() * scale_c + shift_c).contiguous(memory_format=mem_fmt)
+
+    def augment(x):  # zero-pad the uint8 image by 4, crop 32x32 at a random offset, flip half
+        b = x.shape[0]
+        xp = F.pad(x, (4, 4, 4, 4))  # (b, 3, 40, 40), padded pixels 0 in uint8 space
+        off = torch.randint(0, 9, (b, 2), device=dev, generator=aug_gen)
+        flip = torch.randint(0, 2, (b, 1), device=dev, generator=aug_gen).bool()
+        rows = off[:, 0:1] + ar32  # (b, 32)
+        cols = off[:, 1:2] + torch.where(flip, 31 - ar32, ar32)  # (b, 32)
+        bi = torch.arange(b, device=dev).view(b, 1, 1, 1)
+        return xp[bi, chan, rows.view(b, 1, 32, 1), cols.view(b, 1, 1, 32)]
+
+    def batch(idx, train):
+        x = tx.index_select(0, idx) if train else vx.index_select(0, idx)
+        y = ty.index_select(0, idx) if train else vy.index_select(0, idx)
+        if train and a.augment:
+            x = augment(x)
+        return normalise(x), y
+
+    # ---- schedule ----
+    group = a.batch_size * world
+    steps_per_epoch = (n_train + group - 1) // group
+    total_steps = steps_per_epoch * a.epochs
+    if a.max_steps > 0:
+        total_steps = min(total_steps, a.max_steps)
+    if a.model == "resnet50" and total_steps >= steps_per_epoch:
+        last = n_train - (steps_per_epoch - 1) * group
+        for r in range(world):
+            b0, b1 = shard(last, a.batch_size, world, r)
+            if b1 - b0 == 1:
+                die("resnet50: the last step of an epoch leaves %s one image, and batch norm after layer4 "
+                    "(1x1 at 32x32 input) needs 2 values per channel in training; change --batch-size or "
+                    "--train-subset" % ("rank %d" % r if world > 1 else "the batch"), 2)
+
+    # ---- stopping ----
+    stop = {"n": 0}
+
+    def on_signal(_signum, _frame):
+        stop["n"] += 1
+        if stop["n"] >= 2:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+
+    def stop_requested():
+        if world == 1:
+            return stop["n"] > 0
+        flag = torch.tensor([1 if stop["n"] else 0], device=dev)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return bool(flag.item())
+
+    def world_sum(values):
+        t = torch.stack([v.detach().double().reshape(()) for v in values])
+        if world > 1:
+            dist.all_reduce(t)
+        return t.tolist()
+
+    def evaluate():
+        model.eval()
+        loss_sum = torch.zeros((), device=dev, dtype=torch.float64)
+        correct = torch.zeros((), device=dev, dtype=torch.long)
+        with torch.no_grad():
+            for pos in range(0, n_test, a.batch_size):
+                idx = torch.arange(pos, min(n_test, pos + a.batch_size), device=dev)
+                xb, yb = batch(idx, False)
+                with autocast():
+                    out = model(xb)
+                loss_sum += F.cross_entropy(out.float(), yb, reduction="sum").double()
+                correct += (out.argmax(1) == yb).sum()
+        model.train()
+        return loss_sum.item() / n_test, 100.0 * correct.item() / n_test
+
+    # ---- the record ----
+    commit, dirty = git_info()
+    state = {"epochs": [], "curve": [], "events": [], "changes": [], "scale": scaler.get_scale() if amp else 1.0,
+             "growths": 0, "backoffs": 0, "peak_used": 0, "peak_rss_kb": 0}
+    state["min_scale"] = state["max_scale"] = state["scale"]
+
+    def memory():
+        p_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+        opt_bytes = sum(t.numel() * t.element_size() for s in opt.state.values() for t in s.values()
+                        if torch.is_tensor(t))
+        if cuda:
+            raw_peak = torch.cuda.max_memory_allocated(dev)
+            total = raw_peak - resident_bytes
+            method = ("torch.cuda.max_memory_allocated less the resident data set (%d bytes)" % resident_bytes)
+        else:
+            raw_peak = None
+            hwm = proc_status_kb("VmHWM")
+            if hwm is not None:
+                state["peak_rss_kb"] = max(state["peak_rss_kb"], hwm)
+            total = max(0, (state["peak_rss_kb"] - (rss_base_kb or 0)) * 1024) if rss_base_kb else 0
+            method = ("cpu: peak resident-set growth of the process (VmHWM%s minus VmRSS after the data set was "
+                      "loaded): allocator caches, oneDNN scratch and the Python heap included; not comparable "
+                      "with torch.cuda.max_memory_allocated or ampbench's tracked total"
+                      % (" reset through /proc/self/clear_refs" if hwm_reset else
+                         ", NOT reset: the peak may predate the run"))
+        return raw_peak, {"parameters": p_bytes, "master_weights": 0, "gradients": p_bytes,
+                          "optimizer_state": opt_bytes, "activations": max(0, total - 2 * p_bytes - opt_bytes),
+                          "workspace": 0, "total": total, "method": method}
+
+    def record(complete, interrupted, peaks_per_rank=None):
+        raw_peak, mem = memory()
+        epochs = state["epochs"]
+        total_time = sum(x["time_s"] for x in epochs)
+        timed = sum(x["timed_samples"] for x in epochs)
+        rec = {
+            "schema_version": 1, "tool": "pytorch", "git_commit": commit, "started_at": started,
+            "complete": complete, "interrupted": interrupted,
+            "workload": {"model": a.model, "dataset": "cifar10", "train_samples": n_train, "test_samples": n_test,
+                         "batch_size": a.batch_size, "epochs": a.epochs, "max_steps": a.max_steps,
+                         "optimizer": "sgd", "lr": a.lr, "momentum": a.momentum, "weight_decay": a.weight_decay,
+                         "seed": a.seed, "accum_steps": 1, "parameters": n_params,
+                         "macs_per_image": macs_per_image, "lr_schedule": a.lr_schedule,
+                         "warmup_steps": a.warmup_steps, "total_steps": total_steps, "shuffle": a.shuffle,
+                         "augment": a.augment, "train_subset": a.train_subset, "test_subset": a.test_subset,
+                         "train_data": train_desc, "test_data": test_desc,
+                         "weights": "torchvision initialisation (seed %d)" % a.seed,
+                         "notes": "batch norm: per-rank batch statistics under data parallelism (DDP without "
+                                  "SyncBatchNorm); running statistics from rank 0 (DDP's broadcast_buffers)"},
+            "precision": a.precision, "world_size": world,
+            "host": {"hostname": socket.gethostname(), "cpu": cpu_model(), "cores": os.cpu_count(),
+                     "threads": torch.get_num_threads(), "backend": dev.type,
+                     "device": torch.cuda.get_device_name(dev) if cuda else cpu_model(),
+                     "blas": "torch %s, torchvision %s%s" % (
+                         torch.__version__, torchvision.__version__,
+                         (", cuDNN %s" % torch.backends.cudnn.version()) if cuda else
+                         (", oneDNN %s" % ("on" if torch.backends.mkldnn.is_available() else "off")))},
+            "epochs": epochs, "total_time_s": total_time,
+            "samples_per_s": timed / total_time if total_time > 0 else 0.0,
+            "final_test_accuracy": epochs[-1]["test_accuracy"] if epochs else None,
+            "peak_memory_bytes": mem,
+            "amp": {"enabled": a.precision != "fp32", "dtype": {"amp": "fp16", "bf16": "bf16"}.get(a.precision, "none"),
+                    "dynamic": amp, "init_scale": a.init_scale if amp else 1.0, "growth_factor": a.growth_factor,
+                    "backoff_factor": a.backoff_factor, "growth_interval": a.growth_interval,
+                    "final_scale": state["scale"], "skipped_steps": sum(x["skipped_steps"] for x in epochs),
+                    "overflow_events": state["events"],
+                    "scale_history": {"min": state["min_scale"], "max": state["max_scale"],
+                                      "growths": state["growths"], "backoffs": state["backoffs"],
+                                      "changes": state["changes"]}},
+            "loss_curve": state["curve"],
+            "peer": {"script": "bench/pytorch/cifar_resnet50.py", "torch": torch.__version__,
+                     "torchvision": torchvision.__version__, "channels_last": channels_last,
+                     "tf32": a.tf32, "cudnn_benchmark": a.cudnn_benchmark if cuda else False,
+                     "timing_skip_steps": a.timing_skip_steps, "resident_data": True,
+                     "ddp_backend": backend},
+        }
+        if dirty is not None:
+            rec["git_dirty"] = dirty
+        if world > 1:
+            rec["data_parallel"] = {"world_size": world, "accum_steps": 1, "allreduce_dtype": "fp32",
+                                    "engine": "nccl" if backend == "nccl" else "none",
+                                    "torch_backend": backend,
+                                    "peak_memory_bytes_per_rank": peaks_per_rank or [mem["total"]]}
+        if cuda:
+            props = torch.cuda.get_device_properties(dev)
+            try:
+                drv = torch._C._cuda_getDriverVersion()
+                drv = "%d.%d" % (drv // 1000, (drv % 1000) // 10)
+            except Exception:  # noqa: BLE001
+                drv = ""
+            rec["gpu"] = {"name": props.name, "compute_capability": "%d.%d" % (props.major, props.minor),
+                          "driver_version": drv, "cuda_runtime_version": torch.version.cuda or "",
+                          "cublas_version": "", "cudnn_version": "cuDNN %s" % torch.backends.cudnn.version(),
+                          "memory_total_bytes": total_mem, "driver_used_bytes_before": total_mem - free0,
+                          "driver_used_bytes_peak": state["peak_used"],
+                          "driver_used_bytes_by_run": state["peak_used"] - (total_mem - free0),
+                          "resident_data_bytes": resident_bytes, "cuda_graph": False,
+                          "torch_max_memory_allocated_bytes": raw_peak}
+        return rec
+
+    def write(complete, interrupted, peaks=None):
+        if a.out and lead:
+            write_atomic(a.out, record(complete, interrupted, peaks))
+
+    say("%s on %s%s, %s, batch %d%s, %d steps (%d a epoch), lr %g %s, warm-up %d, %s%s"
+        % (a.model, dev, " (channels_last)" if channels_last else "", a.precision, a.batch_size,
+           " x %d ranks (%s)" % (world, backend) if world > 1 else "", total_steps, steps_per_epoch, a.lr,
+           a.lr_schedule, a.warmup_steps, train_desc, ", no shuffle" if not a.shuffle else ""))
+
+    # ---- training ----
+    step = 0
+    interrupted = False
+    try:
+        for e in range(1, a.epochs + 1):
+            if a.shuffle:
+                order = torch.randperm(n_train, generator=perm_gen).to(dev)
+            else:
+                order = torch.arange(n_train, device=dev)
+            data_s = 0.0
+            ev_pairs = []
+            loss_acc = torch.zeros((), device=dev, dtype=torch.float64)
+            finite_acc = torch.zeros((), device=dev, dtype=torch.float64)
+            ival_acc = torch.zeros((), device=dev, dtype=torch.float64)
+            ival_n = torch.zeros((), device=dev, dtype=torch.float64)
+            steps = skipped = samples = timed_samples = 0
+            timing = step >= a.timing_skip_steps
+            sync()
+            t0 = time.perf_counter()
+            for s in range(steps_per_epoch):
+                if stop_requested():
+                    interrupted = True
+                    break
+                if a.max_steps > 0 and step >= a.max_steps:
+                    break
+                pos = s * group
+                n = min(group, n_train - pos)
+                b0, b1 = shard(n, a.batch_size, world, rank)
+                td = time.perf_counter()
+                if cuda:
+                    eb, ee = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    eb.record()
+                empty = b1 == b0
+                idx = order[pos + b0:pos + b1] if not empty else order[:2]
+                xb, yb = batch(idx, True)
+                if cuda:
+                    ee.record()
+                    if timing:
+                        ev_pairs.append((eb, ee))
+                elif timing:
+                    data_s += time.perf_counter() - td
+                opt.zero_grad(set_to_none=True)
+                with autocast():
+                    out = net(xb)
+                    loss_sum = F.cross_entropy(out, yb, reduction="sum")
+                if empty:  # DDP's all-reduce must meet on every rank: a zero-weighted pass
+                    loss_sum = loss_sum * 0.0
+                loss = loss_sum * (world / n)
+                for g in opt.param_groups:
+                    g["lr"] = lr_at(a.lr_schedule, a.lr, step, total_steps, a.warmup_steps)
+                took = True
+                if amp:
+                    scaler.scale(loss).backward()
+                    scaler.step(opt)
+                    scaler.update()
+                    new = scaler.get_scale()  # one host sync per step, as ampbench's read-back
+                    old = state["scale"]
+                    if new < old:
+                        took = False
+                        state["backoffs"] += 1
+                        state["events"].append({"step": step, "epoch": e, "scale_before": old, "scale_after": new})
+                    elif new > old:
+                        state["growths"] += 1
+                    if new != old:
+                        state["changes"].append({"step": step + 1, "scale": new})
+                    state["scale"] = new
+                    state["min_scale"] = min(state["min_scale"], new)
+                    state["max_scale"] = max(state["max_scale"], new)
+                else:
+                    loss.backward()
+                    opt.step()
+                # this rank's share of the step's world-mean loss; summed over ranks at log points
+                part = loss_sum.detach().double() / n
+                fin = torch.isfinite(part)
+                part = torch.where(fin, part, torch.zeros_like(part))
+                loss_acc += part
+                finite_acc += fin.double()
+                ival_acc += part
+                ival_n += fin.double()
+                steps += 1
+                skipped += not took
+                samples += n
+                if timing:
+                    timed_samples += n
+                step += 1
+                if not timing and step >= a.timing_skip_steps:
+                    sync()
+                    t0, data_s, ev_pairs, timing = time.perf_counter(), 0.0, [], True
+                if step % a.log_interval == 0 or s == steps_per_epoch - 1:
+                    tot, cnt = world_sum([ival_acc, ival_n])
+                    cnt /= world
+                    mean = tot / cnt if cnt > 0 else float("nan")
+                    state["curve"].append({"step": step, "epoch": e, "loss": mean, "scale": state["scale"]})
+                    ival_acc.zero_()
+                    ival_n.zero_()
+                    if step % a.log_interval == 0:
+                        say("Epoch: %d [%d/%d (%.0f%%)]\tLoss: %.6f%s" % (e, pos + n, n_train, 100.0 * (pos + n) / n_train,
+                                                                      mean, "" if took else
+                                                                      "\t(step skipped: gradient overflow)"))
+            sync()
+            time_s = time.perf_counter() - t0 if timing else 0.0
+            if cuda:
+                data_s = sum(x.elapsed_time(y) for x, y in ev_pairs) * 1e-3
+                free_now, _ = torch.cuda.mem_get_info(dev)
+                state["peak_used"] = max(state["peak_used"], total_mem - free_now)
+            tot, cnt = world_sum([loss_acc, finite_acc])
+            cnt /= world
+            train_loss = tot / cnt if cnt > 0 else float("nan")
+            te = time.perf_counter()
+            test_loss, test_acc = evaluate()
+            eval_s = time.perf_counter() - te
+            state["epochs"].append({"epoch": e, "time_s": time_s, "compute_time_s": time_s - data_s,
+                                    "data_time_s": data_s, "eval_time_s": eval_s, "steps": steps,
+                                    "skipped_steps": skipped, "train_loss": train_loss, "test_loss": test_loss,
+                                    "test_accuracy": test_acc, "samples": samples, "timed_samples": timed_samples})
+            say("Epoch %d done: %.3f s, %.1f images/s, train loss %.4f, test loss %.4f, test accuracy %.2f%%, "
+                "skipped steps %d, loss scale %g" % (e, time_s, timed_samples / time_s if time_s > 0 else 0.0,
+                                                     train_loss, test_loss, test_acc, skipped, state["scale"]))
+            sys.stdout.flush()
+            write(False, False)
+            if interrupted or (a.max_steps > 0 and step >= a.max_steps):
+                break
+    except KeyboardInterrupt:  # a second Ctrl-C: the finished epochs only
+        interrupted = True
+        if lead:
+            print("%s: interrupted again: writing the %d finished epoch(s)" % (PROG, len(state["epochs"])),
+                  file=sys.stderr)
+        write(False, True)
+        return 130
+
+    peaks = None
+    if world > 1:
+        mine = memory()[1]["total"]
+        peaks = [None] * world
+        dist.all_gather_object(peaks, mine)
+    write(not interrupted, interrupted, peaks)
+    if a.out and lead and not a.quiet:
+        print("result: %s%s" % (a.out, " (interrupted)" if interrupted else ""))
+    if a.out == "" and lead:
+        print(json.dumps(finite_or_none(record(not interrupted, interrupted, peaks)), indent=2))
+    if world > 1:
+        dist.destroy_process_group()
+    return 130 if interrupted else 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # before training started, or a second Ctrl-C outside the loop
+        print("%s: interrupted" % PROG, file=sys.stderr)
+        sys.exit(130)

@@ -1,0 +1,921 @@
+/* The CPU backend's convolutional-network ops (core/backend.h): 2-D convolution and its two
+ * gradients, batch normalisation, max and global-average pooling, element-wise add, and image
+ * batch assembly. Everything is channels-last: x (N, H, W, C), y (N, P, Q, K), filters
+ * (K, R, S, C); batch norm and add see plain (M, C) rows. fp16/bf16 operands are widened exactly
+ * to fp32, the arithmetic is fp32 (statistics in double), and each stored result is rounded once.
+ *
+ * Convolution is im2col over OpenBLAS sgemm. Columns are (r, s, c) to match the (K, R, S, C)
+ * filter, so forward is y (N*P*Q, K) = col (N*P*Q, R*S*C) @ w^T, backward-data is
+ * dcol = dy @ w followed by col2im, and backward-filter is dw = dy^T @ col. A 1x1 stride-1
+ * unpadded convolution needs no columns: x itself is the (N*H*W, C) matrix. The batch is
+ * processed in chunks of images so that the CPU-only scratch (columns, widened copies, fp32
+ * products, all charged to AB_MEM_CPU_SCRATCH) stays under CONV_SCRATCH_FLOATS whatever N is.
+ *
+ * CONV_CHOICE (measured below, bench/conv_bench.c): see the comment block above conv_plan. */
+#include <cblas.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_internal.h"
+#include "half.h"
+
+/* ---- thread pool: the loops around the GEMMs (im2col, col2im, conversions, batch norm,
+ * pooling) run on the same number of threads as OpenBLAS, through plain pthreads (OpenMP's
+ * spinning workers would compete with OpenBLAS's own threads for the same cores). ---- */
+
+typedef struct {
+    cpu_pool *pool;
+    int index;
+} cpu_worker;
+
+struct cpu_pool {
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    int nworkers, started, stop, pending;
+    unsigned long generation;
+    pthread_t *tid;
+    cpu_worker *workers;
+    cpu_range_fn fn; /* the current job */
+    void *ctx;
+    size_t n;
+    int parts;
+};
+
+static void run_part(cpu_range_fn fn, void *ctx, size_t n, int parts, int i) {
+    const size_t lo = n * (size_t)i / (size_t)parts, hi = n * (size_t)(i + 1) / (size_t)parts;
+    if (lo < hi) fn(ctx, i, lo, hi);
+}
+
+static void *pool_worker(void *arg) {
+    cpu_worker *me = arg;
+    cpu_pool *pl = me->pool;
+    unsigned long seen = 0;
+    pthread_mutex_lock(&pl->mu);
+    for (;;) {
+        while (!pl->stop && pl->generation == seen) pthread_cond_wait(&pl->go, &pl->mu);
+        if (pl->stop) break;
+        seen = pl->generation;
+        const cpu_range_fn fn = pl->fn;
+        void *ctx = pl->ctx;
+        const size_t n = pl->n;
+        const int parts = pl->parts;
+        pthread_mutex_unlock(&pl->mu);
+        if (me->index < parts) run_part(fn, ctx, n, parts, me->index);
+        pthread_mutex_lock(&pl->mu);
+        if (--pl->pending == 0) pthread_cond_signal(&pl->done);
+    }
+    pthread_mutex_unlock(&pl->mu);
+    return NULL;
+}
+
+static cpu_pool *pool_start(int nworkers) {
+    cpu_pool *pl = calloc(1, sizeof *pl);
+    if (!pl) return NULL;
+    pl->tid = calloc((size_t)nworkers, sizeof *pl->tid);
+    pl->workers = calloc((size_t)nworkers, sizeof *pl->workers);
+    if (!pl->tid || !pl->workers) {
+        free(pl->tid);
+        free(pl->workers);
+        free(pl);
+        return NULL;
+    }
+    pthread_mutex_init(&pl->mu, NULL);
+    pthread_cond_init(&pl->go, NULL);
+    pthread_cond_init(&pl->done, NULL);
+    for (int i = 0; i < nworkers; i++) {
+        pl->workers[i] = (cpu_worker){pl, i + 1};
+        if (pthread_create(&pl->tid[i], NULL, pool_worker, &pl->workers[i]) != 0) break;
+        pl->started++;
+    }
+    pl->nworkers = pl->started;
+    return pl;
+}
+
+void cpu_pool_free(cpu_state *st) {
+    cpu_pool *pl = st->pool;
+    if (!pl) return;
+    pthread_mutex_lock(&pl->mu);
+    pl->stop = 1;
+    pthread_cond_broadcast(&pl->go);
+    pthread_mutex_unlock(&pl->mu);
+    for (int i = 0; i < pl->started; i++) pthread_join(pl->tid[i], NULL);
+    pthread_mutex_destroy(&pl->mu);
+    pthread_cond_destroy(&pl->go);
+    pthread_cond_destroy(&pl->done);
+    free(pl->tid);
+    free(pl->workers);
+    free(pl);
+    st->pool = NULL;
+}
+
+/* parts used for n items: what cpu_parallel_for will split into (per-part scratch is sized by it) */
+static int parallel_parts(ab_backend *be, size_t n, size_t min_per_thread) {
+    const cpu_state *st = be->impl;
+    size_t parts = st->threads > 1 ? (size_t)st->threads : 1;
+    if (min_per_thread < 1) min_per_thread = 1;
+    if (n / min_per_thread < parts) parts = n / min_per_thread;
+    return parts < 1 ? 1 : (int)parts;
+}
+
+void cpu_parallel_for(ab_backend *be, size_t n, size_t min_per_thread, cpu_range_fn fn, void *ctx) {
+    cpu_state *st = be->impl;
+    int parts = parallel_parts(be, n, min_per_thread);
+    if (parts > 1 && !st->pool) st->pool = pool_start(st->threads - 1); /* on failure: serial */
+    cpu_pool *pl = st->pool;
+    if (pl && parts > pl->nworkers + 1) parts = pl->nworkers + 1;
+    if (parts <= 1 || !pl) {
+        /* the same split as in parallel, so that results never depend on the threads */
+        for (int i = 0; i < parts; i++) run_part(fn, ctx, n, parts, i);
+        return;
+    }
+    pthread_mutex_lock(&pl->mu);
+    pl->fn = fn;
+    pl->ctx = ctx;
+    pl->n = n;
+    pl->parts = parts;
+    pl->pending = pl->nworkers;
+    pl->generation++;
+    pthread_cond_broadcast(&pl->go);
+    pthread_mutex_unlock(&pl->mu);
+    run_part(fn, ctx, n, parts, 0);
+    pthread_mutex_lock(&pl->mu);
+    while (pl->pending > 0) pthread_cond_wait(&pl->done, &pl->mu);
+    pthread_mutex_unlock(&pl->mu);
+}
+
+/* ---- conversions in parallel ---- */
+
+typedef struct {
+    ab_dtype t;
+    const void *src;
+    void *dst;
+} convert_job;
+
+static void widen_range(void *ctx, int part, size_t lo, size_t hi) {
+    (void)part;
+    const convert_job *j = ctx;
+    cpu_widen(hi - lo, j->t, (const char *)j->src + lo * ab_dtype_size(j->t), (float *)j->dst + lo);
+}
+
+static void narrow_range(void *ctx, int part, size_t lo, size_t hi) {
+    (void)part;
+    const convert_job *j = ctx;
+    cpu_narrow(hi - lo, (const float *)j->src + lo, j->t, (char *)j->dst + lo * ab_dtype_size(j->t));
+}
+
+enum { CONVERT_MIN = 1 << 16 }; /* elements per thread below which a second thread does not pay */
+
+static void par_widen(ab_backend *be, size_t n, ab_dtype t, const void *src, float *dst) {
+    convert_job j = {t, src, dst};
+    cpu_parallel_for(be, n, CONVERT_MIN, widen_range, &j);
+}
+
+static void par_narrow(ab_backend *be, size_t n, const float *src, ab_dtype t, void *dst) {
+    convert_job j = {t, src, dst};
+    cpu_parallel_for(be, n, CONVERT_MIN, narrow_range, &j);
+}
+
+/* fp32 view of n stored elements: the buffer itself for fp32, else a widened copy in slot */
+static const float *f32_view(ab_backend *be, int slot, ab_dtype t, const void *p, size_t n) {
+    if (t == AB_F32) return p;
+    float *w = cpu_scratch_get(be, slot, n);
+    if (w) par_widen(be, n, t, p, w);
+    return w;
+}
+
+static int check_dtype(const char *op, ab_dtype t) {
+    if (t != AB_F32 && t != AB_F16 && t != AB_BF16) return ab_errorf("%s: unknown element type %d", op, (int)t);
+    return 0;
+}
+
+/* ---- convolution ----
+ *
+ * im2col over OpenBLAS or oneDNN: measured with bench/conv_bench.c (forward + backward data +
+ * backward filter, batch 32, CIFAR-size inputs, 2 threads, median of 5), and the figures are
+ * in CONV_MEASUREMENT below. */
+
+/* Columns and other per-chunk scratch stay under this many floats (32 MiB); one image's worth
+ * is always allowed, so a huge single image still runs. */
+#define CONV_SCRATCH_FLOATS ((size_t)8 << 20)
+
+typedef struct {
+    int direct;          /* 1x1, stride 1, no padding: x is already the column matrix */
+    size_t HWC, PQ, PQK, CRS;
+    int nb;              /* images per chunk */
+} conv_plan;
+
+static int conv_prepare(const char *op, const ab_conv_shape *s, ab_dtype t, size_t per_image_extra_lowp,
+                        int need_col, conv_plan *pl) {
+    AB_TRY(check_dtype(op, t));
+    ab_conv_shape c = *s;
+    if (ab_conv_shape_init(&c) != 0) return ab_errorf("%s: %s", op, ab_error());
+    if (c.P != s->P || c.Q != s->Q)
+        return ab_errorf("%s: output %dx%d given, the shape gives %dx%d (call ab_conv_shape_init)", op, s->P, s->Q,
+                         c.P, c.Q);
+    pl->direct = s->R == 1 && s->S == 1 && s->stride_h == 1 && s->stride_w == 1 && s->pad_h == 0 && s->pad_w == 0;
+    pl->HWC = (size_t)s->H * s->W * s->C;
+    pl->PQ = (size_t)s->P * s->Q;
+    pl->PQK = pl->PQ * s->K;
+    pl->CRS = (size_t)s->R * s->S * s->C;
+    size_t per_image = (need_col && !pl->direct ? pl->PQ * pl->CRS : 0) + (t != AB_F32 ? per_image_extra_lowp : 0);
+    size_t nb = per_image ? CONV_SCRATCH_FLOATS / per_image : (size_t)s->N;
+    if (nb < 1) nb = 1;
+    if (nb > (size_t)s->N) nb = (size_t)s->N;
+    const size_t chunks = ((size_t)s->N + nb - 1) / nb;
+    pl->nb = (int)(((size_t)s->N + chunks - 1) / chunks); /* even chunks: 11+11+10, not 13+13+6 */
+    return 0;
+}
+
+typedef struct {
+    const ab_conv_shape *s;
+    float *img; /* (nb, H, W, C): read by im2col, written by col2im */
+    float *col; /* (nb*P*Q, R*S*C): written by im2col, read by col2im */
+} col_job;
+
+/* the valid filter columns [*slo, *shi) for an output column starting at input column w0 */
+static void valid_span(int w0, int S, int W, int *slo, int *shi) {
+    *slo = w0 < 0 ? -w0 : 0;
+    *shi = W - w0 < S ? W - w0 : S;
+    if (*shi < *slo) *shi = *slo;
+}
+
+/* rows [lo, hi) of (n, p) pairs. Channels-last makes the S*C values of one filter row one
+ * contiguous span of x, so each is one copy (less the padded ends). */
+static void im2col_range(void *ctx, int part, size_t lo, size_t hi) {
+    (void)part;
+    const col_job *j = ctx;
+    const ab_conv_shape *s = j->s;
+    const int C = s->C, H = s->H, W = s->W, R = s->R, S = s->S, Q = s->Q;
+    const size_t SC = (size_t)S * C, CRS = (size_t)R * SC;
+    for (size_t np = lo; np < hi; np++) {
+        const size_t n = np / (size_t)s->P;
+        const int p = (int)(np % (size_t)s->P);
+        const float *img = j->img + n * (size_t)H * W * C;
+        float *row = j->col + np * (size_t)Q * CRS;
+        for (int q = 0; q < Q; q++, row += CRS) {
+            const int w0 = q * s->stride_w - s->pad_w;
+            int slo, shi;
+            valid_span(w0, S, W, &slo, &shi);
+            for (int r = 0; r < R; r++) {
+                float *dst = row + (size_t)r * SC;
+                const int h = p * s->stride_h - s->pad_h + r;
+                if (h < 0 || h >= H || shi == slo) {
+                    memset(dst, 0, SC * sizeof(float));
+                    continue;
+                }
+                if (slo > 0) memset(dst, 0, (size_t)slo * C * sizeof(float));
+                memcpy(dst + (size_t)slo * C, img + ((size_t)h * W + (size_t)(w0 + slo)) * C,
+                       (size_t)(shi - slo) * C * sizeof(float));
+                if (shi < S) memset(dst + (size_t)shi * C, 0, (size_t)(S - shi) * C * sizeof(float));
+            }
+        }
+    }
+}
+
+/* images [lo, hi): dx = 0, then every column adds into the input position it was copied from,
+ * in (p, q, r, s) order, so the fp32 sums are the same whatever the threads */
+static void col2im_range(void *ctx, int part, size_t lo, size_t hi) {
+    (void)part;
+    const col_job *j = ctx;
+    const ab_conv_shape *s = j->s;
+    const int C = s->C, H = s->H, W = s->W, R = s->R, S = s->S, P = s->P, Q = s->Q;
+    const size_t SC = (size_t)S * C, CRS = (size_t)R * SC;
+    for (size_t n = lo; n < hi; n++) {
+        float *img = j->img + n * (size_t)H * W * C;
+        memset(img, 0, (size_t)H * W * C * sizeof(float));
+        const float *row = j->col + n * (size_t)P * Q * CRS;
+        for (int p = 0; p < P; p++)
+            for (int q = 0; q < Q; q++, row += CRS) {
+                const int w0 = q * s->stride_w - s->pad_w;
+                int slo, shi;
+                valid_span(w0, S, W, &slo, &shi);
+                const size_t len = (size_t)(shi - slo) * C;
+                for (int r = 0; r < R; r++) {
+                    const int h = p * s->stride_h - s->pad_h + r;
+                    if (h < 0 || h >= H) continue;
+                    float *dst = img + ((size_t)h * W + (size_t)(w0 + slo)) * C;
+                    const float *src = row + (size_t)r * SC + (size_t)slo * C;
+                    for (size_t i = 0; i < len; i++) dst[i] += src[i];
+                }
+            }
+    }
+}
+
+static void im2col(ab_backend *be, const ab_conv_shape *s, int nb, const float *x, float *col) {
+    col_job j = {s, (float *)x, col}; /* im2col only reads img */
+    cpu_parallel_for(be, (size_t)nb * s->P, 1, im2col_range, &j);
+}
+
+static void col2im(ab_backend *be, const ab_conv_shape *s, int nb, const float *dcol, float *dx) {
+    col_job j = {s, dx, (float *)dcol}; /* col2im only reads col */
+    cpu_parallel_for(be, (size_t)nb, 1, col2im_range, &j);
+}
+
+int cpu_conv2d_forward(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *x, const void *w, void *y) {
+    conv_plan pl;
+    const size_t es = ab_dtype_size(t);
+    AB_TRY(conv_prepare("conv2d_forward", s, t, (size_t)s->H * s->W * s->C + (size_t)s->P * s->Q * s->K, 1, &pl));
+    const float *w32 = f32_view(be, CPU_SLOT_LAYER_W, t, w, (size_t)s->K * pl.CRS);
+    if (!w32) return -1;
+    for (int n0 = 0; n0 < s->N; n0 += pl.nb) {
+        const int nb = s->N - n0 < pl.nb ? s->N - n0 : pl.nb;
+        const float *x32 = f32_view(be, CPU_SLOT_LAYER_X, t, (const char *)x + (size_t)n0 * pl.HWC * es,
+                                    (size_t)nb * pl.HWC);
+        float *out = t == AB_F32 ? (float *)y + (size_t)n0 * pl.PQK
+                                 : cpu_scratch_get(be, CPU_SLOT_LAYER_OUT, (size_t)nb * pl.PQK);
+        if (!x32 || !out) return -1;
+        const float *a = x32;
+        if (!pl.direct) {
+            float *col = cpu_scratch_get(be, CPU_SLOT_LAYER_COL, (size_t)nb * pl.PQ * pl.CRS);
+            if (!col) return -1;
+            im2col(be, s, nb, x32, col);
+            a = col;
+        }
+        /* y (nb*P*Q, K) = col (nb*P*Q, RSC) @ w^T */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)((size_t)nb * pl.PQ), s->K, (int)pl.CRS, 1.0f, a,
+                    (int)pl.CRS, w32, (int)pl.CRS, 0.0f, out, s->K);
+        if (t != AB_F32) par_narrow(be, (size_t)nb * pl.PQK, out, t, (char *)y + (size_t)n0 * pl.PQK * es);
+    }
+    return 0;
+}
+
+int cpu_conv2d_backward_data(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *dy, const void *w,
+                             void *dx) {
+    conv_plan pl;
+    const size_t es = ab_dtype_size(t);
+    AB_TRY(conv_prepare("conv2d_backward_data", s, t, (size_t)s->H * s->W * s->C + (size_t)s->P * s->Q * s->K, 1,
+                        &pl));
+    const float *w32 = f32_view(be, CPU_SLOT_LAYER_W, t, w, (size_t)s->K * pl.CRS);
+    if (!w32) return -1;
+    for (int n0 = 0; n0 < s->N; n0 += pl.nb) {
+        const int nb = s->N - n0 < pl.nb ? s->N - n0 : pl.nb;
+        const float *dy32 = f32_view(be, CPU_SLOT_LAYER_DY, t, (const char *)dy + (size_t)n0 * pl.PQK * es,
+                                     (size_t)nb * pl.PQK);
+        float *out = t == AB_F32 ? (float *)dx + (size_t)n0 * pl.HWC
+                                 : cpu_scratch_get(be, CPU_SLOT_LAYER_OUT, (size_t)nb * pl.HWC);
+        if (!dy32 || !out) return -1;
+        if (pl.direct) { /* dx (nb*H*W, C) = dy (nb*H*W, K) @ w (K, C) */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)((size_t)nb * pl.PQ), s->C, s->K, 1.0f, dy32,
+                        s->K, w32, s->C, 0.0f, out, s->C);
+        } else { /* dcol (nb*P*Q, RSC) = dy (nb*P*Q, K) @ w (K, RSC), then col2im */
+            float *dcol = cpu_scratch_get(be, CPU_SLOT_LAYER_COL, (size_t)nb * pl.PQ * pl.CRS);
+            if (!dcol) return -1;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)((size_t)nb * pl.PQ), (int)pl.CRS, s->K, 1.0f,
+                        dy32, s->K, w32, (int)pl.CRS, 0.0f, dcol, (int)pl.CRS);
+            col2im(be, s, nb, dcol, out);
+        }
+        if (t != AB_F32) par_narrow(be, (size_t)nb * pl.HWC, out, t, (char *)dx + (size_t)n0 * pl.HWC * es);
+    }
+    return 0;
+}
+
+int cpu_conv2d_backward_filter(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *x, const void *dy,
+                               float beta, void *dw) {
+    conv_plan pl;
+    const size_t es = ab_dtype_size(t);
+    AB_TRY(conv_prepare("conv2d_backward_filter", s, t, (size_t)s->H * s->W * s->C + (size_t)s->P * s->Q * s->K, 1,
+                        &pl));
+    const size_t nw = (size_t)s->K * pl.CRS;
+    float *dw32 = dw;
+    if (t != AB_F32) { /* the fp32 sum, old dw included, is rounded once at the end */
+        dw32 = cpu_scratch_get(be, CPU_SLOT_LAYER_ACC, nw);
+        if (!dw32) return -1;
+        if (beta != 0.0f) par_widen(be, nw, t, dw, dw32);
+    }
+    for (int n0 = 0; n0 < s->N; n0 += pl.nb) {
+        const int nb = s->N - n0 < pl.nb ? s->N - n0 : pl.nb;
+        const float *x32 = f32_view(be, CPU_SLOT_LAYER_X, t, (const char *)x + (size_t)n0 * pl.HWC * es,
+                                    (size_t)nb * pl.HWC);
+        const float *dy32 = f32_view(be, CPU_SLOT_LAYER_DY, t, (const char *)dy + (size_t)n0 * pl.PQK * es,
+                                     (size_t)nb * pl.PQK);
+        if (!x32 || !dy32) return -1;
+        const float *a = x32;
+        if (!pl.direct) {
+            float *col = cpu_scratch_get(be, CPU_SLOT_LAYER_COL, (size_t)nb * pl.PQ * pl.CRS);
+            if (!col) return -1;
+            im2col(be, s, nb, x32, col);
+            a = col;
+        }
+        /* dw (K, RSC) (+)= dy^T (K, nb*P*Q) @ col (nb*P*Q, RSC); beta only on the first chunk */
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, s->K, (int)pl.CRS, (int)((size_t)nb * pl.PQ), 1.0f, dy32,
+                    s->K, a, (int)pl.CRS, n0 == 0 ? beta : 1.0f, dw32, (int)pl.CRS);
+    }
+    if (t != AB_F32) par_narrow(be, nw, dw32, t, dw);
+    return 0;
+}
+
+/* ---- batch normalisation over (M, C) rows ----
+ * The rows are cut into fixed blocks of about BN_BLOCK_ELEMS values; each block's per-channel
+ * sums are taken in double and the blocks are summed in order, so the statistics do not depend
+ * on the number of threads. Each thread widens its block into its own slice of scratch. */
+#define BN_BLOCK_ELEMS 65536
+
+typedef struct {
+    int M, C, rows_per_block;
+    ab_dtype t;
+    const void *x, *dy;
+    void *y; /* y or dx */
+    const float *gamma, *beta;
+    const float *mean_f, *invstd_f; /* fp32 statistics as they normalise */
+    const double *mean_d;           /* pass 2 of the statistics */
+    double *part;                   /* (blocks, 2, C) partial sums */
+    float *buf;                     /* (parts, 2 * rows_per_block * C) widening scratch */
+    const float *mdy, *mdyx;        /* backward: mean(dy), mean(dy * xhat) */
+} bn_job;
+
+static size_t bn_blocks(const bn_job *j) { return ((size_t)j->M + j->rows_per_block - 1) / j->rows_per_block; }
+
+/* rows of block b as fp32 (a view of the buffer itself, or widened into buf) */
+static const float *bn_rows(const bn_job *j, const void *p, size_t r0, size_t nr, float *buf) {
+    const size_t off = r0 * (size_t)j->C;
+    if (j->t == AB_F32) return (const float *)p + off;
+    cpu_widen(nr * (size_t)j->C, j->t, (const char *)p + off * ab_dtype_size(j->t), buf);
+    return buf;
+}
+
+static void bn_block_span(const bn_job *j, size_t b, size_t *r0, size_t *nr) {
+    *r0 = b * (size_t)j->rows_per_block;
+    *nr = (size_t)j->M - *r0 < (size_t)j->rows_per_block ? (size_t)j->M - *r0 : (size_t)j->rows_per_block;
+}
+
+/* pass 1: sum x; pass 2 (mean_d set): sum (x - mean)^2 */
+static void bn_stats_range(void *ctx, int part, size_t lo, size_t hi) {
+    const bn_job *j = ctx;
+    const int C = j->C;
+    float *buf = j->buf + (size_t)part * 2 * j->rows_per_block * C;
+    for (size_t b = lo; b < hi; b++) {
+        size_t r0, nr;
+        bn_block_span(j, b, &r0, &nr);
+        const float *x = bn_rows(j, j->x, r0, nr, buf);
+        double *acc = j->part + b * 2 * C;
+        for (int c = 0; c < C; c++) acc[c] = 0.0;
+        for (size_t r = 0; r < nr; r++) {
+            const float *xr = x + r * C;
+            if (!j->mean_d) {
+                for (int c = 0; c < C; c++) acc[c] += (double)xr[c];
+            } else {
+                for (int c = 0; c < C; c++) {
+                    const double d = (double)xr[c] - j->mean_d[c];
+                    acc[c] += d * d;
+                }
+            }
+        }
+    }
+}
+
+/* y = (x - mean) * invstd * gamma + beta, rounded once to t */
+static void bn_norm_range(void *ctx, int part, size_t lo, size_t hi) {
+    const bn_job *j = ctx;
+    const int C = j->C;
+    float *buf = j->buf + (size_t)part * 2 * j->rows_per_block * C;
+    for (size_t b = lo; b < hi; b++) {
+        size_t r0, nr;
+        bn_block_span(j, b, &r0, &nr);
+        const float *x = bn_rows(j, j->x, r0, nr, buf);
+        float *y = j->t == AB_F32 ? (float *)j->y + r0 * C : buf; /* in place on buf is fine */
+        for (size_t r = 0; r < nr; r++) {
+            const float *xr = x + r * C;
+            float *yr = y + r * C;
+            for (int c = 0; c < C; c++) yr[c] = (xr[c] - j->mean_f[c]) * j->invstd_f[c] * j->gamma[c] + j->beta[c];
+        }
+        if (j->t != AB_F32) cpu_narrow(nr * C, buf, j->t, (char *)j->y + r0 * C * ab_dtype_size(j->t));
+    }
+}
+
+static int bn_setup(ab_backend *be, const char *op, int M, int C, ab_dtype t, bn_job *j) {
+    AB_TRY(check_dtype(op, t));
+    if (M < 1 || C < 1) return ab_errorf("%s: bad shape M=%d C=%d", op, M, C);
+    memset(j, 0, sizeof *j);
+    j->M = M;
+    j->C = C;
+    j->t = t;
+    j->rows_per_block = BN_BLOCK_ELEMS / C > 0 ? BN_BLOCK_ELEMS / C : 1;
+    const int parts = parallel_parts(be, bn_blocks(j), 1);
+    /* doubles (blocks * 2 * C) and per-thread widening buffers in one slot */
+    const size_t nd = bn_blocks(j) * 2 * (size_t)C;
+    const size_t nbuf = (size_t)parts * 2 * j->rows_per_block * C;
+    float *mem = cpu_scratch_get(be, CPU_SLOT_LAYER_ACC, 2 * nd + nbuf + 16);
+    if (!mem) return -1;
+    j->part = (double *)mem;
+    j->buf = mem + 2 * nd;
+    return 0;
+}
+
+int cpu_batchnorm_forward_train(ab_backend *be, int M, int C, ab_dtype t, const void *x, const float *gamma,
+                                const float *beta, float eps, float momentum, float *running_mean, float *running_var,
+                                float *save_mean, float *save_invstd, void *y) {
+    bn_job j;
+    AB_TRY(bn_setup(be, "batchnorm_forward_train", M, C, t, &j));
+    if (M < 2) /* PyTorch: "Expected more than 1 value per channel when training" */
+        return ab_errorf("batchnorm_forward_train: %d row(s): training needs at least 2 values per channel", M);
+    const size_t nblk = bn_blocks(&j);
+    double *mean_d = malloc(2 * (size_t)C * sizeof(double));
+    if (!mean_d) return ab_errorf("batchnorm_forward_train: out of host memory");
+    double *var_d = mean_d + C;
+    j.x = x;
+    cpu_parallel_for(be, nblk, 1, bn_stats_range, &j);
+    for (int c = 0; c < C; c++) {
+        double sum = 0.0;
+        for (size_t b = 0; b < nblk; b++) sum += j.part[b * 2 * C + c];
+        mean_d[c] = sum / M;
+    }
+    j.mean_d = mean_d;
+    cpu_parallel_for(be, nblk, 1, bn_stats_range, &j);
+    for (int c = 0; c < C; c++) {
+        double sum = 0.0;
+        for (size_t b = 0; b < nblk; b++) sum += j.part[b * 2 * C + c];
+        var_d[c] = sum / M; /* biased: what normalises */
+        save_mean[c] = (float)mean_d[c];
+        save_invstd[c] = (float)(1.0 / sqrt(var_d[c] + (double)eps));
+        if (running_mean) running_mean[c] = (float)((1.0 - momentum) * running_mean[c] + (double)momentum * mean_d[c]);
+        if (running_var)
+            running_var[c] = (float)((1.0 - momentum) * running_var[c] +
+                                     (double)momentum * var_d[c] * ((double)M / (double)(M - 1)));
+    }
+    free(mean_d);
+    j.mean_d = NULL;
+    j.mean_f = save_mean;
+    j.invstd_f = save_invstd;
+    j.gamma = gamma;
+    j.beta = beta;
+    j.y = y;
+    cpu_parallel_for(be, nblk, 1, bn_norm_range, &j);
+    return 0;
+}
+
+int cpu_batchnorm_forward_eval(ab_backend *be, int M, int C, ab_dtype t, const void *x, const float *gamma,
+                               const float *beta, const float *running_mean, const float *running_var, float eps,
+                               void *y) {
+    bn_job j;
+    AB_TRY(bn_setup(be, "batchnorm_forward_eval", M, C, t, &j));
+    float *invstd = malloc((size_t)C * sizeof(float));
+    if (!invstd) return ab_errorf("batchnorm_forward_eval: out of host memory");
+    for (int c = 0; c < C; c++) invstd[c] = (float)(1.0 / sqrt((double)running_var[c] + (double)eps));
+    j.x = x;
+    j.mean_f = running_mean;
+    j.invstd_f = invstd;
+    j.gamma = gamma;
+    j.beta = beta;
+    j.y = y;
+    cpu_parallel_for(be, bn_blocks(&j), 1, bn_norm_range, &j);
+    free(invstd);
+    return 0;
+}
+
+/* sums of dy and dy * xhat per block */
+static void bn_bwd_sums_range(void *ctx, int part, size_t lo, size_t hi) {
+    const bn_job *j = ctx;
+    const int C = j->C;
+    float *buf = j->buf + (size_t)part * 2 * j->rows_per_block * C;
+    for (size_t b = lo; b < hi; b++) {
+        size_t r0, nr;
+        bn_block_span(j, b, &r0, &nr);
+        const float *x = bn_rows(j, j->x, r0, nr, buf);
+        const float *dy = bn_rows(j, j->dy, r0, nr, buf + (size_t)j->rows_per_block * C);
+        double *sdy = j->part + b * 2 * C, *sdyx = sdy + C;
+        for (int c = 0; c < C; c++) sdy[c] = sdyx[c] = 0.0;
+        for (size_t r = 0; r < nr; r++) {
+            const float *xr = x + r * C, *dyr = dy + r * C;
+            for (int c = 0; c < C; c++) {
+                const float xhat = (xr[c] - j->mean_f[c]) * j->invstd_f[c];
+                sdy[c] += (double)dyr[c];
+                sdyx[c] += (double)dyr[c] * (double)xhat;
+            }
+        }
+    }
+}
+
+/* dx = gamma * invstd * (dy - mean(dy) - xhat * mean(dy * xhat)) */
+static void bn_bwd_dx_range(void *ctx, int part, size_t lo, size_t hi) {
+    const bn_job *j = ctx;
+    const int C = j->C;
+    float *buf = j->buf + (size_t)part * 2 * j->rows_per_block * C;
+    for (size_t b = lo; b < hi; b++) {
+        size_t r0, nr;
+        bn_block_span(j, b, &r0, &nr);
+        const float *x = bn_rows(j, j->x, r0, nr, buf);
+        float *dybuf = buf + (size_t)j->rows_per_block * C;
+        const float *dy = bn_rows(j, j->dy, r0, nr, dybuf);
+        float *dx = j->t == AB_F32 ? (float *)j->y + r0 * C : dybuf; /* dx may alias dy: element by element */
+        for (size_t r = 0; r < nr; r++) {
+            const float *xr = x + r * C, *dyr = dy + r * C;
+            float *dxr = dx + r * C;
+            for (int c = 0; c < C; c++) {
+                const float xhat = (xr[c] - j->mean_f[c]) * j->invstd_f[c];
+                dxr[c] = j->gamma[c] * j->invstd_f[c] * (dyr[c] - j->mdy[c] - xhat * j->mdyx[c]);
+            }
+        }
+        if (j->t != AB_F32) cpu_narrow(nr * C, dybuf, j->t, (char *)j->y + r0 * C * ab_dtype_size(j->t));
+    }
+}
+
+int cpu_batchnorm_backward(ab_backend *be, int M, int C, ab_dtype t, const void *x, const void *dy, const float *gamma,
+                           const float *save_mean, const float *save_invstd, float acc, float *dgamma, float *dbeta,
+                           void *dx) {
+    bn_job j;
+    AB_TRY(bn_setup(be, "batchnorm_backward", M, C, t, &j));
+    const size_t nblk = bn_blocks(&j);
+    float *means = malloc(2 * (size_t)C * sizeof(float));
+    if (!means) return ab_errorf("batchnorm_backward: out of host memory");
+    j.x = x;
+    j.dy = dy;
+    j.mean_f = save_mean;
+    j.invstd_f = save_invstd;
+    cpu_parallel_for(be, nblk, 1, bn_bwd_sums_range, &j);
+    for (int c = 0; c < C; c++) {
+        double sdy = 0.0, sdyx = 0.0;
+        for (size_t b = 0; b < nblk; b++) {
+            sdy += j.part[b * 2 * C + c];
+            sdyx += j.part[b * 2 * C + C + c];
+        }
+        /* acc == 0 overwrites, whatever the buffers held (NaN included) */
+        dgamma[c] = acc != 0.0f ? acc * dgamma[c] + (float)sdyx : (float)sdyx;
+        dbeta[c] = acc != 0.0f ? acc * dbeta[c] + (float)sdy : (float)sdy;
+        means[c] = (float)(sdy / M);
+        means[C + c] = (float)(sdyx / M);
+    }
+    j.mdy = means;
+    j.mdyx = means + C;
+    j.gamma = gamma;
+    j.y = dx;
+    cpu_parallel_for(be, nblk, 1, bn_bwd_dx_range, &j);
+    free(means);
+    return 0;
+}
+
+/* ---- pooling ---- */
+
+static int pool_check(const char *op, const ab_pool_shape *s, ab_dtype t) {
+    AB_TRY(check_dtype(op, t));
+    ab_pool_shape c = *s;
+    if (ab_pool_shape_init(&c) != 0) return ab_errorf("%s: %s", op, ab_error());
+    if (c.P != s->P || c.Q != s->Q)
+        return ab_errorf("%s: output %dx%d given, the shape gives %dx%d (call ab_pool_shape_init)", op, s->P, s->Q,
+                         c.P, c.Q);
+    return 0;
+}
+
+typedef struct {
+    const ab_pool_shape *s;
+    ab_dtype t;
+    const void *x, *y, *dy;
+    void *out;
+    float *buf; /* per part: see the users */
+    size_t buf_per_part;
+} pool_job;
+
+/* the window of output (p, q) clipped to the image: rows [h0, h1), columns [w0, w1) */
+static void pool_window(const ab_pool_shape *s, int p, int q, int *h0, int *h1, int *w0, int *w1) {
+    const int hs = p * s->stride_h - s->pad_h, ws = q * s->stride_w - s->pad_w;
+    *h0 = hs < 0 ? 0 : hs;
+    *h1 = hs + s->R < s->H ? hs + s->R : s->H;
+    *w0 = ws < 0 ? 0 : ws;
+    *w1 = ws + s->S < s->W ? ws + s->S : s->W;
+}
+
+static void maxpool_fwd_range(void *ctx, int part, size_t lo, size_t hi) {
+    const pool_job *j = ctx;
+    const ab_pool_shape *s = j->s;
+    const int C = s->C;
+    const size_t HWC = (size_t)s->H * s->W * C, PQC = (size_t)s->P * s->Q * C, es = ab_dtype_size(j->t);
+    float *xb = j->buf + (size_t)part * j->buf_per_part, *yb = xb + HWC;
+    for (size_t n = lo; n < hi; n++) {
+        const float *x = j->t == AB_F32 ? (const float *)j->x + n * HWC : xb;
+        if (j->t != AB_F32) cpu_widen(HWC, j->t, (const char *)j->x + n * HWC * es, xb);
+        float *y = j->t == AB_F32 ? (float *)j->out + n * PQC : yb;
+        for (int p = 0; p < s->P; p++)
+            for (int q = 0; q < s->Q; q++) {
+                int h0, h1, w0, w1;
+                pool_window(s, p, q, &h0, &h1, &w0, &w1);
+                float *yr = y + ((size_t)p * s->Q + q) * C;
+                for (int c = 0; c < C; c++) yr[c] = -INFINITY; /* padding never wins */
+                for (int h = h0; h < h1; h++)
+                    for (int w = w0; w < w1; w++) {
+                        const float *xr = x + ((size_t)h * s->W + w) * C;
+                        for (int c = 0; c < C; c++) { /* a NaN anywhere in the window wins, as in PyTorch */
+                            const float v = xr[c];
+                            yr[c] = (v > yr[c] || v != v) ? v : yr[c];
+                        }
+                    }
+            }
+        if (j->t != AB_F32) cpu_narrow(PQC, yb, j->t, (char *)j->out + n * PQC * es);
+    }
+}
+
+int cpu_maxpool_forward(ab_backend *be, const ab_pool_shape *s, ab_dtype t, const void *x, void *y) {
+    AB_TRY(pool_check("maxpool_forward", s, t));
+    const size_t HWC = (size_t)s->H * s->W * s->C, PQC = (size_t)s->P * s->Q * s->C;
+    const int parts = parallel_parts(be, (size_t)s->N, 1);
+    pool_job j = {s, t, x, NULL, NULL, y, NULL, t == AB_F32 ? 0 : HWC + PQC};
+    if (t != AB_F32 && !(j.buf = cpu_scratch_get(be, CPU_SLOT_LAYER_X, (size_t)parts * j.buf_per_part))) return -1;
+    cpu_parallel_for(be, (size_t)s->N, 1, maxpool_fwd_range, &j);
+    return 0;
+}
+
+/* equal, or both NaN (a NaN output came from the first NaN of the window) */
+static inline int same_value(float a, float b) { return a == b || (a != a && b != b); }
+
+static void maxpool_bwd_range(void *ctx, int part, size_t lo, size_t hi) {
+    const pool_job *j = ctx;
+    const ab_pool_shape *s = j->s;
+    const int C = s->C;
+    const size_t HWC = (size_t)s->H * s->W * C, PQC = (size_t)s->P * s->Q * C, es = ab_dtype_size(j->t);
+    float *xb = j->buf + (size_t)part * j->buf_per_part;
+    float *dxb = xb + HWC, *yb = dxb + HWC, *dyb = yb + PQC;
+    /* the flags follow the widened copies, which fp32 has none of */
+    unsigned char *found = (unsigned char *)(j->t == AB_F32 ? xb : dyb + PQC);
+    for (size_t n = lo; n < hi; n++) {
+        const float *x, *y, *dy;
+        float *dx;
+        if (j->t == AB_F32) {
+            x = (const float *)j->x + n * HWC;
+            y = (const float *)j->y + n * PQC;
+            dy = (const float *)j->dy + n * PQC;
+            dx = (float *)j->out + n * HWC;
+        } else {
+            cpu_widen(HWC, j->t, (const char *)j->x + n * HWC * es, xb);
+            cpu_widen(PQC, j->t, (const char *)j->y + n * PQC * es, yb);
+            cpu_widen(PQC, j->t, (const char *)j->dy + n * PQC * es, dyb);
+            x = xb, y = yb, dy = dyb, dx = dxb;
+        }
+        memset(dx, 0, HWC * sizeof(float));
+        for (int p = 0; p < s->P; p++)
+            for (int q = 0; q < s->Q; q++) {
+                int h0, h1, w0, w1;
+                pool_window(s, p, q, &h0, &h1, &w0, &w1);
+                const float *yr = y + ((size_t)p * s->Q + q) * C, *dyr = dy + ((size_t)p * s->Q + q) * C;
+                memset(found, 0, (size_t)C);
+                for (int h = h0; h < h1; h++)
+                    for (int w = w0; w < w1; w++) {
+                        const size_t off = ((size_t)h * s->W + w) * C;
+                        for (int c = 0; c < C; c++)
+                            if (!found[c] && same_value(x[off + c], yr[c])) {
+                                dx[off + c] += dyr[c];
+                                found[c] = 1;
+                            }
+                    }
+            }
+        if (j->t != AB_F32) cpu_narrow(HWC, dxb, j->t, (char *)j->out + n * HWC * es);
+    }
+}
+
+int cpu_maxpool_backward(ab_backend *be, const ab_pool_shape *s, ab_dtype t, const void *x, const void *y,
+                         const void *dy, void *dx) {
+    AB_TRY(pool_check("maxpool_backward", s, t));
+    const size_t HWC = (size_t)s->H * s->W * s->C, PQC = (size_t)s->P * s->Q * s->C;
+    const int parts = parallel_parts(be, (size_t)s->N, 1);
+    /* per part: x, dx (HWC each), y, dy (PQC each) in fp32, then C bytes of flags */
+    const size_t per_part = (t == AB_F32 ? 0 : 2 * HWC + 2 * PQC) + ((size_t)s->C + 3) / 4;
+    pool_job j = {s, t, x, y, dy, dx, NULL, per_part};
+    if (!(j.buf = cpu_scratch_get(be, CPU_SLOT_LAYER_X, (size_t)parts * per_part))) return -1;
+    cpu_parallel_for(be, (size_t)s->N, 1, maxpool_bwd_range, &j);
+    return 0;
+}
+
+typedef struct {
+    int HW, C;
+    ab_dtype t;
+    const void *in;
+    void *out;
+    float *buf; /* per part: 2 C */
+} avg_job;
+
+static void avgpool_fwd_range(void *ctx, int part, size_t lo, size_t hi) {
+    const avg_job *j = ctx;
+    const int C = j->C;
+    const size_t es = ab_dtype_size(j->t);
+    float *acc = j->buf + (size_t)part * 2 * C, *row = acc + C;
+    for (size_t n = lo; n < hi; n++) {
+        for (int c = 0; c < C; c++) acc[c] = 0.0f;
+        for (int i = 0; i < j->HW; i++) {
+            const size_t off = (n * j->HW + i) * C;
+            const float *r = j->t == AB_F32 ? (const float *)j->in + off : row;
+            if (j->t != AB_F32) cpu_widen((size_t)C, j->t, (const char *)j->in + off * es, row);
+            for (int c = 0; c < C; c++) acc[c] += r[c];
+        }
+        for (int c = 0; c < C; c++) acc[c] /= (float)j->HW;
+        cpu_narrow((size_t)C, acc, j->t, (char *)j->out + n * C * es);
+    }
+}
+
+int cpu_avgpool_forward(ab_backend *be, int N, int HW, int C, ab_dtype t, const void *x, void *y) {
+    AB_TRY(check_dtype("avgpool_forward", t));
+    if (N < 1 || HW < 1 || C < 1) return ab_errorf("avgpool_forward: bad shape N=%d HW=%d C=%d", N, HW, C);
+    const int parts = parallel_parts(be, (size_t)N, 1);
+    avg_job j = {HW, C, t, x, y, cpu_scratch_get(be, CPU_SLOT_LAYER_X, (size_t)parts * 2 * C)};
+    if (!j.buf) return -1;
+    cpu_parallel_for(be, (size_t)N, 1, avgpool_fwd_range, &j);
+    return 0;
+}
+
+static void avgpool_bwd_range(void *ctx, int part, size_t lo, size_t hi) {
+    const avg_job *j = ctx;
+    const int C = j->C;
+    const size_t es = ab_dtype_size(j->t), rowb = (size_t)C * es;
+    float *g = j->buf + (size_t)part * 2 * C;
+    for (size_t n = lo; n < hi; n++) {
+        cpu_widen((size_t)C, j->t, (const char *)j->in + n * rowb, g);
+        for (int c = 0; c < C; c++) g[c] /= (float)j->HW;
+        char *out = (char *)j->out + n * (size_t)j->HW * rowb;
+        cpu_narrow((size_t)C, g, j->t, out); /* one rounding, then the same bits on every row */
+        for (int i = 1; i < j->HW; i++) memcpy(out + (size_t)i * rowb, out, rowb);
+    }
+}
+
+int cpu_avgpool_backward(ab_backend *be, int N, int HW, int C, ab_dtype t, const void *dy, void *dx) {
+    AB_TRY(check_dtype("avgpool_backward", t));
+    if (N < 1 || HW < 1 || C < 1) return ab_errorf("avgpool_backward: bad shape N=%d HW=%d C=%d", N, HW, C);
+    const int parts = parallel_parts(be, (size_t)N, 1);
+    avg_job j = {HW, C, t, dy, dx, cpu_scratch_get(be, CPU_SLOT_LAYER_X, (size_t)parts * 2 * C)};
+    if (!j.buf) return -1;
+    cpu_parallel_for(be, (size_t)N, 1, avgpool_bwd_range, &j);
+    return 0;
+}
+
+/* ---- element-wise add ---- */
+
+typedef struct {
+    ab_dtype t;
+    const void *a, *b;
+    void *y;
+} add_job;
+
+static void add_range(void *ctx, int part, size_t lo, size_t hi) {
+    (void)part;
+    const add_job *j = ctx;
+    if (j->t == AB_F32) {
+        const float *a = j->a, *b = j->b;
+        float *y = j->y;
+        for (size_t i = lo; i < hi; i++) y[i] = a[i] + b[i];
+        return;
+    }
+    enum { BLK = 1024 };
+    float fa[BLK], fb[BLK];
+    const size_t es = ab_dtype_size(j->t);
+    for (size_t i = lo; i < hi; i += BLK) {
+        const size_t m = hi - i < BLK ? hi - i : BLK;
+        cpu_widen(m, j->t, (const char *)j->a + i * es, fa);
+        cpu_widen(m, j->t, (const char *)j->b + i * es, fb);
+        for (size_t k = 0; k < m; k++) fa[k] += fb[k];
+        cpu_narrow(m, fa, j->t, (char *)j->y + i * es);
+    }
+}
+
+int cpu_add(ab_backend *be, size_t n, ab_dtype t, const void *a, const void *b, void *y) {
+    AB_TRY(check_dtype("add", t));
+    add_job j = {t, a, b, y};
+    cpu_parallel_for(be, n, CONVERT_MIN, add_range, &j);
+    return 0;
+}
+
+/* ---- image batch assembly ---- */
+
+int cpu_gather_images(ab_backend *be, int B, const ab_image_layout *L, const ab_image_aug *aug, const uint8_t *data,
+                      const uint8_t *labels, const int32_t *idx, ab_dtype ot, void *out, int32_t *labels_out) {
+    AB_TRY(check_dtype("gather_images", ot));
+    const int C = L->C, H = L->H, W = L->W;
+    if (B < 0 || C < 1 || C > AB_MAX_CHANNELS || H < 1 || W < 1)
+        return ab_errorf("gather_images: bad layout B=%d C=%d H=%d W=%d (1 to %d channels)", B, C, H, W,
+                         AB_MAX_CHANNELS);
+    const int32_t *ag = aug ? aug->aug : NULL;
+    const int pad = ag ? aug->pad : 0;
+    if (pad < 0) return ab_errorf("gather_images: negative crop padding %d", pad);
+    for (int b = 0; ag && b < B; b++) {
+        const int32_t *a = ag + 3 * (size_t)b;
+        if (a[0] < 0 || a[0] > 2 * pad || a[1] < 0 || a[1] > 2 * pad || (a[2] != 0 && a[2] != 1))
+            return ab_errorf("gather_images: sample %d: crop (%d, %d) flip %d outside [0, %d] / {0, 1}", b, a[0], a[1],
+                             a[2], 2 * pad);
+    }
+    /* the same expression as gather_normalize, so MNIST batches come out bit for bit the same */
+    float lut[AB_MAX_CHANNELS][256];
+    for (int c = 0; c < C; c++)
+        for (int v = 0; v < 256; v++) lut[c][v] = ((float)v / 255.0f - L->mean[c]) / L->std[c];
+    const size_t D = (size_t)C * H * W;
+    float *row = ot == AB_F32 ? NULL : cpu_scratch_get(be, CPU_SLOT_LAYER_X, D);
+    if (ot != AB_F32 && !row) return -1;
+    for (int b = 0; b < B; b++) {
+        const uint8_t *img = data + (size_t)idx[b] * D;
+        const int dy = ag ? ag[3 * (size_t)b] - pad : 0, dx = ag ? ag[3 * (size_t)b + 1] - pad : 0;
+        const int flip = ag ? ag[3 * (size_t)b + 2] : 0;
+        float *dst = ot == AB_F32 ? (float *)out + (size_t)b * D : row;
+        for (int y = 0; y < H; y++) {
+            const int sy = y + dy;
+            for (int x = 0; x < W; x++) {
+                const int sx = (flip ? W - 1 - x : x) + dx; /* mirror the crop, then read the padded image */
+                float *o = dst + ((size_t)y * W + x) * C;
+                if (sy < 0 || sy >= H || sx < 0 || sx >= W) {
+                    for (int c = 0; c < C; c++) o[c] = lut[c][0];
+                } else if (L->planar) {
+                    for (int c = 0; c < C; c++) o[c] = lut[c][img[((size_t)c * H + sy) * W + sx]];
+                } else {
+                    for (int c = 0; c < C; c++) o[c] = lut[c][img[((size_t)sy * W + sx) * C + c]];
+                }
+            }
+        }
+        if (ot != AB_F32) cpu_narrow(D, row, ot, (char *)out + (size_t)b * D * ab_dtype_size(ot));
+        if (labels_out) labels_out[b] = labels[idx[b]];
+    }
+    return 0;
+}

@@ -1,0 +1,71 @@
+/* Private to kernels/cuda: what layers_cuda.cu (the convolutional-layer ops) needs from
+ * backend_cuda.cu (the backend's state: device, stream, cuDNN handle, the pinned index staging
+ * ring), and the layer ops it hands back for the op table. Device memory comes from the tracked
+ * allocator of core/backend.h (ab_alloc / ab_release, charged to be->mem). Both files are C++
+ * (nvcc); nothing here is seen from C. */
+#ifndef AB_CUDA_INTERNAL_H
+#define AB_CUDA_INTERNAL_H
+
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+extern "C" {
+#include "backend.h"
+}
+
+/* Every cuDNN call names itself, the file and the line; cuDNN's own last message says why. */
+#define CUDNN_CHECK(call)                                                                           \
+    do {                                                                                            \
+        const cudnnStatus_t s_ = (call);                                                            \
+        if (s_ != CUDNN_STATUS_SUCCESS) {                                                           \
+            char m_[256];                                                                           \
+            cudnnGetLastErrorString(m_, sizeof m_);                                                 \
+            return ab_errorf("%s failed at %s:%d: %s (%s)", #call, __FILE__, __LINE__,              \
+                             cudnnGetErrorString(s_), m_);                                          \
+        }                                                                                           \
+    } while (0)
+
+/* layers_cuda.cu's state (convolution plans, cuDNN workspace, batch-norm partial sums), made on
+ * first use and freed by ab_cuda_layers_free from the backend's destroy */
+typedef struct ab_cuda_layers ab_cuda_layers;
+
+/* ---- from backend_cuda.cu ---- */
+int ab_cuda_device(ab_backend *be);            /* the GPU index the backend runs on */
+cudaStream_t ab_cuda_stream(ab_backend *be);   /* the one stream every op is queued on */
+cudnnHandle_t ab_cuda_dnn(ab_backend *be);     /* bound to that stream */
+ab_cuda_layers **ab_cuda_layers_slot(ab_backend *be);
+/* Copies a (na ints) then b (nb ints, b may be NULL when nb is 0) from host memory to device
+ * memory through the pinned staging ring of gather_normalize, queued on the stream: *dev points
+ * at a on the device, b follows at *dev + na. The host arrays may be reused once this returns;
+ * the device copy stays valid for the kernels queued before the ring comes round again. */
+int ab_cuda_stage_ints(ab_backend *be, const int32_t *a, int na, const int32_t *b, int nb, const int32_t **dev);
+
+/* ---- from layers_cuda.cu: the ops of core/backend.h ---- */
+void ab_cuda_layers_free(ab_backend *be); /* before the stream and the cuDNN handle go */
+int ab_cuda_gather_images(ab_backend *be, int B, const ab_image_layout *L, const ab_image_aug *aug,
+                          const uint8_t *data, const uint8_t *labels, const int32_t *idx, ab_dtype ot, void *out,
+                          int32_t *labels_out);
+int ab_cuda_conv2d_forward(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *x, const void *w, void *y);
+int ab_cuda_conv2d_backward_data(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *dy, const void *w,
+                                 void *dx);
+int ab_cuda_conv2d_backward_filter(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *x, const void *dy,
+                                   float beta, void *dw);
+int ab_cuda_batchnorm_forward_train(ab_backend *be, int M, int C, ab_dtype t, const void *x, const float *gamma,
+                                    const float *beta, float eps, float momentum, float *running_mean,
+                                    float *running_var, float *save_mean, float *save_invstd, void *y);
+int ab_cuda_batchnorm_forward_eval(ab_backend *be, int M, int C, ab_dtype t, const void *x, const float *gamma,
+                                   const float *beta, const float *running_mean, const float *running_var, float eps,
+                                   void *y);
+int ab_cuda_batchnorm_backward(ab_backend *be, int M, int C, ab_dtype t, const void *x, const void *dy,
+                               const float *gamma, const float *save_mean, const float *save_invstd, float acc,
+                               float *dgamma, float *dbeta, void *dx);
+int ab_cuda_maxpool_forward(ab_backend *be, const ab_pool_shape *s, ab_dtype t, const void *x, void *y);
+int ab_cuda_maxpool_backward(ab_backend *be, const ab_pool_shape *s, ab_dtype t, const void *x, const void *y,
+                             const void *dy, void *dx);
+int ab_cuda_avgpool_forward(ab_backend *be, int N, int HW, int C, ab_dtype t, const void *x, void *y);
+int ab_cuda_avgpool_backward(ab_backend *be, int N, int HW, int C, ab_dtype t, const void *dy, void *dx);
+int ab_cuda_add(ab_backend *be, size_t n, ab_dtype t, const void *a, const void *b, void *y);
+
+#endif

@@ -1,0 +1,657 @@
+/* The convolutional-layer ops of the CUDA backend against the CPU backend (the reference), on fresh
+ * seeded random inputs in fp32, fp16 and bf16, channels-last: convolution forward, backward-data
+ * and backward-filter (beta 0 and 1) through cuDNN, on small odd shapes and real ResNet-50 shapes;
+ * batch norm training (with the running statistics), evaluation and backward (acc 0 and 1, in
+ * place); max pooling forward and backward (overlapping windows, ties, NaN); global average
+ * pooling; add; image batch assembly with crops, flips and zero padding. Whole tensors are
+ * compared by NMSE and by the largest element error (tests/tolerances.h); ops that select or
+ * round a single fp32 value the same way on both sides are compared bit for bit (NaN as NaN).
+ * NaN is planted and must show in the same places; every device output has sentinels after it
+ * that must survive. On failure the worst element is printed with its index (and its n, h, w, c).
+ * Without a usable GPU it prints SKIPPED and exits 77 (CTest SKIP_RETURN_CODE);
+ * AB_GPU_TEST_DEVICE=cpu runs the same comparisons with a second CPU backend (the selfcheck). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "device.h"
+#include "half.h"
+#include "rng.h"
+#include "tolerances.h"
+
+static int failures = 0;
+static ab_backend *cpu, *gpu;
+static ab_rng rng;
+
+enum { PAD = 64 }; /* sentinel elements after every buffer */
+static const unsigned char SENTINEL = 0xA5;
+static const ab_dtype TYPES[3] = {AB_F32, AB_F16, AB_BF16};
+
+/* ---- buffers held twice: host copy for the CPU backend, device copy for the CUDA one ---------- */
+
+typedef struct {
+    size_t n, es;
+    ab_dtype t;
+    void *h, *d;
+    int dims[4]; /* (N, H, W, C) when the tensor is an image batch, to print an index; else 0 */
+} pair;
+
+static void die(const char *what) {
+    fprintf(stderr, "FAIL %s: %s\n", what, ab_error());
+    exit(1);
+}
+
+static pair pair_new(size_t n, ab_dtype t, float lo, float hi) {
+    pair p = {.n = n, .es = ab_dtype_size(t), .t = t};
+    const size_t bytes = (n + PAD) * p.es;
+    p.h = malloc(bytes);
+    if (!p.h) die("host buffer");
+    memset(p.h, SENTINEL, bytes);
+    for (size_t i = 0; i < n; i++) ab_store(p.h, i, t, ab_rng_uniform_range(&rng, lo, hi));
+    p.d = ab_alloc(gpu, AB_MEM_WORKSPACE, bytes);
+    if (!p.d || gpu->ops->upload(gpu, p.d, p.h, bytes) != 0) die("device buffer");
+    return p;
+}
+
+static pair pair_img(int N, int H, int W, int C, ab_dtype t, float lo, float hi) {
+    pair p = pair_new((size_t)N * H * W * C, t, lo, hi);
+    p.dims[0] = N, p.dims[1] = H, p.dims[2] = W, p.dims[3] = C;
+    return p;
+}
+
+static void pair_set(pair *p, size_t i, float v) { /* plant a value in both copies */
+    ab_store(p->h, i, p->t, v);
+    if (gpu->ops->upload(gpu, (char *)p->d + i * p->es, (char *)p->h + i * p->es, p->es) != 0) die("upload");
+}
+
+static void pair_fill(pair *p, float v) { /* every element, both copies */
+    for (size_t i = 0; i < p->n; i++) ab_store(p->h, i, p->t, v);
+    if (gpu->ops->upload(gpu, p->d, p->h, p->n * p->es) != 0) die("upload");
+}
+
+static void pair_free(pair *p) {
+    ab_release(gpu, AB_MEM_WORKSPACE, p->d, (p->n + PAD) * p->es);
+    free(p->h);
+}
+
+static void where(char *buf, size_t cap, const pair *p, size_t i) {
+    if (!p->dims[3]) {
+        snprintf(buf, cap, "%zu", i);
+        return;
+    }
+    const size_t c = i % (size_t)p->dims[3], w = i / p->dims[3] % (size_t)p->dims[2];
+    const size_t h = i / p->dims[3] / p->dims[2] % (size_t)p->dims[1], n = i / p->dims[3] / p->dims[2] / p->dims[1];
+    snprintf(buf, cap, "%zu (n %zu, h %zu, w %zu, c %zu)", i, n, h, w, c);
+}
+
+/* device copy back to the host, the sentinels checked; returns a malloc'd buffer */
+static unsigned char *fetch(const char *what, const pair *p) {
+    const size_t bytes = (p->n + PAD) * p->es;
+    unsigned char *g = malloc(bytes);
+    if (!g) die("host buffer");
+    if (gpu->ops->sync(gpu) != 0 || gpu->ops->download(gpu, g, p->d, bytes) != 0) {
+        fprintf(stderr, "FAIL %s: %s\n", what, ab_error());
+        failures++;
+        memset(g, 0, bytes);
+        return g;
+    }
+    for (size_t b = p->n * p->es; b < bytes; b++)
+        if (g[b] != SENTINEL) {
+            fprintf(stderr, "FAIL %s: write past the end (element %zu of %zu)\n", what, b / p->es, p->n);
+            failures++;
+            break;
+        }
+    return g;
+}
+
+/* GPU result vs CPU result: NMSE (NaN/Inf parity included) and the largest element error
+ * |a - b| / (|b| + rms(b)) */
+static void compare(const char *what, const pair *p, double nmse_tol, double rel_tol) {
+    unsigned char *g = fetch(what, p);
+    float *a = malloc(p->n * sizeof(float));
+    double *ref = malloc(p->n * sizeof(double));
+    if (!a || !ref) die("host buffer");
+    double sq = 0.0;
+    size_t nf = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        a[i] = ab_load(g, i, p->t);
+        ref[i] = ab_load(p->h, i, p->t);
+        if (isfinite(ref[i])) sq += ref[i] * ref[i], nf++;
+    }
+    char at[160];
+    size_t w = 0;
+    const double e = ab_nmse(a, ref, p->n, &w);
+    if (!(e <= nmse_tol)) {
+        where(at, sizeof at, p, w);
+        fprintf(stderr, "FAIL %s: nmse %.3g > %.3g; worst element %s: got %.9g, expected %.9g\n", what, e, nmse_tol, at,
+                p->n ? (double)a[w] : 0.0, p->n ? ref[w] : 0.0);
+        failures++;
+    } else {
+        const double rms = nf ? sqrt(sq / (double)nf) : 0.0;
+        double worst = 0.0;
+        for (size_t i = 0; i < p->n; i++) {
+            if (!isfinite(ref[i])) continue; /* parity checked above */
+            const double d = fabs((double)a[i] - ref[i]), den = fabs(ref[i]) + rms;
+            const double r = den > 0.0 ? d / den : (d > 0.0 ? INFINITY : 0.0);
+            if (r > worst) worst = r, w = i;
+        }
+        if (!(worst <= rel_tol)) {
+            where(at, sizeof at, p, w);
+            fprintf(stderr, "FAIL %s: largest element error %.3g > %.3g (relative to |expected| + rms %.3g) at %s: got %.9g, "
+                    "expected %.9g\n", what, worst, rel_tol, rms, at, (double)a[w], ref[w]);
+            failures++;
+        }
+    }
+    free(a);
+    free(ref);
+    free(g);
+}
+
+/* tolerances by storage type: fp32 gets the op's own NMSE bound */
+static void compare_t(const char *what, const pair *p, double fp32_nmse) {
+    if (p->t == AB_F16)
+        compare(what, p, AB_TOL_FP16_NMSE, AB_TOL_GPU_LAYER_FP16_MAXREL);
+    else if (p->t == AB_BF16)
+        compare(what, p, AB_TOL_BF16_NMSE, AB_TOL_GPU_LAYER_BF16_MAXREL);
+    else
+        compare(what, p, fp32_nmse, AB_TOL_GPU_LAYER_FP32_MAXREL);
+}
+
+/* bit for bit, except that any NaN matches any NaN (x86 keeps a NaN operand's payload, the GPU
+ * returns its canonical NaN) */
+static void compare_exact(const char *what, const pair *p) {
+    unsigned char *g = fetch(what, p);
+    for (size_t i = 0; i < p->n; i++) {
+        const float a = ab_load(g, i, p->t), b = ab_load(p->h, i, p->t);
+        if (memcmp(g + i * p->es, (char *)p->h + i * p->es, p->es) != 0 && !(isnan(a) && isnan(b))) {
+            char at[160];
+            where(at, sizeof at, p, i);
+            fprintf(stderr, "FAIL %s: element %s differs: got %.9g, expected %.9g (%s); first of the mismatches\n", what,
+                    at, (double)a, (double)b, ab_dtype_name(p->t));
+            failures++;
+            break;
+        }
+    }
+    free(g);
+}
+
+static void op_ok(const char *what, int rc_cpu, int rc_gpu) {
+    if (rc_cpu != 0 || rc_gpu != 0) {
+        fprintf(stderr, "FAIL %s: op returned cpu %d, gpu %d: %s\n", what, rc_cpu, rc_gpu, ab_error());
+        failures++;
+    }
+}
+
+/* both backends have the op (the CPU one may still be missing while it is written) */
+static int have(const char *name, const void *on_cpu, const void *on_gpu) {
+    if (on_cpu && on_gpu) return 1;
+    fprintf(stderr, "FAIL %s: the %s backend has no such op\n", name, !on_cpu ? "cpu" : gpu->ops->name);
+    failures++;
+    return 0;
+}
+
+/* ---- convolutions ---------------------------------------------------------------------------- */
+
+typedef struct {
+    const char *name;
+    int N, H, W, C, K, R, S, sh, sw, ph, pw;
+} conv_case;
+
+static void conv_one(const conv_case *cc, ab_dtype t) {
+    ab_conv_shape s = {.N = cc->N, .H = cc->H, .W = cc->W, .C = cc->C, .K = cc->K, .R = cc->R, .S = cc->S,
+                       .stride_h = cc->sh, .stride_w = cc->sw, .pad_h = cc->ph, .pad_w = cc->pw};
+    if (ab_conv_shape_init(&s) != 0) die(cc->name);
+    const double tol = AB_TOL_GPU_CONV_FP32_NMSE;
+    char what[200];
+    pair x = pair_img(s.N, s.H, s.W, s.C, t, -1.0f, 1.0f), w = pair_img(s.K, s.R, s.S, s.C, t, -1.0f, 1.0f);
+    pair y = pair_img(s.N, s.P, s.Q, s.K, t, -1.0f, 1.0f), dy = pair_img(s.N, s.P, s.Q, s.K, t, -1.0f, 1.0f);
+    pair dx = pair_img(s.N, s.H, s.W, s.C, t, -1.0f, 1.0f), dw = pair_img(s.K, s.R, s.S, s.C, t, -1.0f, 1.0f);
+    const char *tn = ab_dtype_name(t);
+
+    snprintf(what, sizeof what, "conv2d_forward %s %s", cc->name, tn);
+    op_ok(what, cpu->ops->conv2d_forward(cpu, &s, t, x.h, w.h, y.h), gpu->ops->conv2d_forward(gpu, &s, t, x.d, w.d, y.d));
+    compare_t(what, &y, tol);
+    /* the same shape again: the cached plan, no new memory */
+    const size_t mem_before = gpu->mem.current_all;
+    snprintf(what, sizeof what, "conv2d_forward %s %s (again)", cc->name, tn);
+    op_ok(what, cpu->ops->conv2d_forward(cpu, &s, t, x.h, w.h, y.h), gpu->ops->conv2d_forward(gpu, &s, t, x.d, w.d, y.d));
+    compare_t(what, &y, tol);
+    AB_CHECK(gpu->mem.current_all == mem_before, "%s: device memory grew from %zu to %zu bytes on a repeated call", what,
+             mem_before, gpu->mem.current_all);
+
+    snprintf(what, sizeof what, "conv2d_backward_data %s %s", cc->name, tn);
+    op_ok(what, cpu->ops->conv2d_backward_data(cpu, &s, t, dy.h, w.h, dx.h),
+          gpu->ops->conv2d_backward_data(gpu, &s, t, dy.d, w.d, dx.d));
+    compare_t(what, &dx, tol);
+
+    for (int beta = 0; beta < 2; beta++) { /* beta 1: the second micro-batch adds to the first's dw */
+        snprintf(what, sizeof what, "conv2d_backward_filter %s %s beta=%d", cc->name, tn, beta);
+        op_ok(what, cpu->ops->conv2d_backward_filter(cpu, &s, t, x.h, dy.h, (float)beta, dw.h),
+              gpu->ops->conv2d_backward_filter(gpu, &s, t, x.d, dy.d, (float)beta, dw.d));
+        compare_t(what, &dw, tol);
+    }
+    pair_free(&x);
+    pair_free(&w);
+    pair_free(&y);
+    pair_free(&dy);
+    pair_free(&dx);
+    pair_free(&dw);
+}
+
+/* NaN parity: a NaN in x makes NaN every output whose window covers it (forward) and every
+ * filter tap that met it (backward filter); a NaN in dy spreads through backward data */
+static void conv_nan(ab_dtype t) {
+    ab_conv_shape s = {.N = 2, .H = 6, .W = 7, .C = 8, .K = 8, .R = 3, .S = 3, .stride_h = 1, .stride_w = 2,
+                       .pad_h = 1, .pad_w = 1};
+    if (ab_conv_shape_init(&s) != 0) die("conv NaN shape");
+    char what[128];
+    pair x = pair_img(s.N, s.H, s.W, s.C, t, -1.0f, 1.0f), w = pair_img(s.K, s.R, s.S, s.C, t, -1.0f, 1.0f);
+    pair y = pair_img(s.N, s.P, s.Q, s.K, t, -1.0f, 1.0f), dy = pair_img(s.N, s.P, s.Q, s.K, t, -1.0f, 1.0f);
+    pair dx = pair_img(s.N, s.H, s.W, s.C, t, -1.0f, 1.0f), dw = pair_img(s.K, s.R, s.S, s.C, t, -1.0f, 1.0f);
+    pair_set(&x, ((size_t)(1 * s.H + 3) * s.W + 4) * s.C + 5, NAN); /* n 1, h 3, w 4, c 5 */
+    pair_set(&dy, ((size_t)(0 * s.P + 2) * s.Q + 1) * s.K + 2, NAN);
+    snprintf(what, sizeof what, "conv2d_forward NaN parity %s", ab_dtype_name(t));
+    op_ok(what, cpu->ops->conv2d_forward(cpu, &s, t, x.h, w.h, y.h), gpu->ops->conv2d_forward(gpu, &s, t, x.d, w.d, y.d));
+    compare_t(what, &y, AB_TOL_GPU_CONV_FP32_NMSE);
+    snprintf(what, sizeof what, "conv2d_backward_data NaN parity %s", ab_dtype_name(t));
+    op_ok(what, cpu->ops->conv2d_backward_data(cpu, &s, t, dy.h, w.h, dx.h),
+          gpu->ops->conv2d_backward_data(gpu, &s, t, dy.d, w.d, dx.d));
+    compare_t(what, &dx, AB_TOL_GPU_CONV_FP32_NMSE);
+    snprintf(what, sizeof what, "conv2d_backward_filter NaN parity %s", ab_dtype_name(t));
+    op_ok(what, cpu->ops->conv2d_backward_filter(cpu, &s, t, x.h, dy.h, 0.0f, dw.h),
+          gpu->ops->conv2d_backward_filter(gpu, &s, t, x.d, dy.d, 0.0f, dw.d));
+    compare_t(what, &dw, AB_TOL_GPU_CONV_FP32_NMSE);
+    pair_free(&x);
+    pair_free(&w);
+    pair_free(&y);
+    pair_free(&dy);
+    pair_free(&dx);
+    pair_free(&dw);
+}
+
+/* tensors that are not 16-byte aligned (an arena may carve them anywhere): one element in */
+static void conv_misaligned(ab_dtype t) {
+    ab_conv_shape s = {.N = 2, .H = 9, .W = 9, .C = 16, .K = 24, .R = 3, .S = 3, .stride_h = 1, .stride_w = 1,
+                       .pad_h = 1, .pad_w = 1};
+    if (ab_conv_shape_init(&s) != 0) die("conv misaligned shape");
+    char what[128];
+    pair x = pair_new((size_t)s.N * s.H * s.W * s.C + 1, t, -1.0f, 1.0f), w = pair_img(s.K, s.R, s.S, s.C, t, -1, 1);
+    pair y = pair_new((size_t)s.N * s.P * s.Q * s.K + 1, t, -1.0f, 1.0f);
+    snprintf(what, sizeof what, "conv2d_forward misaligned x and y %s", ab_dtype_name(t));
+    op_ok(what, cpu->ops->conv2d_forward(cpu, &s, t, (char *)x.h + x.es, w.h, (char *)y.h + y.es),
+          gpu->ops->conv2d_forward(gpu, &s, t, (char *)x.d + x.es, w.d, (char *)y.d + y.es));
+    compare_t(what, &y, AB_TOL_GPU_CONV_FP32_NMSE);
+    pair_free(&x);
+    pair_free(&w);
+    pair_free(&y);
+}
+
+static void test_conv(void) {
+    if (!have("conv2d_forward", (void *)cpu->ops->conv2d_forward, (void *)gpu->ops->conv2d_forward) ||
+        !have("conv2d_backward_data", (void *)cpu->ops->conv2d_backward_data, (void *)gpu->ops->conv2d_backward_data) ||
+        !have("conv2d_backward_filter", (void *)cpu->ops->conv2d_backward_filter,
+              (void *)gpu->ops->conv2d_backward_filter))
+        return;
+    static const conv_case cases[] = {
+        /* small and odd: channel counts tensor cores cannot take, asymmetric strides and padding */
+        {"3x3 C=3 K=5 7x5", 2, 7, 5, 3, 5, 3, 3, 1, 1, 1, 1},
+        {"3x2 stride 2x1 pad 1x0 C=6 K=10", 3, 9, 11, 6, 10, 3, 2, 2, 1, 1, 0},
+        {"1x1 stride 2 C=8 K=16", 1, 5, 5, 8, 16, 1, 1, 2, 2, 0, 0},
+        {"7x7 stride 2 pad 3 C=3 K=8 17x13", 2, 17, 13, 3, 8, 7, 7, 2, 2, 3, 3},
+        /* ResNet-50 (torchvision v1.5), batch 2 */
+        {"resnet50 conv1 7x7/2 224x224x3->64", 2, 224, 224, 3, 64, 7, 7, 2, 2, 3, 3},
+        {"resnet50 layer1 3x3 56x56x64->64", 2, 56, 56, 64, 64, 3, 3, 1, 1, 1, 1},
+        {"resnet50 layer2 downsample 1x1/2 56x56x256->512", 2, 56, 56, 256, 512, 1, 1, 2, 2, 0, 0},
+        {"resnet50 layer3 3x3/2 28x28x256->256", 2, 28, 28, 256, 256, 3, 3, 2, 2, 1, 1},
+        {"resnet50 layer4 1x1 7x7x2048->512", 2, 7, 7, 2048, 512, 1, 1, 1, 1, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int k = 0; k < 3; k++) conv_one(&cases[i], TYPES[k]);
+    for (int k = 0; k < 3; k++) {
+        conv_nan(TYPES[k]);
+        conv_misaligned(TYPES[k]);
+    }
+}
+
+/* ---- batch norm ------------------------------------------------------------------------------ */
+
+typedef struct {
+    int M, C;
+    float offset; /* x around offset: a mean far from zero must not cancel the variance away */
+} bn_case;
+
+static void bn_one(const bn_case *bc, ab_dtype t, int nan) {
+    const int M = bc->M, C = bc->C;
+    const size_t n = (size_t)M * C;
+    const float o = bc->offset, eps = 1e-5f, mom = 0.1f;
+    char what[160], tag[96];
+    snprintf(tag, sizeof tag, "M=%d C=%d offset %g %s%s", M, C, (double)o, ab_dtype_name(t), nan ? " NaN parity" : "");
+    pair x = pair_new(n, t, o - 1.0f, o + 1.0f), y = pair_new(n, t, -1.0f, 1.0f);
+    pair gamma = pair_new((size_t)C, AB_F32, 0.5f, 1.5f), beta = pair_new((size_t)C, AB_F32, -0.5f, 0.5f);
+    pair rm = pair_new((size_t)C, AB_F32, -0.1f, 0.1f), rv = pair_new((size_t)C, AB_F32, 0.5f, 1.5f);
+    pair sm = pair_new((size_t)C, AB_F32, -1.0f, 1.0f), si = pair_new((size_t)C, AB_F32, -1.0f, 1.0f);
+    x.dims[0] = 1, x.dims[1] = 1, x.dims[2] = M, x.dims[3] = C;
+    y.dims[0] = 1, y.dims[1] = 1, y.dims[2] = M, y.dims[3] = C;
+    if (nan) pair_set(&x, (size_t)(M / 2) * C + (size_t)(C > 2 ? 2 : 0), NAN); /* channel 2: all of it NaN */
+
+    snprintf(what, sizeof what, "batchnorm_forward_train %s", tag);
+    op_ok(what,
+          cpu->ops->batchnorm_forward_train(cpu, M, C, t, x.h, gamma.h, beta.h, eps, mom, rm.h, rv.h, sm.h, si.h, y.h),
+          gpu->ops->batchnorm_forward_train(gpu, M, C, t, x.d, gamma.d, beta.d, eps, mom, rm.d, rv.d, sm.d, si.d, y.d));
+    compare_t(what, &y, AB_TOL_GPU_BN_FP32_NMSE);
+    snprintf(what, sizeof what, "batchnorm_forward_train %s: save_mean", tag);
+    compare(what, &sm, AB_TOL_GPU_BN_FP32_NMSE, AB_TOL_GPU_LAYER_FP32_MAXREL);
+    snprintf(what, sizeof what, "batchnorm_forward_train %s: save_invstd", tag);
+    compare(what, &si, AB_TOL_GPU_BN_FP32_NMSE, AB_TOL_GPU_LAYER_FP32_MAXREL);
+    snprintf(what, sizeof what, "batchnorm_forward_train %s: running_mean", tag);
+    compare(what, &rm, AB_TOL_GPU_BN_FP32_NMSE, AB_TOL_GPU_LAYER_FP32_MAXREL);
+    snprintf(what, sizeof what, "batchnorm_forward_train %s: running_var", tag);
+    compare(what, &rv, AB_TOL_GPU_BN_FP32_NMSE, AB_TOL_GPU_LAYER_FP32_MAXREL);
+
+    if (!nan) {
+        snprintf(what, sizeof what, "batchnorm_forward_eval %s", tag);
+        op_ok(what, cpu->ops->batchnorm_forward_eval(cpu, M, C, t, x.h, gamma.h, beta.h, rm.h, rv.h, eps, y.h),
+              gpu->ops->batchnorm_forward_eval(gpu, M, C, t, x.d, gamma.d, beta.d, rm.d, rv.d, eps, y.d));
+        compare_t(what, &y, AB_TOL_GPU_BN_FP32_NMSE);
+    }
+
+    /* backward from the same saved statistics on both sides (the CPU's, uploaded), so that only
+     * the backward op is compared; acc 0 then 1, dx apart and then in place over dy */
+    if (gpu->ops->upload(gpu, sm.d, sm.h, (size_t)C * 4) != 0 || gpu->ops->upload(gpu, si.d, si.h, (size_t)C * 4) != 0)
+        die("upload");
+    pair dy = pair_new(n, t, -1.0f, 1.0f), dx = pair_new(n, t, -1.0f, 1.0f);
+    pair dg = pair_new((size_t)C, AB_F32, -1.0f, 1.0f), db = pair_new((size_t)C, AB_F32, -1.0f, 1.0f);
+    dx.dims[0] = dy.dims[0] = 1, dx.dims[1] = dy.dims[1] = 1, dx.dims[2] = dy.dims[2] = M, dx.dims[3] = dy.dims[3] = C;
+    if (nan) pair_set(&dy, (size_t)(M / 3) * C, NAN); /* channel 0 */
+    for (int acc = 0; acc < 2; acc++) {
+        const int inplace = acc == 1;
+        const pair *out = inplace ? &dy : &dx;
+        snprintf(what, sizeof what, "batchnorm_backward %s acc=%d%s", tag, acc, inplace ? " in place" : "");
+        op_ok(what,
+              cpu->ops->batchnorm_backward(cpu, M, C, t, x.h, dy.h, gamma.h, sm.h, si.h, (float)acc, dg.h, db.h,
+                                           out->h),
+              gpu->ops->batchnorm_backward(gpu, M, C, t, x.d, dy.d, gamma.d, sm.d, si.d, (float)acc, dg.d, db.d,
+                                           out->d));
+        compare_t(what, out, AB_TOL_GPU_BN_FP32_NMSE);
+        snprintf(what, sizeof what, "batchnorm_backward %s acc=%d: dgamma", tag, acc);
+        compare(what, &dg, AB_TOL_GPU_BN_FP32_NMSE, AB_TOL_GPU_LAYER_FP32_MAXREL);
+        snprintf(what, sizeof what, "batchnorm_backward %s acc=%d: dbeta", tag, acc);
+        compare(what, &db, AB_TOL_GPU_BN_FP32_NMSE, AB_TOL_GPU_LAYER_FP32_MAXREL);
+    }
+
+    if (!nan) { /* training in place, y over x (as the model does) */
+        snprintf(what, sizeof what, "batchnorm_forward_train %s in place", tag);
+        op_ok(what,
+              cpu->ops->batchnorm_forward_train(cpu, M, C, t, x.h, gamma.h, beta.h, eps, mom, NULL, NULL, sm.h, si.h,
+                                                x.h),
+              gpu->ops->batchnorm_forward_train(gpu, M, C, t, x.d, gamma.d, beta.d, eps, mom, NULL, NULL, sm.d, si.d,
+                                                x.d));
+        compare_t(what, &x, AB_TOL_GPU_BN_FP32_NMSE);
+    }
+    pair_free(&x);
+    pair_free(&y);
+    pair_free(&gamma);
+    pair_free(&beta);
+    pair_free(&rm);
+    pair_free(&rv);
+    pair_free(&sm);
+    pair_free(&si);
+    pair_free(&dy);
+    pair_free(&dx);
+    pair_free(&dg);
+    pair_free(&db);
+}
+
+static void test_batchnorm(void) {
+    if (!have("batchnorm_forward_train", (void *)cpu->ops->batchnorm_forward_train,
+              (void *)gpu->ops->batchnorm_forward_train) ||
+        !have("batchnorm_forward_eval", (void *)cpu->ops->batchnorm_forward_eval,
+              (void *)gpu->ops->batchnorm_forward_eval) ||
+        !have("batchnorm_backward", (void *)cpu->ops->batchnorm_backward, (void *)gpu->ops->batchnorm_backward))
+        return;
+    static const bn_case cases[] = {
+        {37, 5, 0.0f},     /* odd: fewer rows than a block's lanes, channels not a multiple of 32 */
+        {1000, 3, 4.0f},   /* mean four times the spread */
+        {2, 33, 0.0f},     /* the fewest rows training takes */
+        {2 * 112 * 112, 64, 0.0f}, /* ResNet-50 stem, batch 2 */
+        {2 * 56 * 56, 256, 3.0f},  /* layer1 expansion */
+        {2 * 7 * 7, 2048, 0.0f},   /* layer4 output */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int k = 0; k < 3; k++) bn_one(&cases[i], TYPES[k], 0);
+    const bn_case small = {64, 7, 1.0f};
+    for (int k = 0; k < 3; k++) bn_one(&small, TYPES[k], 1);
+}
+
+/* ---- pooling and add ------------------------------------------------------------------------- */
+
+typedef struct {
+    const char *name;
+    int N, H, W, C, R, S, sh, sw, ph, pw;
+} pool_case;
+
+/* mode 0: random x; 1: constant x (every window ties: the first position takes dy); 2: NaN planted */
+static void maxpool_one(const pool_case *pc, ab_dtype t, int mode) {
+    ab_pool_shape s = {.N = pc->N, .H = pc->H, .W = pc->W, .C = pc->C, .R = pc->R, .S = pc->S, .stride_h = pc->sh,
+                       .stride_w = pc->sw, .pad_h = pc->ph, .pad_w = pc->pw};
+    if (ab_pool_shape_init(&s) != 0) die(pc->name);
+    static const char *const MODE[3] = {"", " ties", " NaN"};
+    char what[200];
+    pair x = pair_img(s.N, s.H, s.W, s.C, t, -2.0f, 2.0f), y = pair_img(s.N, s.P, s.Q, s.C, t, -1.0f, 1.0f);
+    pair dy = pair_img(s.N, s.P, s.Q, s.C, t, -1.0f, 1.0f), dx = pair_img(s.N, s.H, s.W, s.C, t, -1.0f, 1.0f);
+    if (mode == 1) pair_fill(&x, 0.5f);
+    if (mode == 2) {
+        pair_set(&x, 0, NAN);
+        pair_set(&x, x.n / 2 + 1, NAN);
+        pair_set(&x, x.n - 1, NAN);
+    }
+    snprintf(what, sizeof what, "maxpool_forward %s %s%s", pc->name, ab_dtype_name(t), MODE[mode]);
+    op_ok(what, cpu->ops->maxpool_forward(cpu, &s, t, x.h, y.h), gpu->ops->maxpool_forward(gpu, &s, t, x.d, y.d));
+    compare_exact(what, &y); /* a selection: the same value */
+    /* backward from the same y on both sides (the CPU's), so a NaN in y is the same NaN */
+    if (gpu->ops->upload(gpu, y.d, y.h, y.n * y.es) != 0) die("upload");
+    snprintf(what, sizeof what, "maxpool_backward %s %s%s", pc->name, ab_dtype_name(t), MODE[mode]);
+    op_ok(what, cpu->ops->maxpool_backward(cpu, &s, t, x.h, y.h, dy.h, dx.h),
+          gpu->ops->maxpool_backward(gpu, &s, t, x.d, y.d, dy.d, dx.d));
+    compare_t(what, &dx, AB_TOL_GPU_ELEMWISE_NMSE);
+    pair_free(&x);
+    pair_free(&y);
+    pair_free(&dy);
+    pair_free(&dx);
+}
+
+static void test_pool_add(void) {
+    char what[160];
+    if (have("maxpool_forward", (void *)cpu->ops->maxpool_forward, (void *)gpu->ops->maxpool_forward) &&
+        have("maxpool_backward", (void *)cpu->ops->maxpool_backward, (void *)gpu->ops->maxpool_backward)) {
+        static const pool_case cases[] = {
+            {"resnet50 stem 3x3/2 pad 1 112x112x64", 2, 112, 112, 64, 3, 3, 2, 2, 1, 1},
+            {"3x2 stride 2x1 pad 1x1 7x6x5", 3, 7, 6, 5, 3, 2, 2, 1, 1, 1},
+            {"2x2/2 5x5x3 (last row and column dropped)", 1, 5, 5, 3, 2, 2, 2, 2, 0, 0},
+        };
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+            for (int k = 0; k < 3; k++)
+                for (int mode = 0; mode < 3; mode++)
+                    if (mode == 0 || i > 0) maxpool_one(&cases[i], TYPES[k], mode);
+    }
+    if (have("avgpool_forward", (void *)cpu->ops->avgpool_forward, (void *)gpu->ops->avgpool_forward) &&
+        have("avgpool_backward", (void *)cpu->ops->avgpool_backward, (void *)gpu->ops->avgpool_backward)) {
+        static const int shapes[][3] = {{2, 49, 2048}, {3, 5, 7}, {1, 1, 3}}; /* N, HW, C */
+        for (int i = 0; i < 3; i++)
+            for (int k = 0; k < 3; k++) {
+                const int N = shapes[i][0], HW = shapes[i][1], C = shapes[i][2];
+                const ab_dtype t = TYPES[k];
+                pair x = pair_img(N, 1, HW, C, t, -2.0f, 2.0f), y = pair_img(N, 1, 1, C, t, -1.0f, 1.0f);
+                pair dx = pair_img(N, 1, HW, C, t, -1.0f, 1.0f);
+                if (i == 1) pair_set(&x, 7, NAN);
+                snprintf(what, sizeof what, "avgpool_forward N=%d HW=%d C=%d %s", N, HW, C, ab_dtype_name(t));
+                op_ok(what, cpu->ops->avgpool_forward(cpu, N, HW, C, t, x.h, y.h),
+                      gpu->ops->avgpool_forward(gpu, N, HW, C, t, x.d, y.d));
+                compare_t(what, &y, AB_TOL_GPU_ELEMWISE_NMSE);
+                snprintf(what, sizeof what, "avgpool_backward N=%d HW=%d C=%d %s", N, HW, C, ab_dtype_name(t));
+                op_ok(what, cpu->ops->avgpool_backward(cpu, N, HW, C, t, y.h, dx.h),
+                      gpu->ops->avgpool_backward(gpu, N, HW, C, t, y.d, dx.d));
+                compare_exact(what, &dx); /* one division, one rounding */
+                pair_free(&x);
+                pair_free(&y);
+                pair_free(&dx);
+            }
+    }
+    if (have("add", (void *)cpu->ops->add, (void *)gpu->ops->add)) {
+        const size_t n = 100003; /* not a multiple of any block size */
+        const float specials[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 65504.0f, 65520.0f, -70000.0f, 6e-8f, 3e-39f};
+        for (int k = 0; k < 3; k++)
+            for (int alias = 0; alias < 2; alias++) { /* y apart, then y over a (the residual add) */
+                const ab_dtype t = TYPES[k];
+                pair a = pair_new(n, t, -4.0f, 4.0f), b = pair_new(n, t, -4.0f, 4.0f), y = pair_new(n, t, -1.0f, 1.0f);
+                for (size_t i = 0; i < sizeof specials / sizeof specials[0]; i++) {
+                    pair_set(&a, i * 7, specials[i]);
+                    pair_set(&b, i * 11 + 3, specials[sizeof specials / sizeof specials[0] - 1 - i]);
+                }
+                pair_set(&a, 500, INFINITY); /* inf + -inf = NaN on both */
+                pair_set(&b, 500, -INFINITY);
+                const pair *out = alias ? &a : &y;
+                snprintf(what, sizeof what, "add %s%s", ab_dtype_name(t), alias ? " in place" : "");
+                op_ok(what, cpu->ops->add(cpu, n, t, a.h, b.h, out->h), gpu->ops->add(gpu, n, t, a.d, b.d, out->d));
+                compare_exact(what, out); /* one fp32 add, one rounding */
+                pair_free(&a);
+                pair_free(&b);
+                pair_free(&y);
+            }
+    }
+}
+
+/* ---- image batch assembly -------------------------------------------------------------------- */
+
+typedef struct {
+    const char *name;
+    ab_image_layout L;
+    int pad;     /* crop padding; -1: no augmentation struct at all */
+    int aug_set; /* 0: an augmentation struct whose aug is NULL */
+} gather_case;
+
+static void test_gather_images(void) {
+    if (!have("gather_images", (void *)cpu->ops->gather_images, (void *)gpu->ops->gather_images)) return;
+    static const gather_case cases[] = {
+        {"CIFAR-10 planar 3x32x32, crop pad 4 + flip", {3, 32, 32, 1, {0.4914f, 0.4822f, 0.4465f}, {0.2470f, 0.2435f, 0.2616f}}, 4, 1},
+        {"interleaved 9x7x3, crop pad 2 + flip", {3, 9, 7, 0, {0.5f, 0.4f, 0.3f}, {0.25f, 0.2f, 0.3f}}, 2, 1},
+        {"MNIST 1x28x28, no augmentation", {1, 28, 28, 0, {0.1307f}, {0.3081f}}, -1, 0},
+        {"planar 4x5x6, augmentation struct without offsets", {4, 5, 6, 1, {0.1f, 0.2f, 0.3f, 0.4f}, {0.5f, 0.6f, 0.7f, 0.8f}}, 3, 0},
+    };
+    const int N = 300;
+    const int Bs[] = {64, 100, 7, 64}; /* growth of the staging buffer, and its ring reused */
+    char what[200];
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const gather_case *gc = &cases[ci];
+        const size_t D = (size_t)gc->L.C * gc->L.H * gc->L.W;
+        uint8_t *data = malloc((size_t)N * D), *labels = malloc((size_t)N);
+        if (!data || !labels) die("host buffer");
+        for (size_t i = 0; i < (size_t)N * D; i++) data[i] = (uint8_t)ab_rng_below(&rng, 256);
+        for (int i = 0; i < N; i++) labels[i] = (uint8_t)ab_rng_below(&rng, 10);
+        const void *cx, *cy, *gx, *gy;
+        op_ok("map_data", cpu->ops->map_data(cpu, data, (size_t)N * D, &cx) | cpu->ops->map_data(cpu, labels, (size_t)N, &cy),
+              gpu->ops->map_data(gpu, data, (size_t)N * D, &gx) | gpu->ops->map_data(gpu, labels, (size_t)N, &gy));
+        for (int k = 0; k < 3; k++)
+            for (size_t bi = 0; bi < sizeof Bs / sizeof Bs[0]; bi++) {
+                const int B = Bs[bi];
+                const ab_dtype t = TYPES[k];
+                int32_t idx[100], augv[300];
+                for (int b = 0; b < B; b++) {
+                    idx[b] = (int32_t)ab_rng_below(&rng, (uint64_t)N);
+                    const int p = gc->pad > 0 ? gc->pad : 0;
+                    augv[3 * b] = (int32_t)ab_rng_below(&rng, (uint64_t)(2 * p + 1));
+                    augv[3 * b + 1] = (int32_t)ab_rng_below(&rng, (uint64_t)(2 * p + 1));
+                    augv[3 * b + 2] = (int32_t)ab_rng_below(&rng, 2);
+                }
+                augv[0] = 0, augv[1] = 2 * (gc->pad > 0 ? gc->pad : 0), augv[2] = 1; /* the extremes */
+                const ab_image_aug aug = {gc->pad > 0 ? gc->pad : 0, gc->aug_set ? augv : NULL};
+                const ab_image_aug *ap = gc->pad < 0 ? NULL : &aug;
+                pair out = pair_img(B, gc->L.H, gc->L.W, gc->L.C, t, 0.0f, 0.0f);
+                pair lab = pair_new((size_t)B, AB_F32, 0.0f, 0.0f);
+                snprintf(what, sizeof what, "gather_images %s %s B=%d", gc->name, ab_dtype_name(t), B);
+                op_ok(what, cpu->ops->gather_images(cpu, B, &gc->L, ap, cx, cy, idx, t, out.h, lab.h),
+                      gpu->ops->gather_images(gpu, B, &gc->L, ap, gx, gy, idx, t, out.d, lab.d));
+                /* the op must have taken what it needs of idx and aug already */
+                memset(idx, 0xff, sizeof idx);
+                memset(augv, 0xff, sizeof augv);
+                compare_exact(what, &out); /* gather_normalize's expression on both sides */
+                snprintf(what, sizeof what, "gather_images %s %s B=%d: labels", gc->name, ab_dtype_name(t), B);
+                compare_exact(what, &lab);
+                pair_free(&out);
+                pair_free(&lab);
+            }
+        /* a crop offset out of range is refused, before anything is queued */
+        {
+            int32_t idx1[1] = {0}, bad[3] = {0, 2 * (gc->pad > 0 ? gc->pad : 0) + 1, 0};
+            const ab_image_aug aug = {gc->pad > 0 ? gc->pad : 0, bad};
+            pair out = pair_img(1, gc->L.H, gc->L.W, gc->L.C, AB_F32, 0.0f, 0.0f);
+            snprintf(what, sizeof what, "gather_images %s: crop offset out of range", gc->name);
+            AB_CHECK(gpu->ops->gather_images(gpu, 1, &gc->L, &aug, gx, gy, idx1, AB_F32, out.d, NULL) != 0,
+                     "%s: accepted", what);
+            pair_free(&out);
+        }
+        gpu->ops->unmap_data(gpu, gx, (size_t)N * D);
+        gpu->ops->unmap_data(gpu, gy, (size_t)N);
+        cpu->ops->unmap_data(cpu, cx, (size_t)N * D);
+        cpu->ops->unmap_data(cpu, cy, (size_t)N);
+        free(data);
+        free(labels);
+    }
+}
+
+/* ---- errors are reported, not crashed on --------------------------------------------------- */
+
+static void test_bad_arguments(void) {
+    if (!gpu->ops->conv2d_forward || !gpu->ops->batchnorm_forward_train) return;
+    ab_conv_shape s = {.N = 1, .H = 4, .W = 4, .C = 2, .K = 2, .R = 3, .S = 3, .stride_h = 1, .stride_w = 1};
+    if (ab_conv_shape_init(&s) != 0) die("bad-argument shape");
+    s.P += 1; /* not what the shape makes */
+    pair x = pair_img(1, 4, 4, 2, AB_F32, -1, 1), w = pair_img(2, 3, 3, 2, AB_F32, -1, 1), y = pair_img(1, 3, 2, 2, AB_F32, -1, 1);
+    AB_CHECK(gpu->ops->conv2d_forward(gpu, &s, AB_F32, x.d, w.d, y.d) != 0, "conv2d_forward took a wrong output size");
+    pair g = pair_new(2, AB_F32, 1, 1), sm = pair_new(2, AB_F32, 0, 0);
+    AB_CHECK(gpu->ops->batchnorm_forward_train(gpu, 1, 2, AB_F32, x.d, g.d, g.d, 1e-5f, 0.1f, NULL, NULL, sm.d, sm.d,
+                                               y.d) != 0,
+             "batchnorm_forward_train took one row");
+    pair_free(&x);
+    pair_free(&w);
+    pair_free(&y);
+    pair_free(&g);
+    pair_free(&sm);
+}
+
+int main(void) {
+    /* AB_GPU_TEST_DEVICE=cpu: a second CPU backend stands in for the GPU, to check the test
+     * itself on a machine without one (it says so; it proves nothing about CUDA) */
+    const char *stand_in = getenv("AB_GPU_TEST_DEVICE");
+    const int self_check = stand_in && strcmp(stand_in, "cpu") == 0;
+    const char *why = NULL;
+    if (!self_check && ab_cuda_device_count(&why) == 0) {
+        printf("SKIPPED: %s\n", why);
+        return 77;
+    }
+    if (self_check) printf("SELF-CHECK: the CPU backend stands in for the GPU (AB_GPU_TEST_DEVICE=cpu)\n");
+    cpu = ab_backend_cpu_create(0);
+    gpu = self_check ? ab_backend_cpu_create(0) : ab_backend_cuda_create(0);
+    if (!cpu || !gpu) {
+        fprintf(stderr, "FAIL creating the backends: %s\n", ab_error());
+        return 1;
+    }
+    ab_rng_seed(&rng, 20261207);
+    test_conv();
+    test_batchnorm();
+    test_pool_add();
+    test_gather_images();
+    test_bad_arguments();
+    AB_CHECK(gpu->ops->sync(gpu) == 0, "final sync: %s", ab_error());
+    gpu->ops->destroy(gpu);
+    cpu->ops->destroy(cpu);
+    if (failures) {
+        fprintf(stderr, "test_cuda_layers: %d failure(s)\n", failures);
+        return 1;
+    }
+    printf("test_cuda_layers: all %s layer ops match the CPU backend%s\n", self_check ? "stand-in" : "CUDA",
+           self_check ? " (self-check of the test only)" : "");
+    return 0;
+}
