@@ -26,7 +26,8 @@ static const char usage[] =
     "       ampbench --help | --version\n"
     "       mpirun -np N ampbench train|bench [options]   data parallel: N ranks, rank 0 prints and writes\n"
     "\n"
-    "Options are spelled in full and take their value as --name VALUE or --name=VALUE; [default].\n";
+    "Options are spelled in full and take their value as --name VALUE or --name=VALUE; [default].\n"
+    "The recipe's defaults are the model's (models/registry.c); options override them.\n";
 
 /* what the options set */
 typedef struct {
@@ -205,7 +206,7 @@ static const option_row rows[] = {
     {"init-from", "FILE", "weights to start from (.safetensors, PyTorch's tensor names)", NULL, STRING(cfg.init_from)},
 
     SECTION("data"),
-    {"dataset", "NAME", "the data set, one of:", "mnist", CHOICE(cfg.dataset, list_datasets)},
+    {"dataset", "NAME", "the data set, one of:", "the model's: mlp mnist, resnet* cifar10", CHOICE(cfg.dataset, list_datasets)},
     {"data", "DIR", "folder with the data set's files (IDX: .gz or raw)",
      "mnist: " AB_DEFAULT_DATA_ROOT "/mnist, fashion-mnist: /usr/share/datasets/fashion-mnist, cifar10: "
      AB_DEFAULT_DATA_ROOT "/cifar10", STRING(cfg.data_dir)},
@@ -216,16 +217,17 @@ static const option_row rows[] = {
 
     SECTION("recipe"),
     {"epochs", "N", "passes over the training set", "1", INT(cfg.epochs, 1, 100000)},
-    {"batch-size", "B", "per micro-batch (and per rank)", "64", INT(cfg.batch_size, 1, 1 << 20)},
+    {"batch-size", "B", "per micro-batch (and per rank)", "mlp 64, resnet* 128", INT(cfg.batch_size, 1, 1 << 20)},
     {"accum-steps", "K", "micro-batches per optimizer step", "1", INT(cfg.accum_steps, 1, 1 << 16)},
     {"max-steps", "N", "stop after N optimizer steps in all (0 = no limit)", "0", LONG(cfg.max_steps, 0, 1L << 40)},
     {"optimizer", "O", "sgd | adamw", "sgd", CALL(set_optimizer)},
-    {"lr", "LR", "learning rate (the peak, under a schedule)", "0.01", FLOAT(cfg.lr)},
+    {"lr", "LR", "learning rate (the peak, under a schedule)", "mlp 0.01, resnet* 0.1", FLOAT(cfg.lr)},
     {"lr-schedule", "S", "constant | linear | cosine | step; linear and cosine decay to 0,\n"
-                         "step is x0.1 from 50% of the steps, x0.01 from 75%", "constant", CALL(set_lr_schedule)},
-    {"warmup-steps", "N", "linear warm-up from 0 over the first N steps", "0", LONG(cfg.warmup_steps, 0, 1L << 40)},
-    {"momentum", "M", "SGD momentum", "0", FLOAT(cfg.momentum)},
-    {"weight-decay", "WD", "L2 (SGD) or decoupled (AdamW) weight decay", "0", FLOAT(cfg.weight_decay)},
+                         "step is x0.1 from 50% of the steps, x0.01 from 75%",
+     "mlp constant, resnet* cosine", CALL(set_lr_schedule)},
+    {"warmup-steps", "N", "linear warm-up from 0 over the first N steps", "mlp 0, resnet* 100", LONG(cfg.warmup_steps, 0, 1L << 40)},
+    {"momentum", "M", "SGD momentum", "mlp 0, resnet* 0.9", FLOAT(cfg.momentum)},
+    {"weight-decay", "WD", "L2 (SGD) or decoupled (AdamW) weight decay", "mlp 0, resnet* 5e-4", FLOAT(cfg.weight_decay)},
 
     SECTION("AMP loss scaler"),
     {"init-scale", "S", "loss scale at start", "65536", FLOAT(cfg.init_scale)},
@@ -421,6 +423,13 @@ int main(int argc, char **argv) {
     cli opts = {.repeats = 5};
     ab_train_config_defaults(&opts.cfg);
     opts.cfg.workload = &ab_workloads;
+    /* two passes: the first only learns --model, whose recipe then sets the defaults that the
+     * second pass's options override */
+    cli first = opts;
+    if (parse_args(argc - 1, argv + 1, &first) == 0 && !first.help && !first.version) {
+        const ab_recipe *r = ab_workload_recipe(first.cfg.model);
+        if (r) ab_recipe_apply(r, &opts.cfg);
+    }
     if (parse_args(argc - 1, argv + 1, &opts) != 0) {
         fprintf(stderr, "ampbench: %s\n", ab_error());
         return 2;

@@ -17,6 +17,20 @@ const char *ab_workload_dataset_names(void);
 /* the i-th model of the registry (i = 0, 1, ...) and its one-line help; NULL past the last */
 const char *ab_workload_model(int i, const char **help);
 
+/* A model's default recipe: what `ampbench train --model NAME` uses for what the command line
+ * leaves unsaid (models/registry.c says where each comes from). */
+typedef struct {
+    const char *dataset;
+    int batch_size;
+    float lr, momentum, weight_decay;
+    ab_lr_schedule schedule;
+    long warmup_steps;
+} ab_recipe;
+/* the recipe of model, or NULL for a name the registry does not know */
+const ab_recipe *ab_workload_recipe(const char *model);
+/* writes r's fields into c */
+void ab_recipe_apply(const ab_recipe *r, ab_train_config *c);
+
 /* Model constructors: specs first (so ab_params_init can lay them out), then bind allocates
  * the activations. */
 int ab_mlp_create(const ab_model_config *cfg, ab_model **out);

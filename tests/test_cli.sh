@@ -119,6 +119,35 @@ done
 [ "${p[1]:-0}" -lt "${p[0]:-0}" ] && [ "${p[2]:-0}" -gt "${p[1]:-0}" ] ||
   fail "resnet-tiny parameters: default ${p[0]}, --width 4 ${p[1]}, with --blocks 1,1,2,1 ${p[2]}"
 
+# a model's recipe gives the defaults (resnet: CIFAR-10, SGD lr 0.1 momentum 0.9, wd 5e-4, cosine
+# with warm-up); an option overrides its part only
+"$AMPBENCH" train --model resnet-tiny "${tiny[@]}" --batch-size 8 --out "$tmp/rc.json" 2>"$tmp/err" &&
+  "$AMPBENCH" train --lr 0.05 --model resnet-tiny "${tiny[@]}" --batch-size 8 --out "$tmp/rc2.json" 2>>"$tmp/err" ||
+  fail "resnet-tiny with its recipe: $(cat "$tmp/err")"
+near() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; exit !(d < 1e-6 && d > -1e-6) }'; }
+[ "$(field "$tmp/rc.json" dataset)" = '"cifar10"' ] && [ "$(field "$tmp/rc.json" lr_schedule)" = '"cosine"' ] &&
+  [ "$(field "$tmp/rc.json" warmup_steps)" = 100 ] || fail "resnet-tiny's recipe: dataset, schedule or warm-up"
+for kv in lr=0.1 momentum=0.9 weight_decay=5e-4; do
+  near "$(field "$tmp/rc.json" "${kv%%=*}")" "${kv#*=}" ||
+    fail "resnet-tiny's recipe: ${kv%%=*} is $(field "$tmp/rc.json" "${kv%%=*}"), expected ${kv#*=}"
+done
+near "$(field "$tmp/rc2.json" lr)" 0.05 && near "$(field "$tmp/rc2.json" momentum)" 0.9 ||
+  fail "--lr 0.05 before --model: lr $(field "$tmp/rc2.json" lr), momentum $(field "$tmp/rc2.json" momentum)"
+
+# weights out and in: --save writes safetensors that --init-from reads back; a file that is not
+# one, or another model's, is refused in one line naming it
+"$AMPBENCH" train --model resnet-tiny "${tiny[@]}" --batch-size 8 --save "$tmp/w.safetensors" --out "$tmp/s1.json" \
+  2>"$tmp/err" || fail "--save: $(cat "$tmp/err")"
+"$AMPBENCH" train --model resnet-tiny "${tiny[@]}" --batch-size 8 --init-from "$tmp/w.safetensors" --out "$tmp/s2.json" \
+  2>"$tmp/err" || fail "--init-from: $(cat "$tmp/err")"
+grep -q "\"weights\":[[:space:]]*\"all [0-9]* tensors from $tmp/w.safetensors (F32)\"" "$tmp/s2.json" ||
+  fail "the record does not say the weights came from the file: $(field "$tmp/s2.json" weights)"
+printf 'not a safetensors file' >"$tmp/lie.safetensors"
+expect_error 1 "$tmp/lie.safetensors: header of" -- train --model resnet-tiny "${tiny[@]}" --init-from "$tmp/lie.safetensors"
+"$AMPBENCH" train "${tiny[@]}" --save "$tmp/mlp.safetensors" --out "$tmp/m.json" 2>"$tmp/err" || fail "mlp --save: $(cat "$tmp/err")"
+expect_error 1 "no tensor 'conv1.weight'" -- train --model resnet-tiny "${tiny[@]}" --init-from "$tmp/mlp.safetensors"
+expect_error 1 "$tmp/none.safetensors: cannot open" -- train "${tiny[@]}" --init-from "$tmp/none.safetensors"
+
 # interruption: SIGINT during epoch 2 of 3 keeps epoch 1 in the result, marked incomplete
 "$AMPBENCH" train --epochs 3 --quiet --out "$tmp/r.json" &
 pid=$!
