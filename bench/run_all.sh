@@ -44,6 +44,7 @@ usage: bench/run_all.sh [--quick | --full] [options]
   --device D          cpu | cuda                              [cuda when a GPU works, else cpu]
   --np N              data-parallel ranks                     [min(GPUs, 4); 2 CPU ranks without GPUs]
   --no-mpi            no data-parallel runs
+  --no-peers          do not run the PyTorch peers (bench/pytorch/) beside ampbench
   --build-dir DIR     where ampbench is built                 [build]
   --no-build          use the binaries in --build-dir as they are
   --out-root DIR      the run folder goes under DIR           [results/runs]
@@ -54,7 +55,7 @@ EOF
 }
 
 MODE=quick BUILD_DIR="$ROOT/build" OUT_ROOT="$ROOT/results/runs" RUN_DIR="" COPY_PLOTS="$ROOT/plots"
-DO_BUILD=1 DEVICE="" STEPS="" EPOCHS="" NP="" ONLY="" NO_MPI=0 CONF="$ROOT/bench/workloads.conf"
+DO_BUILD=1 DEVICE="" STEPS="" EPOCHS="" NP="" ONLY="" NO_MPI=0 NO_PEERS=0 CONF="$ROOT/bench/workloads.conf"
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) MODE=quick ;;
@@ -70,6 +71,7 @@ while [ $# -gt 0 ]; do
         --no-copy-plots) COPY_PLOTS="" ;;
         --no-build) DO_BUILD=0 ;;
         --no-mpi) NO_MPI=1 ;;
+        --no-peers) NO_PEERS=1 ;;
         -h|--help) usage; exit 0 ;;
         *) echo "run_all.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
@@ -120,6 +122,17 @@ else
     else MPI_WHY="this ampbench has no data-parallel support (--comm missing from ampbench --help)"; fi
 fi
 
+# the PyTorch peers run where PyTorch is importable ($AB_PYTHON, else python3, else /usr/bin/python3)
+PY="" PEERS_NOTE="" TORCH_VERSION=""
+if [ "$NO_PEERS" = 1 ]; then PEERS_NOTE="turned off (--no-peers)"
+else
+    for p in "${AB_PYTHON:-}" python3 /usr/bin/python3; do
+        [ -n "$p" ] || continue
+        if v=$("$p" -c 'import torch; print(torch.__version__)' 2> /dev/null); then PY=$p TORCH_VERSION=$v; break; fi
+    done
+    [ -n "$PY" ] || PEERS_NOTE="PyTorch is not importable here (set AB_PYTHON to a python3 that has it, or install python3-torch)"
+fi
+
 # one data-loading probe decides between the GPU and the CPU
 PROBE_WHY=""
 if [ -z "$DEVICE" ]; then
@@ -151,6 +164,7 @@ GIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 echo "machine: $HOST, $CPU, $CORES cores; GPUs: $GPU_NAMES; MPI: $MPI_IMPL; device: $DEVICE"
 [ -n "$PROBE_WHY" ] && echo "note: $PROBE_WHY"
 [ "$MPI_OK" = 1 ] || echo "note: no data-parallel runs: $MPI_WHY"
+if [ -n "$PY" ]; then echo "peers: PyTorch $TORCH_VERSION ($PY)"; else echo "note: no PyTorch peers: $PEERS_NOTE"; fi
 
 # ---- the manifest (run.json), rewritten atomically after every run --------------------------------
 jstr() { printf '"%s"' "$(printf '%s' "$1" | tr -d '\000-\037' | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g')"; }
@@ -176,26 +190,31 @@ write_manifest() {
   "mpi": $(jstr "$MPI_IMPL"),
   "data_parallel_ranks": $([ "$MPI_OK" = 1 ] && echo "$NP" || echo 0),
   "git_commit": $(jstr "$GIT"),
+  "peers": $(jstr "$PEERS_NOTE"),
   "runs": [$runs
   ]
 }
 EOF
     mv -f "$RUN_DIR/run.json.tmp.$$" "$RUN_DIR/run.json"
 }
-record() { # name workload mode status seconds reason
-    RUNS_JSON+=("{\"name\": $(jstr "$1"), \"workload\": $(jstr "$2"), \"mode\": $(jstr "$3"), \"status\": $(jstr "$4"), \"seconds\": ${5:-0}, \"reason\": $(jstr "$6")}")
+record() { # name workload mode status seconds reason [tool]
+    RUNS_JSON+=("{\"name\": $(jstr "$1"), \"workload\": $(jstr "$2"), \"mode\": $(jstr "$3"), \"tool\": $(jstr "${7:-ampbench}"), \"status\": $(jstr "$4"), \"seconds\": ${5:-0}, \"reason\": $(jstr "$6")}")
     write_manifest
 }
 
 # ---- the plan -----------------------------------------------------------------------------------
-PLAN=()  # "name|workload|model|dataset|mode|epochs|steps|extra"
-while read -r name model dataset full_epochs quick_steps extra; do
+PLAN=()  # "tool|workload|model|dataset|mode|epochs|steps|peer|extra"
+while read -r name model dataset full_epochs quick_steps peer extra; do
     case "$name" in ''|'#'*) continue ;; esac
     if [ -n "$ONLY" ] && ! grep -qx "$name" <<< "${ONLY//,/$'\n'}"; then continue; fi
     if [ "$MODE" = full ]; then ep=$full_epochs st=0; else ep=1 st=$quick_steps; fi
     [ -n "$EPOCHS" ] && ep=$EPOCHS
     [ -n "$STEPS" ] && st=$STEPS
-    for mode in fp32 amp dp-amp; do PLAN+=("$name|$name|$model|$dataset|$mode|$ep|$st|$extra"); done
+    for mode in fp32 amp dp-amp; do
+        PLAN+=("ampbench|$name|$model|$dataset|$mode|$ep|$st|$peer|$extra")
+        # the peer right after ampbench's run of the same mode: same device, settings and machine state
+        [ "$peer" != - ] && [ -n "$PY" ] && PLAN+=("pytorch|$name|$model|$dataset|$mode|$ep|$st|$peer|$extra")
+    done
 done < "$CONF"
 if [ "$MODE" = full ]; then MODE_DETAIL="the articles' epochs${EPOCHS:+ (overridden: $EPOCHS)}"
 elif [ -n "$STEPS" ]; then MODE_DETAIL="$STEPS optimizer steps per run"
@@ -210,35 +229,45 @@ stop_requested() { [ -e "$AB_RUN_ALL_CTL/stop" ] && INTERRUPTED=1; }
 TOTAL=${#PLAN[@]} I=0 N_OK=0 N_FAIL=0 N_SKIP=0
 SUMMARY=()
 for item in "${PLAN[@]}"; do
-    IFS='|' read -r _ wl model dataset mode ep st extra <<< "$item"
+    IFS='|' read -r tool wl model dataset mode ep st peer extra <<< "$item"
     I=$((I + 1))
     run="$wl-$mode"
-    tag=$(printf '[%d/%d] %-10s %-7s' "$I" "$TOTAL" "$wl" "$mode")
+    [ "$tool" = ampbench ] || run="$wl-$mode-$tool"
+    label=$wl
+    [ "$tool" = ampbench ] || label="$wl ($tool)"
+    tag=$(printf '[%d/%d] %-14s %-7s' "$I" "$TOTAL" "$label" "$mode")
     stop_requested
     if [ "$INTERRUPTED" = 1 ]; then
-        record "$run" "$wl" "$mode" interrupted 0 "not started: the run was interrupted"
+        record "$run" "$wl" "$mode" interrupted 0 "not started: the run was interrupted" "$tool"
         continue
     fi
     if ! grep -qw -- "$model" <<< "$HELP"; then
         echo "$tag skipped: model '$model' is not in this ampbench (see ampbench --help)"
-        record "$run" "$wl" "$mode" skipped 0 "model '$model' is not in this ampbench build yet"
+        record "$run" "$wl" "$mode" skipped 0 "model '$model' is not in this ampbench build yet" "$tool"
         N_SKIP=$((N_SKIP + 1)); continue
     fi
     precision=${mode#dp-}
     # log about 20 points per run for the loss curve, and every 100 steps (as the articles) when long
     if [ "$st" -gt 0 ]; then li=$(( st / 20 )); [ "$li" -ge 1 ] || li=1; else li=100; fi
-    cmd=("$AMPBENCH" train --model "$model" --dataset "$dataset" --precision "$precision" --device "$DEVICE"
-         --epochs "$ep" --max-steps "$st" --seed 1 --log-interval "$li" --quiet --out "$RUN_DIR/$run.json")
+    if [ "$tool" = ampbench ]; then
+        cmd=("$AMPBENCH" train --model "$model" --dataset "$dataset" --precision "$precision" --device "$DEVICE"
+             --epochs "$ep" --max-steps "$st" --seed 1 --log-interval "$li" --quiet --out "$RUN_DIR/$run.json")
+    else # the peer takes the same option names for what the config sets (bench/pytorch/*.py)
+        cmd=("$PY" "$ROOT/$peer" --model "$model" --precision "$precision" --device "$DEVICE"
+             --epochs "$ep" --max-steps "$st" --seed 1 --log-interval "$li" --quiet --out "$RUN_DIR/$run.json")
+    fi
     # shellcheck disable=SC2206  # the config's extra arguments split on blanks
     cmd+=($extra)
     if [ "$mode" = dp-amp ]; then
         if [ "$MPI_OK" != 1 ]; then
             echo "$tag skipped: $MPI_WHY"
-            record "$run" "$wl" "$mode" skipped 0 "$MPI_WHY"
+            record "$run" "$wl" "$mode" skipped 0 "$MPI_WHY" "$tool"
             N_SKIP=$((N_SKIP + 1)); continue
         fi
         [ "$DEVICE" = cpu ] && cmd+=(--threads "$RANK_THREADS")
         cmd=(mpirun ${MPI_ARGS[@]+"${MPI_ARGS[@]}"} "${cmd[@]}")
+    elif [ "$DEVICE" = cpu ]; then
+        cmd+=(--threads "$CORES") # both tools on every core, so neither is measured on fewer
     fi
     [ -t 1 ] && printf '%s running ...\r' "$tag"
     echo "${cmd[*]}" > "$RUN_DIR/logs/$run.log"
@@ -257,8 +286,17 @@ for item in "${PLAN[@]}"; do
     if [ "$rc" = 0 ] && [ -s "$RUN_DIR/$run.json" ]; then
         line=$("$REPORT" --line "$RUN_DIR/$run.json" 2>&1)
         printf '%s ok      %6.1f s  %s\n' "$tag" "$secs" "$line"
-        record "$run" "$wl" "$mode" ok "$secs" ""
+        record "$run" "$wl" "$mode" ok "$secs" "" "$tool"
         N_OK=$((N_OK + 1)); SUMMARY+=("$run: $line")
+    elif [ "$tool" != ampbench ] && [ "$rc" = 2 ] && [ "$INTERRUPTED" = 0 ]; then
+        # a peer's exit 2: it cannot run this mode here (an autocast dtype this PyTorch lacks on
+        # this device, no data parallelism in the script); its last line says why
+        # (its own line, "script.py: ...", not what mpirun adds after it)
+        why=$(tail -n +2 "$RUN_DIR/logs/$run.log" | grep -m 1 "^$(basename "$peer"):" | cut -c1-200)
+        [ -n "$why" ] || why=$(tail -n +2 "$RUN_DIR/logs/$run.log" | grep '[[:alpha:]]' | tail -n 1 | cut -c1-200)
+        echo "$tag skipped: ${why:-the peer cannot run this mode here}"
+        record "$run" "$wl" "$mode" skipped "$secs" "${why:-the peer cannot run this mode here}" "$tool"
+        N_SKIP=$((N_SKIP + 1))
     else
         # the log's first line is the command; its last other line usually says what went wrong
         why=$(tail -n +2 "$RUN_DIR/logs/$run.log" | grep '[[:alpha:]]' | tail -n 1 | cut -c1-200)
@@ -266,7 +304,7 @@ for item in "${PLAN[@]}"; do
         status=failed
         [ "$INTERRUPTED" = 1 ] && status=interrupted
         printf '%s %-7s %6.1f s  %s (log: %s)\n' "$tag" "$status" "$secs" "$why" "$RUN_DIR/logs/$run.log"
-        record "$run" "$wl" "$mode" "$status" "$secs" "exit $rc: $why"
+        record "$run" "$wl" "$mode" "$status" "$secs" "exit $rc: $why" "$tool"
         N_FAIL=$((N_FAIL + 1))
         # an interrupted run may still have left its finished epochs (complete: false)
         [ -s "$RUN_DIR/$run.json" ] && SUMMARY+=("$run: partial result kept")

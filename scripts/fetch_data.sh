@@ -53,6 +53,12 @@ for s in "${sets[@]}"; do
       fetch https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz c32a1d4ab5d03f1284b67883e8d87530 \
         "$dest/cifar10/cifar-10-binary.tar.gz"
       tar -xzf "$dest/cifar10/cifar-10-binary.tar.gz" -C "$dest/cifar10" --strip-components=1
+      # five training batches and the test batch, each 10,000 records of 1 + 3072 bytes
+      for f in data_batch_1 data_batch_2 data_batch_3 data_batch_4 data_batch_5 test_batch; do
+        size=$(stat -c %s "$dest/cifar10/$f.bin" 2>/dev/null || echo 0)
+        [ "$size" = 30730000 ] || { echo "fetch_data.sh: $dest/cifar10/$f.bin: $size bytes, expected 30730000" >&2; exit 1; }
+        echo "ok       $dest/cifar10/$f.bin"
+      done
       ;;
   esac
 done

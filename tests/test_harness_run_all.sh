@@ -35,6 +35,15 @@ done
 [ -s "$run/plots/memory_resnet-tiny.png" ] || fail "no memory-by-category plot of the ResNet"
 # one progress line per run and a summary
 grep -q '^\[1/[0-9]*\] mlp *fp32 *ok' "$tmp/out.log" || fail "no progress line for mlp fp32"
+# the PyTorch peer beside ampbench where PyTorch is importable (run_all.sh's own search)
+if grep -q '^peers: PyTorch' "$tmp/out.log"; then
+    [ -s "$run/mlp-fp32-pytorch.json" ] || fail "PyTorch is here but the MLP peer's fp32 result is missing"
+    grep -q '"tool":[[:space:]]*"pytorch"' "$run/mlp-fp32-pytorch.json" || fail "the peer's result is not a pytorch record"
+    grep -q 'ampbench beside the PyTorch peer' "$run/REPORT.md" || fail "REPORT.md has no peer table"
+    grep -q '"tool": "pytorch", "status": "\(ok\|skipped\)"' "$run/run.json" || fail "run.json lists no peer run"
+else
+    grep -q 'PyTorch peer not run' "$run/REPORT.md" || fail "no peers and REPORT.md does not say why"
+fi
 grep -q '^summary: ' "$tmp/out.log" || fail "no summary line"
 # the report holds a measured time saving (a signed percentage) beside the reported 40%
 grep -Eq '^\| AMP time saving vs FP32 \| 40% .*\| [+-][0-9]+\.[0-9]% \(FP32 [0-9]+ -> AMP [0-9]+ samples/s\)' "$run/REPORT.md" ||

@@ -70,12 +70,15 @@ def load_split(data_dir, split):
 
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", default="mlp", choices=["mlp"], help="the one model of this peer")
     ap.add_argument("--device", default="cuda", help="cuda | cpu | auto [cuda]")
     ap.add_argument("--precision", default="fp32", choices=["fp32", "amp", "bf16"])
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--momentum", type=float, default=0.0)
+    ap.add_argument("--weight-decay", type=float, default=0.0)
+    ap.add_argument("--max-steps", type=int, default=0, help="stop after N optimizer steps in all (0 = no limit)")
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--data", default=os.environ.get("AB_MNIST_DIR", ""),
@@ -106,6 +109,10 @@ def git_commit():
 
 def main():
     a = parse_args()
+    world = int(os.environ.get("OMPI_COMM_WORLD_SIZE", os.environ.get("PMI_SIZE", os.environ.get("WORLD_SIZE", "1"))))
+    if world > 1:
+        print("mnist_mlp.py: no data-parallel version of this peer (launched with %d ranks)" % world, file=sys.stderr)
+        return 2
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     n_train, dim, train_x, train_y = load_split(a.data, "train")
     n_test, dim_t, test_x, test_y = load_split(a.data, "t10k")
@@ -159,11 +166,24 @@ def main():
                             pin_memory=cuda, num_workers=0)
 
     model = nn.Sequential(nn.Linear(dim, a.hidden), nn.ReLU(), nn.Linear(a.hidden, 10)).to(dev)
-    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
+    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum, weight_decay=a.weight_decay)
     amp = a.precision == "amp"
     ac_dtype = torch.float16 if amp else torch.bfloat16
     autocast = a.precision != "fp32"
-    scaler = torch.amp.GradScaler(dev.type, init_scale=a.init_scale, growth_interval=a.growth_interval, enabled=amp)
+    if autocast:  # does this torch autocast to the dtype on this device? (1.13: bf16 only on a CPU)
+        try:
+            with torch.autocast(dev.type, dtype=ac_dtype):
+                model(torch.zeros(1, dim, device=dev))
+        except (RuntimeError, AssertionError) as ex:
+            print("mnist_mlp.py: --precision %s: PyTorch %s cannot autocast to %s on %s (%s)"
+                  % (a.precision, torch.__version__, ac_dtype, dev.type, str(ex).splitlines()[0]), file=sys.stderr)
+            return 2
+    if hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler"):
+        scaler = torch.amp.GradScaler(dev.type, init_scale=a.init_scale, growth_interval=a.growth_interval,
+                                      enabled=amp)
+    else:  # PyTorch before 2.3: the CUDA scaler (amp runs only on CUDA there)
+        scaler = torch.cuda.amp.GradScaler(init_scale=a.init_scale, growth_interval=a.growth_interval,
+                                           enabled=amp and cuda)
 
     def sync():
         if cuda:
@@ -206,7 +226,7 @@ def main():
             batches = ((perm[p:p + a.batch_size]) for p in range(0, n_train, a.batch_size))
         else:
             batches = iter(loader)
-        while True:
+        while not (a.max_steps and step >= a.max_steps):
             td = time.perf_counter()
             if cuda:
                 eb, ee = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -273,6 +293,8 @@ def main():
         if not a.quiet:
             print("Epoch %d done: %.3f s, train loss %.4f, test loss %.4f, test accuracy %.2f%%, skipped steps %d, "
                   "loss scale %g" % (e, time_s, train_loss, test_loss, test_acc, skipped, scale))
+        if a.max_steps and step >= a.max_steps:
+            break
 
     n_params = sum(p.numel() for p in model.parameters())
     p_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
@@ -290,8 +312,8 @@ def main():
         "schema_version": 1, "tool": "pytorch", "git_commit": git_commit(), "started_at": started,
         "complete": True, "interrupted": False,
         "workload": {"model": "mlp", "dataset": "mnist", "train_samples": n_train, "test_samples": n_test,
-                     "batch_size": a.batch_size, "epochs": a.epochs, "max_steps": 0, "optimizer": "sgd", "lr": a.lr,
-                     "momentum": a.momentum, "weight_decay": 0.0, "seed": a.seed, "accum_steps": 1,
+                     "batch_size": a.batch_size, "epochs": a.epochs, "max_steps": a.max_steps, "optimizer": "sgd",
+                     "lr": a.lr, "momentum": a.momentum, "weight_decay": a.weight_decay, "seed": a.seed, "accum_steps": 1,
                      "parameters": n_params},
         "precision": a.precision, "world_size": 1,
         "host": {"hostname": socket.gethostname(), "cpu": platform.processor(), "cores": os.cpu_count(),
