@@ -6,10 +6,13 @@
 #   lib/       every shared library they need except glibc's and the CUDA family's
 #   env.sh     sets LD_LIBRARY_PATH: lib/, then the machine's own CUDA/cuBLAS/cuDNN/NCCL
 #              (PyTorch's nvidia/*/lib wheels, found through python3, else a CUDA toolkit)
-#   data/mnist, bench/pytorch/mnist_mlp.py, scripts/gpu_check.sh, docs/gpu.md, MANIFEST
+#   data/mnist, data/cifar10 (the first AB_CIFAR_TRAIN training and AB_CIFAR_TEST test records:
+#   a subset keeps the bundle small), bench/pytorch/ (the peers), scripts/gpu_check.sh,
+#   docs/gpu.md, MANIFEST
 # Usage: scripts/bundle.sh [OUT_DIR]    (default dist/ampbench-gpu; also OUT_DIR.tar.gz)
-# Environment: AB_BUNDLE_BUILD (build folder, default build-bundle), AB_MNIST_DIR (data to carry),
-#              CUDA_ARCHS (default 80;86;90).
+# Environment: AB_BUNDLE_BUILD (build folder, default build-bundle), AB_MNIST_DIR and
+#              AB_CIFAR10_DIR (data to carry), AB_CIFAR_TRAIN (default 4096), AB_CIFAR_TEST
+#              (default 1024), CUDA_ARCHS (default 80;86;90).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -17,6 +20,8 @@ out=${1:-$here/dist/ampbench-gpu}
 build=${AB_BUNDLE_BUILD:-$here/build-bundle}
 archs=${CUDA_ARCHS:-80;86;90}
 mnist=${AB_MNIST_DIR:-$here/../shared/data/mnist}
+cifar=${AB_CIFAR10_DIR:-$here/../shared/data/cifar10}
+cifar_train=${AB_CIFAR_TRAIN:-4096} cifar_test=${AB_CIFAR_TEST:-1024}
 
 die() { echo "bundle.sh: $*" >&2; exit 1; }
 
@@ -24,20 +29,23 @@ command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] || die "no nvcc he
 for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
     [ -f "$mnist/$f.gz" ] || [ -f "$mnist/$f" ] || die "$mnist/$f(.gz): missing (set AB_MNIST_DIR)"
 done
+for f in data_batch_1.bin test_batch.bin; do [ -f "$cifar/$f" ] || die "$cifar/$f: missing (set AB_CIFAR10_DIR)"; done
 
 echo "bundle.sh: building in $build (CUDA architectures $archs)"
 mkdir -p "$build"
 cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release -DAB_WITH_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$archs" >"$build/configure.log" 2>&1 ||
     { cat "$build/configure.log" >&2; die "configure failed"; }
 grep -q "CUDA backend ON" "$build/configure.log" || die "configure did not enable the CUDA backend (see $build/configure.log)"
-cmake --build "$build" -j "$(nproc)" --target ampbench test_cuda_ops test_cuda_train >"$build/build.log" 2>&1 ||
+cmake --build "$build" -j "$(nproc)" --target ampbench test_cuda_ops test_cuda_train test_cuda_layers \
+    >"$build/build.log" 2>&1 ||
     { tail -40 "$build/build.log" >&2; die "build failed"; }
 
-progs=("$build/ampbench" "$build/tests/gpu/test_cuda_ops" "$build/tests/gpu/test_cuda_train")
+progs=("$build/ampbench" "$build/tests/gpu/test_cuda_ops" "$build/tests/gpu/test_cuda_train"
+       "$build/tests/gpu/test_cuda_layers")
 for p in "${progs[@]}"; do [ -x "$p" ] || die "$p was not built"; done
 
 rm -rf "$out"
-mkdir -p "$out"/{bin,libexec,lib,data/mnist,bench/pytorch,scripts,docs,results}
+mkdir -p "$out"/{bin,libexec,lib,data/mnist,data/cifar10,bench/pytorch,scripts,docs,results}
 
 # Libraries the machine provides itself: glibc (and the loader), the C++ runtime that any
 # machine with PyTorch has, and the CUDA family, which must match the machine's driver.
@@ -96,6 +104,7 @@ print(":".join(sorted({os.path.dirname(p) for r in nvidia.__path__ for p in glob
 }
 export LD_LIBRARY_PATH="$AB_BUNDLE/lib:$(ab_cuda_dirs)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export AB_MNIST_DIR="${AB_MNIST_DIR:-$AB_BUNDLE/data/mnist}"
+export AB_CIFAR10_DIR="${AB_CIFAR10_DIR:-$AB_BUNDLE/data/cifar10}"
 EOF
 
 for p in "${progs[@]}"; do
@@ -121,7 +130,10 @@ EOF
 chmod +x "$out/bin/ldd-check"
 
 for f in "$mnist"/*-idx[13]-ubyte*; do cp "$f" "$out/data/mnist/"; done
-cp "$here/bench/pytorch/mnist_mlp.py" "$out/bench/pytorch/"
+# CIFAR-10: the first records of each split (3,073 bytes a record: the reader takes any whole number)
+head -c $((cifar_train * 3073)) "$cifar/data_batch_1.bin" >"$out/data/cifar10/data_batch_1.bin"
+head -c $((cifar_test * 3073)) "$cifar/test_batch.bin" >"$out/data/cifar10/test_batch.bin"
+cp "$here"/bench/pytorch/*.py "$out/bench/pytorch/"
 cp "$here/scripts/gpu_check.sh" "$out/scripts/"
 cp "$here/docs/gpu.md" "$out/docs/" 2>/dev/null || true
 
@@ -135,6 +147,7 @@ glibc_max=$(for p in "$out"/libexec/* "$out"/lib/*; do objdump -T "$p" 2>/dev/nu
     echo "source: $commit${dirty:+ (with uncommitted changes)}"
     echo "nvcc: $( (nvcc --version 2>/dev/null || /usr/local/cuda/bin/nvcc --version) | tail -1)"
     echo "CUDA architectures: $archs"
+    echo "data: MNIST (all), CIFAR-10 first $cifar_train training and $cifar_test test images"
     echo "newest glibc symbol version needed: ${glibc_max:-unknown}"
     echo
     echo "bundled libraries (lib/):"

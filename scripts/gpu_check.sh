@@ -1,24 +1,29 @@
 #!/usr/bin/env bash
-# The GPU check, one command on a GPU machine: runs the GPU tests, trains the MNIST MLP one epoch
-# in fp32 and in amp with ampbench and with the PyTorch peer, and prints a comparison table
-# (samples/s, epoch time, peak memory, accuracy, overflow events). Well within 5 minutes.
+# The GPU check, one command on a GPU machine: runs the GPU tests (every CUDA op and cuDNN layer
+# against the CPU backend, GPU/CPU training parity), trains the MNIST MLP one epoch and ResNet-50
+# (both stems) for AB_RESNET_STEPS steps on a CIFAR-10 subset, each in fp32 and in amp, with
+# ampbench and with the PyTorch peer, and prints a comparison table (samples/s, epoch time, peak
+# memory, accuracy, overflow events). Well within 5 minutes on an A100/H100-class GPU.
 # Works from a bundle (scripts/bundle.sh) or from a source checkout with a CUDA build.
 # Usage: scripts/gpu_check.sh [--out DIR] [--build DIR] [--data DIR] [--no-peer]
 #   --out    where logs, JSON results and the table go [results/gpu/<UTC date>-<device>/]
 #   --build  the build folder of a source checkout [build]
 #   --data   MNIST IDX folder [the bundle's data/mnist, else $AB_MNIST_DIR, else ../shared/data/mnist]
+#   --cifar  CIFAR-10 folder [the bundle's data/cifar10, else $AB_CIFAR10_DIR, else ../shared/data/cifar10]
 # Exit status: 0 when every step passed, 1 otherwise (the table is printed either way).
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-out="" build="" data="" peer=1
+out="" build="" data="" cifar="" peer=1
+steps_resnet=${AB_RESNET_STEPS:-40}
 while [ $# -gt 0 ]; do
     case "$1" in
     --out) out=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
     --data) data=$2; shift 2 ;;
+    --cifar) cifar=$2; shift 2 ;;
     --no-peer) peer=0; shift ;;
-    -h | --help) sed -n '2,11p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "gpu_check.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -26,19 +31,21 @@ done
 if [ -f "$root/env.sh" ]; then # a bundle
     mode=bundle
     ampbench=$root/bin/ampbench
-    tests=("$root/bin/test_cuda_ops" "$root/bin/test_cuda_train")
+    tests=("$root/bin/test_cuda_ops" "$root/bin/test_cuda_layers" "$root/bin/test_cuda_train")
     data=${data:-$root/data/mnist}
+    cifar=${cifar:-$root/data/cifar10}
     # shellcheck disable=SC1091
     . "$root/env.sh"
 else
     mode=source
     build=${build:-$root/build}
     ampbench=$build/ampbench
-    tests=("$build/tests/gpu/test_cuda_ops" "$build/tests/gpu/test_cuda_train")
+    tests=("$build/tests/gpu/test_cuda_ops" "$build/tests/gpu/test_cuda_layers" "$build/tests/gpu/test_cuda_train")
     data=${data:-${AB_MNIST_DIR:-$root/../shared/data/mnist}}
+    cifar=${cifar:-${AB_CIFAR10_DIR:-$root/../shared/data/cifar10}}
 fi
-export AB_MNIST_DIR=$data
-peer_py=$root/bench/pytorch/mnist_mlp.py
+export AB_MNIST_DIR=$data AB_CIFAR10_DIR=$cifar
+peer_py=$root/bench/pytorch/mnist_mlp.py peer_resnet=$root/bench/pytorch/cifar_resnet50.py
 [ -x "$ampbench" ] || { echo "gpu_check.sh: $ampbench not found (build first, or run scripts/bundle.sh)" >&2; exit 2; }
 
 device=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
@@ -77,7 +84,7 @@ run_step() { # name timeout command... ; log to $out/name.log
 } >"$out/environment.txt" 2>&1
 
 echo "gpu_check.sh: GPU tests"
-for t in "${tests[@]}"; do run_step "$(basename "$t")" 150 "$t"; done
+for t in "${tests[@]}"; do run_step "$(basename "$t")" 240 "$t"; done
 nogpu=0
 grep -q '^SKIPPED: ' "$out/test_cuda_ops.log" 2>/dev/null && ! grep -q 'MNIST' "$out/test_cuda_ops.log" && nogpu=1
 if [ $nogpu -eq 1 ]; then
@@ -86,17 +93,28 @@ if [ $nogpu -eq 1 ]; then
     peer=0
 fi
 
-[ $nogpu -eq 0 ] && echo "gpu_check.sh: one epoch of the MLP, ampbench and the PyTorch peer"
+# ResNet-50: the same settings for both tools (workloads.conf's recipe, a fixed number of steps)
+resnet_args=(--batch-size 128 --lr 0.1 --momentum 0.9 --weight-decay 5e-4 --lr-schedule cosine --warmup-steps 10
+             --max-steps "$steps_resnet" --epochs 1 --test-subset 1024 --log-interval 10)
+[ $nogpu -eq 0 ] && echo "gpu_check.sh: the MLP (one epoch) and ResNet-50 ($steps_resnet steps), ampbench and the PyTorch peer"
 for prec in fp32 amp; do
     [ $nogpu -eq 1 ] && break
-    run_step "ampbench_$prec" 120 "$ampbench" train --device cuda --precision "$prec" --epochs 1 --data "$data" \
-        --out "$out/ampbench_$prec.json"
+    run_step "ampbench_mlp_$prec" 120 "$ampbench" train --device cuda --precision "$prec" --epochs 1 --data "$data" \
+        --out "$out/ampbench_mlp_$prec.json"
+    for m in resnet50-cifar resnet50; do
+        run_step "ampbench_${m}_$prec" 240 "$ampbench" train --device cuda --model "$m" --dataset cifar10 \
+            --data "$cifar" --precision "$prec" "${resnet_args[@]}" --out "$out/ampbench_${m}_$prec.json"
+    done
 done
 if [ $peer -eq 1 ]; then
     if python3 -c 'import torch' 2>/dev/null; then
         for prec in fp32 amp; do
-            run_step "pytorch_$prec" 150 python3 "$peer_py" --device cuda --precision "$prec" --epochs 1 \
-                --data "$data" --out "$out/pytorch_$prec.json"
+            run_step "pytorch_mlp_$prec" 150 python3 "$peer_py" --device cuda --precision "$prec" --epochs 1 \
+                --data "$data" --out "$out/pytorch_mlp_$prec.json"
+            for m in resnet50-cifar resnet50; do
+                run_step "pytorch_${m}_$prec" 300 python3 "$peer_resnet" --device cuda --model "$m" --data "$cifar" \
+                    --precision "$prec" "${resnet_args[@]}" --out "$out/pytorch_${m}_$prec.json"
+            done
         done
     else
         steps+=("pytorch                 -        SKIPPED (python3 has no torch)")
@@ -109,39 +127,51 @@ table() {
 import json, os, sys
 out = sys.argv[1]
 rows = []
-for tool in ("ampbench", "pytorch"):
-    for prec in ("fp32", "amp"):
-        p = os.path.join(out, "%s_%s.json" % (tool, prec))
-        if not os.path.exists(p):
-            continue
-        try:
-            r = json.load(open(p))
-        except Exception as e:
-            rows.append((tool, prec, "unreadable: %s" % e))
-            continue
-        ep = r["epochs"][0] if r.get("epochs") else {}
-        mem = r.get("peak_memory_bytes", {}).get("total") or 0
-        drv = r.get("gpu", {}).get("driver_used_bytes_by_run")
-        rows.append((tool, prec, "%10.0f %9.3f %8.3f %11.1f %11s %8.2f %9d" % (
-            r.get("samples_per_s") or 0, ep.get("time_s") or 0, ep.get("data_time_s") or 0, mem / 2**20,
-            "%.1f" % (drv / 2**20) if drv is not None else "-", r.get("final_test_accuracy") or 0,
-            len(r.get("amp", {}).get("overflow_events", [])))))
-print("%-9s %-5s %10s %9s %8s %11s %11s %8s %9s" % ("tool", "prec", "samples/s", "epoch s", "data s", "peak MiB",
-                                                      "driver MiB", "acc %", "overflows"))
-for t, p, s in rows:
-    print("%-9s %-5s %s" % (t, p, s))
-def sps(tool, prec):
+MODELS = ("mlp", "resnet50-cifar", "resnet50")
+for model in MODELS:
+    for tool in ("ampbench", "pytorch"):
+        for prec in ("fp32", "amp"):
+            p = os.path.join(out, "%s_%s_%s.json" % (tool, model, prec))
+            if not os.path.exists(p):
+                continue
+            try:
+                r = json.load(open(p))
+            except Exception as e:
+                rows.append((model, tool, prec, "unreadable: %s" % e))
+                continue
+            ep = r["epochs"][0] if r.get("epochs") else {}
+            mem = r.get("peak_memory_bytes", {}).get("total") or 0
+            drv = r.get("gpu", {}).get("driver_used_bytes_by_run")
+            rows.append((model, tool, prec, "%10.0f %9.3f %8.3f %11.1f %11s %8.2f %9d" % (
+                r.get("samples_per_s") or 0, ep.get("time_s") or 0, ep.get("data_time_s") or 0, mem / 2**20,
+                "%.1f" % (drv / 2**20) if drv is not None else "-", r.get("final_test_accuracy") or 0,
+                len(r.get("amp", {}).get("overflow_events", [])))))
+print("%-15s %-9s %-5s %10s %9s %8s %11s %11s %8s %9s" % ("model", "tool", "prec", "samples/s", "epoch s", "data s",
+                                                          "peak MiB", "driver MiB", "acc %", "overflows"))
+for m, t, p, s in rows:
+    print("%-15s %-9s %-5s %s" % (m, t, p, s))
+def sps(tool, model, prec):
     try:
-        return json.load(open(os.path.join(out, "%s_%s.json" % (tool, prec))))["samples_per_s"]
+        return json.load(open(os.path.join(out, "%s_%s_%s.json" % (tool, model, prec))))["samples_per_s"]
     except Exception:
         return None
-for prec in ("fp32", "amp"):
-    a, b = sps("ampbench", prec), sps("pytorch", prec)
-    if a and b:
-        print("ampbench / pytorch, %s: %.2fx samples/s (goal: >= 3x)" % (prec, a / b))
-a, b = sps("ampbench", "amp"), sps("ampbench", "fp32")
-if a and b:
-    print("ampbench amp / fp32: %.2fx samples/s (goal: >= 1x)" % (a / b))
+def peak(tool, model, prec):
+    try:
+        return json.load(open(os.path.join(out, "%s_%s_%s.json" % (tool, model, prec))))["peak_memory_bytes"]["total"]
+    except Exception:
+        return None
+for model in MODELS:
+    goal = ">= 3x" if model == "mlp" else ">= 1x"
+    for prec in ("fp32", "amp"):
+        a, b = sps("ampbench", model, prec), sps("pytorch", model, prec)
+        if a and b:
+            print("%s: ampbench / pytorch, %s: %.2fx samples/s (goal: %s)" % (model, prec, a / b, goal))
+    for tool in ("ampbench", "pytorch"):
+        a, b = sps(tool, model, "amp"), sps(tool, model, "fp32")
+        ma, mb = peak(tool, model, "amp"), peak(tool, model, "fp32")
+        if a and b:
+            print("%s: %s amp / fp32: %.2fx samples/s%s" % (model, tool, a / b,
+                  ", peak memory saving %.1f%%" % (100 * (1 - ma / mb)) if ma and mb else ""))
 print("peak MiB: tracked allocator (ampbench; data set excluded) / max_memory_allocated less the resident data set "
       "(pytorch); driver MiB: cudaMemGetInfo growth over the run, context excluded")
 EOF
