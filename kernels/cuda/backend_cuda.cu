@@ -2,9 +2,11 @@
  * GEMMs go to cuBLASLt (row-major C[M,N] is computed as column-major C^T = op(B)^T op(A)^T, fp32
  * compute type whatever the storage type, bias/ReLU epilogues where they mean what the op means);
  * element-wise ops are small kernels over the same AB_HD math as the CPU backend (core/half.h,
- * core/kernel_math.h), so the CPU tests cover their arithmetic. Device memory comes from one
- * tracked allocator that charges be->mem and samples the driver's view (cudaMemGetInfo). Every
- * entry point first makes the backend's GPU current, so backends on two GPUs can share a process. */
+ * core/kernel_math.h), so the CPU tests cover their arithmetic. The convolutional-layer ops
+ * (convolutions through cuDNN, batch norm, pooling, add, image assembly) live in layers_cuda.cu,
+ * which reaches this file's state through cuda_internal.h. Device memory comes from one tracked
+ * allocator that charges be->mem and samples the driver's view (cudaMemGetInfo). Every entry point
+ * first makes the backend's GPU current, so backends on two GPUs can share a process. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -15,6 +17,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
+
+#include "cuda_internal.h"
 
 extern "C" {
 #include "backend.h"
@@ -95,6 +99,8 @@ typedef struct {
 typedef struct {
     int device;
     cudaStream_t stream;
+    cudnnHandle_t dnn;      /* made on first use (ab_cuda_dnn), bound to stream */
+    ab_cuda_layers *layers; /* layers_cuda.cu's state, made on first use */
     cublasLtHandle_t lt;
     cublasHandle_t blas; /* cublasGemmEx: the fallback that takes any alignment */
     void *lt_ws;         /* workspace of both, shared: they run on one stream */
@@ -523,23 +529,73 @@ static int idx_slot_get(ab_backend *be, int B, int *slot) {
     return 0;
 }
 
+/* a (na ints) then b (nb ints) through the next slot of the staging ring: host arrays -> pinned
+ * slot -> the slot's device copy, queued on the stream (cuda_internal.h, ab_cuda_stage_ints). The
+ * slot's event, recorded after the copy, guards the pinned bytes until the DMA has read them; the
+ * device copy is next overwritten by a copy queued behind every kernel queued before it. */
+static int stage_ints(ab_backend *be, const int32_t *a, int na, const int32_t *b, int nb, const int32_t **dev) {
+    cuda_state *st = st_of(be);
+    if (na < 0 || nb < 0 || na + nb < 1 || (na > 0 && !a) || (nb > 0 && !b))
+        return ab_errorf("staging host indices: bad arguments (%d + %d ints)", na, nb);
+    const int n = na + nb;
+    int k = 0;
+    AB_TRY(idx_slot_get(be, n, &k));
+    if (na) memcpy(st->idx_host[k], a, (size_t)na * sizeof(int32_t));
+    if (nb) memcpy(st->idx_host[k] + na, b, (size_t)nb * sizeof(int32_t));
+    CU_CHECK(cudaMemcpyAsync(st->idx_dev[k], st->idx_host[k], (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice,
+                             st->stream));
+    CU_CHECK(cudaEventRecord(st->idx_done[k], st->stream));
+    *dev = st->idx_dev[k];
+    return 0;
+}
+
 static int cuda_gather_normalize(ab_backend *be, int B, int D, const uint8_t *data, const uint8_t *labels,
                                  const int32_t *idx, float mean, float std, ab_dtype ot, void *out,
                                  int32_t *labels_out) {
     if (B <= 0 || D <= 0) return ab_errorf("gather_normalize: bad shape B=%d D=%d", B, D);
     cuda_state *st = st_of(be);
     AB_TRY(on_device(st));
-    int k = 0;
-    AB_TRY(idx_slot_get(be, B, &k));
-    memcpy(st->idx_host[k], idx, (size_t)B * sizeof(int32_t));
-    CU_CHECK(cudaMemcpyAsync(st->idx_dev[k], st->idx_host[k], (size_t)B * sizeof(int32_t), cudaMemcpyHostToDevice,
-                             st->stream));
-    CU_CHECK(cudaEventRecord(st->idx_done[k], st->stream));
+    const int32_t *idx_dev = NULL;
+    AB_TRY(stage_ints(be, idx, B, NULL, 0, &idx_dev));
     const size_t n = (size_t)B * (size_t)D;
-    k_gather<<<blocks_for(n), THREADS, 0, st->stream>>>(B, D, data, labels, st->idx_dev[k], mean, std, ot, out,
-                                                        labels_out);
+    k_gather<<<blocks_for(n), THREADS, 0, st->stream>>>(B, D, data, labels, idx_dev, mean, std, ot, out, labels_out);
     LAUNCH_CHECK("k_gather");
     return 0;
+}
+
+/* ---- what layers_cuda.cu needs (cuda_internal.h) -------------------------------------------- */
+
+int ab_cuda_use_device(ab_backend *be) { return on_device(st_of(be)); }
+cudaStream_t ab_cuda_stream(ab_backend *be) { return st_of(be)->stream; }
+ab_cuda_layers **ab_cuda_layers_slot(ab_backend *be) { return &st_of(be)->layers; }
+
+/* Made on first use, so that a build whose cuDNN cannot start still trains the MLP (which needs
+ * none of it). cudnnCreate binds the handle to the current device, which on_device makes the
+ * backend's; cudnnSetStream queues every cuDNN call on the backend's one stream. */
+cudnnHandle_t ab_cuda_dnn(ab_backend *be) {
+    cuda_state *st = st_of(be);
+    if (st->dnn) return st->dnn;
+    if (on_device(st) != 0) return NULL;
+    cudnnHandle_t h = NULL;
+    cudnnStatus_t s = cudnnCreate(&h);
+    if (s == CUDNN_STATUS_SUCCESS) {
+        s = cudnnSetStream(h, st->stream);
+        if (s != CUDNN_STATUS_SUCCESS) cudnnDestroy(h);
+    }
+    if (s != CUDNN_STATUS_SUCCESS) {
+        char m[256];
+        cudnnGetLastErrorString(m, sizeof m);
+        ab_errorf("%s failed at %s:%d: %s (%s)", h ? "cudnnSetStream" : "cudnnCreate", __FILE__, __LINE__,
+                  cudnnGetErrorString(s), m);
+        return NULL;
+    }
+    st->dnn = h;
+    return h;
+}
+
+int ab_cuda_stage_ints(ab_backend *be, const int32_t *a, int na, const int32_t *b, int nb, const int32_t **dev) {
+    AB_TRY(on_device(st_of(be)));
+    return stage_ints(be, a, na, b, nb, dev);
 }
 
 /* ---- GEMM ----------------------------------------------------------------------------------- */
@@ -601,6 +657,14 @@ static int plan_build_into(cuda_state *st, const gemm_key *key, const void *bias
     const uint64_t ws = st->lt_ws_bytes;
     const char *call = "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)";
     cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    /* A split-K product may add its partial sums "in place" in the output buffer or in output-type
+     * scratch (cublasLt.h, cublasLtReductionScheme_t): for an fp16/bf16 output that rounds every
+     * partial sum, not once. Only the compute-type (fp32) reduction, or none, is the op's contract. */
+    const uint32_t red = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    if (s == CUBLAS_STATUS_SUCCESS && key->ct != AB_F32) {
+        call = "cublasLtMatmulPreferenceSetAttribute(REDUCTION_SCHEME_MASK)";
+        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &red, sizeof red);
+    }
     if (s == CUBLAS_STATUS_SUCCESS) {
         call = "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT_A_BYTES)";
         s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &a_al, sizeof a_al);
@@ -796,6 +860,8 @@ static void cuda_destroy(ab_backend *be) {
     if (st) {
         on_device_quiet(st);
         if (st->stream) cudaStreamSynchronize(st->stream);
+        ab_cuda_layers_free(be); /* its plans and workspace, while the handle and the allocator are here */
+        if (st->dnn) cudnnDestroy(st->dnn);
         for (int i = 0; i < GEMM_CACHE; i++) plan_release(&st->plans[i]);
         if (st->lt) cublasLtDestroy(st->lt);
         if (st->blas) cublasDestroy(st->blas);
@@ -842,6 +908,18 @@ static ab_backend_ops make_ops(void) {
     o.sgd_step = cuda_sgd_step;
     o.adamw_step = cuda_adamw_step;
     o.gather_normalize = cuda_gather_normalize;
+    o.gather_images = ab_cuda_gather_images;
+    o.conv2d_forward = ab_cuda_conv2d_forward;
+    o.conv2d_backward_data = ab_cuda_conv2d_backward_data;
+    o.conv2d_backward_filter = ab_cuda_conv2d_backward_filter;
+    o.batchnorm_forward_train = ab_cuda_batchnorm_forward_train;
+    o.batchnorm_forward_eval = ab_cuda_batchnorm_forward_eval;
+    o.batchnorm_backward = ab_cuda_batchnorm_backward;
+    o.maxpool_forward = ab_cuda_maxpool_forward;
+    o.maxpool_backward = ab_cuda_maxpool_backward;
+    o.avgpool_forward = ab_cuda_avgpool_forward;
+    o.avgpool_backward = ab_cuda_avgpool_backward;
+    o.add = ab_cuda_add;
     o.describe = cuda_describe;
     o.data_mark = cuda_data_mark;
     o.data_time = cuda_data_time;

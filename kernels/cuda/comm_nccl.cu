@@ -37,6 +37,19 @@ extern "C" {
                              ncclGetLastError(NULL));                                               \
     } while (0)
 
+/* the same for a collective: its failure leaves the peers waiting inside theirs, so the
+ * communicator is aborted (abort_comm, below) and later calls are refused rather than hang */
+#define AB_NCCL_COLLECTIVE(c, call)                                                                 \
+    do {                                                                                            \
+        const ncclResult_t ab_r_ = (call);                                                          \
+        if (ab_r_ != ncclSuccess && ab_r_ != ncclInProgress) {                                      \
+            const int ab_rc_ = ab_errorf("rank %d: %s failed at %s:%d: %s (%s)", (c)->rank, #call, __FILE__, \
+                                         __LINE__, ncclGetErrorString(ab_r_), ncclGetLastError(NULL)); \
+            abort_comm(c);                                                                          \
+            return ab_rc_;                                                                          \
+        }                                                                                           \
+    } while (0)
+
 typedef struct {
     ab_comm *mpi;      /* bootstrap and host-side reductions */
     ncclComm_t nccl;   /* NULL once aborted */
@@ -163,7 +176,8 @@ static int nccl_allreduce(ab_comm *c, void *buf, size_t n, ab_dtype t, ab_reduce
     if (c->be) AB_TRY(c->be->ops->sync(c->be)); /* the backend computes on a stream of its own */
     if (n == 0) return 0;
     AB_TRY(on_device(c));
-    AB_NCCL_CHECK(ncclAllReduce(buf, buf, n, t == AB_F32 ? ncclFloat32 : ncclFloat16, ncclSum, m->nccl, m->stream));
+    AB_NCCL_COLLECTIVE(c, ncclAllReduce(buf, buf, n, t == AB_F32 ? ncclFloat32 : ncclFloat16, ncclSum, m->nccl,
+                                        m->stream));
     if (op == AB_RED_AVG && c->size > 1) {
         /* the sum must be on the stream before the scaling goes behind it */
         AB_TRY(nccl_wait(c, "ncclAllReduce of the gradients", 0));
@@ -177,7 +191,7 @@ static int nccl_broadcast(ab_comm *c, void *buf, size_t bytes, int root) {
     nccl_impl *m = impl_of(c);
     if (c->be) AB_TRY(c->be->ops->sync(c->be));
     AB_TRY(on_device(c));
-    AB_NCCL_CHECK(ncclBroadcast(buf, buf, bytes, ncclUint8, root, m->nccl, m->stream));
+    AB_NCCL_COLLECTIVE(c, ncclBroadcast(buf, buf, bytes, ncclUint8, root, m->nccl, m->stream));
     return nccl_wait(c, "ncclBroadcast", 1);
 }
 

@@ -32,9 +32,13 @@ extern "C" {
 typedef struct ab_cuda_layers ab_cuda_layers;
 
 /* ---- from backend_cuda.cu ---- */
-int ab_cuda_device(ab_backend *be);            /* the GPU index the backend runs on */
-cudaStream_t ab_cuda_stream(ab_backend *be);   /* the one stream every op is queued on */
-cudnnHandle_t ab_cuda_dnn(ab_backend *be);     /* bound to that stream */
+/* Makes the backend's GPU current (cudaSetDevice only when another one is): first thing in every
+ * entry point. 0 or -1 (ab_error). */
+int ab_cuda_use_device(ab_backend *be);
+cudaStream_t ab_cuda_stream(ab_backend *be); /* the one stream every op is queued on */
+/* The backend's cuDNN handle, bound to that stream; created on first use (on the backend's GPU),
+ * NULL with ab_error() when cuDNN cannot be started. Destroyed by the backend's destroy. */
+cudnnHandle_t ab_cuda_dnn(ab_backend *be);
 ab_cuda_layers **ab_cuda_layers_slot(ab_backend *be);
 /* Copies a (na ints) then b (nb ints, b may be NULL when nb is 0) from host memory to device
  * memory through the pinned staging ring of gather_normalize, queued on the stream: *dev points

@@ -6,10 +6,14 @@
  * allocator. Batch norm, pooling, add and batch assembly are kernels of our own with the header's
  * exact semantics; their reductions split the data the same way on every run and GPU (a fixed
  * partition that depends only on the shape) and add in a fixed order: no float atomics, so the
- * results are the same from run to run. */
+ * results are the same from run to run. cuDNN's own batch norm and pooling are not used: their
+ * legacy calls are deprecated (below), and the header's contract is narrower than theirs: the
+ * running variance unbiased with PyTorch's momentum, statistics from fp32 sums, and max-pool
+ * backward routing each dy to the first maximum of the window in row-major order, where cuDNN
+ * documents no choice among tied positions. */
 
 /* Any deprecated cuDNN declaration used in this file is an error (--Werror=all-warnings): the one
- * deliberate use (for cuDNN runtimes older than 9.8) is silenced where it stands. */
+ * deliberate use (the handle attributes, see set_handle) is silenced where it stands. */
 #define CUDNN_WARN_DEPRECATED 1
 
 #include <math.h>
@@ -59,8 +63,14 @@ extern "C" {
     } while (0)
 
 /* after a kernel launch: configuration errors here, execution errors at the next synchronising
- * call (checked too) */
-#define LAUNCH_CHECK(what) CU_CHECK(cudaGetLastError())
+ * call (checked too); cudaGetLastError also clears the error it reads */
+#define LAUNCH_CHECK(what)                                                                          \
+    do {                                                                                            \
+        const cudaError_t e_ = cudaGetLastError();                                                  \
+        if (e_ != cudaSuccess)                                                                      \
+            return ab_errorf("kernel launch of %s failed at %s:%d: %s (%s)", what, __FILE__, __LINE__, \
+                             cudaGetErrorName(e_), cudaGetErrorString(e_));                         \
+    } while (0)
 
 /* as CUDNN_CHECK, but for functions that clean up: sets rc and jumps to label */
 #define CUDNN_GOTO(call, label)                                                                     \
@@ -86,10 +96,7 @@ static unsigned blocks_for(size_t n) {
 #define GRID_STRIDE(i, n) for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
 
 /* every op runs on the backend's GPU whatever the caller's current device */
-static int use_device(ab_backend *be) {
-    CU_CHECK(cudaSetDevice(ab_cuda_device(be)));
-    return 0;
-}
+static int use_device(ab_backend *be) { return ab_cuda_use_device(be); }
 
 static int dtype_ok(ab_dtype t) { return t == AB_F32 || t == AB_F16 || t == AB_BF16; }
 
@@ -247,16 +254,19 @@ static int conv_op(cudnnBackendDescriptor_t *d, int dir, cudnnBackendDescriptor_
     return 0;
 }
 
-/* cuDNN 9.0-9.7 need the handle on the operation graph and the plan; 9.8 made it optional (the
- * device is the current one) and 9.19 deprecates both attributes. Only older runtimes get it. */
-static int needs_handle(void) { return cudnnGetVersion() < 90800; }
-
+/* The handle on the operation graph and on the execution plan: a required attribute in the cuDNN
+ * 9.0 documentation, what tells the heuristics and the plan which device (and its properties) they
+ * build for. The 9.19 headers mark both attributes deprecated (9.8 added a device-properties
+ * descriptor that can stand in for it, for building plans without a device); deprecated is still
+ * honoured within cuDNN 9, so it is set on every runtime rather than left out on the strength of
+ * behaviour no header documents. The one deliberate use of a deprecated name in this file. */
 static int set_handle(ab_backend *be, cudnnBackendDescriptor_t d, int graph) {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
     const cudnnBackendAttributeName_t name = graph ? CUDNN_ATTR_OPERATIONGRAPH_HANDLE : CUDNN_ATTR_EXECUTION_PLAN_HANDLE;
 #pragma GCC diagnostic pop
     cudnnHandle_t h = ab_cuda_dnn(be);
+    if (!h) return -1;
     CUDNN_CHECK(cudnnBackendSetAttribute(d, name, CUDNN_TYPE_HANDLE, 1, &h));
     return 0;
 }
@@ -264,7 +274,7 @@ static int set_handle(ab_backend *be, cudnnBackendDescriptor_t d, int graph) {
 static int op_graph(ab_backend *be, cudnnBackendDescriptor_t *d, cudnnBackendDescriptor_t op) {
     CUDNN_CHECK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, d));
     CUDNN_CHECK(cudnnBackendSetAttribute(*d, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op));
-    if (needs_handle()) AB_TRY(set_handle(be, *d, 1));
+    AB_TRY(set_handle(be, *d, 1));
     CUDNN_CHECK(cudnnBackendFinalize(*d));
     return 0;
 }
@@ -358,7 +368,11 @@ static int try_heuristics(ab_backend *be, conv_plan *p, cudnnBackendHeurMode_t m
         CUDNN_GOTO(cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan), done);
         s = cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
                                      &cfg[i]);
-        if (s == CUDNN_STATUS_SUCCESS && needs_handle() && set_handle(be, plan, 0) != 0) s = CUDNN_STATUS_BAD_PARAM;
+        if (s == CUDNN_STATUS_SUCCESS && set_handle(be, plan, 0) != 0) {
+            cudnnBackendDestroyDescriptor(plan);
+            rc = -1; /* ab_error says why */
+            goto done;
+        }
         /* an engine may turn the shape down only here (alignment, layout): the next one then */
         if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(plan);
         if (s == CUDNN_STATUS_SUCCESS)

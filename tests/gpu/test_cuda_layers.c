@@ -271,21 +271,38 @@ static void conv_nan(ab_dtype t) {
     pair_free(&dw);
 }
 
-/* tensors that are not 16-byte aligned (an arena may carve them anywhere): one element in */
+/* tensors that are not 16-byte aligned (an arena may carve them anywhere): one element in, in
+ * every direction (the plan cached for the aligned shape must not be taken for these) */
 static void conv_misaligned(ab_dtype t) {
     ab_conv_shape s = {.N = 2, .H = 9, .W = 9, .C = 16, .K = 24, .R = 3, .S = 3, .stride_h = 1, .stride_w = 1,
                        .pad_h = 1, .pad_w = 1};
     if (ab_conv_shape_init(&s) != 0) die("conv misaligned shape");
     char what[128];
-    pair x = pair_new((size_t)s.N * s.H * s.W * s.C + 1, t, -1.0f, 1.0f), w = pair_img(s.K, s.R, s.S, s.C, t, -1, 1);
-    pair y = pair_new((size_t)s.N * s.P * s.Q * s.K + 1, t, -1.0f, 1.0f);
+    const size_t nx = (size_t)s.N * s.H * s.W * s.C, ny = (size_t)s.N * s.P * s.Q * s.K;
+    const size_t nw = (size_t)s.K * s.R * s.S * s.C;
+    pair x = pair_new(nx + 1, t, -1.0f, 1.0f), w = pair_img(s.K, s.R, s.S, s.C, t, -1, 1);
+    pair y = pair_new(ny + 1, t, -1.0f, 1.0f), dy = pair_new(ny + 1, t, -1.0f, 1.0f);
+    pair dx = pair_new(nx + 1, t, -1.0f, 1.0f), dw = pair_new(nw + 1, t, -1.0f, 1.0f);
+    const size_t es = x.es;
     snprintf(what, sizeof what, "conv2d_forward misaligned x and y %s", ab_dtype_name(t));
-    op_ok(what, cpu->ops->conv2d_forward(cpu, &s, t, (char *)x.h + x.es, w.h, (char *)y.h + y.es),
-          gpu->ops->conv2d_forward(gpu, &s, t, (char *)x.d + x.es, w.d, (char *)y.d + y.es));
+    op_ok(what, cpu->ops->conv2d_forward(cpu, &s, t, (char *)x.h + es, w.h, (char *)y.h + es),
+          gpu->ops->conv2d_forward(gpu, &s, t, (char *)x.d + es, w.d, (char *)y.d + es));
     compare_t(what, &y, AB_TOL_GPU_CONV_FP32_NMSE);
+    snprintf(what, sizeof what, "conv2d_backward_data misaligned dy and dx %s", ab_dtype_name(t));
+    op_ok(what, cpu->ops->conv2d_backward_data(cpu, &s, t, (char *)dy.h + es, w.h, (char *)dx.h + es),
+          gpu->ops->conv2d_backward_data(gpu, &s, t, (char *)dy.d + es, w.d, (char *)dx.d + es));
+    compare_t(what, &dx, AB_TOL_GPU_CONV_FP32_NMSE);
+    snprintf(what, sizeof what, "conv2d_backward_filter misaligned x, dy and dw %s", ab_dtype_name(t));
+    op_ok(what,
+          cpu->ops->conv2d_backward_filter(cpu, &s, t, (char *)x.h + es, (char *)dy.h + es, 1.0f, (char *)dw.h + es),
+          gpu->ops->conv2d_backward_filter(gpu, &s, t, (char *)x.d + es, (char *)dy.d + es, 1.0f, (char *)dw.d + es));
+    compare_t(what, &dw, AB_TOL_GPU_CONV_FP32_NMSE);
     pair_free(&x);
     pair_free(&w);
     pair_free(&y);
+    pair_free(&dy);
+    pair_free(&dx);
+    pair_free(&dw);
 }
 
 static void test_conv(void) {
@@ -355,6 +372,14 @@ static void bn_one(const bn_case *bc, ab_dtype t, int nan) {
         op_ok(what, cpu->ops->batchnorm_forward_eval(cpu, M, C, t, x.h, gamma.h, beta.h, rm.h, rv.h, eps, y.h),
               gpu->ops->batchnorm_forward_eval(gpu, M, C, t, x.d, gamma.d, beta.d, rm.d, rv.d, eps, y.d));
         compare_t(what, &y, AB_TOL_GPU_BN_FP32_NMSE);
+        /* in place (y over x), on a copy of x that the rest of this case does not need */
+        pair xe = pair_new(n, t, o - 1.0f, o + 1.0f);
+        xe.dims[0] = 1, xe.dims[1] = 1, xe.dims[2] = M, xe.dims[3] = C;
+        snprintf(what, sizeof what, "batchnorm_forward_eval %s in place", tag);
+        op_ok(what, cpu->ops->batchnorm_forward_eval(cpu, M, C, t, xe.h, gamma.h, beta.h, rm.h, rv.h, eps, xe.h),
+              gpu->ops->batchnorm_forward_eval(gpu, M, C, t, xe.d, gamma.d, beta.d, rm.d, rv.d, eps, xe.d));
+        compare_t(what, &xe, AB_TOL_GPU_BN_FP32_NMSE);
+        pair_free(&xe);
     }
 
     /* backward from the same saved statistics on both sides (the CPU's, uploaded), so that only

@@ -209,24 +209,27 @@ static void test_gemm(void) {
         pair_free(&bias);
     }
 
-    /* NaN parity: a NaN in row 3 of A makes row 3 of C NaN on both */
-    gemm_case c = {0, 1, 16, 32, 48, 0, 1, AB_EPI_NONE, 1.0f, 0.0f};
-    for (int t = 0; t < 3; t++) {
-        const ab_dtype dt = types[t];
-        pair A = pair_new(16 * 48, dt, -1, 1), B = pair_new(32 * 48, dt, -1, 1), C = pair_new(16 * 32, dt, -1, 1),
-             bias = pair_new(32, dt, -1, 1);
-        pair_set(&A, 3 * 48 + 7, NAN);
-        op_ok("gemm NaN", cpu->ops->gemm(cpu, 0, 1, 16, 32, 48, 1.0f, dt, A.h, 48, dt, B.h, 48, bias.h, c.epi, 0.0f, dt,
-                                         C.h, 32),
-              gpu->ops->gemm(gpu, 0, 1, 16, 32, 48, 1.0f, dt, A.d, 48, dt, B.d, 48, bias.d, c.epi, 0.0f, dt, C.d, 32));
-        char what[64];
-        snprintf(what, sizeof what, "gemm NaN parity %s", ab_dtype_name(dt));
-        compare(what, &C, gemm_tol(dt, dt));
-        pair_free(&A);
-        pair_free(&B);
-        pair_free(&C);
-        pair_free(&bias);
-    }
+    /* NaN parity: a NaN in row 3 of A makes row 3 of C NaN on both; also through ReLU with beta
+     * accumulation (always our fallback epilogue, whose ReLU keeps NaN as the CPU's does) */
+    for (int relu = 0; relu < 2; relu++)
+        for (int t = 0; t < 3; t++) {
+            const ab_dtype dt = types[t];
+            const ab_epilogue epi = relu ? AB_EPI_RELU : AB_EPI_NONE;
+            const float beta = relu ? 1.0f : 0.0f;
+            pair A = pair_new(16 * 48, dt, -1, 1), B = pair_new(32 * 48, dt, -1, 1), C = pair_new(16 * 32, dt, -1, 1),
+                 bias = pair_new(32, dt, -1, 1);
+            pair_set(&A, 3 * 48 + 7, NAN);
+            char what[64];
+            snprintf(what, sizeof what, "gemm NaN parity %s%s", ab_dtype_name(dt), relu ? " relu beta=1" : "");
+            op_ok(what,
+                  cpu->ops->gemm(cpu, 0, 1, 16, 32, 48, 1.0f, dt, A.h, 48, dt, B.h, 48, bias.h, epi, beta, dt, C.h, 32),
+                  gpu->ops->gemm(gpu, 0, 1, 16, 32, 48, 1.0f, dt, A.d, 48, dt, B.d, 48, bias.d, epi, beta, dt, C.d, 32));
+            compare(what, &C, gemm_tol(dt, dt));
+            pair_free(&A);
+            pair_free(&B);
+            pair_free(&C);
+            pair_free(&bias);
+        }
 }
 
 static void plant_specials(pair *p) {
