@@ -140,9 +140,9 @@ static int setup(trainer *t, ab_run_record *rec) {
     const ab_train_config *c = t->cfg;
     if (!c->workload) return ab_errorf("no workload provider in the training configuration");
     if (c->epochs < 1 || c->batch_size < 1 || c->accum_steps < 1 || c->log_interval < 1 || !(c->lr > 0.0f) ||
-        c->train_subset < 0 || c->test_subset < 0 || c->warmup_steps < 0)
+        c->train_subset < 0 || c->test_subset < 0 || c->warmup_steps < 0 || c->timing_skip_steps < 0)
         return ab_errorf("need epochs >= 1, batch size >= 1, accum steps >= 1, log interval >= 1, lr > 0, "
-                         "subsets and warm-up >= 0");
+                         "subsets, warm-up and timing skip >= 0");
     if (c->allreduce_dtype != AB_F32 && !(c->allreduce_dtype == AB_F16 && c->precision == AB_PREC_AMP))
         return ab_errorf("--allreduce-dtype %s needs --precision amp (gradients are fp32 otherwise)",
                          ab_dtype_name(c->allreduce_dtype));
@@ -151,7 +151,10 @@ static int setup(trainer *t, ab_run_record *rec) {
     /* the communicator first: a GPU rank's device is its node-local rank */
     AB_TRY(ab_comm_create(kind, c->device, c->comm_timeout_s, &t->comm));
     /* the fallback notice of --device auto is printed even with --quiet: it changes what is measured */
-    t->be = ab_backend_create_on(c->device, t->comm->local_rank, c->threads, t->comm->rank > 0);
+    /* the GPU the communicator chose (node-local rank modulo the GPUs this process sees), so that
+     * the backend and the nccl engine share it, also under a per-rank CUDA_VISIBLE_DEVICES */
+    const int gpu = t->comm->device >= 0 ? t->comm->device : t->comm->local_rank;
+    t->be = ab_backend_create_on(c->device, gpu, c->threads, t->comm->rank > 0);
     if (!t->be) return -1;
     ab_comm_bind(t->comm, t->be);
     AB_TRY(load_data(t));
@@ -442,7 +445,7 @@ int ab_train_run(const ab_train_config *cfg, ab_run_record *rec) {
         t.data_time = 0.0;
         double device_data_s; /* a device-timed data count restarts with the epoch */
         if (t.be->ops->data_time && (rc = t.be->ops->data_time(t.be, &device_data_s)) != 0) break;
-        const double t0 = ab_now();
+        double t0 = ab_now();
         for (long s = 0; rc == 0 && s < steps_per_epoch; s++) {
             /* under W > 1 ranks stop together, on the all-reduced request of the previous step */
             const int stop = W > 1 ? t.stop_any : ab_stop_requested != 0;
@@ -465,6 +468,15 @@ int ab_train_run(const ab_train_config *cfg, ab_run_record *rec) {
                 interval_n++;
             }
             step++;
+            if (step > cfg->timing_skip_steps) {
+                er->timed_samples += n;
+            } else if (step == cfg->timing_skip_steps) {
+                /* the set-up steps end here: the epoch's clocks start now, once the device is done */
+                if ((rc = t.be->ops->sync(t.be)) != 0) break;
+                if (t.be->ops->data_time && (rc = t.be->ops->data_time(t.be, &device_data_s)) != 0) break;
+                t.data_time = 0.0;
+                t0 = ab_now();
+            }
             if (step % cfg->log_interval == 0 || s == steps_per_epoch - 1) {
                 const double mean = interval_n ? interval_sum / interval_n : NAN;
                 rc = record_curve(rec, step, e, mean, rec->scaler.scale);

@@ -248,7 +248,7 @@ static int cpu_relu_backward(ab_backend *be, size_t n, ab_dtype t, const void *y
         const float *yf = y, *dyf = dy;
         float *dxf = dx;
         for (size_t i = 0; i < n; i++) dxf[i] = yf[i] > 0.0f ? dyf[i] : 0.0f;
-    } else { /* y > 0 <=> sign clear and not +0 (NaN y passes dy through, as a compare would not) */
+    } else { /* y > 0 <=> sign clear, not +0 and not NaN (a NaN y blocks dy, as the fp32 compare does) */
         const uint16_t *ys = y, *dys = dy;
         uint16_t *dxs = dx;
         const uint16_t expmask = t == AB_F16 ? 0x7c00u : 0x7f80u;
