@@ -220,6 +220,9 @@ static const option_row rows[] = {
     {"batch-size", "B", "per micro-batch (and per rank)", "mlp 64, resnet* 128", INT(cfg.batch_size, 1, 1 << 20)},
     {"accum-steps", "K", "micro-batches per optimizer step", "1", INT(cfg.accum_steps, 1, 1 << 16)},
     {"max-steps", "N", "stop after N optimizer steps in all (0 = no limit)", "0", LONG(cfg.max_steps, 0, 1L << 40)},
+    {"timing-skip-steps", "N", "leave the run's first N steps out of time_s and samples/s\n"
+                               "(first-step set-up: scratch growth, plans; as the peers' option)", "0",
+     LONG(cfg.timing_skip_steps, 0, 1L << 40)},
     {"optimizer", "O", "sgd | adamw", "sgd", CALL(set_optimizer)},
     {"lr", "LR", "learning rate (the peak, under a schedule)", "mlp 0.01, resnet* 0.1", FLOAT(cfg.lr)},
     {"lr-schedule", "S", "constant | linear | cosine | step; linear and cosine decay to 0,\n"

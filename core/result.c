@@ -134,6 +134,7 @@ static cJSON *build(const ab_train_config *c, const ab_run_record *r) {
     cJSON_AddNumberToObject(w, "macs_per_image", r->macs_per_sample);
     cJSON_AddStringToObject(w, "lr_schedule", ab_lr_schedule_name(c->lr_schedule));
     cJSON_AddNumberToObject(w, "warmup_steps", (double)c->warmup_steps);
+    cJSON_AddNumberToObject(w, "timing_skip_steps", (double)c->timing_skip_steps);
     cJSON_AddNumberToObject(w, "total_steps", (double)r->total_steps);
     cJSON_AddBoolToObject(w, "shuffle", c->shuffle);
     cJSON_AddBoolToObject(w, "augment", c->augment);
@@ -176,9 +177,10 @@ static cJSON *build(const ab_train_config *c, const ab_run_record *r) {
         cJSON_AddItemToObject(j, "test_loss", num(e->test_loss));
         cJSON_AddItemToObject(j, "test_accuracy", num(e->test_accuracy));
         cJSON_AddNumberToObject(j, "samples", (double)e->samples);
+        cJSON_AddNumberToObject(j, "timed_samples", (double)e->timed_samples);
         cJSON_AddItemToArray(ep, j);
         total += e->time_s;
-        samples += (double)e->samples;
+        samples += (double)e->timed_samples;
     }
     cJSON_AddItemToObject(o, "total_time_s", num(total));
     cJSON_AddItemToObject(o, "samples_per_s", num(total > 0 ? samples / total : 0.0));

@@ -48,6 +48,7 @@ struct ab_train_config {
     ab_lr_schedule lr_schedule;
     long warmup_steps;
     long max_steps; /* 0 = no limit: stop after this many optimizer steps in all */
+    long timing_skip_steps; /* the run's first N steps are left out of time_s and samples/s */
     ab_optimizer_kind optimizer;
     float lr, momentum, weight_decay;
     uint64_t seed;
@@ -80,6 +81,7 @@ typedef struct {
     int epoch;
     double time_s, compute_time_s, data_time_s, eval_time_s;
     long steps, skipped_steps, samples;
+    long timed_samples; /* samples of the steps inside time_s (all but the run's first timing_skip_steps) */
     double train_loss, test_loss, test_accuracy;
 } ab_epoch_record;
 
