@@ -1,6 +1,7 @@
 /* IDX reader over zlib (gzread also reads uncompressed files as they are). */
 #include "idx.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,6 +122,8 @@ int ab_mnist_load(const char *dir, const char *split, ab_image_set *out) {
         rc = ab_errorf("%s: expected 3 dimensions (N, rows, cols), found %d", ipath, im.ndim);
     else if (lb.ndim != 1)
         rc = ab_errorf("%s: expected 1 dimension (N), found %d", lpath, lb.ndim);
+    else if ((size_t)im.dims[1] * (size_t)im.dims[2] > (size_t)INT_MAX)
+        rc = ab_errorf("%s: images of %d x %d pixels are larger than this reader takes", ipath, im.dims[1], im.dims[2]);
     else if (im.dims[0] != lb.dims[0])
         rc = ab_errorf("%s: size mismatch: %d labels for %d images in %s", lpath, lb.dims[0], im.dims[0], ipath);
     for (size_t i = 0; rc == 0 && i < lb.size; i++)

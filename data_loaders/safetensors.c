@@ -58,6 +58,10 @@ static int by_offset(const void *a, const void *b) {
     return x->bytes < y->bytes ? -1 : x->bytes > y->bytes;
 }
 
+static int by_name(const void *a, const void *b) {
+    return strcmp((*(const ab_st_tensor *const *)a)->name, (*(const ab_st_tensor *const *)b)->name);
+}
+
 static int parse_header(ab_safetensors *st, const char *nm) {
     if (st->size < 8) return ab_errorf("%s: truncated: %zu bytes, shorter than the 8-byte header length", nm, st->size);
     uint64_t hlen = 0;
@@ -90,9 +94,6 @@ static int parse_header(ab_safetensors *st, const char *nm) {
                 if (!cJSON_IsString(m)) rc = ab_errorf("%s: __metadata__ value '%s' is not a string", nm, m->string);
             continue;
         }
-        for (int i = 0; rc == 0 && i < st->n; i++)
-            if (strcmp(st->t[i].name, key) == 0) rc = ab_errorf("%s: tensor '%s' appears twice in the header", nm, key);
-        if (rc) break;
         ab_st_tensor *t = &st->t[st->n];
         const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
         const cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
@@ -150,9 +151,15 @@ static int parse_header(ab_safetensors *st, const char *nm) {
         t->numel = (size_t)numel;
         t->data = data + begin;
         t->bytes = (size_t)(end - begin);
-        order[st->n - 1] = t;
     }
     cJSON_Delete(root);
+    if (rc == 0) { /* a name twice: sorted by name, neighbours (linear in the entries, not quadratic) */
+        for (int i = 0; i < st->n; i++) order[i] = &st->t[i];
+        qsort(order, (size_t)st->n, sizeof *order, by_name);
+        for (int i = 1; rc == 0 && i < st->n; i++)
+            if (strcmp(order[i - 1]->name, order[i]->name) == 0)
+                rc = ab_errorf("%s: tensor '%s' appears twice in the header", nm, order[i]->name);
+    }
     if (rc == 0) { /* the tensors tile the buffer: no overlap, no hole */
         qsort(order, (size_t)st->n, sizeof *order, by_offset);
         size_t at = 0;

@@ -6,7 +6,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libcjson-dev libopenblas-dev zlib1g-dev libpng-dev
       openmpi-bin libopenmpi-dev gnuplot-nox dataset-fashion-mnist curl ca-certificates
-      python3-torch python3-torchvision)
+      python3-torch python3-torchvision clang libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs dependencies, builds with -Wall -Wextra -Werror, runs the whole
-# CTest suite, then builds again under AddressSanitizer + UndefinedBehaviorSanitizer and runs
-# the CPU and MPI tests there. GPU tests skip visibly without a device.
+# CTest suite, fuzzes the data-set readers for a few seconds each, then builds again under
+# AddressSanitizer + UndefinedBehaviorSanitizer and runs the CPU and MPI tests there. GPU tests
+# skip visibly without a device.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -11,6 +12,10 @@ jobs=$(nproc)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs"
 (cd build && ctest --output-on-failure -j1)
+
+# The readers under libFuzzer for a few seconds each (a smoke run; scripts/fuzz.sh --seconds N
+# for longer): a reader that crashes, leaks or allocates what a header claims fails the tests.
+bash scripts/fuzz.sh --seconds 10
 
 # Sanitizers: CPU build (CUDA code cannot run here, so it is left out of this build).
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAB_SANITIZE=ON -DAB_WITH_CUDA=OFF >/dev/null
