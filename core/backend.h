@@ -155,14 +155,16 @@ typedef struct ab_backend_ops {
      * Training: mean and biased variance of the batch normalise; save_mean and save_invstd (C)
      * keep mean and 1/sqrt(var + eps) for backward; running_mean/var (may be NULL) become
      * (1 - momentum) * running + momentum * batch, the variance unbiased (M / (M - 1)) there, as
-     * PyTorch does. y = (x - mean) * invstd * gamma + beta, rounded once to t; y may alias x. */
+     * PyTorch does. y = (x - mean) * invstd * gamma + beta, rounded once to t; y may alias x.
+     * relu != 0 fuses the ReLU that follows (y = max(y, 0) before the rounding: the same bits as
+     * relu_forward on the rounded y, one pass fewer over the activations). */
     int (*batchnorm_forward_train)(ab_backend *be, int M, int C, ab_dtype t, const void *x, const float *gamma,
                                    const float *beta, float eps, float momentum, float *running_mean,
-                                   float *running_var, float *save_mean, float *save_invstd, void *y);
-    /* Evaluation: the running statistics normalise; y may alias x. */
+                                   float *running_var, float *save_mean, float *save_invstd, int relu, void *y);
+    /* Evaluation: the running statistics normalise; y may alias x; relu as above. */
     int (*batchnorm_forward_eval)(ab_backend *be, int M, int C, ab_dtype t, const void *x, const float *gamma,
                                   const float *beta, const float *running_mean, const float *running_var, float eps,
-                                  void *y);
+                                  int relu, void *y);
     /* Backward of the training forward: with xhat = (x - save_mean) * save_invstd,
      * dgamma = acc * dgamma + sum(dy * xhat), dbeta = acc * dbeta + sum(dy) (fp32, acc 0 or 1),
      * dx = gamma * invstd * (dy - mean(dy) - xhat * mean(dy * xhat)) rounded to t; dx may alias dy. */
@@ -180,8 +182,9 @@ typedef struct ab_backend_ops {
     int (*avgpool_forward)(ab_backend *be, int N, int HW, int C, ab_dtype t, const void *x, void *y);
     /* dx (N, HW, C) = dy (N, C) / HW */
     int (*avgpool_backward)(ab_backend *be, int N, int HW, int C, ab_dtype t, const void *dy, void *dx);
-    /* y = a + b element-wise, computed in fp32 and rounded once to t; y may alias a or b */
-    int (*add)(ab_backend *be, size_t n, ab_dtype t, const void *a, const void *b, void *y);
+    /* y = a + b element-wise, computed in fp32 and rounded once to t; y may alias a or b; relu
+     * != 0 fuses a ReLU after the add, as in batchnorm_forward_train */
+    int (*add)(ab_backend *be, size_t n, ab_dtype t, const void *a, const void *b, int relu, void *y);
 
     /* Optional (NULL on the CPU backend): fills info; 0 or -1. */
     int (*describe)(ab_backend *be, ab_device_info *info);

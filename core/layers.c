@@ -93,15 +93,16 @@ void ab_batchnorm_bind(ab_batchnorm *bn, const ab_param_spec s[4]) {
     bn->var = &s[3];
 }
 
-int ab_batchnorm_forward(const ab_params *p, const ab_batchnorm *bn, int M, const void *x, void *y, int training) {
+int ab_batchnorm_forward(const ab_params *p, const ab_batchnorm *bn, int M, const void *x, void *y, int training,
+                         int relu) {
     ab_backend *be = p->be;
     const float *g = ab_param_w(p, bn->gamma), *b = ab_param_w(p, bn->beta);
     if (training)
         return be->ops->batchnorm_forward_train(be, M, bn->C, p->cdt, x, g, b, bn->eps, bn->momentum,
                                                 ab_param_buf(p, bn->mean), ab_param_buf(p, bn->var), bn->save_mean,
-                                                bn->save_invstd, y);
+                                                bn->save_invstd, relu, y);
     return be->ops->batchnorm_forward_eval(be, M, bn->C, p->cdt, x, g, b, ab_param_buf(p, bn->mean),
-                                           ab_param_buf(p, bn->var), bn->eps, y);
+                                           ab_param_buf(p, bn->var), bn->eps, relu, y);
 }
 
 int ab_batchnorm_backward(const ab_params *p, const ab_batchnorm *bn, int M, const void *x, const void *dy, void *dx) {

@@ -52,8 +52,10 @@ typedef struct {
  * which must outlive the specs (4 x 64 bytes) */
 void ab_batchnorm_specs(ab_param_spec s[4], char names[4][64], const char *prefix, int C);
 void ab_batchnorm_bind(ab_batchnorm *bn, const ab_param_spec s[4]);
-/* x (M, C) -> y (M, C); y may alias x. training: batch statistics (saved) and running update */
-int ab_batchnorm_forward(const ab_params *p, const ab_batchnorm *bn, int M, const void *x, void *y, int training);
+/* x (M, C) -> y (M, C); y may alias x. training: batch statistics (saved) and running update;
+ * relu: the ReLU that follows, fused */
+int ab_batchnorm_forward(const ab_params *p, const ab_batchnorm *bn, int M, const void *x, void *y, int training,
+                         int relu);
 int ab_batchnorm_backward(const ab_params *p, const ab_batchnorm *bn, int M, const void *x, const void *dy, void *dx);
 
 #endif

@@ -249,13 +249,9 @@ static int resnet_bind(ab_model *m, const ab_params *p) {
 /* ---- forward ---- */
 
 static int unit_forward(const ab_params *p, unit *u, int B, const void *x, void *act, int training, int relu) {
-    ab_backend *be = p->be;
-    const size_t n = unit_elems(u, B);
     const int M = B * u->H * u->W;
     AB_TRY(ab_conv_forward(p, &u->conv, B, x, u->out));
-    AB_TRY(ab_batchnorm_forward(p, &u->bn, M, u->out, act, training));
-    if (relu) AB_TRY(be->ops->relu_forward(be, n, p->cdt, act, act));
-    return 0;
+    return ab_batchnorm_forward(p, &u->bn, M, u->out, act, training, relu);
 }
 
 static int resnet_forward(ab_model *m, const ab_params *p, const void *x, int B, int training) {
@@ -280,8 +276,7 @@ static int resnet_forward(ab_model *m, const ab_params *p, const void *x, int B,
             AB_TRY(unit_forward(p, &k->down, B, k->in, r->tmp, training, 0));
             shortcut = r->tmp;
         }
-        AB_TRY(be->ops->add(be, n, t, k->u[2].act, shortcut, k->u[2].act));
-        AB_TRY(be->ops->relu_forward(be, n, t, k->u[2].act, k->u[2].act));
+        AB_TRY(be->ops->add(be, n, t, k->u[2].act, shortcut, 1, k->u[2].act)); /* + the block's ReLU */
     }
     const block *last = &r->blk[r->n_blocks - 1];
     AB_TRY(be->ops->avgpool_forward(be, B, last->u[2].H * last->u[2].W, r->fc.in, t, last->u[2].act, r->feat));
@@ -322,9 +317,9 @@ static int resnet_backward(ab_model *m, const ab_params *p, const void *x, const
         const size_t n_in = (size_t)B * k->in_H * k->in_W * k->in_C;
         if (k->has_down) {
             AB_TRY(unit_backward(p, &k->down, B, k->in, g, Cb));
-            AB_TRY(be->ops->add(be, n_in, t, Bf, Cb, Bf));
+            AB_TRY(be->ops->add(be, n_in, t, Bf, Cb, 0, Bf));
         } else {
-            AB_TRY(be->ops->add(be, n_in, t, Bf, g, Bf));
+            AB_TRY(be->ops->add(be, n_in, t, Bf, g, 0, Bf));
         }
         in = (in + 2) % 4;
     }

@@ -271,7 +271,7 @@ static void test_batchnorm(ab_backend *be, int M, int C) {
         want_rm[c] = 0.9 * rm[c] + 0.1 * mean;
         want_rv[c] = 0.9 * rv[c] + 0.1 * var / (M - 1);
     }
-    AB_CHECK(be->ops->batchnorm_forward_train(be, M, C, AB_F32, x, g, bt, 1e-5f, 0.1f, rm, rv, sm, si, y) == 0, "%s",
+    AB_CHECK(be->ops->batchnorm_forward_train(be, M, C, AB_F32, x, g, bt, 1e-5f, 0.1f, rm, rv, sm, si, 0, y) == 0, "%s",
              ab_error());
     snprintf(what, sizeof what, "batchnorm M%d C%d: training forward", M, C);
     check(what, y, yd, n, AB_TOL_FP32_NMSE);
@@ -314,9 +314,27 @@ static void test_batchnorm(ab_backend *be, int M, int C) {
         const double inv = 1.0 / sqrt((double)rv[c] + 1e-5);
         for (int m = 0; m < M; m++) yd[(size_t)m * C + c] = (xd[(size_t)m * C + c] - rm[c]) * inv * gd[c] + bd[c];
     }
-    AB_CHECK(be->ops->batchnorm_forward_eval(be, M, C, AB_F32, x, g, bt, rm, rv, 1e-5f, y) == 0, "%s", ab_error());
+    AB_CHECK(be->ops->batchnorm_forward_eval(be, M, C, AB_F32, x, g, bt, rm, rv, 1e-5f, 0, y) == 0, "%s", ab_error());
     snprintf(what, sizeof what, "batchnorm M%d C%d: evaluation forward", M, C);
     check(what, y, yd, n, AB_TOL_FP32_NMSE);
+
+    /* the fused ReLU: the same bits as the separate relu_forward on the rounded output, train
+     * and eval, fp32 and fp16 */
+    for (ab_dtype t = AB_F32; t <= AB_F16; t++) {
+        void *xt = to_type(be, t, x, n), *y0 = malloc(n * 4), *y1 = malloc(n * 4);
+        float *sm3 = falloc(C), *si3 = falloc(C);
+        for (int ev = 0; ev < 2; ev++) {
+            int rc = ev ? be->ops->batchnorm_forward_eval(be, M, C, t, xt, g, bt, rm, rv, 1e-5f, 0, y0)
+                        : be->ops->batchnorm_forward_train(be, M, C, t, xt, g, bt, 1e-5f, 0.1f, NULL, NULL, sm3, si3, 0, y0);
+            rc |= be->ops->relu_forward(be, n, t, y0, y0);
+            rc |= ev ? be->ops->batchnorm_forward_eval(be, M, C, t, xt, g, bt, rm, rv, 1e-5f, 1, y1)
+                     : be->ops->batchnorm_forward_train(be, M, C, t, xt, g, bt, 1e-5f, 0.1f, NULL, NULL, sm3, si3, 1, y1);
+            AB_CHECK(rc == 0 && memcmp(y0, y1, n * ab_dtype_size(t)) == 0,
+                     "batchnorm M%d C%d %s %s: the fused ReLU differs from batch norm then relu_forward", M, C,
+                     ev ? "eval" : "train", ab_dtype_name(t));
+        }
+        free(xt), free(y0), free(y1), free(sm3), free(si3);
+    }
 
     /* fp16 / bf16 activations with fp32 scale, shift and statistics */
     for (ab_dtype t = AB_F16; t <= AB_BF16; t++) {
@@ -333,7 +351,7 @@ static void test_batchnorm(ab_backend *be, int M, int C) {
         bn_ref(&fr, yd);
         fd_grad(&fr, 0, n, gxr);
         void *xt = to_type(be, t, xr, n), *Rt = to_type(be, t, Rr, n), *yt = malloc(n * 2), *dxt = malloc(n * 2);
-        AB_CHECK(be->ops->batchnorm_forward_train(be, M, C, t, xt, g, bt, 1e-5f, 0.1f, NULL, NULL, sm2, si2, yt) == 0,
+        AB_CHECK(be->ops->batchnorm_forward_train(be, M, C, t, xt, g, bt, 1e-5f, 0.1f, NULL, NULL, sm2, si2, 0, yt) == 0,
                  "%s", ab_error());
         AB_CHECK(be->ops->batchnorm_backward(be, M, C, t, xt, Rt, g, sm2, si2, 0.0f, dg, db, dxt) == 0, "%s",
                  ab_error());
@@ -350,6 +368,29 @@ static void test_batchnorm(ab_backend *be, int M, int C) {
     free(x), free(g), free(bt), free(R), free(y), free(dx), free(dg), free(db), free(sm), free(si), free(rm), free(rv);
     free(xd), free(gd), free(bd), free(Rd), free(yd), free(gx), free(gg), free(gb), free(want_rm), free(want_rv);
     free(wg), free(wb), free(alias);
+}
+
+/* the one-pass statistics where the mean is 10^4 spreads away from 0: var = E[d^2] - E[d]^2
+ * must not cancel (fp32 inputs, the statistics against float64 two-pass ones) */
+static void test_batchnorm_offset(ab_backend *be) {
+    enum { M = 257, C = 3 };
+    float x[M * C], y[M * C], g[C] = {1, 1, 1}, b[C] = {0, 0, 0}, sm[C], si[C];
+    for (int i = 0; i < M * C; i++) x[i] = (float)(1e4 + ab_rng_normal(&rng));
+    AB_CHECK(be->ops->batchnorm_forward_train(be, M, C, AB_F32, x, g, b, 1e-5f, 0.1f, NULL, NULL, sm, si, 0, y) == 0,
+             "%s", ab_error());
+    double worst = 0.0;
+    for (int c = 0; c < C; c++) {
+        double mean = 0.0, var = 0.0;
+        for (int m = 0; m < M; m++) mean += x[m * C + c];
+        mean /= M;
+        for (int m = 0; m < M; m++) var += (x[m * C + c] - mean) * (x[m * C + c] - mean);
+        var /= M;
+        const double inv = 1.0 / sqrt(var + 1e-5), e = fabs(si[c] - inv) / inv;
+        worst = e > worst ? e : worst;
+        AB_CHECK(fabs(sm[c] - mean) <= 1e-6 * fabs(mean), "offset batch norm: mean %g, float64 %g", sm[c], mean);
+    }
+    AB_CHECK(worst <= 1e-6, "offset batch norm: 1/std off by %.3g relative (one-pass statistics cancelled)", worst);
+    printf("ok   batchnorm statistics with the mean 10^4 spreads from 0: 1/std within %.2g of float64\n", worst);
 }
 
 /* ---- pooling and add ---- */
@@ -450,21 +491,33 @@ static void test_avgpool_add(ab_backend *be) {
     double *sd = dalloc(nx);
     fill(b, NULL, nx);
     for (size_t i = 0; i < nx; i++) sd[i] = (double)x[i] + b[i];
-    AB_CHECK(be->ops->add(be, nx, AB_F32, x, b, s) == 0, "%s", ab_error());
+    AB_CHECK(be->ops->add(be, nx, AB_F32, x, b, 0, s) == 0, "%s", ab_error());
     check("add fp32", s, sd, nx, AB_TOL_FP32_NMSE);
     memcpy(s, b, nx * sizeof *b);
-    AB_CHECK(be->ops->add(be, nx, AB_F32, x, s, s) == 0, "%s", ab_error());
+    AB_CHECK(be->ops->add(be, nx, AB_F32, x, s, 0, s) == 0, "%s", ab_error());
     check("add fp32 in place", s, sd, nx, AB_TOL_FP32_NMSE);
     void *xt = to_type(be, AB_F16, x, nx), *bt = to_type(be, AB_F16, b, nx), *st = malloc(nx * 2);
     float *xr = falloc(nx), *br = falloc(nx);
     from_type(be, AB_F16, xt, xr, nx);
     from_type(be, AB_F16, bt, br, nx);
-    AB_CHECK(be->ops->add(be, nx, AB_F16, xt, bt, bt) == 0, "%s", ab_error());
+    AB_CHECK(be->ops->add(be, nx, AB_F16, xt, bt, 0, bt) == 0, "%s", ab_error());
     from_type(be, AB_F16, bt, s, nx);
     int bad = 0;
     for (size_t i = 0; i < nx; i++) bad += ab_f16_to_f32(ab_f32_to_f16(xr[i] + br[i])) != s[i];
     AB_CHECK(bad == 0, "add fp16: %d elements are not the fp32 sum rounded once", bad);
-    printf("ok   avgpool N%d HW%d C%d, add\n", a.N, a.HW, a.C);
+    /* the fused ReLU after the add: the bits of add then relu_forward */
+    void *r0 = malloc(nx * 4), *r1 = malloc(nx * 4);
+    for (ab_dtype t = AB_F32; t <= AB_F16; t++) {
+        void *ta = to_type(be, t, x, nx), *tb = to_type(be, t, b, nx);
+        int rc = be->ops->add(be, nx, t, ta, tb, 0, r0);
+        rc |= be->ops->relu_forward(be, nx, t, r0, r0);
+        rc |= be->ops->add(be, nx, t, ta, tb, 1, r1);
+        AB_CHECK(rc == 0 && memcmp(r0, r1, nx * ab_dtype_size(t)) == 0, "add %s: the fused ReLU differs",
+                 ab_dtype_name(t));
+        free(ta), free(tb);
+    }
+    free(r0), free(r1);
+    printf("ok   avgpool N%d HW%d C%d, add (and its fused ReLU)\n", a.N, a.HW, a.C);
     free(x), free(R), free(y), free(dx), free(xd), free(Rd), free(yd), free(gx), free(b), free(s), free(sd), free(xt),
         free(bt), free(st), free(xr), free(br);
 }
@@ -520,6 +573,9 @@ int main(void) {
     be->ops->destroy(be);
     be = fresh();
     test_batchnorm(be, 3, 2); /* three rows: the unbiased correction is large */
+    be->ops->destroy(be);
+    be = fresh();
+    test_batchnorm_offset(be);
     be->ops->destroy(be);
     be = fresh();
     test_maxpool(be, (ab_pool_shape){.N = 2, .H = 7, .W = 8, .C = 3, .R = 3, .S = 3, .stride_h = 2, .stride_w = 2,

@@ -169,16 +169,15 @@ static int cpu_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float a
     const float *a = as_f32(be, 0, at, A, ta ? K : M, ta ? M : K, lda);
     const float *b = as_f32(be, 1, bt, B, tb ? N : K, tb ? K : N, ldb);
     if (!a || !b) return -1;
-    const CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans, opb = tb ? CblasTrans : CblasNoTrans;
     if (ct == AB_F32 && !bias && epi == AB_EPI_NONE) {
-        cblas_sgemm(CblasRowMajor, opa, opb, M, N, K, alpha, a, lda, b, ldb, beta, C, ldc);
+        cpu_sgemm(be, ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, C, ldc);
         return 0;
     }
     float *acc = scratch_get(be, 2, (size_t)M * (size_t)N);
     const float *bias32 = bias ? as_f32(be, 3, bt, bias, 1, N, N) : NULL;
     float *old = beta != 0.0f ? scratch_get(be, 4, (size_t)N) : NULL;
     if (!acc || (bias && !bias32) || (beta != 0.0f && !old)) return -1;
-    cblas_sgemm(CblasRowMajor, opa, opb, M, N, K, alpha, a, lda, b, ldb, 0.0f, acc, N);
+    cpu_sgemm(be, ta, tb, M, N, K, alpha, a, lda, b, ldb, 0.0f, acc, N);
     for (int i = 0; i < M; i++) {
         float *row = acc + (size_t)i * N;
         void *out = ct == AB_F32 ? (void *)((float *)C + (size_t)i * ldc) : (void *)((uint16_t *)C + (size_t)i * ldc);
@@ -223,41 +222,72 @@ static int cpu_accumulate(ab_backend *be, size_t n, ab_dtype st, const void *src
     return 0;
 }
 
-static int cpu_relu_forward(ab_backend *be, size_t n, ab_dtype t, const void *x, void *y) {
-    (void)be;
-    if (t == AB_F32) {
-        const float *xf = x;
-        float *yf = y;
-        for (size_t i = 0; i < n; i++) yf[i] = xf[i] > 0.0f ? xf[i] : (xf[i] != xf[i] ? xf[i] : 0.0f);
-    } else { /* sign bit set and not NaN -> +0; the bit pattern is otherwise kept */
-        const uint16_t *xs = x;
-        uint16_t *ys = y;
-        const uint16_t expmask = t == AB_F16 ? 0x7c00u : 0x7f80u;
-        for (size_t i = 0; i < n; i++) {
-            const uint16_t h = xs[i];
-            const int nan = (h & expmask) == expmask && (h & (uint16_t)~expmask & 0x7fffu);
-            ys[i] = ((h & 0x8000u) && !nan) ? 0 : h;
+/* ReLU on the bits, branch-free (the signs of activations are a coin toss for a branch
+ * predictor) and over the pool. Forward: a value with the sign bit set, NaN excepted, becomes +0;
+ * every other bit pattern stays. Backward: dx = dy where y > 0 (sign clear, not +0, not NaN),
+ * else +0. dx may alias dy: each element is read before it is written. */
+typedef struct {
+    ab_dtype t;
+    const void *y, *dy;
+    void *out;
+} relu_job;
+
+static void relu_fwd_range(void *ctx, int part, size_t lo, size_t hi) {
+    (void)part;
+    const relu_job *j = ctx;
+    if (j->t == AB_F32) {
+        const uint32_t *x = j->y;
+        uint32_t *y = j->out;
+        for (size_t i = lo; i < hi; i++) {
+            const uint32_t h = x[i], nan = (h & 0x7fffffffu) > 0x7f800000u;
+            const uint32_t neg = (h >> 31) & ~nan & 1u;
+            y[i] = h & (neg - 1u); /* neg: 0 -> keep all bits, 1 -> clear them */
+        }
+    } else {
+        const uint16_t *x = j->y, em = j->t == AB_F16 ? 0x7c00u : 0x7f80u;
+        uint16_t *y = j->out;
+        for (size_t i = lo; i < hi; i++) {
+            const uint16_t h = x[i];
+            const uint16_t nan = (uint16_t)((h & 0x7fffu) > em);
+            const uint16_t neg = (uint16_t)(((h >> 15) & 1u) & ~nan & 1u);
+            y[i] = (uint16_t)(h & (uint16_t)(neg - 1u));
         }
     }
+}
+
+static void relu_bwd_range(void *ctx, int part, size_t lo, size_t hi) {
+    (void)part;
+    const relu_job *j = ctx;
+    if (j->t == AB_F32) {
+        const uint32_t *y = j->y, *dy = j->dy;
+        uint32_t *dx = j->out;
+        for (size_t i = lo; i < hi; i++) {
+            const uint32_t h = y[i];
+            const uint32_t pos = (uint32_t)((h >> 31) == 0) & (uint32_t)(h != 0) & (uint32_t)(h <= 0x7f800000u);
+            dx[i] = dy[i] & (0u - pos);
+        }
+    } else {
+        const uint16_t *y = j->y, *dy = j->dy, em = j->t == AB_F16 ? 0x7c00u : 0x7f80u;
+        uint16_t *dx = j->out;
+        for (size_t i = lo; i < hi; i++) {
+            const uint16_t h = y[i];
+            const uint16_t pos = (uint16_t)(((h >> 15) == 0) & (h != 0) & (h <= em));
+            dx[i] = (uint16_t)(dy[i] & (uint16_t)(0u - pos));
+        }
+    }
+}
+
+enum { RELU_MIN = 1 << 15 }; /* elements per part below which a second thread does not pay */
+
+static int cpu_relu_forward(ab_backend *be, size_t n, ab_dtype t, const void *x, void *y) {
+    relu_job j = {t, x, NULL, y};
+    cpu_parallel_for(be, n, RELU_MIN, relu_fwd_range, &j);
     return 0;
 }
 
 static int cpu_relu_backward(ab_backend *be, size_t n, ab_dtype t, const void *y, const void *dy, void *dx) {
-    (void)be;
-    if (t == AB_F32) {
-        const float *yf = y, *dyf = dy;
-        float *dxf = dx;
-        for (size_t i = 0; i < n; i++) dxf[i] = yf[i] > 0.0f ? dyf[i] : 0.0f;
-    } else { /* y > 0 <=> sign clear, not +0 and not NaN (a NaN y blocks dy, as the fp32 compare does) */
-        const uint16_t *ys = y, *dys = dy;
-        uint16_t *dxs = dx;
-        const uint16_t expmask = t == AB_F16 ? 0x7c00u : 0x7f80u;
-        for (size_t i = 0; i < n; i++) {
-            const uint16_t h = ys[i];
-            const int nan = (h & expmask) == expmask && (h & (uint16_t)~expmask & 0x7fffu);
-            dxs[i] = (!(h & 0x8000u) && h != 0 && !nan) ? dys[i] : 0;
-        }
-    }
+    relu_job j = {t, y, dy, dx};
+    cpu_parallel_for(be, n, RELU_MIN, relu_bwd_range, &j);
     return 0;
 }
 
@@ -396,6 +426,8 @@ static const ab_backend_ops cpu_ops = {
     .add = cpu_add,
 };
 
+static int default_threads, pool_threads; /* OpenBLAS's own default, before it is set to 1; the last backend's */
+
 ab_backend *ab_backend_cpu_create(int threads) {
     ab_backend *be = calloc(1, sizeof *be);
     cpu_state *st = calloc(1, sizeof *st);
@@ -407,8 +439,12 @@ ab_backend *ab_backend_cpu_create(int threads) {
     }
     be->ops = &cpu_ops;
     be->impl = st;
-    if (threads > 0) openblas_set_num_threads(threads);
-    st->threads = openblas_get_num_threads();
+    /* one pool for everything: OpenBLAS runs single-threaded inside the pool's parts (cpu_sgemm),
+     * so no second set of workers spins on the cores the pool's loops need */
+    if (default_threads == 0) default_threads = openblas_get_num_threads(); /* nproc, or OPENBLAS_NUM_THREADS */
+    st->threads = threads > 0 ? threads : default_threads;
+    openblas_set_num_threads(1);
+    pool_threads = st->threads;
     return be;
 }
 
@@ -419,7 +455,8 @@ void cpu_narrow(size_t n, const float *src, ab_dtype t, void *dst) { narrow(n, s
 
 const char *ab_backend_cpu_blas_info(void) {
     static char buf[160];
-    snprintf(buf, sizeof buf, "%s, %d threads", openblas_get_config(), openblas_get_num_threads());
+    snprintf(buf, sizeof buf, "%s, single-threaded calls in a pool of %d threads", openblas_get_config(),
+             pool_threads ? pool_threads : openblas_get_num_threads());
     return buf;
 }
 

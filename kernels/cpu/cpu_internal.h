@@ -48,6 +48,13 @@ typedef void (*cpu_range_fn)(void *ctx, int part, size_t lo, size_t hi);
 void cpu_parallel_for(ab_backend *be, size_t n, size_t min_per_thread, cpu_range_fn fn, void *ctx);
 void cpu_pool_free(cpu_state *st);
 
+/* C = alpha op(A) op(B) + beta C, row-major, over the pool: OpenBLAS itself runs single-threaded
+ * (its spinning workers would otherwise compete with the pool's for the same cores) and each part
+ * of the pool takes a block of C's rows, or of its columns when there are few rows, so that every
+ * element comes from one sgemm call. */
+void cpu_sgemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+               const float *B, int ldb, float beta, float *C, int ldc);
+
 /* layers_cpu.c: the convolutional-layer ops, as core/backend.h describes them */
 int cpu_gather_images(ab_backend *be, int B, const ab_image_layout *L, const ab_image_aug *aug, const uint8_t *data,
                       const uint8_t *labels, const int32_t *idx, ab_dtype ot, void *out, int32_t *labels_out);
@@ -58,10 +65,10 @@ int cpu_conv2d_backward_filter(ab_backend *be, const ab_conv_shape *s, ab_dtype 
                                float beta, void *dw);
 int cpu_batchnorm_forward_train(ab_backend *be, int M, int C, ab_dtype t, const void *x, const float *gamma,
                                 const float *beta, float eps, float momentum, float *running_mean, float *running_var,
-                                float *save_mean, float *save_invstd, void *y);
+                                float *save_mean, float *save_invstd, int relu, void *y);
 int cpu_batchnorm_forward_eval(ab_backend *be, int M, int C, ab_dtype t, const void *x, const float *gamma,
                                const float *beta, const float *running_mean, const float *running_var, float eps,
-                               void *y);
+                               int relu, void *y);
 int cpu_batchnorm_backward(ab_backend *be, int M, int C, ab_dtype t, const void *x, const void *dy, const float *gamma,
                            const float *save_mean, const float *save_invstd, float acc, float *dgamma, float *dbeta,
                            void *dx);
@@ -70,6 +77,6 @@ int cpu_maxpool_backward(ab_backend *be, const ab_pool_shape *s, ab_dtype t, con
                          const void *dy, void *dx);
 int cpu_avgpool_forward(ab_backend *be, int N, int HW, int C, ab_dtype t, const void *x, void *y);
 int cpu_avgpool_backward(ab_backend *be, int N, int HW, int C, ab_dtype t, const void *dy, void *dx);
-int cpu_add(ab_backend *be, size_t n, ab_dtype t, const void *a, const void *b, void *y);
+int cpu_add(ab_backend *be, size_t n, ab_dtype t, const void *a, const void *b, int relu, void *y);
 
 #endif

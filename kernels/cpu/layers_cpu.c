@@ -145,6 +145,45 @@ void cpu_parallel_for(ab_backend *be, size_t n, size_t min_per_thread, cpu_range
     pthread_mutex_unlock(&pl->mu);
 }
 
+/* ---- matrix products over the pool ---- */
+
+typedef struct {
+    int ta, tb, M, N, K, lda, ldb, ldc, by_rows;
+    float alpha, beta;
+    const float *A, *B;
+    float *C;
+} sgemm_job;
+
+static void sgemm_range(void *ctx, int part, size_t lo, size_t hi) {
+    (void)part;
+    const sgemm_job *j = ctx;
+    const int n = (int)(hi - lo), o = (int)lo;
+    if (j->by_rows) { /* rows o.. of op(A) and C */
+        const float *a = j->ta ? j->A + o : j->A + (size_t)o * j->lda;
+        cblas_sgemm(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans, j->tb ? CblasTrans : CblasNoTrans, n, j->N, j->K,
+                    j->alpha, a, j->lda, j->B, j->ldb, j->beta, j->C + (size_t)o * j->ldc, j->ldc);
+    } else { /* columns o.. of op(B) and C */
+        const float *b = j->tb ? j->B + (size_t)o * j->ldb : j->B + o;
+        cblas_sgemm(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans, j->tb ? CblasTrans : CblasNoTrans, j->M, n, j->K,
+                    j->alpha, j->A, j->lda, b, j->ldb, j->beta, j->C + o, j->ldc);
+    }
+}
+
+/* below this many multiply-adds one call does it: a second thread's start costs more */
+enum { SGEMM_PAR_MIN_MACS = 1 << 18, SGEMM_MIN_SPLIT = 32 };
+
+void cpu_sgemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+               const float *B, int ldb, float beta, float *C, int ldc) {
+    const cpu_state *st = be->impl;
+    sgemm_job j = {ta, tb, M, N, K, lda, ldb, ldc, M >= N, alpha, beta, A, B, C};
+    const size_t along = j.by_rows ? (size_t)M : (size_t)N;
+    if (st->threads <= 1 || (double)M * N * K < SGEMM_PAR_MIN_MACS || along < 2 * SGEMM_MIN_SPLIT) {
+        sgemm_range(&j, 0, 0, along);
+        return;
+    }
+    cpu_parallel_for(be, along, SGEMM_MIN_SPLIT, sgemm_range, &j);
+}
+
 /* ---- conversions in parallel ---- */
 
 typedef struct {
@@ -334,8 +373,8 @@ int cpu_conv2d_forward(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const
             a = col;
         }
         /* y (nb*P*Q, K) = col (nb*P*Q, RSC) @ w^T */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)((size_t)nb * pl.PQ), s->K, (int)pl.CRS, 1.0f, a,
-                    (int)pl.CRS, w32, (int)pl.CRS, 0.0f, out, s->K);
+        cpu_sgemm(be, 0, 1, (int)((size_t)nb * pl.PQ), s->K, (int)pl.CRS, 1.0f, a, (int)pl.CRS, w32, (int)pl.CRS, 0.0f,
+                  out, s->K);
         if (t != AB_F32) par_narrow(be, (size_t)nb * pl.PQK, out, t, (char *)y + (size_t)n0 * pl.PQK * es);
     }
     return 0;
@@ -357,13 +396,12 @@ int cpu_conv2d_backward_data(ab_backend *be, const ab_conv_shape *s, ab_dtype t,
                                  : cpu_scratch_get(be, CPU_SLOT_LAYER_OUT, (size_t)nb * pl.HWC);
         if (!dy32 || !out) return -1;
         if (pl.direct) { /* dx (nb*H*W, C) = dy (nb*H*W, K) @ w (K, C) */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)((size_t)nb * pl.PQ), s->C, s->K, 1.0f, dy32,
-                        s->K, w32, s->C, 0.0f, out, s->C);
+            cpu_sgemm(be, 0, 0, (int)((size_t)nb * pl.PQ), s->C, s->K, 1.0f, dy32, s->K, w32, s->C, 0.0f, out, s->C);
         } else { /* dcol (nb*P*Q, RSC) = dy (nb*P*Q, K) @ w (K, RSC), then col2im */
             float *dcol = cpu_scratch_get(be, CPU_SLOT_LAYER_COL, (size_t)nb * pl.PQ * pl.CRS);
             if (!dcol) return -1;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)((size_t)nb * pl.PQ), (int)pl.CRS, s->K, 1.0f,
-                        dy32, s->K, w32, (int)pl.CRS, 0.0f, dcol, (int)pl.CRS);
+            cpu_sgemm(be, 0, 0, (int)((size_t)nb * pl.PQ), (int)pl.CRS, s->K, 1.0f, dy32, s->K, w32, (int)pl.CRS, 0.0f,
+                      dcol, (int)pl.CRS);
             col2im(be, s, nb, dcol, out);
         }
         if (t != AB_F32) par_narrow(be, (size_t)nb * pl.HWC, out, t, (char *)dx + (size_t)n0 * pl.HWC * es);
@@ -399,8 +437,8 @@ int cpu_conv2d_backward_filter(ab_backend *be, const ab_conv_shape *s, ab_dtype 
             a = col;
         }
         /* dw (K, RSC) (+)= dy^T (K, nb*P*Q) @ col (nb*P*Q, RSC); beta only on the first chunk */
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, s->K, (int)pl.CRS, (int)((size_t)nb * pl.PQ), 1.0f, dy32,
-                    s->K, a, (int)pl.CRS, n0 == 0 ? beta : 1.0f, dw32, (int)pl.CRS);
+        cpu_sgemm(be, 1, 0, s->K, (int)pl.CRS, (int)((size_t)nb * pl.PQ), 1.0f, dy32, s->K, a, (int)pl.CRS,
+                  n0 == 0 ? beta : 1.0f, dw32, (int)pl.CRS);
     }
     if (t != AB_F32) par_narrow(be, nw, dw32, t, dw);
     return 0;
@@ -409,7 +447,10 @@ int cpu_conv2d_backward_filter(ab_backend *be, const ab_conv_shape *s, ab_dtype 
 /* ---- batch normalisation over (M, C) rows ----
  * The rows are cut into fixed blocks of about BN_BLOCK_ELEMS values; each block's per-channel
  * sums are taken in double and the blocks are summed in order, so the statistics do not depend
- * on the number of threads. Each thread widens its block into its own slice of scratch. */
+ * on the number of threads. Each thread widens its block into its own slice of scratch. The
+ * statistics take one pass: sums of d = x - k and d^2 with k the channel's first value, a shift
+ * inside the data, so that var = E[d^2] - E[d]^2 does not cancel away when the mean is far from
+ * 0 (in double, with |E[d]| of the order of the spread). */
 #define BN_BLOCK_ELEMS 65536
 
 typedef struct {
@@ -419,7 +460,8 @@ typedef struct {
     void *y; /* y or dx */
     const float *gamma, *beta;
     const float *mean_f, *invstd_f; /* fp32 statistics as they normalise */
-    const double *mean_d;           /* pass 2 of the statistics */
+    const double *shift;            /* the statistics' shift k per channel */
+    int relu;                       /* forward: a fused ReLU before the rounding */
     double *part;                   /* (blocks, 2, C) partial sums */
     float *buf;                     /* (parts, 2 * rows_per_block * C) widening scratch */
     const float *mdy, *mdyx;        /* backward: mean(dy), mean(dy * xhat) */
@@ -440,7 +482,7 @@ static void bn_block_span(const bn_job *j, size_t b, size_t *r0, size_t *nr) {
     *nr = (size_t)j->M - *r0 < (size_t)j->rows_per_block ? (size_t)j->M - *r0 : (size_t)j->rows_per_block;
 }
 
-/* pass 1: sum x; pass 2 (mean_d set): sum (x - mean)^2 */
+/* per block: sum d and sum d^2, d = x - shift */
 static void bn_stats_range(void *ctx, int part, size_t lo, size_t hi) {
     const bn_job *j = ctx;
     const int C = j->C;
@@ -449,17 +491,14 @@ static void bn_stats_range(void *ctx, int part, size_t lo, size_t hi) {
         size_t r0, nr;
         bn_block_span(j, b, &r0, &nr);
         const float *x = bn_rows(j, j->x, r0, nr, buf);
-        double *acc = j->part + b * 2 * C;
-        for (int c = 0; c < C; c++) acc[c] = 0.0;
+        double *s1 = j->part + b * 2 * C, *s2 = s1 + C;
+        for (int c = 0; c < C; c++) s1[c] = s2[c] = 0.0;
         for (size_t r = 0; r < nr; r++) {
             const float *xr = x + r * C;
-            if (!j->mean_d) {
-                for (int c = 0; c < C; c++) acc[c] += (double)xr[c];
-            } else {
-                for (int c = 0; c < C; c++) {
-                    const double d = (double)xr[c] - j->mean_d[c];
-                    acc[c] += d * d;
-                }
+            for (int c = 0; c < C; c++) {
+                const double d = (double)xr[c] - j->shift[c];
+                s1[c] += d;
+                s2[c] += d * d;
             }
         }
     }
@@ -479,6 +518,8 @@ static void bn_norm_range(void *ctx, int part, size_t lo, size_t hi) {
             const float *xr = x + r * C;
             float *yr = y + r * C;
             for (int c = 0; c < C; c++) yr[c] = (xr[c] - j->mean_f[c]) * j->invstd_f[c] * j->gamma[c] + j->beta[c];
+            if (j->relu) /* relu_forward's rule: below 0 and -0 become +0, NaN stays */
+                for (int c = 0; c < C; c++) yr[c] = (yr[c] > 0.0f || yr[c] != yr[c]) ? yr[c] : 0.0f;
         }
         if (j->t != AB_F32) cpu_narrow(nr * C, buf, j->t, (char *)j->y + r0 * C * ab_dtype_size(j->t));
     }
@@ -505,41 +546,48 @@ static int bn_setup(ab_backend *be, const char *op, int M, int C, ab_dtype t, bn
 
 int cpu_batchnorm_forward_train(ab_backend *be, int M, int C, ab_dtype t, const void *x, const float *gamma,
                                 const float *beta, float eps, float momentum, float *running_mean, float *running_var,
-                                float *save_mean, float *save_invstd, void *y) {
+                                float *save_mean, float *save_invstd, int relu, void *y) {
     bn_job j;
     AB_TRY(bn_setup(be, "batchnorm_forward_train", M, C, t, &j));
     if (M < 2) /* PyTorch: "Expected more than 1 value per channel when training" */
         return ab_errorf("batchnorm_forward_train: %d row(s): training needs at least 2 values per channel", M);
     const size_t nblk = bn_blocks(&j);
-    double *mean_d = malloc(2 * (size_t)C * sizeof(double));
-    if (!mean_d) return ab_errorf("batchnorm_forward_train: out of host memory");
-    double *var_d = mean_d + C;
+    double *shift = malloc((size_t)C * sizeof(double));
+    float *first = malloc((size_t)C * sizeof(float));
+    if (!shift || !first) {
+        free(shift);
+        free(first);
+        return ab_errorf("batchnorm_forward_train: out of host memory");
+    }
+    cpu_widen((size_t)C, t, x, first); /* row 0 */
+    for (int c = 0; c < C; c++) shift[c] = first[c];
+    free(first);
     j.x = x;
+    j.shift = shift;
     cpu_parallel_for(be, nblk, 1, bn_stats_range, &j);
     for (int c = 0; c < C; c++) {
-        double sum = 0.0;
-        for (size_t b = 0; b < nblk; b++) sum += j.part[b * 2 * C + c];
-        mean_d[c] = sum / M;
-    }
-    j.mean_d = mean_d;
-    cpu_parallel_for(be, nblk, 1, bn_stats_range, &j);
-    for (int c = 0; c < C; c++) {
-        double sum = 0.0;
-        for (size_t b = 0; b < nblk; b++) sum += j.part[b * 2 * C + c];
-        var_d[c] = sum / M; /* biased: what normalises */
-        save_mean[c] = (float)mean_d[c];
-        save_invstd[c] = (float)(1.0 / sqrt(var_d[c] + (double)eps));
-        if (running_mean) running_mean[c] = (float)((1.0 - momentum) * running_mean[c] + (double)momentum * mean_d[c]);
+        double s1 = 0.0, s2 = 0.0;
+        for (size_t b = 0; b < nblk; b++) {
+            s1 += j.part[b * 2 * C + c];
+            s2 += j.part[b * 2 * C + C + c];
+        }
+        const double md = s1 / M, mean = shift[c] + md;
+        double var = s2 / M - md * md; /* biased: what normalises */
+        if (var < 0.0) var = 0.0;     /* rounding; NaN stays NaN */
+        save_mean[c] = (float)mean;
+        save_invstd[c] = (float)(1.0 / sqrt(var + (double)eps));
+        if (running_mean) running_mean[c] = (float)((1.0 - momentum) * running_mean[c] + (double)momentum * mean);
         if (running_var)
-            running_var[c] = (float)((1.0 - momentum) * running_var[c] +
-                                     (double)momentum * var_d[c] * ((double)M / (double)(M - 1)));
+            running_var[c] =
+                (float)((1.0 - momentum) * running_var[c] + (double)momentum * var * ((double)M / (double)(M - 1)));
     }
-    free(mean_d);
-    j.mean_d = NULL;
+    free(shift);
+    j.shift = NULL;
     j.mean_f = save_mean;
     j.invstd_f = save_invstd;
     j.gamma = gamma;
     j.beta = beta;
+    j.relu = relu;
     j.y = y;
     cpu_parallel_for(be, nblk, 1, bn_norm_range, &j);
     return 0;
@@ -547,7 +595,7 @@ int cpu_batchnorm_forward_train(ab_backend *be, int M, int C, ab_dtype t, const 
 
 int cpu_batchnorm_forward_eval(ab_backend *be, int M, int C, ab_dtype t, const void *x, const float *gamma,
                                const float *beta, const float *running_mean, const float *running_var, float eps,
-                               void *y) {
+                               int relu, void *y) {
     bn_job j;
     AB_TRY(bn_setup(be, "batchnorm_forward_eval", M, C, t, &j));
     float *invstd = malloc((size_t)C * sizeof(float));
@@ -558,6 +606,7 @@ int cpu_batchnorm_forward_eval(ab_backend *be, int M, int C, ab_dtype t, const v
     j.invstd_f = invstd;
     j.gamma = gamma;
     j.beta = beta;
+    j.relu = relu;
     j.y = y;
     cpu_parallel_for(be, bn_blocks(&j), 1, bn_norm_range, &j);
     free(invstd);
@@ -839,6 +888,7 @@ int cpu_avgpool_backward(ab_backend *be, int N, int HW, int C, ab_dtype t, const
 typedef struct {
     ab_dtype t;
     const void *a, *b;
+    int relu;
     void *y;
 } add_job;
 
@@ -848,7 +898,13 @@ static void add_range(void *ctx, int part, size_t lo, size_t hi) {
     if (j->t == AB_F32) {
         const float *a = j->a, *b = j->b;
         float *y = j->y;
-        for (size_t i = lo; i < hi; i++) y[i] = a[i] + b[i];
+        if (j->relu) /* relu_forward's rule */
+            for (size_t i = lo; i < hi; i++) {
+                const float v = a[i] + b[i];
+                y[i] = (v > 0.0f || v != v) ? v : 0.0f;
+            }
+        else
+            for (size_t i = lo; i < hi; i++) y[i] = a[i] + b[i];
         return;
     }
     enum { BLK = 1024 };
@@ -859,13 +915,15 @@ static void add_range(void *ctx, int part, size_t lo, size_t hi) {
         cpu_widen(m, j->t, (const char *)j->a + i * es, fa);
         cpu_widen(m, j->t, (const char *)j->b + i * es, fb);
         for (size_t k = 0; k < m; k++) fa[k] += fb[k];
+        if (j->relu)
+            for (size_t k = 0; k < m; k++) fa[k] = (fa[k] > 0.0f || fa[k] != fa[k]) ? fa[k] : 0.0f;
         cpu_narrow(m, fa, j->t, (char *)j->y + i * es);
     }
 }
 
-int cpu_add(ab_backend *be, size_t n, ab_dtype t, const void *a, const void *b, void *y) {
+int cpu_add(ab_backend *be, size_t n, ab_dtype t, const void *a, const void *b, int relu, void *y) {
     AB_TRY(check_dtype("add", t));
-    add_job j = {t, a, b, y};
+    add_job j = {t, a, b, relu, y};
     cpu_parallel_for(be, n, CONVERT_MIN, add_range, &j);
     return 0;
 }

@@ -58,10 +58,10 @@ int ab_cuda_conv2d_backward_filter(ab_backend *be, const ab_conv_shape *s, ab_dt
                                    float beta, void *dw);
 int ab_cuda_batchnorm_forward_train(ab_backend *be, int M, int C, ab_dtype t, const void *x, const float *gamma,
                                     const float *beta, float eps, float momentum, float *running_mean,
-                                    float *running_var, float *save_mean, float *save_invstd, void *y);
+                                    float *running_var, float *save_mean, float *save_invstd, int relu, void *y);
 int ab_cuda_batchnorm_forward_eval(ab_backend *be, int M, int C, ab_dtype t, const void *x, const float *gamma,
                                    const float *beta, const float *running_mean, const float *running_var, float eps,
-                                   void *y);
+                                   int relu, void *y);
 int ab_cuda_batchnorm_backward(ab_backend *be, int M, int C, ab_dtype t, const void *x, const void *dy,
                                const float *gamma, const float *save_mean, const float *save_invstd, float acc,
                                float *dgamma, float *dbeta, void *dx);
@@ -70,6 +70,6 @@ int ab_cuda_maxpool_backward(ab_backend *be, const ab_pool_shape *s, ab_dtype t,
                              const void *dy, void *dx);
 int ab_cuda_avgpool_forward(ab_backend *be, int N, int HW, int C, ab_dtype t, const void *x, void *y);
 int ab_cuda_avgpool_backward(ab_backend *be, int N, int HW, int C, ab_dtype t, const void *dy, void *dx);
-int ab_cuda_add(ab_backend *be, size_t n, ab_dtype t, const void *a, const void *b, void *y);
+int ab_cuda_add(ab_backend *be, size_t n, ab_dtype t, const void *a, const void *b, int relu, void *y);
 
 #endif

@@ -611,13 +611,16 @@ __global__ void k_bn_finalize(int M, int C, int G, int rpc, const float2 *part, 
         running_var[c] = (float)((1.0 - mom) * (double)running_var[c] + mom * var * ((double)M / (double)(M - 1)));
 }
 
-/* y = (x - mean) * invstd * gamma + beta, rounded once; y may alias x */
+/* the CPU's relu_forward rule on an fp32 value: below 0 and -0 become +0, NaN stays */
+static __device__ __forceinline__ float relu_value(float v) { return (v > 0.0f || v != v) ? v : 0.0f; }
+
+/* y = (x - mean) * invstd * gamma + beta (then the fused ReLU), rounded once; y may alias x */
 __global__ void k_bn_apply(size_t n, int C, ab_dtype t, const void *x, const float *mean, const float *invstd,
-                           const float *gamma, const float *beta, void *y) {
+                           const float *gamma, const float *beta, int relu, void *y) {
     GRID_STRIDE(i, n) {
         const int c = (int)(i % (size_t)C);
-        const float v = ab_load(x, i, t);
-        ab_store(y, i, t, (v - mean[c]) * invstd[c] * gamma[c] + beta[c]);
+        const float v = (ab_load(x, i, t) - mean[c]) * invstd[c] * gamma[c] + beta[c];
+        ab_store(y, i, t, relu ? relu_value(v) : v);
     }
 }
 
@@ -704,7 +707,7 @@ static int bn_scratch(ab_backend *be, const bn_split *sp, int C, float2 **part, 
 
 int ab_cuda_batchnorm_forward_train(ab_backend *be, int M, int C, ab_dtype t, const void *x, const float *gamma,
                                     const float *beta, float eps, float momentum, float *running_mean,
-                                    float *running_var, float *save_mean, float *save_invstd, void *y) {
+                                    float *running_var, float *save_mean, float *save_invstd, int relu, void *y) {
     AB_TRY(bn_args("batchnorm_forward_train", M, C, t, x, y));
     if (M < 2) /* the unbiased running variance needs two; PyTorch refuses one value per channel too */
         return ab_errorf("batchnorm_forward_train: %d row(s): training needs at least 2 values per channel", M);
@@ -723,14 +726,14 @@ int ab_cuda_batchnorm_forward_train(ab_backend *be, int M, int C, ab_dtype t, co
                                                                               running_mean, running_var, mean, invstd);
     LAUNCH_CHECK("batchnorm finalize");
     const size_t n = (size_t)M * (size_t)C;
-    k_bn_apply<<<blocks_for(n), THREADS, 0, s>>>(n, C, t, x, mean, invstd, gamma, beta, y);
+    k_bn_apply<<<blocks_for(n), THREADS, 0, s>>>(n, C, t, x, mean, invstd, gamma, beta, relu, y);
     LAUNCH_CHECK("batchnorm apply");
     return 0;
 }
 
 int ab_cuda_batchnorm_forward_eval(ab_backend *be, int M, int C, ab_dtype t, const void *x, const float *gamma,
                                    const float *beta, const float *running_mean, const float *running_var, float eps,
-                                   void *y) {
+                                   int relu, void *y) {
     AB_TRY(bn_args("batchnorm_forward_eval", M, C, t, x, y));
     if (!gamma || !beta || !running_mean || !running_var)
         return ab_errorf("batchnorm_forward_eval: NULL gamma, beta or running statistics");
@@ -743,7 +746,7 @@ int ab_cuda_batchnorm_forward_eval(ab_backend *be, int M, int C, ab_dtype t, con
     k_bn_eval_invstd<<<(unsigned)((C + THREADS - 1) / THREADS), THREADS, 0, s>>>(C, running_var, eps, chan);
     LAUNCH_CHECK("batchnorm eval invstd");
     const size_t n = (size_t)M * (size_t)C;
-    k_bn_apply<<<blocks_for(n), THREADS, 0, s>>>(n, C, t, x, running_mean, chan, gamma, beta, y);
+    k_bn_apply<<<blocks_for(n), THREADS, 0, s>>>(n, C, t, x, running_mean, chan, gamma, beta, relu, y);
     LAUNCH_CHECK("batchnorm eval apply");
     return 0;
 }
@@ -864,8 +867,11 @@ __global__ void k_avgpool_bwd(int N, int HW, int C, ab_dtype t, const void *dy, 
     }
 }
 
-__global__ void k_add(size_t n, ab_dtype t, const void *a, const void *b, void *y) {
-    GRID_STRIDE(i, n) ab_store(y, i, t, ab_load(a, i, t) + ab_load(b, i, t));
+__global__ void k_add(size_t n, ab_dtype t, const void *a, const void *b, int relu, void *y) {
+    GRID_STRIDE(i, n) {
+        const float v = ab_load(a, i, t) + ab_load(b, i, t);
+        ab_store(y, i, t, relu ? relu_value(v) : v);
+    }
 }
 
 static int pool_args(const char *what, const ab_pool_shape *s, ab_dtype t) {
@@ -916,11 +922,11 @@ int ab_cuda_avgpool_backward(ab_backend *be, int N, int HW, int C, ab_dtype t, c
     return 0;
 }
 
-int ab_cuda_add(ab_backend *be, size_t n, ab_dtype t, const void *a, const void *b, void *y) {
+int ab_cuda_add(ab_backend *be, size_t n, ab_dtype t, const void *a, const void *b, int relu, void *y) {
     if (!n) return 0;
     if (!dtype_ok(t)) return ab_errorf("add: bad element type %d", (int)t);
     AB_TRY(use_device(be));
-    k_add<<<blocks_for(n), THREADS, 0, ab_cuda_stream(be)>>>(n, t, a, b, y);
+    k_add<<<blocks_for(n), THREADS, 0, ab_cuda_stream(be)>>>(n, t, a, b, relu, y);
     LAUNCH_CHECK("add");
     return 0;
 }

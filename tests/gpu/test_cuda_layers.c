@@ -355,8 +355,9 @@ static void bn_one(const bn_case *bc, ab_dtype t, int nan) {
 
     snprintf(what, sizeof what, "batchnorm_forward_train %s", tag);
     op_ok(what,
-          cpu->ops->batchnorm_forward_train(cpu, M, C, t, x.h, gamma.h, beta.h, eps, mom, rm.h, rv.h, sm.h, si.h, y.h),
-          gpu->ops->batchnorm_forward_train(gpu, M, C, t, x.d, gamma.d, beta.d, eps, mom, rm.d, rv.d, sm.d, si.d, y.d));
+          cpu->ops->batchnorm_forward_train(cpu, M, C, t, x.h, gamma.h, beta.h, eps, mom, rm.h, rv.h, sm.h, si.h, 0, y.h),
+          gpu->ops->batchnorm_forward_train(gpu, M, C, t, x.d, gamma.d, beta.d, eps, mom, rm.d, rv.d, sm.d, si.d, 0,
+                                            y.d));
     compare_t(what, &y, AB_TOL_GPU_BN_FP32_NMSE);
     snprintf(what, sizeof what, "batchnorm_forward_train %s: save_mean", tag);
     compare(what, &sm, AB_TOL_GPU_BN_FP32_NMSE, AB_TOL_GPU_LAYER_FP32_MAXREL);
@@ -369,15 +370,15 @@ static void bn_one(const bn_case *bc, ab_dtype t, int nan) {
 
     if (!nan) {
         snprintf(what, sizeof what, "batchnorm_forward_eval %s", tag);
-        op_ok(what, cpu->ops->batchnorm_forward_eval(cpu, M, C, t, x.h, gamma.h, beta.h, rm.h, rv.h, eps, y.h),
-              gpu->ops->batchnorm_forward_eval(gpu, M, C, t, x.d, gamma.d, beta.d, rm.d, rv.d, eps, y.d));
+        op_ok(what, cpu->ops->batchnorm_forward_eval(cpu, M, C, t, x.h, gamma.h, beta.h, rm.h, rv.h, eps, 0, y.h),
+              gpu->ops->batchnorm_forward_eval(gpu, M, C, t, x.d, gamma.d, beta.d, rm.d, rv.d, eps, 0, y.d));
         compare_t(what, &y, AB_TOL_GPU_BN_FP32_NMSE);
         /* in place (y over x), on a copy of x that the rest of this case does not need */
         pair xe = pair_new(n, t, o - 1.0f, o + 1.0f);
         xe.dims[0] = 1, xe.dims[1] = 1, xe.dims[2] = M, xe.dims[3] = C;
-        snprintf(what, sizeof what, "batchnorm_forward_eval %s in place", tag);
-        op_ok(what, cpu->ops->batchnorm_forward_eval(cpu, M, C, t, xe.h, gamma.h, beta.h, rm.h, rv.h, eps, xe.h),
-              gpu->ops->batchnorm_forward_eval(gpu, M, C, t, xe.d, gamma.d, beta.d, rm.d, rv.d, eps, xe.d));
+        snprintf(what, sizeof what, "batchnorm_forward_eval %s in place, fused ReLU", tag);
+        op_ok(what, cpu->ops->batchnorm_forward_eval(cpu, M, C, t, xe.h, gamma.h, beta.h, rm.h, rv.h, eps, 1, xe.h),
+              gpu->ops->batchnorm_forward_eval(gpu, M, C, t, xe.d, gamma.d, beta.d, rm.d, rv.d, eps, 1, xe.d));
         compare_t(what, &xe, AB_TOL_GPU_BN_FP32_NMSE);
         pair_free(&xe);
     }
@@ -407,12 +408,12 @@ static void bn_one(const bn_case *bc, ab_dtype t, int nan) {
     }
 
     if (!nan) { /* training in place, y over x (as the model does) */
-        snprintf(what, sizeof what, "batchnorm_forward_train %s in place", tag);
+        snprintf(what, sizeof what, "batchnorm_forward_train %s in place, fused ReLU", tag);
         op_ok(what,
               cpu->ops->batchnorm_forward_train(cpu, M, C, t, x.h, gamma.h, beta.h, eps, mom, NULL, NULL, sm.h, si.h,
-                                                x.h),
+                                                1, x.h),
               gpu->ops->batchnorm_forward_train(gpu, M, C, t, x.d, gamma.d, beta.d, eps, mom, NULL, NULL, sm.d, si.d,
-                                                x.d));
+                                                1, x.d));
         compare_t(what, &x, AB_TOL_GPU_BN_FP32_NMSE);
     }
     pair_free(&x);
@@ -538,8 +539,9 @@ static void test_pool_add(void) {
                 pair_set(&a, 500, INFINITY); /* inf + -inf = NaN on both */
                 pair_set(&b, 500, -INFINITY);
                 const pair *out = alias ? &a : &y;
-                snprintf(what, sizeof what, "add %s%s", ab_dtype_name(t), alias ? " in place" : "");
-                op_ok(what, cpu->ops->add(cpu, n, t, a.h, b.h, out->h), gpu->ops->add(gpu, n, t, a.d, b.d, out->d));
+                snprintf(what, sizeof what, "add %s%s", ab_dtype_name(t), alias ? " in place, fused ReLU" : "");
+                op_ok(what, cpu->ops->add(cpu, n, t, a.h, b.h, alias, out->h),
+                      gpu->ops->add(gpu, n, t, a.d, b.d, alias, out->d));
                 compare_exact(what, out); /* one fp32 add, one rounding */
                 pair_free(&a);
                 pair_free(&b);
@@ -637,7 +639,7 @@ static void test_bad_arguments(void) {
     AB_CHECK(gpu->ops->conv2d_forward(gpu, &s, AB_F32, x.d, w.d, y.d) != 0, "conv2d_forward took a wrong output size");
     pair g = pair_new(2, AB_F32, 1, 1), sm = pair_new(2, AB_F32, 0, 0);
     AB_CHECK(gpu->ops->batchnorm_forward_train(gpu, 1, 2, AB_F32, x.d, g.d, g.d, 1e-5f, 0.1f, NULL, NULL, sm.d, sm.d,
-                                               y.d) != 0,
+                                               0, y.d) != 0,
              "batchnorm_forward_train took one row");
     pair_free(&x);
     pair_free(&w);
