@@ -72,7 +72,7 @@ static int cmp(const void *a, const void *b) {
 int main(int argc, char **argv) {
     int stem_cifar = 1, B = 32, size = 32, threads = 0, repeats = 5;
     ab_dtype t = AB_F32;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
             fprintf(stderr, "conv_bench: %s needs a value\n", a);
@@ -88,7 +88,6 @@ int main(int argc, char **argv) {
             fprintf(stderr, "conv_bench: unknown option %s\n", a);
             return 2;
         }
-        i++;
     }
     if (B < 1 || size < 8 || repeats < 1) return 2;
     conv_case cs[64];

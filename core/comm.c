@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cpu_features.h"
 #include "device.h"
 #include "half.h"
 #include "timer.h"
@@ -240,7 +241,7 @@ __attribute__((target("avx,f16c"))) static size_t f16_scale_f16c(size_t n, uint1
 }
 static int have_f16c(void) {
     static _Atomic int cached = -1;
-    if (cached < 0) cached = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+    if (cached < 0) cached = ab_cpu_has_f16c();
     return cached;
 }
 #else

@@ -11,6 +11,7 @@
 #include <strings.h>
 
 #include "backend.h"
+#include "cpu_features.h"
 #include "cpu_internal.h"
 #include "kernel_math.h"
 
@@ -128,7 +129,7 @@ __attribute__((target("avx,f16c"))) static void narrow_f16_f16c(size_t n, const 
 }
 static int have_f16c(void) {
     static int cached = -1;
-    if (cached < 0) cached = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+    if (cached < 0) cached = ab_cpu_has_f16c();
     return cached;
 }
 #else

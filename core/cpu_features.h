@@ -1,0 +1,25 @@
+/* What this x86-64 CPU can run, for the F16C bulk conversions of the CPU backend and the mpi
+ * engine's fp16 reduction. Read from CPUID directly: clang's __builtin_cpu_supports does not
+ * know "f16c". */
+#ifndef AB_CPU_FEATURES_H
+#define AB_CPU_FEATURES_H
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+
+/* F16C with AVX enabled by the OS (the VEX-encoded instructions need the YMM state saved) */
+static inline int ab_cpu_has_f16c(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    const unsigned osxsave = 1u << 27, avx = 1u << 28, f16c = 1u << 29;
+    if ((c & (osxsave | avx | f16c)) != (osxsave | avx | f16c)) return 0;
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    (void)hi;
+    return (lo & 6u) == 6u; /* XMM and YMM state */
+}
+#else
+static inline int ab_cpu_has_f16c(void) { return 0; }
+#endif
+
+#endif
