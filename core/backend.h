@@ -186,6 +186,67 @@ typedef struct ab_backend_ops {
      * != 0 fuses a ReLU after the add, as in batchnorm_forward_train */
     int (*add)(ab_backend *be, size_t n, ab_dtype t, const void *a, const void *b, int relu, void *y);
 
+    /* ---- transformer ops (BERT). Rows are contiguous vectors of C values; statistics and
+     * transcendental functions in fp32 whatever the storage type; one rounding of each stored
+     * result. ---- */
+    /* batch strided products: for i < batch, C_i = alpha op(A_i) op(B_i) + beta C_i with
+     * A_i = A + i * sa elements (B_i, C_i likewise), each as gemm (fp32 accumulation, one
+     * rounding to ct), no bias or epilogue */
+    int (*gemm_batched)(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at, const void *A,
+                        int lda, long long sa, ab_dtype bt, const void *B, int ldb, long long sb, float beta,
+                        ab_dtype ct, void *C, int ldc, long long sc, int batch);
+    /* Layer normalisation over each of R rows of C: y = (x - mean) * rstd * gamma + beta with the
+     * biased variance and rstd = 1/sqrt(var + eps), x of type xt, y of type yt (fp32 gamma,
+     * beta); mean and rstd (R, fp32) kept for backward. y may alias x when xt == yt. */
+    int (*layernorm_forward)(ab_backend *be, int R, int C, ab_dtype xt, const void *x, const float *gamma,
+                             const float *beta, float eps, float *mean, float *rstd, ab_dtype yt, void *y);
+    /* dx (type xt) = the gradient wrt x of dy (type yt); dgamma = acc * dgamma + sum(dy * xhat),
+     * dbeta = acc * dbeta + sum(dy) (fp32, acc 0 or 1); dx may alias dy when xt == yt */
+    int (*layernorm_backward)(ab_backend *be, int R, int C, ab_dtype xt, const void *x, ab_dtype yt, const void *dy,
+                              const float *gamma, const float *mean, const float *rstd, float acc, float *dgamma,
+                              float *dbeta, void *dx);
+    /* exact GELU (BERT's "gelu"): y = x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)); y may alias x */
+    int (*gelu_forward)(ab_backend *be, size_t n, ab_dtype t, const void *x, void *y);
+    /* dx = dy * (Phi(x) + x phi(x)), from the forward's input x; dx may alias dy */
+    int (*gelu_backward)(ab_backend *be, size_t n, ab_dtype t, const void *x, const void *dy, void *dx);
+    /* y = tanh(x); backward from the output: dx = dy * (1 - y^2); in place allowed */
+    int (*tanh_forward)(ab_backend *be, size_t n, ab_dtype t, const void *x, void *y);
+    int (*tanh_backward)(ab_backend *be, size_t n, ab_dtype t, const void *y, const void *dy, void *dx);
+    /* Attention probabilities: x holds B * heads score matrices of L x L (row i: query i), p the
+     * same layout; p[b, h, i, :] = softmax_j(scale * x[b, h, i, j]) over the keys j with
+     * mask[b, j] != 0 (int32 (B, L)); masked keys get probability 0, a row with no key left is
+     * all 0. Computed in fp32; p may alias x. */
+    int (*softmax_forward)(ab_backend *be, int B, int heads, int L, ab_dtype t, float scale, const void *x,
+                           const int32_t *mask, void *p);
+    /* dx = scale * p * (dp - sum_j(dp * p)) per row, from the forward's output p; dx may alias dp */
+    int (*softmax_backward)(ab_backend *be, int rows, int L, ab_dtype t, float scale, const void *p, const void *dp,
+                            void *dx);
+    /* Dropout with a counter-based mask, the same on every backend: element i of a call is kept
+     * when hash(seed, i) >= rate * 2^32 (ab_dropout_keep in core/kernel_math.h), then scaled by
+     * 1/(1 - rate); dropped elements become 0. Backward regenerates the mask from (seed, rate),
+     * so none is stored. rate 0 copies; y may alias x. */
+    int (*dropout_forward)(ab_backend *be, size_t n, ab_dtype t, float rate, uint64_t seed, const void *x, void *y);
+    int (*dropout_backward)(ab_backend *be, size_t n, ab_dtype t, float rate, uint64_t seed, const void *dy, void *dx);
+    /* BERT's embeddings: y[r, :] = word[ids[r], :] + pos[r % L, :] + type[types[r], :] for
+     * R = B * L rows of C, summed in fp32 from fp32 tables and stored in fp32 (layer norm
+     * follows); ids and types (R, int32) in backend memory; an id outside [0, vocab) or a type
+     * outside [0, n_types) makes its row NaN. */
+    int (*embedding_forward)(ab_backend *be, int R, int L, int C, const int32_t *ids, const int32_t *types,
+                             const float *word, int vocab, const float *pos, const float *type, int n_types, float *y);
+    /* the tables' gradients: dword[ids[r]] += dy[r], dpos[r % L] += dy[r], dtype[types[r]] += dy[r]
+     * (fp32, the tables first zeroed unless acc; rows with a bad id or type are skipped) */
+    int (*embedding_backward)(ab_backend *be, int R, int L, int C, const int32_t *ids, const int32_t *types,
+                              const float *dy, int vocab, int n_types, int acc, float *dword, float *dpos,
+                              float *dtype);
+    /* out[b] = rows[idx[b]] for B rows of row_bytes bytes: a batch of token sequences from a
+     * mapped (map_data) set; idx (B) in host memory */
+    int (*gather_rows)(ab_backend *be, int B, size_t row_bytes, const void *rows, const int32_t *idx, void *out);
+    /* *out += sum of x[i]^2 (fp32 device scalar, summed in fp32 pairs then double), for the
+     * gradient norm */
+    int (*sum_squares)(ab_backend *be, size_t n, const float *x, float *out);
+    /* x *= s */
+    int (*scale)(ab_backend *be, size_t n, float *x, float s);
+
     /* Optional (NULL on the CPU backend): fills info; 0 or -1. */
     int (*describe)(ab_backend *be, ab_device_info *info);
     /* Optional timing of batch assembly on the device's own clock (NULL: the caller times with

@@ -5,6 +5,7 @@
 #define AB_KERNEL_MATH_H
 
 #include <math.h>
+#include <stdint.h>
 
 #include "half.h"
 
@@ -59,6 +60,28 @@ static inline AB_HD float ab_xent_row(int C, ab_dtype lt, const void *row, int y
     }
     *argmax = am;
     return loss;
+}
+
+/* Dropout's mask, the same on every backend: a splitmix64 hash of (seed, index); element i is kept
+ * when the hash's upper 32 bits are at least threshold = rate * 2^32 (ab_dropout_threshold). */
+static inline AB_HD uint32_t ab_dropout_threshold(float rate) {
+    const double t = (double)rate * 4294967296.0;
+    return t <= 0.0 ? 0u : t >= 4294967295.0 ? 0xffffffffu : (uint32_t)t;
+}
+static inline AB_HD int ab_dropout_keep(uint64_t seed, uint64_t i, uint32_t threshold) {
+    uint64_t x = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    x ^= x >> 31;
+    return (uint32_t)(x >> 32) >= threshold;
+}
+
+/* exact GELU and its derivative: x Phi(x), Phi(x) + x phi(x) */
+static inline AB_HD float ab_gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+static inline AB_HD float ab_gelu_grad(float x) {
+    const float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
+    const float pdf = 0.39894228040143268f * expf(-0.5f * x * x);
+    return cdf + x * pdf;
 }
 
 #endif

@@ -1,6 +1,7 @@
 /* Linear, convolution and batch-norm layers over the backend's ops and the parameter buffers. */
 #include "layers.h"
 
+#include <math.h>
 #include <stdio.h>
 
 void ab_linear_specs(ab_param_spec *w, ab_param_spec *b, const char *wname, const char *bname, int in, int out) {
@@ -109,4 +110,96 @@ int ab_batchnorm_backward(const ab_params *p, const ab_batchnorm *bn, int M, con
     return p->be->ops->batchnorm_backward(p->be, M, bn->C, p->cdt, x, dy, ab_param_w(p, bn->gamma), bn->save_mean,
                                           bn->save_invstd, ab_param_gbeta(p, bn->gamma), ab_param_g(p, bn->gamma),
                                           ab_param_g(p, bn->beta), dx);
+}
+
+void ab_layernorm_specs(ab_param_spec s[2], char names[2][96], const char *prefix, int C) {
+    snprintf(names[0], 96, "%s.weight", prefix);
+    snprintf(names[1], 96, "%s.bias", prefix);
+    s[0] = (ab_param_spec){.name = names[0], .ndim = 1, .shape = {C}, .init = AB_INIT_ONE, .region = AB_REGION_FP32,
+                           .no_decay = 1};
+    s[1] = (ab_param_spec){.name = names[1], .ndim = 1, .shape = {C}, .init = AB_INIT_ZERO, .region = AB_REGION_FP32,
+                           .no_decay = 1};
+}
+
+void ab_layernorm_bind(ab_layernorm *ln, const ab_param_spec s[2], float eps) {
+    ln->C = s[0].shape[0];
+    ln->eps = eps;
+    ln->gamma = &s[0];
+    ln->beta = &s[1];
+}
+
+int ab_layernorm_forward(const ab_params *p, const ab_layernorm *ln, int R, ab_dtype xt, const void *x, float *mean,
+                         float *rstd, ab_dtype yt, void *y) {
+    return p->be->ops->layernorm_forward(p->be, R, ln->C, xt, x, ab_param_w(p, ln->gamma), ab_param_w(p, ln->beta),
+                                         ln->eps, mean, rstd, yt, y);
+}
+
+int ab_layernorm_backward(const ab_params *p, const ab_layernorm *ln, int R, ab_dtype xt, const void *x, ab_dtype yt,
+                          const void *dy, const float *mean, const float *rstd, void *dx) {
+    return p->be->ops->layernorm_backward(p->be, R, ln->C, xt, x, yt, dy, ab_param_w(p, ln->gamma), mean, rstd,
+                                          ab_param_gbeta(p, ln->gamma), ab_param_g(p, ln->gamma),
+                                          ab_param_g(p, ln->beta), dx);
+}
+
+/* Attention, per sequence b: the heads are strided views of the (L, H) rows (head h starts at
+ * column h D, leading dimension H; one head to the next is D elements apart), so each product
+ * is one batched call over the heads. */
+int ab_attention_forward(const ab_params *p, const ab_attention *a, int B, int L, int H, const void *q, const void *k,
+                         const void *v, const int32_t *mask, int training, uint64_t seed, void *probs, void *drop,
+                         void *ctx) {
+    ab_backend *be = p->be;
+    const ab_dtype t = p->cdt;
+    const int A = a->heads, D = H / A;
+    if (A < 1 || H % A) return ab_errorf("attention: %d columns do not split into %d heads", H, A);
+    const size_t es = ab_dtype_size(t), LH = (size_t)L * H, LL = (size_t)L * L;
+    for (int b = 0; b < B; b++) /* scores_h (L, L) = q_h (L, D) k_h^T */
+        AB_TRY(be->ops->gemm_batched(be, 0, 1, L, L, D, 1.0f, t, (const char *)q + b * LH * es, H, D, t,
+                                     (const char *)k + b * LH * es, H, D, 0.0f, t,
+                                     (char *)probs + (size_t)b * A * LL * es, L, (long long)LL, A));
+    AB_TRY(be->ops->softmax_forward(be, B, A, L, t, 1.0f / sqrtf((float)D), probs, mask, probs));
+    const void *pv = probs;
+    if (training && a->dropout > 0.0f) {
+        if (!drop) return ab_errorf("attention: dropout needs a buffer for the dropped probabilities");
+        AB_TRY(be->ops->dropout_forward(be, (size_t)B * A * LL, t, a->dropout, seed, probs, drop));
+        pv = drop;
+    }
+    for (int b = 0; b < B; b++) /* ctx_h (L, D) = probs_h (L, L) v_h (L, D) */
+        AB_TRY(be->ops->gemm_batched(be, 0, 0, L, D, L, 1.0f, t, (const char *)pv + (size_t)b * A * LL * es, L,
+                                     (long long)LL, t, (const char *)v + b * LH * es, H, D, 0.0f, t,
+                                     (char *)ctx + b * LH * es, H, D, A));
+    return 0;
+}
+
+int ab_attention_backward(const ab_params *p, const ab_attention *a, int B, int L, int H, const void *q, const void *k,
+                          const void *v, const void *probs, const void *drop, int training, uint64_t seed,
+                          const void *dctx, void *scratch, void *dq, void *dk, void *dv) {
+    ab_backend *be = p->be;
+    const ab_dtype t = p->cdt;
+    const int A = a->heads, D = H / A;
+    const size_t es = ab_dtype_size(t), LH = (size_t)L * H, LL = (size_t)L * L;
+    const int dropped = training && a->dropout > 0.0f;
+    const void *pv = dropped ? drop : probs;
+    for (int b = 0; b < B; b++) {
+        /* dv_h (L, D) = probs_h^T (L, L) dctx_h (L, D); dprobs_h (L, L) = dctx_h v_h^T */
+        AB_TRY(be->ops->gemm_batched(be, 1, 0, L, D, L, 1.0f, t, (const char *)pv + (size_t)b * A * LL * es, L,
+                                     (long long)LL, t, (const char *)dctx + b * LH * es, H, D, 0.0f, t,
+                                     (char *)dv + b * LH * es, H, D, A));
+        AB_TRY(be->ops->gemm_batched(be, 0, 1, L, L, D, 1.0f, t, (const char *)dctx + b * LH * es, H, D, t,
+                                     (const char *)v + b * LH * es, H, D, 0.0f, t,
+                                     (char *)scratch + (size_t)b * A * LL * es, L, (long long)LL, A));
+    }
+    const size_t n = (size_t)B * A * LL;
+    if (dropped) AB_TRY(be->ops->dropout_backward(be, n, t, a->dropout, seed, scratch, scratch));
+    /* dscores = scale * p * (dp - sum(dp * p)), the scale of the forward's scores */
+    AB_TRY(be->ops->softmax_backward(be, B * A * L, L, t, 1.0f / sqrtf((float)D), probs, scratch, scratch));
+    for (int b = 0; b < B; b++) {
+        /* dq_h (L, D) = dscores_h (L, L) k_h (L, D); dk_h = dscores_h^T q_h */
+        AB_TRY(be->ops->gemm_batched(be, 0, 0, L, D, L, 1.0f, t, (const char *)scratch + (size_t)b * A * LL * es, L,
+                                     (long long)LL, t, (const char *)k + b * LH * es, H, D, 0.0f, t,
+                                     (char *)dq + b * LH * es, H, D, A));
+        AB_TRY(be->ops->gemm_batched(be, 1, 0, L, D, L, 1.0f, t, (const char *)scratch + (size_t)b * A * LL * es, L,
+                                     (long long)LL, t, (const char *)q + b * LH * es, H, D, 0.0f, t,
+                                     (char *)dk + b * LH * es, H, D, A));
+    }
+    return 0;
 }

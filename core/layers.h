@@ -58,4 +58,43 @@ int ab_batchnorm_forward(const ab_params *p, const ab_batchnorm *bn, int M, cons
                          int relu);
 int ab_batchnorm_backward(const ab_params *p, const ab_batchnorm *bn, int M, const void *x, const void *dy, void *dx);
 
+/* Layer normalisation over rows of C (Hugging Face's "LayerNorm": weight, bias in the fp32
+ * region, excluded from weight decay); statistics in fp32 whatever the storage types. */
+typedef struct {
+    int C;
+    float eps;
+    const ab_param_spec *gamma, *beta;
+} ab_layernorm;
+
+/* two specs: <prefix>.weight (1) and <prefix>.bias (0); names point into names (2 x 96 bytes) */
+void ab_layernorm_specs(ab_param_spec s[2], char names[2][96], const char *prefix, int C);
+void ab_layernorm_bind(ab_layernorm *ln, const ab_param_spec s[2], float eps);
+/* x (R, C) of type xt -> y (R, C) of type yt; mean, rstd (R) fp32 kept for backward */
+int ab_layernorm_forward(const ab_params *p, const ab_layernorm *ln, int R, ab_dtype xt, const void *x, float *mean,
+                         float *rstd, ab_dtype yt, void *y);
+/* dy (R, C, yt) -> d_weight, d_bias (fp32 region) and dx (R, C, xt; may alias dy when xt == yt) */
+int ab_layernorm_backward(const ab_params *p, const ab_layernorm *ln, int R, ab_dtype xt, const void *x, ab_dtype yt,
+                          const void *dy, const float *mean, const float *rstd, void *dx);
+
+/* Multi-head scaled dot-product attention without its projections, as BERT's self-attention:
+ * q, k, v (B, L, H) in the compute type, heads of D = H / heads columns each (head h is
+ * columns [h D, (h + 1) D) of every row); scores = q_h k_h^T / sqrt(D) per sequence and head,
+ * softmax over the keys with the padding mask (B, L) (int32, 1 = a real token), dropout on the
+ * probabilities (rate, seeded), ctx_h = probs_h v_h written back into (B, L, H). */
+typedef struct {
+    int heads;
+    float dropout;
+} ab_attention;
+
+/* probs (B, heads, L, L): the softmax output kept for backward; drop (same size): the dropped
+ * probabilities (only when dropout is on in training; NULL otherwise) */
+int ab_attention_forward(const ab_params *p, const ab_attention *a, int B, int L, int H, const void *q, const void *k,
+                         const void *v, const int32_t *mask, int training, uint64_t seed, void *probs, void *drop,
+                         void *ctx);
+/* dctx (B, L, H) -> dq, dk, dv (B, L, H); scratch (B, heads, L, L) is overwritten; drop as the
+ * forward left it (or NULL); dctx is not changed */
+int ab_attention_backward(const ab_params *p, const ab_attention *a, int B, int L, int H, const void *q, const void *k,
+                          const void *v, const void *probs, const void *drop, int training, uint64_t seed,
+                          const void *dctx, void *scratch, void *dq, void *dk, void *dv);
+
 #endif

@@ -425,6 +425,22 @@ static const ab_backend_ops cpu_ops = {
     .avgpool_forward = cpu_avgpool_forward,
     .avgpool_backward = cpu_avgpool_backward,
     .add = cpu_add,
+    .gemm_batched = cpu_gemm_batched,
+    .layernorm_forward = cpu_layernorm_forward,
+    .layernorm_backward = cpu_layernorm_backward,
+    .gelu_forward = cpu_gelu_forward,
+    .gelu_backward = cpu_gelu_backward,
+    .tanh_forward = cpu_tanh_forward,
+    .tanh_backward = cpu_tanh_backward,
+    .softmax_forward = cpu_softmax_forward,
+    .softmax_backward = cpu_softmax_backward,
+    .dropout_forward = cpu_dropout_forward,
+    .dropout_backward = cpu_dropout_backward,
+    .embedding_forward = cpu_embedding_forward,
+    .embedding_backward = cpu_embedding_backward,
+    .gather_rows = cpu_gather_rows,
+    .sum_squares = cpu_sum_squares,
+    .scale = cpu_scale,
 };
 
 static int default_threads, pool_threads; /* OpenBLAS's own default, before it is set to 1; the last backend's */

@@ -79,4 +79,31 @@ int cpu_avgpool_forward(ab_backend *be, int N, int HW, int C, ab_dtype t, const 
 int cpu_avgpool_backward(ab_backend *be, int N, int HW, int C, ab_dtype t, const void *dy, void *dx);
 int cpu_add(ab_backend *be, size_t n, ab_dtype t, const void *a, const void *b, int relu, void *y);
 
+/* transformer_cpu.c: the transformer ops, as core/backend.h describes them */
+int cpu_gemm_batched(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at, const void *A,
+                     int lda, long long sa, ab_dtype bt, const void *B, int ldb, long long sb, float beta, ab_dtype ct,
+                     void *C, int ldc, long long sc, int batch);
+int cpu_layernorm_forward(ab_backend *be, int R, int C, ab_dtype xt, const void *x, const float *gamma,
+                          const float *beta, float eps, float *mean, float *rstd, ab_dtype yt, void *y);
+int cpu_layernorm_backward(ab_backend *be, int R, int C, ab_dtype xt, const void *x, ab_dtype yt, const void *dy,
+                           const float *gamma, const float *mean, const float *rstd, float acc, float *dgamma,
+                           float *dbeta, void *dx);
+int cpu_gelu_forward(ab_backend *be, size_t n, ab_dtype t, const void *x, void *y);
+int cpu_gelu_backward(ab_backend *be, size_t n, ab_dtype t, const void *x, const void *dy, void *dx);
+int cpu_tanh_forward(ab_backend *be, size_t n, ab_dtype t, const void *x, void *y);
+int cpu_tanh_backward(ab_backend *be, size_t n, ab_dtype t, const void *y, const void *dy, void *dx);
+int cpu_softmax_forward(ab_backend *be, int B, int heads, int L, ab_dtype t, float scale, const void *x,
+                        const int32_t *mask, void *p);
+int cpu_softmax_backward(ab_backend *be, int rows, int L, ab_dtype t, float scale, const void *p, const void *dp,
+                         void *dx);
+int cpu_dropout_forward(ab_backend *be, size_t n, ab_dtype t, float rate, uint64_t seed, const void *x, void *y);
+int cpu_dropout_backward(ab_backend *be, size_t n, ab_dtype t, float rate, uint64_t seed, const void *dy, void *dx);
+int cpu_embedding_forward(ab_backend *be, int R, int L, int C, const int32_t *ids, const int32_t *types,
+                          const float *word, int vocab, const float *pos, const float *type, int n_types, float *y);
+int cpu_embedding_backward(ab_backend *be, int R, int L, int C, const int32_t *ids, const int32_t *types,
+                           const float *dy, int vocab, int n_types, int acc, float *dword, float *dpos, float *dtype);
+int cpu_gather_rows(ab_backend *be, int B, size_t row_bytes, const void *rows, const int32_t *idx, void *out);
+int cpu_sum_squares(ab_backend *be, size_t n, const float *x, float *out);
+int cpu_scale(ab_backend *be, size_t n, float *x, float s);
+
 #endif

@@ -1,0 +1,458 @@
+/* The CPU backend's transformer ops (core/backend.h): batched products, layer norm, GELU, tanh,
+ * the masked attention softmax, counter-based dropout, BERT's embeddings, row gathers and the
+ * gradient-norm helpers. Rows of C values; fp16/bf16 widened exactly, arithmetic in fp32
+ * (layer-norm and softmax statistics in double), one rounding of each stored result; the loops
+ * run on the backend's pool with a split that depends only on the sizes. */
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_internal.h"
+#include "half.h"
+#include "kernel_math.h"
+
+static int check_type(const char *op, ab_dtype t) {
+    if (t != AB_F32 && t != AB_F16 && t != AB_BF16) return ab_errorf("%s: unknown element type %d", op, (int)t);
+    return 0;
+}
+
+/* ---- batched products: each one through cpu_gemm's rules, the batch split over the pool ---- */
+
+typedef struct {
+    ab_backend *be;
+    int ta, tb, M, N, K, lda, ldb, ldc;
+    float alpha, beta;
+    ab_dtype at, bt, ct;
+    const void *A, *B;
+    void *C;
+    long long sa, sb, sc;
+    float *buf; /* per part: widened A, widened B, fp32 product, old C */
+    size_t na, nb, nc;
+    int rc;
+} bgemm_job;
+
+static void bgemm_range(void *ctx, int part, size_t lo, size_t hi) {
+    bgemm_job *j = ctx;
+    float *wa = j->buf + (size_t)part * (j->na + j->nb + j->nc), *wb = wa + j->na, *acc = wb + j->nb;
+    for (size_t i = lo; i < hi; i++) {
+        const char *A = (const char *)j->A + (size_t)j->sa * i * ab_dtype_size(j->at);
+        const char *B = (const char *)j->B + (size_t)j->sb * i * ab_dtype_size(j->bt);
+        char *C = (char *)j->C + (size_t)j->sc * i * ab_dtype_size(j->ct);
+        const float *a = (const float *)A, *b = (const float *)B;
+        if (j->at != AB_F32) {
+            cpu_widen(j->na, j->at, A, wa);
+            a = wa;
+        }
+        if (j->bt != AB_F32) {
+            cpu_widen(j->nb, j->bt, B, wb);
+            b = wb;
+        }
+        const CBLAS_TRANSPOSE oa = j->ta ? CblasTrans : CblasNoTrans, ob = j->tb ? CblasTrans : CblasNoTrans;
+        if (j->ct == AB_F32) {
+            cblas_sgemm(CblasRowMajor, oa, ob, j->M, j->N, j->K, j->alpha, a, j->lda, b, j->ldb, j->beta, (float *)C,
+                        j->ldc);
+            continue;
+        }
+        cblas_sgemm(CblasRowMajor, oa, ob, j->M, j->N, j->K, j->alpha, a, j->lda, b, j->ldb, 0.0f, acc, j->N);
+        for (int r = 0; r < j->M; r++) {
+            float *row = acc + (size_t)r * j->N;
+            char *out = C + (size_t)r * j->ldc * ab_dtype_size(j->ct);
+            if (j->beta != 0.0f)
+                for (int c = 0; c < j->N; c++) row[c] += j->beta * ab_load(out, (size_t)c, j->ct);
+            cpu_narrow((size_t)j->N, row, j->ct, out);
+        }
+    }
+}
+
+int cpu_gemm_batched(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at, const void *A,
+                     int lda, long long sa, ab_dtype bt, const void *B, int ldb, long long sb, float beta, ab_dtype ct,
+                     void *C, int ldc, long long sc, int batch) {
+    if (M <= 0 || N <= 0 || K <= 0 || batch < 0)
+        return ab_errorf("gemm_batched: bad shape M=%d N=%d K=%d batch %d", M, N, K, batch);
+    AB_TRY(check_type("gemm_batched", at));
+    AB_TRY(check_type("gemm_batched", bt));
+    AB_TRY(check_type("gemm_batched", ct));
+    if (batch == 0) return 0;
+    bgemm_job j = {be, ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, at, bt, ct, A, B, C, sa, sb, sc, NULL, 0, 0, 0, 0};
+    /* the stored extent of one operand: (rows - 1) * ld + columns */
+    j.na = at == AB_F32 ? 0 : (size_t)((ta ? K : M) - 1) * (size_t)lda + (size_t)(ta ? M : K);
+    j.nb = bt == AB_F32 ? 0 : (size_t)((tb ? N : K) - 1) * (size_t)ldb + (size_t)(tb ? K : N);
+    j.nc = ct == AB_F32 ? 0 : (size_t)M * (size_t)N;
+    const cpu_state *st = be->impl;
+    const int parts = st->threads > 1 ? st->threads : 1;
+    const size_t per = j.na + j.nb + j.nc;
+    if (per && !(j.buf = cpu_scratch_get(be, CPU_SLOT_LAYER_ACC, (size_t)parts * per + 1))) return -1;
+    cpu_parallel_for(be, (size_t)batch, 1, bgemm_range, &j);
+    return 0;
+}
+
+/* ---- layer normalisation over rows ---- */
+
+typedef struct {
+    int R, C;
+    ab_dtype xt, yt;
+    const void *x, *dy;
+    void *out;
+    const float *gamma, *beta;
+    float eps;
+    float *mean, *rstd;
+    double *part; /* backward: (blocks, 2C) partial sums of dy * xhat and dy, summed in order */
+    float *buf;   /* per part: 3 C */
+} ln_job;
+
+enum { LN_BLOCK_ROWS = 32 }; /* backward's unit of work: its sums do not depend on the threads */
+
+static const float *ln_row(ab_dtype t, const void *p, size_t r, int C, float *buf) {
+    if (t == AB_F32) return (const float *)p + r * (size_t)C;
+    cpu_widen((size_t)C, t, (const char *)p + r * (size_t)C * ab_dtype_size(t), buf);
+    return buf;
+}
+
+static void ln_fwd_range(void *ctx, int part, size_t lo, size_t hi) {
+    const ln_job *j = ctx;
+    const int C = j->C;
+    float *xb = j->buf + (size_t)part * 3 * C, *yb = xb + C;
+    for (size_t r = lo; r < hi; r++) {
+        const float *x = ln_row(j->xt, j->x, r, C, xb);
+        double s1 = 0.0, s2 = 0.0;
+        const double k = x[0]; /* shifted sums, as batch norm's */
+        for (int c = 0; c < C; c++) {
+            const double d = (double)x[c] - k;
+            s1 += d;
+            s2 += d * d;
+        }
+        const double md = s1 / C;
+        double var = s2 / C - md * md;
+        if (var < 0.0) var = 0.0;
+        const float mean = (float)(k + md), rstd = (float)(1.0 / sqrt(var + (double)j->eps));
+        j->mean[r] = mean;
+        j->rstd[r] = rstd;
+        float *y = j->yt == AB_F32 ? (float *)j->out + r * (size_t)C : yb;
+        for (int c = 0; c < C; c++) y[c] = (x[c] - mean) * rstd * j->gamma[c] + j->beta[c];
+        if (j->yt != AB_F32) cpu_narrow((size_t)C, yb, j->yt, (char *)j->out + r * (size_t)C * ab_dtype_size(j->yt));
+    }
+}
+
+int cpu_layernorm_forward(ab_backend *be, int R, int C, ab_dtype xt, const void *x, const float *gamma,
+                          const float *beta, float eps, float *mean, float *rstd, ab_dtype yt, void *y) {
+    AB_TRY(check_type("layernorm_forward", xt));
+    AB_TRY(check_type("layernorm_forward", yt));
+    if (R < 1 || C < 1) return ab_errorf("layernorm_forward: bad shape R=%d C=%d", R, C);
+    const cpu_state *st = be->impl;
+    const int parts = st->threads > 1 ? st->threads : 1;
+    ln_job j = {R, C, xt, yt, x, NULL, y, gamma, beta, eps, mean, rstd, NULL, NULL};
+    if (!(j.buf = cpu_scratch_get(be, CPU_SLOT_LAYER_X, (size_t)parts * 3 * C))) return -1;
+    cpu_parallel_for(be, (size_t)R, 8, ln_fwd_range, &j);
+    return 0;
+}
+
+/* dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * gamma; the row's dy * xhat and
+ * dy go to part for dgamma and dbeta */
+static void ln_bwd_range(void *ctx, int part, size_t lo, size_t hi) {
+    const ln_job *j = ctx;
+    const int C = j->C;
+    float *xb = j->buf + (size_t)part * 3 * C, *db = xb + C, *ob = db + C;
+    for (size_t blk = lo; blk < hi; blk++) {
+        double *pg = j->part + blk * 2 * (size_t)C, *pb = pg + C;
+        for (int c = 0; c < C; c++) pg[c] = pb[c] = 0.0;
+        const size_t r0 = blk * LN_BLOCK_ROWS;
+        const size_t r1 = r0 + LN_BLOCK_ROWS < (size_t)j->R ? r0 + LN_BLOCK_ROWS : (size_t)j->R;
+        for (size_t r = r0; r < r1; r++) {
+            const float *x = ln_row(j->xt, j->x, r, C, xb), *dy = ln_row(j->yt, j->dy, r, C, db);
+            const float mu = j->mean[r], rs = j->rstd[r];
+            double sg = 0.0, sgx = 0.0;
+            for (int c = 0; c < C; c++) {
+                const float xhat = (x[c] - mu) * rs, g = dy[c] * j->gamma[c];
+                sg += (double)g;
+                sgx += (double)g * xhat;
+                pg[c] += (double)dy[c] * xhat;
+                pb[c] += (double)dy[c];
+            }
+            const float mg = (float)(sg / C), mgx = (float)(sgx / C);
+            /* dx may alias dy: dy's row is widened (or read) before dx's is written */
+            float *dx = j->xt == AB_F32 ? (float *)j->out + r * (size_t)C : ob;
+            for (int c = 0; c < C; c++) {
+                const float xhat = (x[c] - mu) * rs;
+                dx[c] = rs * (dy[c] * j->gamma[c] - mg - xhat * mgx);
+            }
+            if (j->xt != AB_F32)
+                cpu_narrow((size_t)C, ob, j->xt, (char *)j->out + r * (size_t)C * ab_dtype_size(j->xt));
+        }
+    }
+}
+
+int cpu_layernorm_backward(ab_backend *be, int R, int C, ab_dtype xt, const void *x, ab_dtype yt, const void *dy,
+                           const float *gamma, const float *mean, const float *rstd, float acc, float *dgamma,
+                           float *dbeta, void *dx) {
+    AB_TRY(check_type("layernorm_backward", xt));
+    AB_TRY(check_type("layernorm_backward", yt));
+    if (R < 1 || C < 1) return ab_errorf("layernorm_backward: bad shape R=%d C=%d", R, C);
+    const cpu_state *st = be->impl;
+    const int parts = st->threads > 1 ? st->threads : 1;
+    /* per-block sums, reduced in block order: the same sums whatever the threads */
+    const size_t nblk = ((size_t)R + LN_BLOCK_ROWS - 1) / LN_BLOCK_ROWS;
+    double *part = (double *)cpu_scratch_get(be, CPU_SLOT_LAYER_ACC, nblk * 4 * (size_t)C);
+    ln_job j = {R, C, xt, yt, x, dy, dx, gamma, NULL, 0.0f, (float *)mean, (float *)rstd, part, NULL};
+    if (!part || !(j.buf = cpu_scratch_get(be, CPU_SLOT_LAYER_X, (size_t)parts * 3 * C))) return -1;
+    cpu_parallel_for(be, nblk, 1, ln_bwd_range, &j);
+    for (int c = 0; c < C; c++) {
+        double g = 0.0, b = 0.0;
+        for (size_t k = 0; k < nblk; k++) {
+            g += part[k * 2 * C + c];
+            b += part[k * 2 * C + C + c];
+        }
+        dgamma[c] = acc != 0.0f ? acc * dgamma[c] + (float)g : (float)g;
+        dbeta[c] = acc != 0.0f ? acc * dbeta[c] + (float)b : (float)b;
+    }
+    return 0;
+}
+
+/* ---- element-wise: GELU, tanh, dropout ---- */
+
+enum { EW_BLOCK = 1024, EW_MIN = 1 << 14 };
+
+typedef struct {
+    int op; /* 0 gelu, 1 gelu', 2 tanh, 3 tanh', 4 dropout */
+    ab_dtype t;
+    const void *a, *b;
+    void *out;
+    float rate;
+    uint64_t seed;
+} ew_job;
+
+static void ew_range(void *ctx, int part, size_t lo, size_t hi) {
+    (void)part;
+    const ew_job *j = ctx;
+    float fa[EW_BLOCK], fb[EW_BLOCK];
+    const size_t es = ab_dtype_size(j->t);
+    const uint32_t thr = ab_dropout_threshold(j->rate);
+    const float keep_scale = j->rate < 1.0f ? 1.0f / (1.0f - j->rate) : 0.0f;
+    for (size_t i = lo; i < hi; i += EW_BLOCK) {
+        const size_t m = hi - i < EW_BLOCK ? hi - i : EW_BLOCK;
+        cpu_widen(m, j->t, (const char *)j->a + i * es, fa);
+        if (j->b) cpu_widen(m, j->t, (const char *)j->b + i * es, fb);
+        switch (j->op) {
+        case 0:
+            for (size_t k = 0; k < m; k++) fa[k] = ab_gelu(fa[k]);
+            break;
+        case 1: /* a = x, b = dy */
+            for (size_t k = 0; k < m; k++) fa[k] = fb[k] * ab_gelu_grad(fa[k]);
+            break;
+        case 2:
+            for (size_t k = 0; k < m; k++) fa[k] = tanhf(fa[k]);
+            break;
+        case 3: /* a = y, b = dy */
+            for (size_t k = 0; k < m; k++) fa[k] = fb[k] * (1.0f - fa[k] * fa[k]);
+            break;
+        default: /* dropout, forward and backward alike */
+            for (size_t k = 0; k < m; k++) fa[k] = ab_dropout_keep(j->seed, i + k, thr) ? fa[k] * keep_scale : 0.0f;
+            break;
+        }
+        cpu_narrow(m, fa, j->t, (char *)j->out + i * es);
+    }
+}
+
+static int ew(ab_backend *be, const char *op_name, int op, size_t n, ab_dtype t, const void *a, const void *b,
+              void *out, float rate, uint64_t seed) {
+    AB_TRY(check_type(op_name, t));
+    ew_job j = {op, t, a, b, out, rate, seed};
+    cpu_parallel_for(be, n, EW_MIN, ew_range, &j);
+    return 0;
+}
+
+int cpu_gelu_forward(ab_backend *be, size_t n, ab_dtype t, const void *x, void *y) {
+    return ew(be, "gelu_forward", 0, n, t, x, NULL, y, 0.0f, 0);
+}
+int cpu_gelu_backward(ab_backend *be, size_t n, ab_dtype t, const void *x, const void *dy, void *dx) {
+    return ew(be, "gelu_backward", 1, n, t, x, dy, dx, 0.0f, 0);
+}
+int cpu_tanh_forward(ab_backend *be, size_t n, ab_dtype t, const void *x, void *y) {
+    return ew(be, "tanh_forward", 2, n, t, x, NULL, y, 0.0f, 0);
+}
+int cpu_tanh_backward(ab_backend *be, size_t n, ab_dtype t, const void *y, const void *dy, void *dx) {
+    return ew(be, "tanh_backward", 3, n, t, y, dy, dx, 0.0f, 0);
+}
+
+static int dropout(ab_backend *be, const char *op, size_t n, ab_dtype t, float rate, uint64_t seed, const void *x,
+                   void *y) {
+    if (!(rate >= 0.0f && rate < 1.0f)) return ab_errorf("%s: rate %g outside [0, 1)", op, (double)rate);
+    if (rate == 0.0f) {
+        if (x != y) memmove(y, x, n * ab_dtype_size(t));
+        return 0;
+    }
+    return ew(be, op, 4, n, t, x, NULL, y, rate, seed);
+}
+int cpu_dropout_forward(ab_backend *be, size_t n, ab_dtype t, float rate, uint64_t seed, const void *x, void *y) {
+    return dropout(be, "dropout_forward", n, t, rate, seed, x, y);
+}
+int cpu_dropout_backward(ab_backend *be, size_t n, ab_dtype t, float rate, uint64_t seed, const void *dy, void *dx) {
+    return dropout(be, "dropout_backward", n, t, rate, seed, dy, dx);
+}
+
+/* ---- the attention softmax ---- */
+
+typedef struct {
+    int heads, L;
+    ab_dtype t;
+    float scale;
+    const void *x, *dp;
+    const int32_t *mask;
+    void *out;
+    float *buf; /* per part: 2 L */
+} sm_job;
+
+static void sm_fwd_range(void *ctx, int part, size_t lo, size_t hi) {
+    const sm_job *j = ctx;
+    const int L = j->L;
+    float *row = j->buf + (size_t)part * 2 * L;
+    const size_t es = ab_dtype_size(j->t);
+    for (size_t r = lo; r < hi; r++) { /* r = (b * heads + h) * L + i */
+        const int32_t *mk = j->mask + (r / ((size_t)j->heads * L)) * L;
+        cpu_widen((size_t)L, j->t, (const char *)j->x + r * L * es, row);
+        float mx = -INFINITY; /* a NaN score makes the row NaN */
+        int any = 0;
+        for (int c = 0; c < L; c++)
+            if (mk[c]) {
+                const float v = j->scale * row[c];
+                if (v > mx || v != v) mx = v;
+                any = 1;
+            }
+        double sum = 0.0;
+        for (int c = 0; c < L; c++) {
+            const float e = mk[c] ? expf(j->scale * row[c] - mx) : 0.0f;
+            row[c] = e;
+            sum += e;
+        }
+        const float inv = any ? (float)(1.0 / sum) : 0.0f;
+        for (int c = 0; c < L; c++) row[c] = any ? row[c] * inv : 0.0f;
+        cpu_narrow((size_t)L, row, j->t, (char *)j->out + r * L * es);
+    }
+}
+
+int cpu_softmax_forward(ab_backend *be, int B, int heads, int L, ab_dtype t, float scale, const void *x,
+                        const int32_t *mask, void *p) {
+    AB_TRY(check_type("softmax_forward", t));
+    if (B < 1 || heads < 1 || L < 1) return ab_errorf("softmax_forward: bad shape B=%d heads=%d L=%d", B, heads, L);
+    const cpu_state *st = be->impl;
+    const int parts = st->threads > 1 ? st->threads : 1;
+    sm_job j = {heads, L, t, scale, x, NULL, mask, p, NULL};
+    if (!(j.buf = cpu_scratch_get(be, CPU_SLOT_LAYER_X, (size_t)parts * 2 * L))) return -1;
+    cpu_parallel_for(be, (size_t)B * heads * L, 16, sm_fwd_range, &j);
+    return 0;
+}
+
+static void sm_bwd_range(void *ctx, int part, size_t lo, size_t hi) {
+    const sm_job *j = ctx;
+    const int L = j->L;
+    float *p = j->buf + (size_t)part * 2 * L, *g = p + L;
+    const size_t es = ab_dtype_size(j->t);
+    for (size_t r = lo; r < hi; r++) {
+        cpu_widen((size_t)L, j->t, (const char *)j->x + r * L * es, p);
+        cpu_widen((size_t)L, j->t, (const char *)j->dp + r * L * es, g);
+        double s = 0.0;
+        for (int c = 0; c < L; c++) s += (double)g[c] * p[c];
+        const float sf = (float)s;
+        for (int c = 0; c < L; c++) g[c] = j->scale * p[c] * (g[c] - sf);
+        cpu_narrow((size_t)L, g, j->t, (char *)j->out + r * L * es);
+    }
+}
+
+int cpu_softmax_backward(ab_backend *be, int rows, int L, ab_dtype t, float scale, const void *p, const void *dp,
+                         void *dx) {
+    AB_TRY(check_type("softmax_backward", t));
+    if (rows < 1 || L < 1) return ab_errorf("softmax_backward: bad shape rows=%d L=%d", rows, L);
+    const cpu_state *st = be->impl;
+    const int parts = st->threads > 1 ? st->threads : 1;
+    sm_job j = {1, L, t, scale, p, dp, NULL, dx, NULL};
+    if (!(j.buf = cpu_scratch_get(be, CPU_SLOT_LAYER_X, (size_t)parts * 2 * L))) return -1;
+    cpu_parallel_for(be, (size_t)rows, 16, sm_bwd_range, &j);
+    return 0;
+}
+
+/* ---- embeddings ---- */
+
+typedef struct {
+    int L, C, vocab, n_types;
+    const int32_t *ids, *types;
+    const float *word, *pos, *type;
+    float *y;
+} emb_job;
+
+static void emb_fwd_range(void *ctx, int part, size_t lo, size_t hi) {
+    (void)part;
+    const emb_job *j = ctx;
+    const int C = j->C;
+    for (size_t r = lo; r < hi; r++) {
+        float *y = j->y + r * (size_t)C;
+        const int id = j->ids[r], ty = j->types[r];
+        if (id < 0 || id >= j->vocab || ty < 0 || ty >= j->n_types) { /* as a device would: a NaN row */
+            for (int c = 0; c < C; c++) y[c] = NAN;
+            continue;
+        }
+        const float *w = j->word + (size_t)id * C, *p = j->pos + (r % (size_t)j->L) * C, *t = j->type + (size_t)ty * C;
+        for (int c = 0; c < C; c++) y[c] = w[c] + p[c] + t[c];
+    }
+}
+
+int cpu_embedding_forward(ab_backend *be, int R, int L, int C, const int32_t *ids, const int32_t *types,
+                          const float *word, int vocab, const float *pos, const float *type, int n_types, float *y) {
+    if (R < 1 || L < 1 || C < 1 || R % L) return ab_errorf("embedding_forward: bad shape R=%d L=%d C=%d", R, L, C);
+    emb_job j = {L, C, vocab, n_types, ids, types, word, pos, type, y};
+    cpu_parallel_for(be, (size_t)R, 64, emb_fwd_range, &j);
+    return 0;
+}
+
+int cpu_embedding_backward(ab_backend *be, int R, int L, int C, const int32_t *ids, const int32_t *types,
+                           const float *dy, int vocab, int n_types, int acc, float *dword, float *dpos,
+                           float *dtype) {
+    (void)be;
+    if (R < 1 || L < 1 || C < 1 || R % L) return ab_errorf("embedding_backward: bad shape R=%d L=%d C=%d", R, L, C);
+    if (!acc) {
+        memset(dword, 0, (size_t)vocab * C * sizeof(float));
+        memset(dpos, 0, (size_t)L * C * sizeof(float)); /* the positions past L keep their zero */
+        memset(dtype, 0, (size_t)n_types * C * sizeof(float));
+    }
+    /* in row order, one thread: a scatter-add whose sums must not depend on the threads */
+    for (int r = 0; r < R; r++) {
+        const int id = ids[r], ty = types[r];
+        if (id < 0 || id >= vocab || ty < 0 || ty >= n_types) continue;
+        const float *g = dy + (size_t)r * C;
+        float *w = dword + (size_t)id * C, *p = dpos + (size_t)(r % L) * C, *t = dtype + (size_t)ty * C;
+        for (int c = 0; c < C; c++) {
+            w[c] += g[c];
+            p[c] += g[c];
+            t[c] += g[c];
+        }
+    }
+    return 0;
+}
+
+/* ---- batches of rows; the gradient norm ---- */
+
+int cpu_gather_rows(ab_backend *be, int B, size_t row_bytes, const void *rows, const int32_t *idx, void *out) {
+    (void)be;
+    if (B < 0) return ab_errorf("gather_rows: %d rows", B);
+    for (int b = 0; b < B; b++)
+        memcpy((char *)out + (size_t)b * row_bytes, (const char *)rows + (size_t)idx[b] * row_bytes, row_bytes);
+    return 0;
+}
+
+int cpu_sum_squares(ab_backend *be, size_t n, const float *x, float *out) {
+    (void)be;
+    double s = 0.0;
+    for (size_t i = 0; i < n; i += 1024) { /* fp32 blocks, summed in double */
+        const size_t m = n - i < 1024 ? n - i : 1024;
+        float b = 0.0f;
+        for (size_t k = 0; k < m; k++) b += x[i + k] * x[i + k];
+        s += b;
+    }
+    *out += (float)s;
+    return 0;
+}
+
+int cpu_scale(ab_backend *be, size_t n, float *x, float s) {
+    (void)be;
+    for (size_t i = 0; i < n; i++) x[i] *= s;
+    return 0;
+}
