@@ -126,6 +126,24 @@ static int set_optimizer(const option_row *o, const char *v, cli *c) {
     return ab_optimizer_parse(v, &c->cfg.optimizer);
 }
 
+static int set_wd_exclude(const option_row *o, const char *v, cli *c) {
+    (void)o;
+    if (strcmp(v, "none") == 0) c->cfg.wd_exclude = 0;
+    else if (strcmp(v, "bias-norm") == 0) c->cfg.wd_exclude = 1;
+    else return ab_errorf("'%s' is not none or bias-norm", v);
+    return 0;
+}
+
+/* a rate in [0, 1) */
+static int set_dropout(const option_row *o, const char *v, cli *c) {
+    (void)o;
+    double x = 0.0;
+    AB_TRY(parse_double(v, &x));
+    if (!(x >= 0.0 && x < 1.0)) return ab_errorf("'%s' is not a rate in [0, 1)", v);
+    c->cfg.dropout = (float)x;
+    return 0;
+}
+
 static int set_lr_schedule(const option_row *o, const char *v, cli *c) {
     (void)o;
     return ab_lr_schedule_parse(v, &c->cfg.lr_schedule);
@@ -203,34 +221,43 @@ static const option_row rows[] = {
     {"hidden", "H", "MLP hidden width", "256", INT(cfg.hidden, 1, 1 << 16)},
     {"width", "N", "ResNet channels of the first stage (resnet50: 64)", "the model's", INT(cfg.width, 1, 1 << 12)},
     {"blocks", "A,B,C,D", "ResNet bottleneck blocks per stage (resnet50: 3,4,6,3)", "the model's", CALL(set_blocks)},
-    {"init-from", "FILE", "weights to start from (.safetensors, PyTorch's tensor names)", NULL, STRING(cfg.init_from)},
+    {"init-from", "FILE", "weights to start from (.safetensors, PyTorch's tensor names; BERT: a Hugging\n"
+                          "Face checkpoint folder or its model.safetensors)", NULL, STRING(cfg.init_from)},
+    {"dropout", "P", "BERT: hidden and attention dropout", "the architecture's: 0.1", CALL(set_dropout)},
 
     SECTION("data"),
-    {"dataset", "NAME", "the data set, one of:", "the model's: mlp mnist, resnet* cifar10", CHOICE(cfg.dataset, list_datasets)},
-    {"data", "DIR", "folder with the data set's files (IDX: .gz or raw)",
+    {"dataset", "NAME", "the data set, one of:", "the model's: mlp mnist, resnet* cifar10, bert* sst2", CHOICE(cfg.dataset, list_datasets)},
+    {"data", "DIR", "folder with the data set's files (IDX: .gz or raw; GLUE: the task's TSVs)",
      "mnist: " AB_DEFAULT_DATA_ROOT "/mnist, fashion-mnist: /usr/share/datasets/fashion-mnist, cifar10: "
-     AB_DEFAULT_DATA_ROOT "/cifar10", STRING(cfg.data_dir)},
+     AB_DEFAULT_DATA_ROOT "/cifar10, GLUE: " AB_DEFAULT_DATA_ROOT "/glue/<task>", STRING(cfg.data_dir)},
     {"train-subset", "N", "train on the first N training samples (0 = all)", "0", INT(cfg.train_subset, 0, INT_MAX)},
     {"test-subset", "N", "evaluate on the first N test samples (0 = all)", "0", INT(cfg.test_subset, 0, INT_MAX)},
     {"no-shuffle", NULL, "keep the data set's order", NULL, FLAG(cfg.shuffle, 0)},
     {"no-augment", NULL, "no training augmentation (cifar10: random crop and flip)", NULL, FLAG(cfg.augment, 0)},
+    {"max-seq-len", "N", "GLUE: positions a sequence is cut or padded to", "128", INT(cfg.max_seq_len, 3, 1 << 16)},
+    {"vocab", "FILE", "GLUE: BERT's vocab.txt", "the checkpoint's, else bert-base-uncased's", STRING(cfg.vocab)},
 
     SECTION("recipe"),
     {"epochs", "N", "passes over the training set", "1", INT(cfg.epochs, 1, 100000)},
-    {"batch-size", "B", "per micro-batch (and per rank)", "mlp 64, resnet* 128", INT(cfg.batch_size, 1, 1 << 20)},
+    {"batch-size", "B", "per micro-batch (and per rank)", "mlp 64, resnet* 128, bert* 32", INT(cfg.batch_size, 1, 1 << 20)},
     {"accum-steps", "K", "micro-batches per optimizer step", "1", INT(cfg.accum_steps, 1, 1 << 16)},
     {"max-steps", "N", "stop after N optimizer steps in all (0 = no limit)", "0", LONG(cfg.max_steps, 0, 1L << 40)},
     {"timing-skip-steps", "N", "leave the run's first N steps out of time_s and samples/s\n"
                                "(first-step set-up: scratch growth, plans; as the peers' option)", "0",
      LONG(cfg.timing_skip_steps, 0, 1L << 40)},
-    {"optimizer", "O", "sgd | adamw", "sgd", CALL(set_optimizer)},
-    {"lr", "LR", "learning rate (the peak, under a schedule)", "mlp 0.01, resnet* 0.1", FLOAT(cfg.lr)},
+    {"optimizer", "O", "sgd | adamw", "bert* adamw, else sgd", CALL(set_optimizer)},
+    {"lr", "LR", "learning rate (the peak, under a schedule)", "mlp 0.01, resnet* 0.1, bert* 2e-5", FLOAT(cfg.lr)},
     {"lr-schedule", "S", "constant | linear | cosine | step; linear and cosine decay to 0,\n"
                          "step is x0.1 from 50% of the steps, x0.01 from 75%",
-     "mlp constant, resnet* cosine", CALL(set_lr_schedule)},
+     "mlp constant, resnet* cosine, bert* linear", CALL(set_lr_schedule)},
     {"warmup-steps", "N", "linear warm-up from 0 over the first N steps", "mlp 0, resnet* 100", LONG(cfg.warmup_steps, 0, 1L << 40)},
     {"momentum", "M", "SGD momentum", "mlp 0, resnet* 0.9", FLOAT(cfg.momentum)},
-    {"weight-decay", "WD", "L2 (SGD) or decoupled (AdamW) weight decay", "mlp 0, resnet* 5e-4", FLOAT(cfg.weight_decay)},
+    {"weight-decay", "WD", "L2 (SGD) or decoupled (AdamW) weight decay", "mlp 0, resnet* 5e-4, bert* 0.01", FLOAT(cfg.weight_decay)},
+    {"wd-exclude", "E", "none | bias-norm: parameters without weight decay (bias-norm: biases\n"
+                        "and normalisation weights, as Hugging Face's Trainer)", "bert* bias-norm, else none",
+     CALL(set_wd_exclude)},
+    {"clip-grad-norm", "X", "scale the gradients to global L2 norm X when above it, after\n"
+                            "unscaling (0 = off)", "bert* 1, else 0", FLOAT(cfg.clip_grad_norm)},
 
     SECTION("AMP loss scaler"),
     {"init-scale", "S", "loss scale at start", "65536", FLOAT(cfg.init_scale)},

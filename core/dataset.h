@@ -17,7 +17,9 @@ typedef enum { AB_SAMPLE_IMAGE = 0, AB_SAMPLE_TOKENS = 1 } ab_sample_kind;
 typedef struct {
     ab_sample_kind kind;
     int C, H, W;   /* images: a batch is (B, H, W, C) channels-last in the compute type */
-    int seq_len;   /* token sequences */
+    int seq_len;   /* token sequences: a batch is int32 ids (B, L), token types (B, L), then the
+                    * attention mask (B, L) (1 = a real token), one after the other */
+    int vocab;     /* token sequences: ids are in [0, vocab) */
     int n_classes; /* labels are int32 in [0, n_classes) */
 } ab_sample_info;
 
@@ -33,6 +35,9 @@ typedef struct {
     int (*fill)(ab_dataset *ds, const int32_t *idx, int B, uint64_t aug_seed, ab_dtype t, void *x, int32_t *labels);
     /* a one-line description for the record: "CIFAR-10 binary, 10000 samples, augment crop 4 + flip" */
     const char *(*describe)(const ab_dataset *ds);
+    /* Optional (NULL: accuracy): the task's metric, in percent, of the predicted classes
+     * pred[0 .. n) of samples 0 .. n (Matthews correlation and F1 times 100) */
+    double (*score)(const ab_dataset *ds, const int32_t *pred, int n);
     void (*destroy)(ab_dataset *ds);
 } ab_dataset_ops;
 
@@ -42,6 +47,7 @@ struct ab_dataset {
     int n;          /* samples */
     ab_sample_info info;
     int augments;   /* 1 when fill does something with aug_seed */
+    const char *metric; /* "accuracy" | "matthews" | "f1": what score computes */
     void *impl;
 };
 

@@ -6,7 +6,8 @@
 
 void ab_linear_specs(ab_param_spec *w, ab_param_spec *b, const char *wname, const char *bname, int in, int out) {
     *w = (ab_param_spec){.name = wname, .ndim = 2, .shape = {out, in}, .init = AB_INIT_UNIFORM_FAN_IN, .fan_in = in};
-    *b = (ab_param_spec){.name = bname, .ndim = 1, .shape = {out}, .init = AB_INIT_UNIFORM_FAN_IN, .fan_in = in};
+    *b = (ab_param_spec){.name = bname, .ndim = 1, .shape = {out}, .init = AB_INIT_UNIFORM_FAN_IN, .fan_in = in,
+                         .no_decay = 1};
 }
 
 void ab_linear_bind(ab_linear *l, const ab_param_spec *w, const ab_param_spec *b) {

@@ -20,6 +20,11 @@ typedef struct {
     /* allocates activations (m->arena) once the parameters are laid out */
     int (*bind)(ab_model *m, const ab_params *p);
     void (*destroy)(ab_model *m);
+    /* Optional (NULL: the generic strict loader and writer of models/checkpoint.c): weights files
+     * in a layout of the model's own (Hugging Face's BERT names with or without "bert.", say);
+     * from receives a one-line account of what came from the file. */
+    int (*load_weights)(ab_model *m, ab_params *p, const char *path, char *from, size_t cap);
+    int (*save_weights)(const ab_model *m, const ab_params *p, const char *path);
 } ab_model_ops;
 
 struct ab_model {
@@ -38,11 +43,15 @@ struct ab_model {
 /* What a model is built for: the sample shape and classes (from the data set), the largest
  * micro-batch, and the options a model may read (0 = the model's default). */
 typedef struct {
+    const char *name; /* the registry's name of the model asked for */
     ab_sample_info sample;
     int max_batch;
     int hidden;    /* MLP hidden width */
     int width;     /* ResNet: channels of the first stage */
     int blocks[4]; /* ResNet: bottleneck blocks per stage */
+    const char *arch; /* BERT: the checkpoint folder or file whose config.json gives the architecture */
+    float dropout;    /* BERT: hidden and attention dropout; < 0: the architecture's */
+    uint64_t seed;    /* dropout masks */
 } ab_model_config;
 
 static inline int ab_model_bind(ab_model *m, const ab_params *p) { return m->ops->bind(m, p); }

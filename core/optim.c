@@ -2,7 +2,10 @@
 #include "optim.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "params.h"
 
 static const char *const schedule_names[] = {"constant", "linear", "cosine", "step"};
 
@@ -41,7 +44,7 @@ const char *ab_optimizer_name(ab_optimizer_kind k) { return k == AB_OPT_ADAMW ? 
 int ab_optimizer_init(ab_optimizer *o, ab_backend *be, ab_optimizer_kind kind, size_t n, float lr, float momentum,
                       float weight_decay) {
     *o = (ab_optimizer){.kind = kind, .lr = lr, .momentum = momentum, .weight_decay = weight_decay, .beta1 = 0.9f,
-                        .beta2 = 0.999f, .eps = 1e-8f, .n = n, .be = be};
+                        .beta2 = 0.999f, .eps = 1e-8f, .n = n, .be = be, .runs = {{0, n, 1}}, .n_runs = 1};
     const size_t bytes = n * sizeof(float);
     if (kind == AB_OPT_ADAMW || momentum != 0.0f) {
         if (!(o->s1 = ab_alloc(be, AB_MEM_OPTIMIZER, bytes))) return -1;
@@ -54,12 +57,57 @@ int ab_optimizer_init(ab_optimizer *o, ab_backend *be, ab_optimizer_kind kind, s
     return 0;
 }
 
+static int by_offset(const void *a, const void *b) {
+    const ab_param_spec *x = *(const ab_param_spec *const *)a, *y = *(const ab_param_spec *const *)b;
+    return (x->offset > y->offset) - (x->offset < y->offset);
+}
+
+int ab_optimizer_exclude(ab_optimizer *o, const ab_param_spec *specs, int n_specs) {
+    const ab_param_spec **s = malloc((size_t)(n_specs ? n_specs : 1) * sizeof *s);
+    if (!s) return ab_errorf("out of host memory");
+    int k = 0;
+    for (int i = 0; i < n_specs; i++)
+        if (specs[i].region != AB_REGION_BUFFER) s[k++] = &specs[i];
+    qsort(s, (size_t)k, sizeof *s, by_offset);
+    int n = 0;
+    size_t at = 0;
+    for (int i = 0; i < k; i++) {
+        const int decay = !s[i]->no_decay;
+        if (s[i]->offset != at) {
+            free(s);
+            return ab_errorf("optimizer: the parameters do not tile the buffer (a spec at %zu, expected %zu)",
+                             s[i]->offset, at);
+        }
+        if (n > 0 && o->runs[n - 1].decay == decay) {
+            o->runs[n - 1].n += s[i]->numel;
+        } else {
+            if (n == AB_OPTIM_MAX_RUNS) {
+                free(s);
+                return ab_errorf("optimizer: more than %d runs of decay and no-decay parameters", AB_OPTIM_MAX_RUNS);
+            }
+            o->runs[n++] = (ab_optim_run){at, s[i]->numel, decay};
+        }
+        at += s[i]->numel;
+    }
+    free(s);
+    if (at != o->n) return ab_errorf("optimizer: the parameters cover %zu of %zu elements", at, o->n);
+    o->n_runs = n;
+    return 0;
+}
+
 int ab_optimizer_step(ab_optimizer *o, float *w, const float *g) {
     o->t++;
-    if (o->kind == AB_OPT_ADAMW)
-        return o->be->ops->adamw_step(o->be, o->n, w, g, o->s1, o->s2, o->lr, o->beta1, o->beta2, o->eps,
-                                      o->weight_decay, o->t);
-    return o->be->ops->sgd_step(o->be, o->n, w, g, o->s1, o->lr, o->momentum, o->weight_decay, o->t == 1);
+    for (int i = 0; i < o->n_runs; i++) {
+        const ab_optim_run *r = &o->runs[i];
+        const float wd = r->decay ? o->weight_decay : 0.0f;
+        if (o->kind == AB_OPT_ADAMW)
+            AB_TRY(o->be->ops->adamw_step(o->be, r->n, w + r->off, g + r->off, o->s1 + r->off, o->s2 + r->off, o->lr,
+                                          o->beta1, o->beta2, o->eps, wd, o->t));
+        else
+            AB_TRY(o->be->ops->sgd_step(o->be, r->n, w + r->off, g + r->off, o->s1 ? o->s1 + r->off : NULL, o->lr,
+                                        o->momentum, wd, o->t == 1));
+    }
+    return 0;
 }
 
 void ab_optimizer_free(ab_optimizer *o) {

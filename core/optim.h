@@ -7,6 +7,14 @@
 
 typedef enum { AB_OPT_SGD = 0, AB_OPT_ADAMW = 1 } ab_optimizer_kind;
 
+/* a run of elements of the buffers [off, off + n) and whether weight decay applies to it */
+typedef struct {
+    size_t off, n;
+    int decay;
+} ab_optim_run;
+
+#define AB_OPTIM_MAX_RUNS 64
+
 typedef struct {
     ab_optimizer_kind kind;
     float lr, momentum, weight_decay, beta1, beta2, eps;
@@ -14,6 +22,8 @@ typedef struct {
     size_t n;
     float *s1, *s2; /* SGD: momentum buffer (or NULL); AdamW: first and second moments */
     ab_backend *be;
+    ab_optim_run runs[AB_OPTIM_MAX_RUNS]; /* one run over all n, unless ab_optimizer_exclude split them */
+    int n_runs;
 } ab_optimizer;
 
 /* Learning rate per optimizer step t (0-based) of T in all, after a linear warm-up of W steps
@@ -29,6 +39,10 @@ int ab_optimizer_parse(const char *s, ab_optimizer_kind *out);
 const char *ab_optimizer_name(ab_optimizer_kind k);
 int ab_optimizer_init(ab_optimizer *o, ab_backend *be, ab_optimizer_kind kind, size_t n, float lr, float momentum,
                       float weight_decay);
+/* Leaves the elements of the no_decay specs out of weight decay (Hugging Face's exclusion of
+ * biases and normalisation weights): the buffers' runs of decay and no-decay specs. */
+struct ab_param_spec;
+int ab_optimizer_exclude(ab_optimizer *o, const struct ab_param_spec *specs, int n_specs);
 int ab_optimizer_step(ab_optimizer *o, float *w, const float *g);
 void ab_optimizer_free(ab_optimizer *o);
 

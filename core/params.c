@@ -22,9 +22,11 @@ static float init_value(const ab_param_spec *s, ab_rng *rng) {
 
 int ab_params_init(ab_params *p, ab_backend *be, ab_precision prec, ab_param_spec *specs, int n_specs, ab_rng *rng) {
     *p = (ab_params){.be = be, .prec = prec, .cdt = ab_precision_compute_dtype(prec), .specs = specs, .n_specs = n_specs};
-    /* compute region first, then the fp32 region after it in the same buffers; buffers apart */
+    /* compute region first, then the fp32 region after it in the same buffers; buffers apart.
+     * Within a region the specs with weight decay come first and those without (no_decay) after
+     * them, so an optimizer that leaves the latter alone steps over a few runs, not one per bias. */
     size_t off = 0, boff = 0;
-    for (int pass = 0; pass < 2; pass++)
+    for (int pass = 0; pass < 4; pass++) /* compute/decay, compute/no decay, fp32/decay, fp32/no decay */
         for (int i = 0; i < n_specs; i++) {
             size_t numel = 1;
             for (int d = 0; d < specs[i].ndim; d++) numel *= (size_t)specs[i].shape[d];
@@ -34,11 +36,11 @@ int ab_params_init(ab_params *p, ab_backend *be, ab_precision prec, ab_param_spe
                     specs[i].offset = boff;
                     boff += numel;
                 }
-            } else if ((specs[i].region == AB_REGION_COMPUTE) == (pass == 0)) {
+            } else if ((specs[i].region == AB_REGION_COMPUTE) == (pass < 2) && (specs[i].no_decay != 0) == (pass % 2)) {
                 specs[i].offset = off;
                 off += numel;
             }
-            if (pass == 0 && specs[i].region == AB_REGION_COMPUTE) p->n_compute = off;
+            if (pass == 1) p->n_compute = off;
         }
     p->n = off;
     p->n_bufs = boff;

@@ -37,7 +37,7 @@ typedef enum {
     AB_LAYOUT_OHWI = 1, /* a convolution filter stored (K, R, S, C); PyTorch's is (K, C, R, S) */
 } ab_param_layout;
 
-typedef struct {
+typedef struct ab_param_spec {
     const char *name; /* PyTorch state_dict key: "layer1.0.conv1.weight" */
     int ndim;
     int shape[AB_MAX_DIMS]; /* as stored here (see layout) */

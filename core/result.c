@@ -135,6 +135,14 @@ static cJSON *build(const ab_train_config *c, const ab_run_record *r) {
     cJSON_AddStringToObject(w, "lr_schedule", ab_lr_schedule_name(c->lr_schedule));
     cJSON_AddNumberToObject(w, "warmup_steps", (double)c->warmup_steps);
     cJSON_AddNumberToObject(w, "timing_skip_steps", (double)c->timing_skip_steps);
+    cJSON_AddStringToObject(w, "weight_decay_excludes", c->wd_exclude ? "biases and normalisation weights" : "nothing");
+    cJSON_AddNumberToObject(w, "clip_grad_norm", c->clip_grad_norm);
+    cJSON_AddStringToObject(w, "metric", r->metric[0] ? r->metric : "accuracy");
+    if (r->seq_len > 0) {
+        cJSON_AddNumberToObject(w, "max_seq_len", r->seq_len);
+        if (c->dropout >= 0.0f) cJSON_AddNumberToObject(w, "dropout", c->dropout);
+        else cJSON_AddStringToObject(w, "dropout", "the architecture's");
+    }
     cJSON_AddNumberToObject(w, "total_steps", (double)r->total_steps);
     cJSON_AddBoolToObject(w, "shuffle", c->shuffle);
     cJSON_AddBoolToObject(w, "augment", c->augment);
@@ -176,6 +184,8 @@ static cJSON *build(const ab_train_config *c, const ab_run_record *r) {
         cJSON_AddItemToObject(j, "train_loss", num(e->train_loss));
         cJSON_AddItemToObject(j, "test_loss", num(e->test_loss));
         cJSON_AddItemToObject(j, "test_accuracy", num(e->test_accuracy));
+        cJSON_AddItemToObject(j, "test_metric", num(e->test_metric));
+        cJSON_AddNumberToObject(j, "clipped_steps", (double)e->clipped_steps);
         cJSON_AddNumberToObject(j, "samples", (double)e->samples);
         cJSON_AddNumberToObject(j, "timed_samples", (double)e->timed_samples);
         cJSON_AddItemToArray(ep, j);
@@ -185,6 +195,7 @@ static cJSON *build(const ab_train_config *c, const ab_run_record *r) {
     cJSON_AddItemToObject(o, "total_time_s", num(total));
     cJSON_AddItemToObject(o, "samples_per_s", num(total > 0 ? samples / total : 0.0));
     cJSON_AddItemToObject(o, "final_test_accuracy", num(r->n_epochs ? r->epochs[r->n_epochs - 1].test_accuracy : NAN));
+    cJSON_AddItemToObject(o, "final_test_metric", num(r->n_epochs ? r->epochs[r->n_epochs - 1].test_metric : NAN));
 
     cJSON *m = cJSON_AddObjectToObject(o, "peak_memory_bytes");
     for (int k = 0; k < AB_MEM_COUNT; k++)

@@ -28,6 +28,7 @@ volatile sig_atomic_t ab_stop_requested = 0;
 void ab_train_config_defaults(ab_train_config *c) {
     *c = (ab_train_config){.model = "mlp", .dataset = "mnist", .device = "cpu", .precision = AB_PREC_FP32,
                            .epochs = 1, .batch_size = 64, .accum_steps = 1, .optimizer = AB_OPT_SGD, .lr = 0.01f,
+                           .max_seq_len = 128, .dropout = -1.0f,
                            .augment = 1, .lr_schedule = AB_LR_CONSTANT,
                            .seed = 1, .init_scale = 65536.0f, .growth_factor = 2.0f, .backoff_factor = 0.5f,
                            .growth_interval = 2000, .log_interval = 100, .shuffle = 1,
@@ -40,7 +41,7 @@ typedef struct {
     float loss_sum;
     int32_t correct;
     int32_t found_inf;
-    int32_t pad;
+    float grad_sq; /* sum of the squared (unscaled) gradients, when clipping */
 } step_stats;
 
 struct ab_trainer {
@@ -62,6 +63,9 @@ struct ab_trainer {
     void *wire;        /* fp16 all-reduce bucket (wire_elems), under --allreduce-dtype fp16 */
     size_t wire_elems;
     int stop_any;   /* some rank was asked to stop (all-reduced each step) */
+    int clipped;    /* the last step's gradients were clipped */
+    int32_t *pred;  /* (test samples) predicted classes, for a data set with its own metric */
+    void *logits_h; /* (batch, classes) host copy of a batch's logits */
 };
 typedef struct ab_trainer trainer;
 
@@ -179,6 +183,7 @@ static int setup(trainer *t, ab_run_record *rec) {
         AB_TRY(ab_params_refresh(&t->params));
     }
     AB_TRY(ab_optimizer_init(&t->opt, t->be, c->optimizer, t->params.n, c->lr, c->momentum, c->weight_decay));
+    if (c->wd_exclude) AB_TRY(ab_optimizer_exclude(&t->opt, t->params.specs, t->params.n_specs));
     AB_TRY(ab_scaler_init(&rec->scaler, c->precision == AB_PREC_AMP, c->init_scale, c->growth_factor,
                           c->backoff_factor, c->growth_interval));
     const ab_dtype cdt = t->params.cdt;
@@ -194,12 +199,19 @@ static int setup(trainer *t, ab_run_record *rec) {
     t->perm = malloc((size_t)t->train->n * sizeof(int32_t));
     t->iota = malloc((size_t)t->test->n * sizeof(int32_t));
     t->shard = malloc((size_t)c->batch_size * (size_t)c->accum_steps * sizeof(int32_t));
+    if (t->test->ops->score) {
+        t->pred = malloc((size_t)t->test->n * sizeof(int32_t));
+        t->logits_h = malloc((size_t)c->batch_size * (size_t)t->model->n_classes * sizeof(float));
+        if (!t->pred || !t->logits_h) return ab_errorf("out of host memory for the predictions");
+    }
     if (!t->x || !t->labels || !t->stats) return -1;
     if (!t->perm || !t->iota || !t->shard) return ab_errorf("out of host memory for the sample order");
     for (int i = 0; i < t->test->n; i++) t->iota[i] = i;
 
     rec->parameters = (long)t->params.n;
     rec->macs_per_sample = t->model->macs_per_sample;
+    snprintf(rec->metric, sizeof rec->metric, "%s", t->test->metric ? t->test->metric : "accuracy");
+    rec->seq_len = t->train->info.kind == AB_SAMPLE_TOKENS ? t->train->info.seq_len : 0;
     rec->model_notes = t->model->notes;
     rec->train_samples = t->train->n;
     rec->test_samples = t->test->n;
@@ -238,6 +250,8 @@ static void teardown(trainer *t) {
     free(t->perm);
     free(t->iota);
     free(t->shard);
+    free(t->pred);
+    free(t->logits_h);
 }
 
 /* Under data parallelism each rank's batch statistics move its own running statistics; as DDP
@@ -250,16 +264,29 @@ static int sync_buffers(trainer *t) {
     return 0;
 }
 
-static int evaluate(trainer *t, double *loss, double *accuracy) {
+/* loss and accuracy of the test set; and its own metric (in percent) when the data set has one:
+ * then each batch's logits come back to the host for the predicted classes */
+static int evaluate(trainer *t, double *loss, double *accuracy, double *metric) {
     ab_backend *be = t->be;
     const ab_dtype cdt = t->params.cdt;
     const int B = t->cfg->batch_size, C = t->model->n_classes, N = t->test->n;
+    const int scored = t->test->ops->score != NULL;
     AB_TRY(sync_buffers(t));
     AB_TRY(be->ops->zero(be, t->stats, sizeof(step_stats)));
     for (int pos = 0; pos < N; pos += B) {
         const int b = N - pos < B ? N - pos : B;
         AB_TRY(t->test->ops->fill(t->test, t->iota + pos, b, 0, cdt, t->x, t->labels));
         AB_TRY(t->model->ops->forward(t->model, &t->params, t->x, b, 0));
+        if (scored) { /* argmax of each row, the first on ties, as softmax_xent counts hits */
+            AB_TRY(be->ops->download(be, t->logits_h, t->model->logits, (size_t)b * C * ab_dtype_size(cdt)));
+            for (int i = 0; i < b; i++) {
+                int am = 0;
+                for (int j = 1; j < C; j++)
+                    if (ab_load(t->logits_h, (size_t)i * C + j, cdt) > ab_load(t->logits_h, (size_t)i * C + am, cdt))
+                        am = j;
+                t->pred[pos + i] = am;
+            }
+        }
         AB_TRY(be->ops->softmax_xent(be, b, C, cdt, t->model->logits, t->labels, 1.0f, cdt, NULL,
                                      &t->stats->loss_sum, &t->stats->correct));
     }
@@ -267,6 +294,7 @@ static int evaluate(trainer *t, double *loss, double *accuracy) {
     AB_TRY(be->ops->download(be, &s, t->stats, sizeof s));
     *loss = (double)s.loss_sum / N;
     *accuracy = 100.0 * s.correct / N;
+    *metric = scored ? t->test->ops->score(t->test, t->pred, N) : *accuracy;
     return 0;
 }
 
@@ -354,6 +382,8 @@ int ab_trainer_step(ab_trainer *t, const int32_t *order, int n, long step, int e
         AB_TRY(ops->upload(be, p->grad + p->n / 2, &inf, sizeof inf));
     }
     if (rec->scaler.enabled) AB_TRY(ops->unscale_check(be, p->n, p->grad, 1.0f / scale, &t->stats->found_inf));
+    /* the global norm of the unscaled gradients, in the same read-back as the overflow flag */
+    if (t->cfg->clip_grad_norm > 0.0f) AB_TRY(ops->sum_squares(be, p->n, p->grad, &t->stats->grad_sq));
     step_stats s;
     AB_TRY(ops->download(be, &s, t->stats, sizeof s));
     int found_inf = s.found_inf != 0;
@@ -377,7 +407,14 @@ int ab_trainer_step(ab_trainer *t, const int32_t *order, int n, long step, int e
                          "scale (NaN in the data or a diverged model)",
                          epoch, step);
     *took = r;
+    t->clipped = 0;
     if (r) {
+        /* clip_grad_norm_'s rule: scale by max / (norm + 1e-6) when that is below 1 */
+        const double norm = sqrt((double)s.grad_sq);
+        if (t->cfg->clip_grad_norm > 0.0f && isfinite(norm) && norm > t->cfg->clip_grad_norm) {
+            AB_TRY(ops->scale(be, p->n, p->grad, (float)(t->cfg->clip_grad_norm / (norm + 1e-6))));
+            t->clipped = 1;
+        }
         t->opt.lr = ab_lr_at(t->cfg->lr_schedule, t->cfg->lr, step, rec->total_steps, t->cfg->warmup_steps);
         AB_TRY(ab_optimizer_step(&t->opt, p->master, p->grad));
     }
@@ -461,6 +498,7 @@ int ab_train_run(const ab_train_config *cfg, ab_run_record *rec) {
             er->steps++;
             er->samples += n;
             er->skipped_steps += !took;
+            er->clipped_steps += t.clipped;
             if (isfinite(loss)) {
                 loss_sum += loss;
                 finite_steps++;
@@ -495,7 +533,7 @@ int ab_train_run(const ab_train_config *cfg, ab_run_record *rec) {
         er->compute_time_s = er->time_s - t.data_time;
         er->train_loss = finite_steps ? loss_sum / finite_steps : NAN;
         const double te = ab_now();
-        rc = evaluate(&t, &er->test_loss, &er->test_accuracy);
+        rc = evaluate(&t, &er->test_loss, &er->test_accuracy, &er->test_metric);
         er->eval_time_s = ab_now() - te;
         if (rc) break;
         rec->n_epochs = e;
@@ -552,7 +590,10 @@ int ab_trainer_weights(ab_trainer *t, float *host) {
     return t->be->ops->download(t->be, host, t->params.master, t->params.n * sizeof(float));
 }
 
-int ab_trainer_evaluate(ab_trainer *t, double *loss, double *accuracy) { return evaluate(t, loss, accuracy); }
+int ab_trainer_evaluate(ab_trainer *t, double *loss, double *accuracy) {
+    double metric;
+    return evaluate(t, loss, accuracy, &metric);
+}
 
 void ab_trainer_destroy(ab_trainer *t) {
     if (!t) return;

@@ -51,6 +51,12 @@ struct ab_train_config {
     long timing_skip_steps; /* the run's first N steps are left out of time_s and samples/s */
     ab_optimizer_kind optimizer;
     float lr, momentum, weight_decay;
+    int wd_exclude;       /* 1: biases and normalisation weights (specs marked no_decay) get no weight decay */
+    float clip_grad_norm; /* > 0: gradients scaled to this global L2 norm when above it (after unscaling) */
+    /* token sequences (BERT) */
+    int max_seq_len;   /* positions a sequence is padded or cut to */
+    const char *vocab; /* vocab.txt; NULL: the checkpoint's, else the bert-base-uncased one */
+    float dropout;     /* hidden and attention dropout; < 0: the architecture's */
     uint64_t seed;
     float init_scale, growth_factor, backoff_factor;
     int growth_interval;
@@ -80,9 +86,10 @@ void ab_train_config_defaults(ab_train_config *c);
 typedef struct {
     int epoch;
     double time_s, compute_time_s, data_time_s, eval_time_s;
-    long steps, skipped_steps, samples;
+    long steps, skipped_steps, clipped_steps, samples;
     long timed_samples; /* samples of the steps inside time_s (all but the run's first timing_skip_steps) */
     double train_loss, test_loss, test_accuracy;
+    double test_metric; /* the data set's metric (rec->metric) in percent; accuracy when it has none */
 } ab_epoch_record;
 
 typedef struct {
@@ -97,6 +104,8 @@ typedef struct {
     char backend[16], device_name[160], blas[200];
     long parameters, train_samples, test_samples;
     double macs_per_sample;
+    char metric[16]; /* "accuracy" | "matthews" | "f1" */
+    int seq_len;     /* token sequences: positions a sample has (0 for images) */
     long total_steps; /* optimizer steps the schedule spans */
     char train_data[160], test_data[160]; /* the data sets' descriptions */
     char weights_from[512];               /* which tensors came from --init-from, or the init used */

@@ -104,6 +104,7 @@ int ab_image_dataset_create(ab_image_set *set, const ab_image_dataset_opts *o, a
     s->flip = o->flip;
     const int n = o->subset > 0 && o->subset < s->set.n ? o->subset : s->set.n;
     *ds = (ab_dataset){.ops = &image_ops, .be = be, .n = n, .augments = o->crop_pad > 0 || o->flip, .impl = s,
+                       .metric = "accuracy",
                        .info = {.kind = AB_SAMPLE_IMAGE, .C = C, .H = s->set.rows, .W = s->set.cols,
                                 .n_classes = s->set.n_classes}};
     char aug[64] = "";

@@ -22,14 +22,30 @@ const char *ab_workload_model(int i, const char **help);
 typedef struct {
     const char *dataset;
     int batch_size;
+    ab_optimizer_kind optimizer;
     float lr, momentum, weight_decay;
     ab_lr_schedule schedule;
     long warmup_steps;
+    float clip_grad_norm; /* 0: none */
+    int wd_exclude;       /* 1: no weight decay on biases and normalisation weights */
 } ab_recipe;
 /* the recipe of model, or NULL for a name the registry does not know */
 const ab_recipe *ab_workload_recipe(const char *model);
 /* writes r's fields into c */
 void ab_recipe_apply(const ab_recipe *r, ab_train_config *c);
+
+/* BERT's architecture: a built-in configuration or a checkpoint's config.json. */
+typedef struct {
+    int vocab, hidden, layers, heads, ffn, max_positions, type_vocab, pad_id;
+    float ln_eps, hidden_dropout, attention_dropout;
+    char source[512]; /* where it came from, for the record */
+} ab_bert_config;
+/* "bert-base" (BertConfig's defaults) or "bert-tiny" (2 layers, hidden 64: the tests') */
+int ab_bert_config_builtin(const char *name, ab_bert_config *c);
+/* arch: a checkpoint folder, or a file in one; reads its config.json (Hugging Face's keys) */
+int ab_bert_config_read(const char *arch, ab_bert_config *c);
+/* BertForSequenceClassification for token sequences like cfg->sample (seq_len, vocab, classes) */
+int ab_bert_create(const ab_model_config *cfg, const ab_bert_config *arch, ab_model **out);
 
 /* Model constructors: specs first (so ab_params_init can lay them out), then bind allocates
  * the activations. */

@@ -4,8 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
 #include "checkpoint.h"
 #include "cifar10.h"
+#include "glue.h"
+#include "text_dataset.h"
+#include "wordpiece.h"
 #include "idx.h"
 #include "image_dataset.h"
 #include "models.h"
@@ -31,10 +36,31 @@ static int create_resnet_tiny(const ab_model_config *c, ab_model **out) {
  *           5e-4 on every parameter, batch 128, cosine decay, with a short linear warm-up because
  *           ResNet-50's bottlenecks (batch-norm weights 1, no zero-initialised residual) can
  *           diverge at lr 0.1 from the first step. */
-static const ab_recipe recipe_mlp = {.dataset = "mnist", .batch_size = 64, .lr = 0.01f, .momentum = 0.0f,
-                                     .weight_decay = 0.0f, .schedule = AB_LR_CONSTANT, .warmup_steps = 0};
-static const ab_recipe recipe_resnet = {.dataset = "cifar10", .batch_size = 128, .lr = 0.1f, .momentum = 0.9f,
-                                        .weight_decay = 5e-4f, .schedule = AB_LR_COSINE, .warmup_steps = 100};
+static const ab_recipe recipe_mlp = {.dataset = "mnist", .batch_size = 64, .optimizer = AB_OPT_SGD, .lr = 0.01f,
+                                     .momentum = 0.0f, .weight_decay = 0.0f, .schedule = AB_LR_CONSTANT};
+static const ab_recipe recipe_resnet = {.dataset = "cifar10", .batch_size = 128, .optimizer = AB_OPT_SGD, .lr = 0.1f,
+                                        .momentum = 0.9f, .weight_decay = 5e-4f, .schedule = AB_LR_COSINE,
+                                        .warmup_steps = 100};
+/*   bert    GLUE fine-tuning as Hugging Face's run_glue and the BERT paper: AdamW lr 2e-5 (betas
+ *           0.9/0.999, eps 1e-8), weight decay 0.01 except on biases and LayerNorm weights, linear
+ *           decay to 0, gradient clipping at norm 1 (Trainer's max_grad_norm), batch 32, SST-2. */
+static const ab_recipe recipe_bert = {.dataset = "sst2", .batch_size = 32, .optimizer = AB_OPT_ADAMW, .lr = 2e-5f,
+                                      .weight_decay = 0.01f, .schedule = AB_LR_LINEAR, .clip_grad_norm = 1.0f,
+                                      .wd_exclude = 1};
+
+/* BERT: the architecture from the checkpoint's config.json (bert) or built in (bert-base,
+ * bert-tiny, which a checkpoint of the same shape may still initialise) */
+static int create_bert(const ab_model_config *c, ab_model **out) {
+    ab_bert_config arch;
+    if (strcmp(c->name, "bert") == 0) {
+        if (!c->arch) return ab_errorf("--model bert takes its architecture from --init-from DIR (a checkpoint "
+                                       "folder with config.json); or use --model bert-base");
+        AB_TRY(ab_bert_config_read(c->arch, &arch));
+    } else {
+        AB_TRY(ab_bert_config_builtin(c->name, &arch));
+    }
+    return ab_bert_create(c, &arch, out);
+}
 
 static const struct {
     const char *name, *help;
@@ -46,11 +72,16 @@ static const struct {
     {"resnet50-cifar", "ResNet-50 v1.5 with a 3x3/1 stem, no max pool", create_resnet50_cifar, &recipe_resnet},
     {"resnet-tiny", "the same code reduced: CIFAR stem, 1 block a stage, width 8", create_resnet_tiny,
      &recipe_resnet},
+    {"bert", "BERT for sequence classification, the architecture of --init-from DIR/config.json", create_bert,
+     &recipe_bert},
+    {"bert-base", "BERT-base: 12 layers, hidden 768, 12 heads, ffn 3072 (110 M parameters)", create_bert, &recipe_bert},
+    {"bert-tiny", "the same code reduced: 2 layers, hidden 64, 2 heads, ffn 256", create_bert, &recipe_bert},
 };
 enum { N_MODELS = sizeof models / sizeof models[0] };
 
 static int create_model(const ab_train_config *cfg, const ab_sample_info *s, ab_model **out) {
-    ab_model_config mc = {.sample = *s, .max_batch = cfg->batch_size, .hidden = cfg->hidden, .width = cfg->width};
+    ab_model_config mc = {.name = cfg->model, .sample = *s, .max_batch = cfg->batch_size, .hidden = cfg->hidden,
+                          .width = cfg->width, .arch = cfg->init_from, .dropout = cfg->dropout, .seed = cfg->seed};
     memcpy(mc.blocks, cfg->blocks, sizeof mc.blocks);
     for (int i = 0; i < N_MODELS; i++)
         if (strcmp(cfg->model, models[i].name) == 0) return models[i].create(&mc, out);
@@ -66,6 +97,9 @@ const ab_recipe *ab_workload_recipe(const char *model) {
 void ab_recipe_apply(const ab_recipe *r, ab_train_config *c) {
     c->dataset = r->dataset;
     c->batch_size = r->batch_size;
+    c->optimizer = r->optimizer;
+    c->clip_grad_norm = r->clip_grad_norm;
+    c->wd_exclude = r->wd_exclude;
     c->lr = r->lr;
     c->momentum = r->momentum;
     c->weight_decay = r->weight_decay;
@@ -131,6 +165,53 @@ static int open_cifar10(const ab_train_config *c, ab_backend *be, ab_dataset **t
     return ab_image_dataset_create(&te, &o, be, test);
 }
 
+/* GLUE: the task's folder (--data, else <data root>/glue/<folder>), BERT's WordPiece vocabulary
+ * (--vocab, else the checkpoint's vocab.txt, else bert-base-uncased's), both splits tokenized once
+ * to --max-seq-len positions; the dev split is the test set */
+static int open_glue(const ab_train_config *c, ab_backend *be, ab_dataset **train, ab_dataset **test) {
+    const ab_glue_task_info *task;
+    AB_TRY(ab_glue_task(c->dataset, &task));
+    char dir[1024], vocab[1100];
+    if (c->data_dir) snprintf(dir, sizeof dir, "%s", c->data_dir);
+    else snprintf(dir, sizeof dir, "%s/glue/%s", AB_DEFAULT_DATA_ROOT, task->folder);
+    struct stat st;
+    if (c->vocab) {
+        snprintf(vocab, sizeof vocab, "%s", c->vocab);
+    } else {
+        vocab[0] = 0;
+        if (c->init_from) {
+            const char *ckpt = c->init_from;
+            if (stat(ckpt, &st) == 0 && S_ISDIR(st.st_mode)) snprintf(vocab, sizeof vocab, "%s/vocab.txt", ckpt);
+            else {
+                const char *slash = strrchr(ckpt, '/');
+                snprintf(vocab, sizeof vocab, "%.*s/vocab.txt", slash ? (int)(slash - ckpt) : 1, slash ? ckpt : ".");
+            }
+            if (stat(vocab, &st) != 0) vocab[0] = 0;
+        }
+        if (!vocab[0]) snprintf(vocab, sizeof vocab, "%s/bert-base-uncased/vocab.txt", AB_DEFAULT_DATA_ROOT);
+    }
+    ab_wordpiece *wp = NULL;
+    AB_TRY(ab_wp_load(vocab, 1, &wp));
+    ab_glue_split tr = {0}, te = {0};
+    char name[64], file[1200];
+    int rc = ab_glue_load(dir, task->name, 0, c->train_subset, &tr);
+    if (rc == 0) rc = ab_glue_load(dir, task->name, 1, c->test_subset, &te);
+    if (rc == 0) {
+        snprintf(name, sizeof name, "%s train", task->folder);
+        snprintf(file, sizeof file, "%s/%s", dir, task->train_file);
+        rc = ab_text_dataset_create(&tr, wp, c->max_seq_len, name, file, be, train);
+    }
+    if (rc == 0) {
+        snprintf(name, sizeof name, "%s dev", task->folder);
+        snprintf(file, sizeof file, "%s/%s", dir, task->dev_file);
+        rc = ab_text_dataset_create(&te, wp, c->max_seq_len, name, file, be, test);
+    }
+    ab_glue_split_free(&tr);
+    ab_glue_split_free(&te);
+    ab_wp_free(wp);
+    return rc;
+}
+
 static const struct {
     const char *name;
     int (*open)(const ab_train_config *c, ab_backend *be, ab_dataset **train, ab_dataset **test);
@@ -138,6 +219,13 @@ static const struct {
     {"mnist", open_mnist},
     {"fashion-mnist", open_fashion},
     {"cifar10", open_cifar10},
+    {"sst2", open_glue},
+    {"cola", open_glue},
+    {"rte", open_glue},
+    {"mrpc", open_glue},
+    {"qnli", open_glue},
+    {"qqp", open_glue},
+    {"mnli", open_glue},
 };
 enum { N_DATASETS = sizeof datasets / sizeof datasets[0] };
 
@@ -181,10 +269,12 @@ const char *ab_workload_dataset_names(void) {
 /* ---- weights files: safetensors in PyTorch's names (models/checkpoint.c) ---- */
 
 static int load_weights(const char *path, ab_model *m, ab_params *p, char *from, size_t cap) {
+    if (m->ops->load_weights) return m->ops->load_weights(m, p, path, from, cap);
     return ab_checkpoint_load(path, m, p, NULL, from, cap);
 }
 
 static int save_weights(const char *path, const ab_model *m, const ab_params *p) {
+    if (m->ops->save_weights) return m->ops->save_weights(m, p, path);
     return ab_checkpoint_save(path, m, p);
 }
 

@@ -72,7 +72,10 @@ static void test_params(ab_backend *be) {
         ab_params p;
         AB_CHECK(ab_params_init(&p, be, precs[k], specs, 4, &r) == 0, "%s", ab_error());
         const size_t n = 784 * 256 + 256 + 256 * 10 + 10;
-        AB_CHECK(p.n == n && specs[2].offset == 784 * 256 + 256 && specs[3].numel == 10, "layout");
+        /* weights first, the biases (no weight decay under --wd-exclude) after them */
+        AB_CHECK(p.n == n && specs[2].offset == 784 * 256 && specs[1].offset == 784 * 256 + 256 * 10 &&
+                     specs[3].offset == specs[1].offset + 256 && specs[3].numel == 10,
+                 "layout");
         const size_t c = ab_dtype_size(p.cdt);
         const size_t *cur = be->mem.current, *was = before.current;
         if (precs[k] == AB_PREC_FP32) {
@@ -115,6 +118,44 @@ static void test_params(ab_backend *be) {
     }
 }
 
+/* --wd-exclude bias-norm: with zero gradients one AdamW step only decays, so the weights shrink by
+ * 1 - lr wd and the biases (no_decay) stay bit for bit; SGD likewise */
+static void test_exclusion(ab_backend *be) {
+    for (int k = 0; k < 2; k++) {
+        ab_param_spec specs[4];
+        ab_linear_specs(&specs[0], &specs[1], "fc1.weight", "fc1.bias", 7, 5);
+        ab_linear_specs(&specs[2], &specs[3], "fc2.weight", "fc2.bias", 5, 3);
+        ab_rng r;
+        ab_rng_seed(&r, 9);
+        ab_params p;
+        AB_CHECK(ab_params_init(&p, be, AB_PREC_FP32, specs, 4, &r) == 0, "%s", ab_error());
+        ab_optimizer o;
+        const float lr = 0.1f, wd = 0.5f;
+        AB_CHECK(ab_optimizer_init(&o, be, k ? AB_OPT_SGD : AB_OPT_ADAMW, p.n, lr, 0.0f, wd) == 0 &&
+                     ab_optimizer_exclude(&o, specs, 4) == 0,
+                 "%s", ab_error());
+        AB_CHECK(o.n_runs == 2 && o.runs[0].decay && !o.runs[1].decay && o.runs[0].n == 7 * 5 + 5 * 3,
+                 "runs: %d (the weights, then the biases)", o.n_runs);
+        float *w0 = malloc(p.n * sizeof *w0);
+        memcpy(w0, p.master, p.n * sizeof *w0);
+        memset(p.grad, 0, p.n * sizeof(float));
+        AB_CHECK(ab_optimizer_step(&o, p.master, p.grad) == 0, "%s", ab_error());
+        int bad = 0;
+        for (int s = 0; s < 4; s++)
+            for (size_t i = 0; i < specs[s].numel; i++) {
+                const float before = w0[specs[s].offset + i], after = p.master[specs[s].offset + i];
+                /* AdamW: w (1 - lr wd); SGD: w - lr (wd w) */
+                const float want = specs[s].no_decay ? before : k ? before - lr * (wd * before) : before * (1.0f - lr * wd);
+                bad += after != want;
+            }
+        AB_CHECK(bad == 0, "%s with exclusions: %d elements off (decayed biases or undecayed weights)",
+                 k ? "sgd" : "adamw", bad);
+        free(w0);
+        ab_optimizer_free(&o);
+        ab_params_free(&p);
+    }
+}
+
 int main(void) {
     ab_backend *be = ab_backend_cpu_create(1);
     if (!be) return 1;
@@ -122,6 +163,7 @@ int main(void) {
     test_optimizer(be, AB_OPT_SGD, 0.05f, 0.9f, 1e-2f);
     test_optimizer(be, AB_OPT_ADAMW, 1e-3f, 0.0f, 0.01f);
     test_params(be);
+    test_exclusion(be);
     be->ops->destroy(be);
     printf("optimizers and parameters: %d failures\n", failures);
     return failures ? 1 : 0;
