@@ -14,7 +14,9 @@
 #include <time.h>
 
 #include "comm.h"
+#include "glue.h"
 #include "models.h"
+#include "wordpiece.h"
 #include "train.h"
 #include "version.h"
 
@@ -23,6 +25,11 @@
 static const char usage[] =
     "usage: ampbench train [options]     train one workload, write one JSON result\n"
     "       ampbench bench [options]     repeat training runs and print median epoch time and samples/s\n"
+    "       ampbench tokenize --vocab FILE [--max-seq-len N] [--task T] [--cased] FILE\n"
+    "                                    BERT's WordPiece ids of each example of FILE, one line each\n"
+    "                                    ([CLS] ... [SEP], padding left out); --task T reads FILE as\n"
+    "                                    GLUE task T's TSV (sentence pairs for RTE, ...), else each\n"
+    "                                    line is one text\n"
     "       ampbench --help | --version\n"
     "       mpirun -np N ampbench train|bench [options]   data parallel: N ranks, rank 0 prints and writes\n"
     "\n"
@@ -33,6 +40,7 @@ static const char usage[] =
 typedef struct {
     ab_train_config cfg;
     int repeats;       /* bench: number of runs */
+    int find_max_batch;
     int help, version; /* print and exit */
 } cli;
 
@@ -144,6 +152,28 @@ static int set_dropout(const option_row *o, const char *v, cli *c) {
     return 0;
 }
 
+/* a size: a number and K, M, G or T (powers of 1024: an "8 GB" GPU holds 8 GiB), B or iB after
+ * the unit allowed: 8G, 8GB, 7.5GiB, 8192M */
+static int set_size(const option_row *o, const char *v, cli *c) {
+    (void)o;
+    char *end;
+    errno = 0;
+    const double x = strtod(v, &end);
+    double unit = 1.0;
+    switch (*end) {
+    case 'K': case 'k': unit = 1024.0, end++; break;
+    case 'M': case 'm': unit = 1024.0 * 1024.0, end++; break;
+    case 'G': case 'g': unit = 1024.0 * 1024.0 * 1024.0, end++; break;
+    case 'T': case 't': unit = 1024.0 * 1024.0 * 1024.0 * 1024.0, end++; break;
+    default: break;
+    }
+    if (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0) end += strlen(end);
+    if (errno || end == v || *end || !(x > 0.0) || x * unit > 1e18)
+        return ab_errorf("'%s' is not a size (a number and K, M, G or T, powers of 1024: 8G, 7.5GiB)", v);
+    c->cfg.memory_limit = (size_t)(x * unit);
+    return 0;
+}
+
 static int set_lr_schedule(const option_row *o, const char *v, cli *c) {
     (void)o;
     return ab_lr_schedule_parse(v, &c->cfg.lr_schedule);
@@ -214,6 +244,10 @@ static const option_row rows[] = {
     {"device", "D", "cpu | cuda | auto", "cpu", STRING(cfg.device)},
     {"precision", "P", "fp32 | amp (fp16 autocast + loss scaling) | bf16", "fp32", CALL(set_precision)},
     {"threads", "N", "CPU BLAS threads (0 = OpenBLAS default)", "0", INT(cfg.threads, 0, 1024)},
+    {"memory-limit", "SIZE", "refuse to hold more than SIZE (8G: powers of 1024) of the comparable\n"
+                             "total, on any backend: an out-of-memory error names the tensor", NULL, CALL(set_size)},
+    {"find-max-batch", NULL, "report the largest --batch-size whose run fits (--memory-limit, or\n"
+                             "the GPU's memory) and exit", NULL, FLAG(find_max_batch, 1)},
     {"seed", "S", "initialisation, shuffling and augmentation", "1", U64(cfg.seed, 0, 1L << 62)},
 
     SECTION("model"),
@@ -434,6 +468,141 @@ static int run_bench(ab_train_config *c, int repeats) {
     return rc;
 }
 
+/* Whether a batch fits: the trainer's set-up (every tensor the run holds) and, on a device, one
+ * step (library workspaces grow there; on the CPU the step adds nothing to the comparable total).
+ * Returns 1 (fits), 0 (out of memory) or -1 (another error); *peak = the comparable peak. */
+static int fits(const ab_train_config *c, int batch, double *peak) {
+    ab_train_config t = *c;
+    t.batch_size = batch;
+    t.quiet = 1;
+    t.out_path = t.save_path = NULL;
+    ab_run_record rec;
+    ab_trainer *tr = NULL;
+    int rc = ab_trainer_create(&t, &rec, &tr);
+    if (rc == 0 && strcmp(rec.backend, "cpu") != 0) {
+        const int n = ab_trainer_train_samples(tr);
+        int32_t *order = malloc((size_t)batch * sizeof *order);
+        double loss;
+        int took;
+        for (int i = 0; order && i < batch; i++) order[i] = i % n;
+        rc = order ? ab_trainer_step(tr, order, batch, 0, 1, &loss, &took) : ab_errorf("out of host memory");
+        free(order);
+    }
+    if (tr) ab_trainer_destroy(tr);
+    *peak = (double)rec.mem.peak_total;
+    const int oom = rec.mem.oom;
+    ab_run_record_free(&rec);
+    return rc == 0 ? 1 : oom ? 0 : -1;
+}
+
+/* --find-max-batch: doubling from 1 until a batch does not fit, then bisection */
+static int find_max_batch(const ab_train_config *c) {
+    if (!c->memory_limit && strcmp(c->device, "cpu") == 0)
+        return ab_errorf("--find-max-batch on the CPU needs --memory-limit SIZE (the memory to fit in)");
+    double peak = 0.0, peak_ok = 0.0, peak_bad = 0.0;
+    int ok = 0, bad = 0;
+    for (int b = 1; b <= (1 << 16); b *= 2) {
+        const int r = fits(c, b, &peak);
+        if (r < 0) return -1;
+        printf("  batch %6d: %s (comparable peak %.3f GB)\n", b, r ? "fits" : "does not fit", peak / 1e9);
+        fflush(stdout);
+        if (r) ok = b, peak_ok = peak;
+        else {
+            bad = b, peak_bad = peak;
+            break;
+        }
+    }
+    while (bad && bad - ok > 1) {
+        const int mid = ok + (bad - ok) / 2;
+        const int r = fits(c, mid, &peak);
+        if (r < 0) return -1;
+        printf("  batch %6d: %s (comparable peak %.3f GB)\n", mid, r ? "fits" : "does not fit", peak / 1e9);
+        fflush(stdout);
+        if (r) ok = mid, peak_ok = peak;
+        else bad = mid, peak_bad = peak;
+    }
+    printf("largest batch that fits: %d (%s, %s, %s, comparable peak %.3f GB)", ok, c->model,
+           ab_precision_name(c->precision), c->device, peak_ok / 1e9);
+    if (c->memory_limit) printf(" under --memory-limit %.3f GB", c->memory_limit / 1e9);
+    if (bad) printf("; batch %d does not fit (%.3f GB when refused)", bad, peak_bad / 1e9);
+    printf("\n");
+    return 0;
+}
+
+/* ampbench tokenize: the ids a user diffs against another tokenizer's */
+static int tokenize(int argc, char **argv) {
+    static const struct option opts[] = {{"vocab", required_argument, NULL, 'v'}, {"max-seq-len", required_argument, NULL, 'n'},
+                                         {"task", required_argument, NULL, 't'}, {"cased", no_argument, NULL, 'c'},
+                                         {NULL, 0, NULL, 0}};
+    const char *vocab = NULL, *task_name = NULL;
+    long max_len = 128;
+    int cased = 0;
+    opterr = 0;
+    optind = 1;
+    for (;;) {
+        const char *word = optind < argc ? argv[optind] : "";
+        const int k = getopt_long(argc, argv, "+:", opts, NULL);
+        if (k == -1) break;
+        if (k == ':') return ab_errorf("tokenize: %s needs a value", word);
+        if (k == '?') return ab_errorf("tokenize: unknown option '%s' (see ampbench --help)", word);
+        if (k == 'v') vocab = optarg;
+        else if (k == 't') task_name = optarg;
+        else if (k == 'c') cased = 1;
+        else AB_TRY(parse_long(optarg, 3, 1 << 16, &max_len));
+    }
+    if (!vocab) return ab_errorf("tokenize: --vocab FILE is required (BERT's vocab.txt)");
+    if (optind != argc - 1) return ab_errorf("tokenize: one input FILE expected (see ampbench --help)");
+    const char *path = argv[optind];
+    ab_wordpiece *wp;
+    AB_TRY(ab_wp_load(vocab, !cased, &wp));
+    int32_t *ids = malloc((size_t)max_len * sizeof *ids), *mask = malloc((size_t)max_len * sizeof *mask);
+    int rc = (!ids || !mask) ? ab_errorf("out of host memory") : 0;
+    ab_glue_split sp = {0};
+    const ab_glue_task_info *task = NULL;
+    char **lines = NULL;
+    int n = 0;
+    if (rc == 0 && task_name) {
+        rc = ab_glue_task(task_name, &task);
+        if (rc == 0) rc = ab_glue_read(path, task, 0, &sp);
+        n = sp.n;
+    } else if (rc == 0) { /* one text a line, the line's end taken off */
+        FILE *f = fopen(path, "rb");
+        if (!f) rc = ab_errorf("%s: cannot open (%s)", path, strerror(errno));
+        char *line = NULL;
+        size_t cap = 0;
+        ssize_t len;
+        int have = 0;
+        while (rc == 0 && f && (len = getline(&line, &cap, f)) >= 0) {
+            while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
+            if (n == have) {
+                have = have ? 2 * have : 1024;
+                char **l = realloc(lines, (size_t)have * sizeof *l);
+                if (!l) rc = ab_errorf("out of host memory");
+                else lines = l;
+            }
+            if (rc == 0 && !(lines[n++] = strdup(line))) rc = ab_errorf("out of host memory");
+        }
+        free(line);
+        if (f) fclose(f);
+    }
+    for (int i = 0; rc == 0 && i < n; i++) {
+        char where[1200];
+        snprintf(where, sizeof where, "%s:%d", path, task ? sp.lines[i] : i + 1);
+        const char *a = task ? sp.a[i] : lines[i], *b = task && sp.b ? sp.b[i] : NULL;
+        int real = 0;
+        rc = ab_wp_encode(wp, a, strlen(a), b, b ? strlen(b) : 0, (int)max_len, ids, NULL, mask, &real, where);
+        for (int k = 0; rc == 0 && k < real; k++) printf(k ? " %d" : "%d", ids[k]);
+        if (rc == 0) putchar('\n');
+    }
+    for (int i = 0; i < n && !task; i++) free(lines[i]);
+    free(lines);
+    ab_glue_split_free(&sp);
+    free(ids);
+    free(mask);
+    ab_wp_free(wp);
+    return rc;
+}
+
 static int print_version(void) {
     printf("ampbench %s%s\n", ab_git_commit(), ab_git_dirty() ? " (modified)" : "");
     return 0;
@@ -445,9 +614,14 @@ int main(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     if (strcmp(argv[1], "--version") == 0) return print_version();
+    if (strcmp(argv[1], "tokenize") == 0) {
+        const int rc = tokenize(argc - 1, argv + 1);
+        if (rc != 0) fprintf(stderr, "ampbench: %s\n", ab_error());
+        return rc ? (strncmp(ab_error(), "tokenize:", 9) == 0 ? 2 : 1) : 0;
+    }
     const int is_train = strcmp(argv[1], "train") == 0, is_bench = strcmp(argv[1], "bench") == 0;
     if (!is_train && !is_bench) {
-        fprintf(stderr, "ampbench: unknown command '%s' (expected train or bench; see --help)\n", argv[1]);
+        fprintf(stderr, "ampbench: unknown command '%s' (expected train, bench or tokenize; see --help)\n", argv[1]);
         return 2;
     }
     cli opts = {.repeats = 5};
@@ -473,7 +647,9 @@ int main(int argc, char **argv) {
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     int rc;
-    if (is_bench) {
+    if (opts.find_max_batch) {
+        rc = find_max_batch(&opts.cfg);
+    } else if (is_bench) {
         rc = run_bench(&opts.cfg, opts.repeats);
     } else {
         ab_run_record rec;

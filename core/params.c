@@ -58,6 +58,7 @@ int ab_params_init(ab_params *p, ab_backend *be, ab_precision prec, ab_param_spe
     for (int i = 0; mixed && i < n_specs; i++)
         if (specs[i].region == AB_REGION_COMPUTE && specs[i].numel > p->n_gradc) p->n_gradc = specs[i].numel;
     const size_t b32 = p->n * sizeof(float), bc = p->n_compute * ab_dtype_size(p->cdt);
+    ab_mem_label(&be->mem, "%zu parameters (%s)", p->n, ab_precision_name(prec));
     p->master = ab_alloc(be, mixed ? AB_MEM_MASTER : AB_MEM_PARAMETERS, b32);
     p->grad = ab_alloc(be, AB_MEM_GRADIENTS, b32);
     p->wc = mixed ? ab_alloc(be, AB_MEM_PARAMETERS, bc) : p->master;
@@ -66,6 +67,7 @@ int ab_params_init(ab_params *p, ab_backend *be, ab_precision prec, ab_param_spe
     p->gradc = mixed ? ab_alloc(be, AB_MEM_GRADIENTS, (p->n_gradc ? p->n_gradc : 1) * ab_dtype_size(p->cdt)) : p->grad;
     p->bufs = p->n_bufs ? ab_alloc(be, AB_MEM_PARAMETERS, p->n_bufs * sizeof(float)) : NULL;
     int rc = (!p->master || !p->grad || !p->wc || !p->gradc || (p->n_bufs && !p->bufs)) ? -1 : 0;
+    ab_mem_label(&be->mem, "%s", "");
     if (rc == 0) rc = be->ops->upload(be, p->master, host, b32);
     if (rc == 0 && p->n_bufs) rc = be->ops->upload(be, p->bufs, hbuf, p->n_bufs * sizeof(float));
     if (rc == 0) rc = be->ops->zero(be, p->grad, b32);

@@ -204,6 +204,17 @@ static cJSON *build(const ab_train_config *c, const ab_run_record *r) {
     /* total: what a GPU run of this configuration holds; total_with_cpu_scratch adds the buffers
      * only the CPU implementation needs (cpu_scratch), peak of the sum */
     cJSON_AddNumberToObject(m, "total_with_cpu_scratch", (double)r->mem.peak_all);
+    /* the memory cap, and whether the run fitted under it (or under the device's own memory) */
+    if (c->memory_limit) cJSON_AddNumberToObject(o, "memory_limit_bytes", (double)c->memory_limit);
+    cJSON_AddBoolToObject(o, "fits_in_memory", !r->mem.oom);
+    if (r->mem.oom) {
+        cJSON *oom = cJSON_AddObjectToObject(o, "out_of_memory");
+        cJSON_AddNumberToObject(oom, "requested_bytes", (double)r->mem.oom_bytes);
+        cJSON_AddStringToObject(oom, "category", ab_mem_category_name(r->mem.oom_cat));
+        cJSON_AddStringToObject(oom, "allocating", r->mem.oom_label[0] ? r->mem.oom_label : "?");
+        cJSON_AddNumberToObject(oom, "in_use_bytes", (double)r->mem.oom_in_use);
+        cJSON_AddNumberToObject(oom, "would_need_bytes", (double)(r->mem.oom_in_use + r->mem.oom_bytes));
+    }
 
     const ab_scaler *s = &r->scaler;
     cJSON *a = cJSON_AddObjectToObject(o, "amp");

@@ -160,6 +160,7 @@ static int setup(trainer *t, ab_run_record *rec) {
     const int gpu = t->comm->device >= 0 ? t->comm->device : t->comm->local_rank;
     t->be = ab_backend_create_on(c->device, gpu, c->threads, t->comm->rank > 0);
     if (!t->be) return -1;
+    t->be->mem.limit = c->memory_limit;
     ab_comm_bind(t->comm, t->be);
     AB_TRY(load_data(t));
     AB_TRY(c->workload->create_model(c, &t->train->info, &t->model));
@@ -188,6 +189,7 @@ static int setup(trainer *t, ab_run_record *rec) {
                           c->backoff_factor, c->growth_interval));
     const ab_dtype cdt = t->params.cdt;
     t->x_bytes = t->train->ops->batch_bytes(t->train, c->batch_size, cdt);
+    ab_mem_label(&t->be->mem, "a batch of %d samples", c->batch_size);
     t->x = ab_alloc(t->be, AB_MEM_ACTIVATIONS, t->x_bytes);
     t->labels = ab_alloc(t->be, AB_MEM_ACTIVATIONS, (size_t)c->batch_size * sizeof(int32_t));
     t->stats = ab_alloc(t->be, AB_MEM_WORKSPACE, sizeof(step_stats));
@@ -204,6 +206,7 @@ static int setup(trainer *t, ab_run_record *rec) {
         t->logits_h = malloc((size_t)c->batch_size * (size_t)t->model->n_classes * sizeof(float));
         if (!t->pred || !t->logits_h) return ab_errorf("out of host memory for the predictions");
     }
+    ab_mem_label(&t->be->mem, "%s", "");
     if (!t->x || !t->labels || !t->stats) return -1;
     if (!t->perm || !t->iota || !t->shard) return ab_errorf("out of host memory for the sample order");
     for (int i = 0; i < t->test->n; i++) t->iota[i] = i;
@@ -562,6 +565,14 @@ int ab_train_run(const ab_train_config *cfg, ab_run_record *rec) {
         rec->complete = !rec->interrupted;
         if (cfg->out_path && rec->rank == 0) rc = ab_result_write(cfg->out_path, cfg, rec);
     }
+    /* a run that did not fit still leaves its record: what was asked for and what it held */
+    if (rc != 0 && t.be && t.be->mem.oom && cfg->out_path && rec->rank == 0) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", ab_error());
+        rec->mem = t.be->mem;
+        if (ab_result_write(cfg->out_path, cfg, rec) != 0) fprintf(stderr, "ampbench: %s\n", ab_error());
+        ab_errorf("%s", why);
+    }
     teardown(&t);
     return rc;
 }
@@ -574,6 +585,7 @@ int ab_trainer_create(const ab_train_config *cfg, ab_run_record *rec, ab_trainer
     t->cfg = cfg;
     t->rec = rec;
     if (setup(t, rec) != 0) {
+        if (t->be) rec->mem = t->be->mem; /* what it held, and an out-of-memory refusal */
         teardown(t);
         free(t);
         return -1;

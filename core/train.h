@@ -62,6 +62,7 @@ struct ab_train_config {
     int growth_interval;
     int log_interval; /* print and record the loss every this many steps */
     int threads;      /* CPU BLAS threads; 0 = library default */
+    size_t memory_limit; /* > 0: the comparable total may not pass it (an 8 GB GPU, on any backend) */
     int shuffle, quiet;
     long inject_inf_step; /* fault injection: plant +inf in one gradient at this step (-1 = never) */
     int inject_inf_rank;  /* ... on this rank only (-1 = every rank) */

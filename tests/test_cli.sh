@@ -148,6 +148,22 @@ expect_error 1 "$tmp/lie.safetensors: header of" -- train --model resnet-tiny "$
 expect_error 1 "no tensor 'conv1.weight'" -- train --model resnet-tiny "${tiny[@]}" --init-from "$tmp/mlp.safetensors"
 expect_error 1 "$tmp/none.safetensors: cannot open" -- train "${tiny[@]}" --init-from "$tmp/none.safetensors"
 
+# ampbench tokenize: BERT's ids, one line an example (ids as transformers' BertTokenizer gives them)
+vocab_file="$(dirname "$src")/bert-base-uncased/vocab.txt"
+if [ -r "$vocab_file" ]; then
+  printf 'H\xc3\xa9llo, w\xc3\xb6rld!\n\n' >"$tmp/t.txt"
+  out=$("$AMPBENCH" tokenize --vocab "$vocab_file" "$tmp/t.txt" 2>"$tmp/err") || fail "tokenize: $(cat "$tmp/err")"
+  [ "$out" = "101 7592 1010 2088 999 102
+101 102" ] || fail "tokenize gave '$out'"
+  printf 'fine\n\xff bad\n' >"$tmp/bad.txt"
+  expect_error 1 "$tmp/bad.txt:2: invalid UTF-8" -- tokenize --vocab "$vocab_file" "$tmp/bad.txt"
+  expect_error 2 "tokenize: --vocab FILE is required" -- tokenize "$tmp/t.txt"
+  expect_error 2 "tokenize: unknown option '--bogus'" -- tokenize --bogus "$tmp/t.txt"
+  expect_error 1 "unknown GLUE task" -- tokenize --vocab "$vocab_file" --task nope "$tmp/t.txt"
+else
+  echo "SKIPPED (part): no $vocab_file for ampbench tokenize"
+fi
+
 # interruption: SIGINT during epoch 2 of 3 keeps epoch 1 in the result, marked incomplete
 "$AMPBENCH" train --epochs 3 --quiet --out "$tmp/r.json" &
 pid=$!

@@ -22,6 +22,7 @@ static void f16_table_init(void) {
 }
 
 static void *cpu_alloc(ab_backend *be, ab_mem_category cat, size_t bytes) {
+    if (ab_mem_admit(&be->mem, cat, bytes) != 0) return NULL;
     const size_t rounded = (bytes + 63) & ~(size_t)63;
     void *p = aligned_alloc(64, rounded ? rounded : 64);
     if (!p) {

@@ -160,8 +160,14 @@ static void sample_driver_mem(cuda_state *st) {
 
 static void *cuda_alloc(ab_backend *be, ab_mem_category cat, size_t bytes) {
     if (on_device(st_of(be)) != 0) return NULL;
+    if (ab_mem_admit(&be->mem, cat, bytes) != 0) return NULL;
     void *p = NULL;
     const cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+    if (e == cudaErrorMemoryAllocation) { /* the device's own limit: recorded as --memory-limit's is */
+        (void)cudaGetLastError();
+        ab_mem_refused(&be->mem, cat, bytes, "cudaMalloc: out of memory");
+        return NULL;
+    }
     if (e != cudaSuccess) {
         ab_errorf("cudaMalloc(%zu bytes for %s) failed at %s:%d: %s", bytes, ab_mem_category_name(cat), __FILE__,
                   __LINE__, cudaGetErrorString(e));
@@ -920,6 +926,22 @@ static ab_backend_ops make_ops(void) {
     o.avgpool_forward = ab_cuda_avgpool_forward;
     o.avgpool_backward = ab_cuda_avgpool_backward;
     o.add = ab_cuda_add;
+    o.gemm_batched = ab_cuda_gemm_batched;
+    o.layernorm_forward = ab_cuda_layernorm_forward;
+    o.layernorm_backward = ab_cuda_layernorm_backward;
+    o.gelu_forward = ab_cuda_gelu_forward;
+    o.gelu_backward = ab_cuda_gelu_backward;
+    o.tanh_forward = ab_cuda_tanh_forward;
+    o.tanh_backward = ab_cuda_tanh_backward;
+    o.softmax_forward = ab_cuda_softmax_forward;
+    o.softmax_backward = ab_cuda_softmax_backward;
+    o.dropout_forward = ab_cuda_dropout_forward;
+    o.dropout_backward = ab_cuda_dropout_backward;
+    o.embedding_forward = ab_cuda_embedding_forward;
+    o.embedding_backward = ab_cuda_embedding_backward;
+    o.gather_rows = ab_cuda_gather_rows;
+    o.sum_squares = ab_cuda_sum_squares;
+    o.scale = ab_cuda_scale;
     o.describe = cuda_describe;
     o.data_mark = cuda_data_mark;
     o.data_time = cuda_data_time;
