@@ -36,12 +36,12 @@ mkdir -p "$build"
 cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release -DAB_WITH_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$archs" >"$build/configure.log" 2>&1 ||
     { cat "$build/configure.log" >&2; die "configure failed"; }
 grep -q "CUDA backend ON" "$build/configure.log" || die "configure did not enable the CUDA backend (see $build/configure.log)"
-cmake --build "$build" -j "$(nproc)" --target ampbench test_cuda_ops test_cuda_train test_cuda_layers \
+cmake --build "$build" -j "$(nproc)" --target ampbench test_cuda_ops test_cuda_train test_cuda_layers test_cuda_transformer \
     >"$build/build.log" 2>&1 ||
     { tail -40 "$build/build.log" >&2; die "build failed"; }
 
 progs=("$build/ampbench" "$build/tests/gpu/test_cuda_ops" "$build/tests/gpu/test_cuda_train"
-       "$build/tests/gpu/test_cuda_layers")
+       "$build/tests/gpu/test_cuda_layers" "$build/tests/gpu/test_cuda_transformer")
 for p in "${progs[@]}"; do [ -x "$p" ] || die "$p was not built"; done
 
 rm -rf "$out"

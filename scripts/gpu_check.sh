@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The GPU check, one command on a GPU machine: runs the GPU tests (every CUDA op and cuDNN layer
-# against the CPU backend, GPU/CPU training parity), trains the MNIST MLP one epoch and ResNet-50
-# (both stems) for AB_RESNET_STEPS steps on a CIFAR-10 subset, each in fp32 and in amp, with
-# ampbench and with the PyTorch peer, and prints a comparison table (samples/s, epoch time, peak
-# memory, accuracy, overflow events). Well within 5 minutes on an A100/H100-class GPU.
+# The GPU check, one command on a GPU machine: runs the GPU tests (every CUDA op, cuDNN layer and
+# transformer op against the CPU backend, GPU/CPU training parity), trains the MNIST MLP one epoch
+# and ResNet-50 (both stems) for AB_RESNET_STEPS steps on a CIFAR-10 subset, each in fp32 and in
+# amp, with ampbench and with the PyTorch peer, and prints a comparison table (samples/s, epoch
+# time, peak memory, accuracy, overflow events). Well within 5 minutes on an A100/H100-class GPU.
 # Works from a bundle (scripts/bundle.sh) or from a source checkout with a CUDA build.
 # Usage: scripts/gpu_check.sh [--out DIR] [--build DIR] [--data DIR] [--no-peer]
 #   --out    where logs, JSON results and the table go [results/gpu/<UTC date>-<device>/]
@@ -31,7 +31,7 @@ done
 if [ -f "$root/env.sh" ]; then # a bundle
     mode=bundle
     ampbench=$root/bin/ampbench
-    tests=("$root/bin/test_cuda_ops" "$root/bin/test_cuda_layers" "$root/bin/test_cuda_train")
+    tests=("$root/bin/test_cuda_ops" "$root/bin/test_cuda_layers" "$root/bin/test_cuda_transformer" "$root/bin/test_cuda_train")
     data=${data:-$root/data/mnist}
     cifar=${cifar:-$root/data/cifar10}
     # shellcheck disable=SC1091
@@ -40,7 +40,8 @@ else
     mode=source
     build=${build:-$root/build}
     ampbench=$build/ampbench
-    tests=("$build/tests/gpu/test_cuda_ops" "$build/tests/gpu/test_cuda_layers" "$build/tests/gpu/test_cuda_train")
+    tests=("$build/tests/gpu/test_cuda_ops" "$build/tests/gpu/test_cuda_layers" "$build/tests/gpu/test_cuda_transformer"
+           "$build/tests/gpu/test_cuda_train")
     data=${data:-${AB_MNIST_DIR:-$root/../shared/data/mnist}}
     cifar=${cifar:-${AB_CIFAR10_DIR:-$root/../shared/data/cifar10}}
 fi

@@ -148,6 +148,27 @@ static inline int ab_check_nmse(const char *what, const float *a, const double *
 #define AB_TOL_GPU_LAYER_FP32_MAXREL 1e-4
 #define AB_TOL_GPU_LAYER_FP16_MAXREL 2e-3
 #define AB_TOL_GPU_LAYER_BF16_MAXREL 1.6e-2
+/* Transformer ops, CUDA against the CPU backend (tests/gpu/test_cuda_transformer.c).
+ * Layer norm in fp32: both sides take a row's sums in double (deviations from the row's first
+ * value) in other orders, so the float mean and rstd agree to the last bit nearly always (one
+ * ulp, 6e-8 relative, at worst); y and dx are then one fp32 expression that nvcc contracts into
+ * one or two FMAs (<= 2 ulp), and dgamma/dbeta are double sums of exact double products rounded
+ * once: NMSE ~ 1e-13; 1e-10, as for batch norm. */
+#define AB_TOL_GPU_LN_FP32_NMSE 1e-10
+/* GELU, tanh and the attention softmax in fp32: the device's erff, tanhf and expf (<= 2 ulp)
+ * against glibc's (<= 1 ulp), the softmax's sum in double in another order: a few ulps an
+ * element, ~5e-7 relative, NMSE ~ 3e-13. Where 1 + erf(x) or 1 - y^2 cancels the relative error
+ * of an element grows, but such elements are small against the tensor's scale; 1e-10. */
+#define AB_TOL_GPU_ACT_FP32_NMSE 1e-10
+/* The word-embedding gradient: the GPU adds a repeated id's rows with float atomics in any
+ * order, the CPU in row order. k terms of O(1) added in another order differ by ~sqrt(k) * 2^-24
+ * of their sum; with k up to a few dozen here (~5e-7), NMSE ~ 1e-13; 1e-10. (The position and
+ * type tables add in the CPU's order on the GPU: compared bit for bit.) */
+#define AB_TOL_GPU_SCATTER_FP32_NMSE 1e-10
+/* sum_squares: positive terms, so no cancellation; fp32 partial sums on both sides (the CPU 1024
+ * terms in sequence, the GPU a few dozen per thread and a 256-way tree) then double: ~sqrt(m) *
+ * 2^-24 relative for m terms in sequence, a few 1e-6 at most; 1e-5. */
+#define AB_TOL_GPU_SUMSQ_REL 1e-5
 
 #define AB_CHECK(cond, ...)                                                                                   \
     do {                                                                                                      \

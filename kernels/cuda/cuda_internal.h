@@ -1,6 +1,7 @@
-/* Private to kernels/cuda: what layers_cuda.cu (the convolutional-layer ops) needs from
- * backend_cuda.cu (the backend's state: device, stream, cuDNN handle, the pinned index staging
- * ring), and the layer ops it hands back for the op table. Device memory comes from the tracked
+/* Private to kernels/cuda: what layers_cuda.cu (the convolutional-layer ops) and
+ * transformer_cuda.cu (the transformer ops) need from backend_cuda.cu (the backend's state:
+ * device, stream, cuDNN handle, the pinned index staging ring), and the ops they hand back for
+ * the op table. Device memory comes from the tracked
  * allocator of core/backend.h (ab_alloc / ab_release, charged to be->mem). Both files are C++
  * (nvcc); nothing here is seen from C. */
 #ifndef AB_CUDA_INTERNAL_H
@@ -71,5 +72,35 @@ int ab_cuda_maxpool_backward(ab_backend *be, const ab_pool_shape *s, ab_dtype t,
 int ab_cuda_avgpool_forward(ab_backend *be, int N, int HW, int C, ab_dtype t, const void *x, void *y);
 int ab_cuda_avgpool_backward(ab_backend *be, int N, int HW, int C, ab_dtype t, const void *dy, void *dx);
 int ab_cuda_add(ab_backend *be, size_t n, ab_dtype t, const void *a, const void *b, int relu, void *y);
+
+/* ---- from transformer_cuda.cu: the transformer ops of core/backend.h ---- */
+int ab_cuda_gemm_batched(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at, const void *A,
+                         int lda, long long sa, ab_dtype bt, const void *B, int ldb, long long sb, float beta,
+                         ab_dtype ct, void *C, int ldc, long long sc, int batch);
+int ab_cuda_layernorm_forward(ab_backend *be, int R, int C, ab_dtype xt, const void *x, const float *gamma,
+                              const float *beta, float eps, float *mean, float *rstd, ab_dtype yt, void *y);
+int ab_cuda_layernorm_backward(ab_backend *be, int R, int C, ab_dtype xt, const void *x, ab_dtype yt, const void *dy,
+                               const float *gamma, const float *mean, const float *rstd, float acc, float *dgamma,
+                               float *dbeta, void *dx);
+int ab_cuda_gelu_forward(ab_backend *be, size_t n, ab_dtype t, const void *x, void *y);
+int ab_cuda_gelu_backward(ab_backend *be, size_t n, ab_dtype t, const void *x, const void *dy, void *dx);
+int ab_cuda_tanh_forward(ab_backend *be, size_t n, ab_dtype t, const void *x, void *y);
+int ab_cuda_tanh_backward(ab_backend *be, size_t n, ab_dtype t, const void *y, const void *dy, void *dx);
+int ab_cuda_softmax_forward(ab_backend *be, int B, int heads, int L, ab_dtype t, float scale, const void *x,
+                            const int32_t *mask, void *p);
+int ab_cuda_softmax_backward(ab_backend *be, int rows, int L, ab_dtype t, float scale, const void *p, const void *dp,
+                             void *dx);
+int ab_cuda_dropout_forward(ab_backend *be, size_t n, ab_dtype t, float rate, uint64_t seed, const void *x, void *y);
+int ab_cuda_dropout_backward(ab_backend *be, size_t n, ab_dtype t, float rate, uint64_t seed, const void *dy,
+                             void *dx);
+int ab_cuda_embedding_forward(ab_backend *be, int R, int L, int C, const int32_t *ids, const int32_t *types,
+                              const float *word, int vocab, const float *pos, const float *type, int n_types,
+                              float *y);
+int ab_cuda_embedding_backward(ab_backend *be, int R, int L, int C, const int32_t *ids, const int32_t *types,
+                               const float *dy, int vocab, int n_types, int acc, float *dword, float *dpos,
+                               float *dtype);
+int ab_cuda_gather_rows(ab_backend *be, int B, size_t row_bytes, const void *rows, const int32_t *idx, void *out);
+int ab_cuda_sum_squares(ab_backend *be, size_t n, const float *x, float *out);
+int ab_cuda_scale(ab_backend *be, size_t n, float *x, float s);
 
 #endif

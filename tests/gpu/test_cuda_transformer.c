@@ -1,0 +1,833 @@
+/* The transformer ops of the CUDA backend against the CPU backend (the reference), on fresh seeded
+ * random inputs in fp32, fp16 and bf16: batched strided products (all transposes, padded leading
+ * dimensions and batch strides, attention's strided heads, beta 0 and 1, mixed types, NaN); layer
+ * norm forward and backward (mixed x/y types, a mean far from zero, acc 0 and 1, in place, NaN
+ * rows); GELU and tanh forward and backward with specials, in place; the masked attention softmax
+ * (masked keys, a sequence with no key, NaN and inf scores, in place) and its backward; dropout
+ * (the mask bit for bit, in place, rate 0, bad rates refused); BERT's embeddings with bad ids and
+ * types, and their gradients (acc 0 and 1, a position table longer than L); row gathers from a
+ * mapped set (word and byte copies); sum_squares and scale. Shapes are odd on purpose (rows not a
+ * multiple of any block, C = 1, 13, 384, 768). Whole tensors are compared by NMSE and by the
+ * largest element error (tests/tolerances.h); ops whose every output is one fp32 expression
+ * evaluated alike on both sides are compared bit for bit (NaN as NaN). Every device output has
+ * sentinels after it that must survive. Without a usable GPU it prints SKIPPED and exits 77
+ * (CTest SKIP_RETURN_CODE); AB_GPU_TEST_DEVICE=cpu runs the same comparisons with a second CPU
+ * backend in the GPU's place (the selfcheck: it checks this program, not CUDA). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "device.h"
+#include "half.h"
+#include "rng.h"
+#include "tolerances.h"
+
+static int failures = 0;
+static int self_check = 0;
+static ab_backend *cpu, *gpu;
+static ab_rng rng;
+
+enum { PAD = 64 }; /* sentinel elements after every buffer */
+static const unsigned char SENTINEL = 0xA5;
+static const ab_dtype TYPES[3] = {AB_F32, AB_F16, AB_BF16};
+
+/* ---- buffers held twice: host copy for the CPU backend, device copy for the CUDA one ---------- */
+
+typedef struct {
+    size_t n, es;
+    ab_dtype t;
+    void *h, *d;
+    size_t cols; /* row length, to print (row, column) on failure; 0: a flat index */
+} pair;
+
+static void die(const char *what) {
+    fprintf(stderr, "FAIL %s: %s\n", what, ab_error());
+    exit(1);
+}
+
+static pair pair_new(size_t n, ab_dtype t, float lo, float hi) {
+    pair p = {.n = n, .es = ab_dtype_size(t), .t = t};
+    const size_t bytes = (n + PAD) * p.es;
+    p.h = malloc(bytes);
+    if (!p.h) die("host buffer");
+    memset(p.h, SENTINEL, bytes);
+    for (size_t i = 0; i < n; i++) ab_store(p.h, i, t, ab_rng_uniform_range(&rng, lo, hi));
+    p.d = ab_alloc(gpu, AB_MEM_WORKSPACE, bytes);
+    if (!p.d || gpu->ops->upload(gpu, p.d, p.h, bytes) != 0) die("device buffer");
+    return p;
+}
+
+static pair pair_rows(size_t rows, size_t cols, ab_dtype t, float lo, float hi) {
+    pair p = pair_new(rows * cols, t, lo, hi);
+    p.cols = cols;
+    return p;
+}
+
+static void pair_set(pair *p, size_t i, float v) { /* plant a value in both copies */
+    ab_store(p->h, i, p->t, v);
+    if (gpu->ops->upload(gpu, (char *)p->d + i * p->es, (char *)p->h + i * p->es, p->es) != 0) die("upload");
+}
+
+static void pair_push(const pair *p) { /* the host copy (as the CPU left it) to the device */
+    if (gpu->ops->upload(gpu, p->d, p->h, p->n * p->es) != 0) die("upload");
+}
+
+static void pair_free(pair *p) {
+    ab_release(gpu, AB_MEM_WORKSPACE, p->d, (p->n + PAD) * p->es);
+    free(p->h);
+}
+
+/* int32 data (ids, types, masks), both copies, no sentinels needed: the ops only read them */
+typedef struct {
+    size_t n;
+    int32_t *h, *d;
+} ipair;
+
+static ipair ipair_new(size_t n, int lo, int hi) { /* uniform in [lo, hi] */
+    ipair p = {.n = n};
+    p.h = malloc(n * sizeof(int32_t));
+    if (!p.h) die("host buffer");
+    for (size_t i = 0; i < n; i++) p.h[i] = lo + (int32_t)ab_rng_below(&rng, (uint64_t)(hi - lo + 1));
+    p.d = ab_alloc(gpu, AB_MEM_WORKSPACE, n * sizeof(int32_t));
+    if (!p.d) die("device buffer");
+    return p;
+}
+
+static void ipair_push(const ipair *p) {
+    if (gpu->ops->upload(gpu, p->d, p->h, p->n * sizeof(int32_t)) != 0) die("upload");
+}
+
+static void ipair_free(ipair *p) {
+    ab_release(gpu, AB_MEM_WORKSPACE, p->d, p->n * sizeof(int32_t));
+    free(p->h);
+}
+
+static void where(char *buf, size_t cap, const pair *p, size_t i) {
+    if (!p->cols)
+        snprintf(buf, cap, "%zu", i);
+    else
+        snprintf(buf, cap, "%zu (row %zu, column %zu)", i, i / p->cols, i % p->cols);
+}
+
+/* device copy back to the host, the sentinels checked; returns a malloc'd buffer */
+static unsigned char *fetch(const char *what, const pair *p) {
+    const size_t bytes = (p->n + PAD) * p->es;
+    unsigned char *g = malloc(bytes);
+    if (!g) die("host buffer");
+    if (gpu->ops->sync(gpu) != 0 || gpu->ops->download(gpu, g, p->d, bytes) != 0) {
+        fprintf(stderr, "FAIL %s: %s\n", what, ab_error());
+        failures++;
+        memset(g, 0, bytes);
+        return g;
+    }
+    for (size_t b = p->n * p->es; b < bytes; b++)
+        if (g[b] != SENTINEL) {
+            fprintf(stderr, "FAIL %s: write past the end (element %zu of %zu)\n", what, b / p->es, p->n);
+            failures++;
+            break;
+        }
+    return g;
+}
+
+/* GPU result vs CPU result: NMSE (NaN/Inf parity included) and the largest element error
+ * |a - b| / (|b| + rms(b)) */
+static void compare(const char *what, const pair *p, double nmse_tol, double rel_tol) {
+    unsigned char *g = fetch(what, p);
+    float *a = malloc(p->n * sizeof(float));
+    double *ref = malloc(p->n * sizeof(double));
+    if (!a || !ref) die("host buffer");
+    double sq = 0.0;
+    size_t nf = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        a[i] = ab_load(g, i, p->t);
+        ref[i] = ab_load(p->h, i, p->t);
+        if (isfinite(ref[i])) sq += ref[i] * ref[i], nf++;
+    }
+    char at[160];
+    size_t w = 0;
+    const double e = ab_nmse(a, ref, p->n, &w);
+    if (!(e <= nmse_tol)) {
+        where(at, sizeof at, p, w);
+        fprintf(stderr, "FAIL %s: nmse %.3g > %.3g; worst element %s: got %.9g, expected %.9g\n", what, e, nmse_tol, at,
+                p->n ? (double)a[w] : 0.0, p->n ? ref[w] : 0.0);
+        failures++;
+    } else {
+        const double rms = nf ? sqrt(sq / (double)nf) : 0.0;
+        double worst = 0.0;
+        for (size_t i = 0; i < p->n; i++) {
+            if (!isfinite(ref[i])) continue; /* parity checked above */
+            const double d = fabs((double)a[i] - ref[i]), den = fabs(ref[i]) + rms;
+            const double r = den > 0.0 ? d / den : (d > 0.0 ? INFINITY : 0.0);
+            if (r > worst) worst = r, w = i;
+        }
+        if (!(worst <= rel_tol)) {
+            where(at, sizeof at, p, w);
+            fprintf(stderr, "FAIL %s: largest element error %.3g > %.3g (relative to |expected| + rms %.3g) at %s: got %.9g, "
+                    "expected %.9g\n", what, worst, rel_tol, rms, at, (double)a[w], ref[w]);
+            failures++;
+        }
+    }
+    free(a);
+    free(ref);
+    free(g);
+}
+
+/* tolerances by storage type: fp32 gets the op's own NMSE bound */
+static void compare_t(const char *what, const pair *p, double fp32_nmse) {
+    if (p->t == AB_F16)
+        compare(what, p, AB_TOL_FP16_NMSE, AB_TOL_GPU_LAYER_FP16_MAXREL);
+    else if (p->t == AB_BF16)
+        compare(what, p, AB_TOL_BF16_NMSE, AB_TOL_GPU_LAYER_BF16_MAXREL);
+    else
+        compare(what, p, fp32_nmse, AB_TOL_GPU_LAYER_FP32_MAXREL);
+}
+
+/* bit for bit, except that any NaN matches any NaN (x86 keeps a NaN operand's payload, the GPU
+ * returns its canonical NaN) */
+static void compare_exact(const char *what, const pair *p) {
+    unsigned char *g = fetch(what, p);
+    for (size_t i = 0; i < p->n; i++) {
+        const float a = ab_load(g, i, p->t), b = ab_load(p->h, i, p->t);
+        if (memcmp(g + i * p->es, (char *)p->h + i * p->es, p->es) != 0 && !(isnan(a) && isnan(b))) {
+            char at[160];
+            where(at, sizeof at, p, i);
+            fprintf(stderr, "FAIL %s: element %s differs: got %.9g, expected %.9g (%s); first of the mismatches\n", what,
+                    at, (double)a, (double)b, ab_dtype_name(p->t));
+            failures++;
+            break;
+        }
+    }
+    free(g);
+}
+
+/* byte for byte (copies of raw rows) */
+static void compare_bytes(const char *what, const pair *p) {
+    unsigned char *g = fetch(what, p);
+    const unsigned char *h = p->h;
+    for (size_t b = 0; b < p->n * p->es; b++)
+        if (g[b] != h[b]) {
+            fprintf(stderr, "FAIL %s: byte %zu differs: got 0x%02x, expected 0x%02x; first of the mismatches\n", what, b,
+                    g[b], h[b]);
+            failures++;
+            break;
+        }
+    free(g);
+}
+
+static void op_ok(const char *what, int rc_cpu, int rc_gpu) {
+    if (rc_cpu != 0 || rc_gpu != 0) {
+        fprintf(stderr, "FAIL %s: op returned cpu %d, gpu %d: %s\n", what, rc_cpu, rc_gpu, ab_error());
+        failures++;
+    }
+}
+
+/* both backends have the op */
+static int have(const char *name, const void *on_cpu, const void *on_gpu) {
+    if (on_cpu && on_gpu) return 1;
+    fprintf(stderr, "FAIL %s: the %s backend has no such op\n", name, !on_cpu ? "cpu" : gpu->ops->name);
+    failures++;
+    return 0;
+}
+
+/* ---- batched products ------------------------------------------------------------------------ */
+
+typedef struct {
+    int ta, tb, M, N, K, batch;
+    int lda, ldb, ldc;
+    long long sa, sb, sc;
+    size_t na, nb, nc; /* elements of the three buffers */
+} gb_shape;
+
+/* a shape with every leading dimension padded by pad and every batch stride by 3 elements */
+static gb_shape gb_padded(int ta, int tb, int M, int N, int K, int batch, int pad) {
+    gb_shape s = {ta, tb, M, N, K, batch, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    const int ra = ta ? K : M, rb = tb ? N : K;
+    s.lda = (ta ? M : K) + pad, s.ldb = (tb ? K : N) + pad, s.ldc = N + pad;
+    s.sa = (long long)ra * s.lda + 3, s.sb = (long long)rb * s.ldb + 3, s.sc = (long long)M * s.ldc + 3;
+    s.na = (size_t)(batch - 1) * s.sa + (size_t)ra * s.lda;
+    s.nb = (size_t)(batch - 1) * s.sb + (size_t)rb * s.ldb;
+    s.nc = (size_t)(batch - 1) * s.sc + (size_t)M * s.ldc;
+    return s;
+}
+
+/* nan: 1 plants NaN in A (op(A)[2][1] of the last product: that row of C is NaN), in the gap
+ * past B's row (never read) and in C with beta 0 (overwritten) */
+static void gb_one(const char *name, const gb_shape *s, ab_dtype at, ab_dtype bt, ab_dtype ct, float alpha,
+                   float beta, int nan) {
+    char what[240];
+    snprintf(what, sizeof what, "gemm_batched %s ta=%d tb=%d M=%d N=%d K=%d batch %d %s x %s -> %s alpha %g beta %g%s",
+             name, s->ta, s->tb, s->M, s->N, s->K, s->batch, ab_dtype_name(at), ab_dtype_name(bt), ab_dtype_name(ct),
+             (double)alpha, (double)beta, nan ? " NaN" : "");
+    pair A = pair_new(s->na, at, -1.0f, 1.0f), B = pair_new(s->nb, bt, -1.0f, 1.0f);
+    pair C = pair_new(s->nc, ct, -1.0f, 1.0f);
+    C.cols = (size_t)s->ldc;
+    if (nan) {
+        const size_t z = (size_t)(s->batch - 1) * (size_t)s->sa;
+        const int m = 2 % s->M, k = 1 % s->K;
+        pair_set(&A, z + (s->ta ? (size_t)k * s->lda + m : (size_t)m * s->lda + k), NAN);
+        if (s->ldb > (s->tb ? s->K : s->N)) pair_set(&B, (size_t)s->ldb - 1, NAN);
+        if (beta == 0.0f) pair_set(&C, 0, NAN);
+    }
+    op_ok(what,
+          cpu->ops->gemm_batched(cpu, s->ta, s->tb, s->M, s->N, s->K, alpha, at, A.h, s->lda, s->sa, bt, B.h, s->ldb,
+                                 s->sb, beta, ct, C.h, s->ldc, s->sc, s->batch),
+          gpu->ops->gemm_batched(gpu, s->ta, s->tb, s->M, s->N, s->K, alpha, at, A.d, s->lda, s->sa, bt, B.d, s->ldb,
+                                 s->sb, beta, ct, C.d, s->ldc, s->sc, s->batch));
+    /* the whole buffer: the gaps between rows and products must be untouched on both */
+    if (ct != AB_F32)
+        compare_t(what, &C, 0.0);
+    else
+        compare(what, &C, at == AB_F32 && bt == AB_F32 ? AB_TOL_GPU_GEMM_FP32_NMSE : AB_TOL_GPU_GEMM_LOWP_FP32OUT_NMSE,
+                AB_TOL_GPU_LAYER_FP32_MAXREL);
+    pair_free(&A);
+    pair_free(&B);
+    pair_free(&C);
+}
+
+/* attention's products over strided heads (core/layers.c): q, k, v, ctx (L, H), heads at column
+ * h * D; scores and probabilities (heads, L, L) */
+static void gb_heads(ab_dtype t) {
+    enum { L = 128, D = 64, A = 12, H = A * D };
+    const size_t LL = (size_t)L * L;
+    char what[200];
+    pair q = pair_rows(L, H, t, -1.0f, 1.0f), k = pair_rows(L, H, t, -1.0f, 1.0f), v = pair_rows(L, H, t, -1.0f, 1.0f);
+    pair sc = pair_rows((size_t)A * L, L, t, -1.0f, 1.0f), ctx = pair_rows(L, H, t, -1.0f, 1.0f);
+    const char *tn = ab_dtype_name(t);
+    snprintf(what, sizeof what, "gemm_batched attention scores q k^T %s", tn);
+    op_ok(what, cpu->ops->gemm_batched(cpu, 0, 1, L, L, D, 1.0f, t, q.h, H, D, t, k.h, H, D, 0.0f, t, sc.h, L, LL, A),
+          gpu->ops->gemm_batched(gpu, 0, 1, L, L, D, 1.0f, t, q.d, H, D, t, k.d, H, D, 0.0f, t, sc.d, L, LL, A));
+    compare_t(what, &sc, AB_TOL_GPU_GEMM_FP32_NMSE);
+    pair_push(&sc); /* the same scores on both sides from here on */
+    snprintf(what, sizeof what, "gemm_batched attention context P v %s", tn);
+    op_ok(what, cpu->ops->gemm_batched(cpu, 0, 0, L, D, L, 1.0f, t, sc.h, L, LL, t, v.h, H, D, 0.0f, t, ctx.h, H, D, A),
+          gpu->ops->gemm_batched(gpu, 0, 0, L, D, L, 1.0f, t, sc.d, L, LL, t, v.d, H, D, 0.0f, t, ctx.d, H, D, A));
+    compare_t(what, &ctx, AB_TOL_GPU_GEMM_FP32_NMSE);
+    snprintf(what, sizeof what, "gemm_batched attention dv = P^T dctx %s", tn);
+    op_ok(what, cpu->ops->gemm_batched(cpu, 1, 0, L, D, L, 1.0f, t, sc.h, L, LL, t, q.h, H, D, 0.0f, t, v.h, H, D, A),
+          gpu->ops->gemm_batched(gpu, 1, 0, L, D, L, 1.0f, t, sc.d, L, LL, t, q.d, H, D, 0.0f, t, v.d, H, D, A));
+    compare_t(what, &v, AB_TOL_GPU_GEMM_FP32_NMSE);
+    pair_free(&q);
+    pair_free(&k);
+    pair_free(&v);
+    pair_free(&sc);
+    pair_free(&ctx);
+}
+
+static void test_gemm_batched(void) {
+    if (!have("gemm_batched", (void *)cpu->ops->gemm_batched, (void *)gpu->ops->gemm_batched)) return;
+    static const struct {
+        const char *name;
+        int ta, tb, M, N, K, batch, pad;
+    } cases[] = {
+        {"small odd", 0, 0, 13, 7, 5, 3, 0},
+        {"A^T, K = 384, padded", 1, 0, 37, 65, 384, 2, 3},
+        {"B^T, K = 768", 0, 1, 64, 64, 768, 2, 1},
+        {"both transposed, padded", 1, 1, 70, 13, 33, 4, 2},
+        {"one element", 0, 0, 1, 1, 1, 1, 0},
+        {"tall: M past two tiles", 0, 1, 129, 3, 17, 1, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const gb_shape s = gb_padded(cases[i].ta, cases[i].tb, cases[i].M, cases[i].N, cases[i].K, cases[i].batch,
+                                     cases[i].pad);
+        for (int k = 0; k < 3; k++) {
+            gb_one(cases[i].name, &s, TYPES[k], TYPES[k], TYPES[k], 1.0f, 0.0f, 0);
+            gb_one(cases[i].name, &s, TYPES[k], TYPES[k], TYPES[k], 0.7f, 1.0f, 0); /* one rounding with old C */
+        }
+        gb_one(cases[i].name, &s, AB_F16, AB_F16, AB_F32, 1.0f, 1.0f, 0);
+        gb_one(cases[i].name, &s, AB_BF16, AB_BF16, AB_F32, 1.0f, 0.0f, 0);
+        gb_one(cases[i].name, &s, AB_F32, AB_F16, AB_BF16, 1.0f, 0.5f, 0);
+        gb_one(cases[i].name, &s, AB_F16, AB_BF16, AB_F16, 1.0f, 1.0f, 0);
+    }
+    const gb_shape s = gb_padded(1, 0, 9, 11, 6, 2, 2);
+    for (int k = 0; k < 3; k++) {
+        gb_one("NaN", &s, TYPES[k], TYPES[k], TYPES[k], 1.0f, 0.0f, 1);
+        gb_one("NaN", &s, TYPES[k], TYPES[k], TYPES[k], 1.0f, 1.0f, 1);
+        gb_heads(TYPES[k]);
+    }
+    /* batch 0 does nothing, on both */
+    pair c = pair_new(4, AB_F32, -1.0f, 1.0f);
+    op_ok("gemm_batched batch 0",
+          cpu->ops->gemm_batched(cpu, 0, 0, 2, 2, 2, 1.0f, AB_F32, c.h, 2, 4, AB_F32, c.h, 2, 4, 0.0f, AB_F32, c.h, 2, 4, 0),
+          gpu->ops->gemm_batched(gpu, 0, 0, 2, 2, 2, 1.0f, AB_F32, c.d, 2, 4, AB_F32, c.d, 2, 4, 0.0f, AB_F32, c.d, 2, 4, 0));
+    compare_exact("gemm_batched batch 0", &c);
+    pair_free(&c);
+}
+
+/* ---- layer norm ------------------------------------------------------------------------------ */
+
+static void ln_one(int R, int C, float offset, ab_dtype xt, ab_dtype yt, int nan) {
+    const float eps = 1e-12f; /* BERT's */
+    char what[200], tag[120];
+    snprintf(tag, sizeof tag, "R=%d C=%d offset %g %s -> %s%s", R, C, (double)offset, ab_dtype_name(xt),
+             ab_dtype_name(yt), nan ? " NaN" : "");
+    pair x = pair_rows(R, C, xt, offset - 1.0f, offset + 1.0f), y = pair_rows(R, C, yt, -1.0f, 1.0f);
+    pair gamma = pair_new((size_t)C, AB_F32, 0.5f, 1.5f), beta = pair_new((size_t)C, AB_F32, -0.5f, 0.5f);
+    pair mean = pair_new((size_t)R, AB_F32, -1.0f, 1.0f), rstd = pair_new((size_t)R, AB_F32, -1.0f, 1.0f);
+    if (nan) pair_set(&x, (size_t)(R / 2) * C + (size_t)(C / 2), NAN); /* row R / 2: all of it NaN */
+
+    snprintf(what, sizeof what, "layernorm_forward %s", tag);
+    op_ok(what, cpu->ops->layernorm_forward(cpu, R, C, xt, x.h, gamma.h, beta.h, eps, mean.h, rstd.h, yt, y.h),
+          gpu->ops->layernorm_forward(gpu, R, C, xt, x.d, gamma.d, beta.d, eps, mean.d, rstd.d, yt, y.d));
+    compare_t(what, &y, AB_TOL_GPU_LN_FP32_NMSE);
+    snprintf(what, sizeof what, "layernorm_forward %s: mean", tag);
+    compare(what, &mean, AB_TOL_GPU_LN_FP32_NMSE, AB_TOL_GPU_LAYER_FP32_MAXREL);
+    snprintf(what, sizeof what, "layernorm_forward %s: rstd", tag);
+    compare(what, &rstd, AB_TOL_GPU_LN_FP32_NMSE, AB_TOL_GPU_LAYER_FP32_MAXREL);
+
+    if (xt == yt && !nan) { /* y over x, on a copy of x the rest does not need */
+        pair xe = pair_rows(R, C, xt, offset - 1.0f, offset + 1.0f);
+        pair me = pair_new((size_t)R, AB_F32, -1.0f, 1.0f), re = pair_new((size_t)R, AB_F32, -1.0f, 1.0f);
+        snprintf(what, sizeof what, "layernorm_forward %s in place", tag);
+        op_ok(what, cpu->ops->layernorm_forward(cpu, R, C, xt, xe.h, gamma.h, beta.h, eps, me.h, re.h, yt, xe.h),
+              gpu->ops->layernorm_forward(gpu, R, C, xt, xe.d, gamma.d, beta.d, eps, me.d, re.d, yt, xe.d));
+        compare_t(what, &xe, AB_TOL_GPU_LN_FP32_NMSE);
+        pair_free(&xe);
+        pair_free(&me);
+        pair_free(&re);
+    }
+
+    /* backward from the CPU's statistics on both sides, so only the backward is compared; acc 0
+     * with dx apart, then acc 1 with dx over dy where the types allow it */
+    pair_push(&mean);
+    pair_push(&rstd);
+    pair dy = pair_rows(R, C, yt, -1.0f, 1.0f), dx = pair_rows(R, C, xt, -1.0f, 1.0f);
+    pair dg = pair_new((size_t)C, AB_F32, -1.0f, 1.0f), db = pair_new((size_t)C, AB_F32, -1.0f, 1.0f);
+    if (nan) pair_set(&dy, (size_t)(R / 3) * C, NAN);
+    for (int acc = 0; acc < 2; acc++) {
+        const int inplace = acc == 1 && xt == yt;
+        const pair *out = inplace ? &dy : &dx;
+        snprintf(what, sizeof what, "layernorm_backward %s acc=%d%s", tag, acc, inplace ? " in place" : "");
+        op_ok(what,
+              cpu->ops->layernorm_backward(cpu, R, C, xt, x.h, yt, dy.h, gamma.h, mean.h, rstd.h, (float)acc, dg.h, db.h,
+                                           out->h),
+              gpu->ops->layernorm_backward(gpu, R, C, xt, x.d, yt, dy.d, gamma.d, mean.d, rstd.d, (float)acc, dg.d, db.d,
+                                           out->d));
+        compare_t(what, out, AB_TOL_GPU_LN_FP32_NMSE);
+        snprintf(what, sizeof what, "layernorm_backward %s acc=%d: dgamma", tag, acc);
+        compare(what, &dg, AB_TOL_GPU_LN_FP32_NMSE, AB_TOL_GPU_LAYER_FP32_MAXREL);
+        snprintf(what, sizeof what, "layernorm_backward %s acc=%d: dbeta", tag, acc);
+        compare(what, &db, AB_TOL_GPU_LN_FP32_NMSE, AB_TOL_GPU_LAYER_FP32_MAXREL);
+        pair_push(&dg); /* the next round adds to the same values on both sides */
+        pair_push(&db);
+        pair_push(out);
+    }
+    pair_free(&x);
+    pair_free(&y);
+    pair_free(&gamma);
+    pair_free(&beta);
+    pair_free(&mean);
+    pair_free(&rstd);
+    pair_free(&dy);
+    pair_free(&dx);
+    pair_free(&dg);
+    pair_free(&db);
+}
+
+static void test_layernorm(void) {
+    if (!have("layernorm_forward", (void *)cpu->ops->layernorm_forward, (void *)gpu->ops->layernorm_forward) ||
+        !have("layernorm_backward", (void *)cpu->ops->layernorm_backward, (void *)gpu->ops->layernorm_backward))
+        return;
+    static const struct {
+        int R, C;
+        float offset; /* x around offset: the mean far from zero must not cancel the variance away */
+    } cases[] = {{37, 13, 0.0f}, {300, 384, 3.0f}, {64, 768, 0.0f}, {5, 1, 0.0f}, {33, 1000, 100.0f}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        for (int k = 0; k < 3; k++) ln_one(cases[i].R, cases[i].C, cases[i].offset, TYPES[k], TYPES[k], 0);
+        /* BERT's embedding layer norm: fp32 sums in, the compute type out */
+        ln_one(cases[i].R, cases[i].C, cases[i].offset, AB_F32, AB_F16, 0);
+        ln_one(cases[i].R, cases[i].C, cases[i].offset, AB_F32, AB_BF16, 0);
+    }
+    for (int k = 0; k < 3; k++) ln_one(40, 13, 1.0f, TYPES[k], TYPES[k], 1);
+}
+
+/* ---- GELU and tanh ----------------------------------------------------------------------------- */
+
+static const float SPECIALS[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 10.0f, -10.0f, 5.5f, -5.5f, 1e-30f, 65504.0f};
+enum { NSPECIAL = sizeof SPECIALS / sizeof SPECIALS[0] };
+
+static void plant_specials(pair *p) {
+    for (int i = 0; i < NSPECIAL; i++) pair_set(p, (size_t)i * 13, SPECIALS[i]);
+}
+
+static void test_activations(void) {
+    if (!have("gelu_forward", (void *)cpu->ops->gelu_forward, (void *)gpu->ops->gelu_forward) ||
+        !have("gelu_backward", (void *)cpu->ops->gelu_backward, (void *)gpu->ops->gelu_backward) ||
+        !have("tanh_forward", (void *)cpu->ops->tanh_forward, (void *)gpu->ops->tanh_forward) ||
+        !have("tanh_backward", (void *)cpu->ops->tanh_backward, (void *)gpu->ops->tanh_backward))
+        return;
+    const size_t n = 100003; /* not a multiple of any block */
+    char what[160];
+    for (int k = 0; k < 3; k++) {
+        const ab_dtype t = TYPES[k];
+        const char *tn = ab_dtype_name(t);
+        pair x = pair_new(n, t, -4.0f, 4.0f), y = pair_new(n, t, -1.0f, 1.0f), dy = pair_new(n, t, -1.0f, 1.0f);
+        pair dx = pair_new(n, t, -1.0f, 1.0f);
+        plant_specials(&x);
+        pair_set(&dy, 1, NAN);
+
+        snprintf(what, sizeof what, "gelu_forward %s", tn);
+        op_ok(what, cpu->ops->gelu_forward(cpu, n, t, x.h, y.h), gpu->ops->gelu_forward(gpu, n, t, x.d, y.d));
+        compare_t(what, &y, AB_TOL_GPU_ACT_FP32_NMSE);
+        snprintf(what, sizeof what, "gelu_backward %s", tn);
+        op_ok(what, cpu->ops->gelu_backward(cpu, n, t, x.h, dy.h, dx.h), gpu->ops->gelu_backward(gpu, n, t, x.d, dy.d, dx.d));
+        compare_t(what, &dx, AB_TOL_GPU_ACT_FP32_NMSE);
+        snprintf(what, sizeof what, "tanh_forward %s", tn);
+        op_ok(what, cpu->ops->tanh_forward(cpu, n, t, x.h, y.h), gpu->ops->tanh_forward(gpu, n, t, x.d, y.d));
+        compare_t(what, &y, AB_TOL_GPU_ACT_FP32_NMSE);
+        pair_push(&y); /* backward from the same y on both sides */
+        snprintf(what, sizeof what, "tanh_backward %s", tn);
+        op_ok(what, cpu->ops->tanh_backward(cpu, n, t, y.h, dy.h, dx.h), gpu->ops->tanh_backward(gpu, n, t, y.d, dy.d, dx.d));
+        compare_t(what, &dx, AB_TOL_GPU_ACT_FP32_NMSE);
+
+        /* in place, as the models call them: dx over dy, then y over x */
+        snprintf(what, sizeof what, "tanh_backward %s in place", tn);
+        op_ok(what, cpu->ops->tanh_backward(cpu, n, t, y.h, dy.h, dy.h), gpu->ops->tanh_backward(gpu, n, t, y.d, dy.d, dy.d));
+        compare_t(what, &dy, AB_TOL_GPU_ACT_FP32_NMSE);
+        pair_push(&dy);
+        snprintf(what, sizeof what, "gelu_backward %s in place", tn);
+        op_ok(what, cpu->ops->gelu_backward(cpu, n, t, x.h, dy.h, dy.h), gpu->ops->gelu_backward(gpu, n, t, x.d, dy.d, dy.d));
+        compare_t(what, &dy, AB_TOL_GPU_ACT_FP32_NMSE);
+        snprintf(what, sizeof what, "gelu_forward %s in place", tn);
+        op_ok(what, cpu->ops->gelu_forward(cpu, n, t, x.h, x.h), gpu->ops->gelu_forward(gpu, n, t, x.d, x.d));
+        compare_t(what, &x, AB_TOL_GPU_ACT_FP32_NMSE);
+        pair_push(&x);
+        snprintf(what, sizeof what, "tanh_forward %s in place", tn);
+        op_ok(what, cpu->ops->tanh_forward(cpu, n, t, x.h, x.h), gpu->ops->tanh_forward(gpu, n, t, x.d, x.d));
+        compare_t(what, &x, AB_TOL_GPU_ACT_FP32_NMSE);
+        pair_free(&x);
+        pair_free(&y);
+        pair_free(&dy);
+        pair_free(&dx);
+    }
+}
+
+/* ---- the attention softmax ------------------------------------------------------------------- */
+
+/* mask: sequence 0 random with key 0 masked and key 1 kept, the last (B > 1) with no key at all;
+ * nan: row 1 of sequence 0 gets a NaN at a kept key (the row becomes NaN), row 2 a NaN at the
+ * masked key 0 (no effect), row 3 +inf at a kept key (inf - inf: NaN) */
+static void softmax_one(int B, int heads, int L, ab_dtype t, int nan) {
+    const size_t rows = (size_t)B * heads * L;
+    const float scale = 0.125f;
+    char what[200], tag[100];
+    snprintf(tag, sizeof tag, "B=%d heads=%d L=%d %s%s", B, heads, L, ab_dtype_name(t), nan ? " NaN/inf" : "");
+    ipair mask = ipair_new((size_t)B * L, 0, 3); /* 0 in a quarter of the keys */
+    for (int j = 0; j < L; j++) mask.h[j] = mask.h[j] != 0;
+    mask.h[0] = 0;
+    mask.h[1] = 1;
+    if (B > 1)
+        for (int j = 0; j < L; j++) mask.h[(size_t)(B - 1) * L + j] = 0;
+    ipair_push(&mask);
+    pair x = pair_rows(rows, L, t, -4.0f, 4.0f), p = pair_rows(rows, L, t, -1.0f, 1.0f);
+    if (nan) {
+        pair_set(&x, 1 * (size_t)L + 1, NAN);
+        pair_set(&x, 2 * (size_t)L + 0, NAN);
+        pair_set(&x, 3 * (size_t)L + 1, INFINITY);
+    }
+    snprintf(what, sizeof what, "softmax_forward %s", tag);
+    op_ok(what, cpu->ops->softmax_forward(cpu, B, heads, L, t, scale, x.h, mask.h, p.h),
+          gpu->ops->softmax_forward(gpu, B, heads, L, t, scale, x.d, mask.d, p.d));
+    compare_t(what, &p, AB_TOL_GPU_ACT_FP32_NMSE);
+    /* the CPU's own output must have the shape the op promises: else both could agree on nonsense */
+    {
+        int bad = 0;
+        for (size_t r = 0; r < rows && !bad; r++) {
+            const int32_t *mk = mask.h + (r / ((size_t)heads * L)) * L;
+            for (int j = 0; j < L; j++) {
+                const float v = ab_load(p.h, r * L + j, t);
+                if (nan && r / L == 0 && (r % L == 1 || r % L == 3)) bad |= !isnan(v);
+                else if (!mk[j]) bad |= v != 0.0f;
+                else bad |= !(v >= 0.0f && v <= 1.0f);
+            }
+        }
+        AB_CHECK(!bad, "%s: the reference gives a probability outside the contract (masked keys 0, NaN rows)", what);
+    }
+    snprintf(what, sizeof what, "softmax_forward %s in place", tag);
+    op_ok(what, cpu->ops->softmax_forward(cpu, B, heads, L, t, scale, x.h, mask.h, x.h),
+          gpu->ops->softmax_forward(gpu, B, heads, L, t, scale, x.d, mask.d, x.d));
+    compare_t(what, &x, AB_TOL_GPU_ACT_FP32_NMSE);
+
+    /* backward from the CPU's probabilities on both sides */
+    pair_push(&p);
+    pair dp = pair_rows(rows, L, t, -1.0f, 1.0f), dx = pair_rows(rows, L, t, -1.0f, 1.0f);
+    snprintf(what, sizeof what, "softmax_backward %s", tag);
+    op_ok(what, cpu->ops->softmax_backward(cpu, (int)rows, L, t, scale, p.h, dp.h, dx.h),
+          gpu->ops->softmax_backward(gpu, (int)rows, L, t, scale, p.d, dp.d, dx.d));
+    compare_t(what, &dx, AB_TOL_GPU_ACT_FP32_NMSE);
+    snprintf(what, sizeof what, "softmax_backward %s in place", tag);
+    op_ok(what, cpu->ops->softmax_backward(cpu, (int)rows, L, t, scale, p.h, dp.h, dp.h),
+          gpu->ops->softmax_backward(gpu, (int)rows, L, t, scale, p.d, dp.d, dp.d));
+    compare_t(what, &dp, AB_TOL_GPU_ACT_FP32_NMSE);
+    ipair_free(&mask);
+    pair_free(&x);
+    pair_free(&p);
+    pair_free(&dp);
+    pair_free(&dx);
+}
+
+static void test_softmax(void) {
+    if (!have("softmax_forward", (void *)cpu->ops->softmax_forward, (void *)gpu->ops->softmax_forward) ||
+        !have("softmax_backward", (void *)cpu->ops->softmax_backward, (void *)gpu->ops->softmax_backward))
+        return;
+    static const int shapes[][3] = {{3, 2, 13}, {2, 12, 128}, {1, 3, 384}, {2, 1, 1}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int k = 0; k < 3; k++) softmax_one(shapes[i][0], shapes[i][1], shapes[i][2], TYPES[k], 0);
+    for (int k = 0; k < 3; k++) softmax_one(2, 2, 37, TYPES[k], 1);
+}
+
+/* ---- dropout --------------------------------------------------------------------------------- */
+
+static void test_dropout(void) {
+    if (!have("dropout_forward", (void *)cpu->ops->dropout_forward, (void *)gpu->ops->dropout_forward) ||
+        !have("dropout_backward", (void *)cpu->ops->dropout_backward, (void *)gpu->ops->dropout_backward))
+        return;
+    const size_t n = 100003;
+    const float rates[] = {0.0f, 0.1f, 0.5f, 0.9f};
+    char what[160];
+    for (int k = 0; k < 3; k++)
+        for (size_t ri = 0; ri < sizeof rates / sizeof rates[0]; ri++) {
+            const ab_dtype t = TYPES[k];
+            const float rate = rates[ri];
+            const uint64_t seed = 0x9E3779B97F4A7C15ull * (ri + 1) + (uint64_t)k;
+            pair x = pair_new(n, t, -1.0f, 1.0f), y = pair_new(n, t, -1.0f, 1.0f);
+            plant_specials(&x);
+            snprintf(what, sizeof what, "dropout_forward %s rate %g", ab_dtype_name(t), (double)rate);
+            op_ok(what, cpu->ops->dropout_forward(cpu, n, t, rate, seed, x.h, y.h),
+                  gpu->ops->dropout_forward(gpu, n, t, rate, seed, x.d, y.d));
+            compare_exact(what, &y); /* the mask and one multiply: the same bits */
+            {
+                size_t zeros = 0;
+                for (size_t i = NSPECIAL * 13; i < n; i++) zeros += ab_load(y.h, i, t) == 0.0f;
+                const double frac = (double)zeros / (double)(n - NSPECIAL * 13);
+                AB_CHECK(fabs(frac - rate) < 0.01, "%s: %.4f of the elements dropped", what, frac);
+            }
+            snprintf(what, sizeof what, "dropout_backward %s rate %g in place", ab_dtype_name(t), (double)rate);
+            op_ok(what, cpu->ops->dropout_backward(cpu, n, t, rate, seed, y.h, y.h),
+                  gpu->ops->dropout_backward(gpu, n, t, rate, seed, y.d, y.d));
+            compare_exact(what, &y);
+            snprintf(what, sizeof what, "dropout_forward %s rate %g in place, another seed", ab_dtype_name(t),
+                     (double)rate);
+            op_ok(what, cpu->ops->dropout_forward(cpu, n, t, rate, seed + 1, x.h, x.h),
+                  gpu->ops->dropout_forward(gpu, n, t, rate, seed + 1, x.d, x.d));
+            compare_exact(what, &x);
+            pair_free(&x);
+            pair_free(&y);
+        }
+    /* rates outside [0, 1) are refused by both */
+    pair x = pair_new(16, AB_F32, -1.0f, 1.0f);
+    const float bad[] = {1.0f, -0.1f, NAN, 2.0f};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        AB_CHECK(gpu->ops->dropout_forward(gpu, 16, AB_F32, bad[i], 1, x.d, x.d) != 0 &&
+                     cpu->ops->dropout_forward(cpu, 16, AB_F32, bad[i], 1, x.h, x.h) != 0,
+                 "dropout_forward took rate %g", (double)bad[i]);
+        AB_CHECK(gpu->ops->dropout_backward(gpu, 16, AB_F32, bad[i], 1, x.d, x.d) != 0,
+                 "dropout_backward took rate %g", (double)bad[i]);
+    }
+    compare_exact("dropout with a refused rate leaves x alone", &x);
+    pair_free(&x);
+}
+
+/* ---- embeddings ------------------------------------------------------------------------------ */
+
+static void emb_one(int B, int L, int C, int vocab) {
+    const int R = B * L, T = 2, P = L + 5; /* a position table longer than the sequences */
+    char what[200], tag[80];
+    snprintf(tag, sizeof tag, "R=%d L=%d C=%d vocab %d", R, L, C, vocab);
+    ipair ids = ipair_new((size_t)R, 0, vocab - 1), types = ipair_new((size_t)R, 0, T - 1);
+    ids.h[3] = vocab; /* out of range: NaN rows, skipped by backward */
+    ids.h[10 % R] = -1;
+    types.h[20 % R] = T;
+    ipair_push(&ids);
+    ipair_push(&types);
+    pair word = pair_rows((size_t)vocab, C, AB_F32, -1.0f, 1.0f), pos = pair_rows((size_t)P, C, AB_F32, -1.0f, 1.0f);
+    pair type = pair_rows(T, C, AB_F32, -1.0f, 1.0f), y = pair_rows((size_t)R, C, AB_F32, -1.0f, 1.0f);
+    snprintf(what, sizeof what, "embedding_forward %s", tag);
+    op_ok(what, cpu->ops->embedding_forward(cpu, R, L, C, ids.h, types.h, word.h, vocab, pos.h, type.h, T, y.h),
+          gpu->ops->embedding_forward(gpu, R, L, C, ids.d, types.d, word.d, vocab, pos.d, type.d, T, y.d));
+    compare_exact(what, &y); /* two fp32 adds in the same order */
+    AB_CHECK(isnan(ab_load(y.h, 3 * (size_t)C, AB_F32)) && isnan(ab_load(y.h, (size_t)(20 % R) * C, AB_F32)),
+             "%s: the reference has no NaN row for a bad id or type", what);
+
+    pair dy = pair_rows((size_t)R, C, AB_F32, -1.0f, 1.0f);
+    for (int acc = 0; acc < 2; acc++) {
+        snprintf(what, sizeof what, "embedding_backward %s acc=%d", tag, acc);
+        op_ok(what,
+              cpu->ops->embedding_backward(cpu, R, L, C, ids.h, types.h, dy.h, vocab, T, acc, word.h, pos.h, type.h),
+              gpu->ops->embedding_backward(gpu, R, L, C, ids.d, types.d, dy.d, vocab, T, acc, word.d, pos.d, type.d));
+        snprintf(what, sizeof what, "embedding_backward %s acc=%d: word table", tag, acc);
+        compare(what, &word, AB_TOL_GPU_SCATTER_FP32_NMSE, AB_TOL_GPU_LAYER_FP32_MAXREL);
+        snprintf(what, sizeof what, "embedding_backward %s acc=%d: position table (rows past L untouched)", tag, acc);
+        compare_exact(what, &pos); /* row order on both */
+        snprintf(what, sizeof what, "embedding_backward %s acc=%d: type table", tag, acc);
+        compare_exact(what, &type);
+        pair_push(&word); /* acc 1 adds to the same tables on both sides */
+    }
+    ipair_free(&ids);
+    ipair_free(&types);
+    pair_free(&word);
+    pair_free(&pos);
+    pair_free(&type);
+    pair_free(&y);
+    pair_free(&dy);
+}
+
+static void test_embedding(void) {
+    if (!have("embedding_forward", (void *)cpu->ops->embedding_forward, (void *)gpu->ops->embedding_forward) ||
+        !have("embedding_backward", (void *)cpu->ops->embedding_backward, (void *)gpu->ops->embedding_backward))
+        return;
+    emb_one(4, 37, 13, 50);
+    emb_one(3, 29, 384, 5); /* a handful of ids: each repeated ~17 times */
+    emb_one(2, 128, 768, 300);
+}
+
+/* ---- row gathers ----------------------------------------------------------------------------- */
+
+static void test_gather_rows(void) {
+    if (!have("gather_rows", (void *)cpu->ops->gather_rows, (void *)gpu->ops->gather_rows)) return;
+    const int N = 200;
+    const size_t row_sizes[] = {148, 7, 1536}; /* 37 ints; bytes; a row of 768 fp16 */
+    const int Bs[] = {64, 5, 64};
+    char what[160];
+    for (size_t si = 0; si < sizeof row_sizes / sizeof row_sizes[0]; si++) {
+        const size_t rb = row_sizes[si];
+        unsigned char *set = malloc((size_t)N * rb);
+        if (!set) die("host buffer");
+        for (size_t i = 0; i < (size_t)N * rb; i++) set[i] = (unsigned char)ab_rng_below(&rng, 256);
+        const void *cs, *gs;
+        op_ok("map_data", cpu->ops->map_data(cpu, set, (size_t)N * rb, &cs), gpu->ops->map_data(gpu, set, (size_t)N * rb, &gs));
+        for (size_t bi = 0; bi < sizeof Bs / sizeof Bs[0]; bi++)
+            for (int off = 0; off < 2; off++) { /* off 1: the output one byte in (the byte copy) */
+                const int B = Bs[bi];
+                int32_t idx[64];
+                for (int b = 0; b < B; b++) idx[b] = (int32_t)ab_rng_below(&rng, (uint64_t)N);
+                idx[0] = N - 1;
+                pair out = pair_new(((size_t)B * rb + 1 + 3) / 4, AB_F32, 0.0f, 0.0f); /* compared as bytes */
+                snprintf(what, sizeof what, "gather_rows %zu-byte rows, B=%d, output offset %d", rb, B, off);
+                op_ok(what, cpu->ops->gather_rows(cpu, B, rb, cs, idx, (char *)out.h + off),
+                      gpu->ops->gather_rows(gpu, B, rb, gs, idx, (char *)out.d + off));
+                memset(idx, 0xff, sizeof idx); /* the op must have taken what it needs already */
+                compare_bytes(what, &out);
+                pair_free(&out);
+            }
+        if (!self_check) { /* a negative index is refused (on the CPU it would read before the set) */
+            int32_t idx[2] = {0, -1};
+            pair out = pair_new(2 * rb, AB_F32, 0.0f, 0.0f);
+            AB_CHECK(gpu->ops->gather_rows(gpu, 2, rb, gs, idx, out.d) != 0, "gather_rows took index -1");
+            pair_free(&out);
+        }
+        gpu->ops->unmap_data(gpu, gs, (size_t)N * rb);
+        cpu->ops->unmap_data(cpu, cs, (size_t)N * rb);
+        free(set);
+    }
+}
+
+/* ---- the gradient-norm helpers --------------------------------------------------------------- */
+
+static void test_norm_helpers(void) {
+    if (!have("sum_squares", (void *)cpu->ops->sum_squares, (void *)gpu->ops->sum_squares) ||
+        !have("scale", (void *)cpu->ops->scale, (void *)gpu->ops->scale))
+        return;
+    const size_t ns[] = {0, 1, 1000, 300007, 5000011};
+    char what[160];
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+        for (int nan = 0; nan < 2; nan++) {
+            const size_t n = ns[i];
+            if (nan && n == 0) continue;
+            pair x = pair_new(n ? n : 1, AB_F32, -2.0f, 2.0f), out = pair_new(1, AB_F32, 1.25f, 1.25f);
+            if (nan) pair_set(&x, n / 2, NAN);
+            snprintf(what, sizeof what, "sum_squares n=%zu%s", n, nan ? " NaN" : "");
+            op_ok(what, cpu->ops->sum_squares(cpu, n, x.h, out.h), gpu->ops->sum_squares(gpu, n, x.d, out.d));
+            compare(what, &out, AB_TOL_GPU_SUMSQ_REL * AB_TOL_GPU_SUMSQ_REL, AB_TOL_GPU_SUMSQ_REL);
+            /* a second call adds to the first (the CPU's value on both sides) */
+            pair_push(&out);
+            snprintf(what, sizeof what, "sum_squares n=%zu%s, added to", n, nan ? " NaN" : "");
+            op_ok(what, cpu->ops->sum_squares(cpu, n, x.h, out.h), gpu->ops->sum_squares(gpu, n, x.d, out.d));
+            compare(what, &out, AB_TOL_GPU_SUMSQ_REL * AB_TOL_GPU_SUMSQ_REL, AB_TOL_GPU_SUMSQ_REL);
+            if (n > 1) {
+                plant_specials(&x);
+                snprintf(what, sizeof what, "scale n=%zu", n);
+                op_ok(what, cpu->ops->scale(cpu, n, x.h, 0.37f), gpu->ops->scale(gpu, n, x.d, 0.37f));
+                compare_exact(what, &x); /* one multiply */
+            }
+            pair_free(&x);
+            pair_free(&out);
+        }
+}
+
+/* ---- errors are reported, not crashed on --------------------------------------------------- */
+
+static void test_bad_arguments(void) {
+    pair a = pair_new(64, AB_F32, -1.0f, 1.0f), m = pair_new(64, AB_F32, -1.0f, 1.0f);
+    ipair ids = ipair_new(8, 0, 0);
+    ipair_push(&ids);
+    for (int k = 0; k < 2; k++) {
+        ab_backend *be = k ? gpu : cpu;
+        const char *bn = k ? "gpu" : "cpu";
+        void *pa = k ? a.d : a.h;
+        float *pm = k ? (float *)m.d : (float *)m.h;
+        const int32_t *pi = k ? ids.d : ids.h;
+        if (be->ops->gemm_batched)
+            AB_CHECK(be->ops->gemm_batched(be, 0, 0, 0, 2, 2, 1.0f, AB_F32, pa, 2, 4, AB_F32, pa, 2, 4, 0.0f, AB_F32, pa,
+                                           2, 4, 1) != 0,
+                     "%s gemm_batched took M = 0", bn);
+        if (be->ops->layernorm_forward)
+            AB_CHECK(be->ops->layernorm_forward(be, 0, 4, AB_F32, pa, pm, pm, 1e-5f, pm, pm, AB_F32, pa) != 0,
+                     "%s layernorm_forward took R = 0", bn);
+        if (be->ops->softmax_forward)
+            AB_CHECK(be->ops->softmax_forward(be, 1, 1, 0, AB_F32, 1.0f, pa, pi, pa) != 0, "%s softmax_forward took L = 0",
+                     bn);
+        if (be->ops->embedding_forward)
+            AB_CHECK(be->ops->embedding_forward(be, 7, 2, 4, pi, pi, pm, 1, pm, pm, 1, pm) != 0,
+                     "%s embedding_forward took R = 7 rows of L = 2", bn);
+        if (be->ops->gelu_forward)
+            AB_CHECK(be->ops->gelu_forward(be, 4, (ab_dtype)7, pa, pa) != 0, "%s gelu_forward took element type 7", bn);
+    }
+    if (!self_check && gpu->ops->gemm_batched) /* BLAS would refuse it too (with a message, not a status) */
+        AB_CHECK(gpu->ops->gemm_batched(gpu, 0, 0, 4, 4, 4, 1.0f, AB_F32, a.d, 3, 16, AB_F32, a.d, 4, 16, 0.0f, AB_F32,
+                                        m.d, 4, 16, 1) != 0,
+                 "gemm_batched took lda 3 for K 4");
+    pair_free(&a);
+    pair_free(&m);
+    ipair_free(&ids);
+}
+
+int main(void) {
+    /* AB_GPU_TEST_DEVICE=cpu: a second CPU backend stands in for the GPU, to check the test
+     * itself on a machine without one (it says so; it proves nothing about CUDA) */
+    const char *stand_in = getenv("AB_GPU_TEST_DEVICE");
+    self_check = stand_in && strcmp(stand_in, "cpu") == 0;
+    const char *why = NULL;
+    if (!self_check && ab_cuda_device_count(&why) == 0) {
+        printf("SKIPPED: %s\n", why);
+        return 77;
+    }
+    if (self_check) printf("SELF-CHECK: the CPU backend stands in for the GPU (AB_GPU_TEST_DEVICE=cpu)\n");
+    cpu = ab_backend_cpu_create(0);
+    gpu = self_check ? ab_backend_cpu_create(0) : ab_backend_cuda_create(0);
+    if (!cpu || !gpu) {
+        fprintf(stderr, "FAIL creating the backends: %s\n", ab_error());
+        return 1;
+    }
+    ab_rng_seed(&rng, 20261208);
+    test_gemm_batched();
+    test_layernorm();
+    test_activations();
+    test_softmax();
+    test_dropout();
+    test_embedding();
+    test_gather_rows();
+    test_norm_helpers();
+    test_bad_arguments();
+    AB_CHECK(gpu->ops->sync(gpu) == 0, "final sync: %s", ab_error());
+    gpu->ops->destroy(gpu);
+    cpu->ops->destroy(cpu);
+    if (failures) {
+        fprintf(stderr, "test_cuda_transformer: %d failure(s)\n", failures);
+        return 1;
+    }
+    printf("test_cuda_transformer: all %s transformer ops match the CPU backend%s\n", self_check ? "stand-in" : "CUDA",
+           self_check ? " (self-check of the test only)" : "");
+    return 0;
+}
