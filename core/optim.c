@@ -76,9 +76,10 @@ int ab_optimizer_exclude(ab_optimizer *o, const ab_param_spec *specs, int n_spec
     for (int i = 0; i < k; i++) {
         const int decay = !s[i]->no_decay;
         if (s[i]->offset != at) {
+            const size_t got = s[i]->offset;
             free(s);
-            return ab_errorf("optimizer: the parameters do not tile the buffer (a spec at %zu, expected %zu)",
-                             s[i]->offset, at);
+            return ab_errorf("optimizer: the parameters do not tile the buffer (a spec at %zu, expected %zu)", got,
+                             at);
         }
         if (n > 0 && o->runs[n - 1].decay == decay) {
             o->runs[n - 1].n += s[i]->numel;
