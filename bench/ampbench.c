@@ -13,6 +13,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <cjson/cJSON.h>
+
 #include "comm.h"
 #include "glue.h"
 #include "models.h"
@@ -470,8 +472,9 @@ static int run_bench(ab_train_config *c, int repeats) {
 
 /* Whether a batch fits: the trainer's set-up (every tensor the run holds) and, on a device, one
  * step (library workspaces grow there; on the CPU the step adds nothing to the comparable total).
- * Returns 1 (fits), 0 (out of memory) or -1 (another error); *peak = the comparable peak. */
-static int fits(const ab_train_config *c, int batch, double *peak) {
+ * Returns 1 (fits), 0 (out of memory) or -1 (another error); *peak = the comparable peak, *need =
+ * what the refused allocation would have brought the total to (0 when it fitted). */
+static int fits(const ab_train_config *c, int batch, double *peak, double *need, char *backend, size_t nb) {
     ab_train_config t = *c;
     t.batch_size = batch;
     t.quiet = 1;
@@ -490,42 +493,101 @@ static int fits(const ab_train_config *c, int batch, double *peak) {
     }
     if (tr) ab_trainer_destroy(tr);
     *peak = (double)rec.mem.peak_total;
+    *need = rec.mem.oom ? (double)rec.mem.oom_in_use + (double)rec.mem.oom_bytes : 0.0;
+    if (rec.backend[0]) snprintf(backend, nb, "%s", rec.backend);
     const int oom = rec.mem.oom;
     ab_run_record_free(&rec);
     return rc == 0 ? 1 : oom ? 0 : -1;
 }
 
+/* --find-max-batch --out FILE: the search as JSON ("tool": "ampbench-fit"), which ampbench-report
+ * sets beside the articles' "FP32 does not fit, AMP fits a larger batch" */
+static int write_fit_record(const ab_train_config *c, const char *backend, int ok, double peak_ok, int bad,
+                            double need_bad, cJSON *probes) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "tool", "ampbench-fit");
+    cJSON_AddNumberToObject(o, "schema_version", 1);
+    cJSON_AddStringToObject(o, "ampbench_version", ab_git_commit());
+    cJSON_AddStringToObject(o, "model", c->model);
+    cJSON_AddStringToObject(o, "dataset", c->dataset ? c->dataset : "");
+    cJSON_AddStringToObject(o, "precision", ab_precision_name(c->precision));
+    cJSON_AddStringToObject(o, "device", c->device);
+    cJSON_AddStringToObject(o, "backend", backend);
+    cJSON_AddNumberToObject(o, "max_seq_len", c->max_seq_len);
+    cJSON_AddNumberToObject(o, "accum_steps", c->accum_steps);
+    if (c->memory_limit) cJSON_AddNumberToObject(o, "memory_limit_bytes", (double)c->memory_limit);
+    else cJSON_AddNullToObject(o, "memory_limit_bytes");
+    cJSON_AddStringToObject(o, "limited_by", c->memory_limit ? "--memory-limit" : "the device's memory");
+    cJSON_AddNumberToObject(o, "max_batch", ok);
+    cJSON_AddNumberToObject(o, "peak_memory_at_max_batch_bytes", peak_ok);
+    if (bad) {
+        cJSON_AddNumberToObject(o, "first_batch_refused", bad);
+        cJSON_AddNumberToObject(o, "refused_would_need_bytes", need_bad);
+    } else {
+        cJSON_AddNullToObject(o, "first_batch_refused");
+        cJSON_AddNullToObject(o, "refused_would_need_bytes");
+    }
+    cJSON_AddItemToObject(o, "probes", probes);
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    const int rc = text ? ab_json_write_atomic(c->out_path, text) : ab_errorf("out of host memory");
+    free(text);
+    return rc;
+}
+
 /* --find-max-batch: doubling from 1 until a batch does not fit, then bisection */
+typedef struct {
+    const ab_train_config *c;
+    cJSON *probes;
+    char backend[16];
+    int ok, bad; /* the largest batch that fitted, the smallest refused (0: none yet) */
+    double peak_ok, need_bad;
+} fit_search;
+
+static int probe(fit_search *s, int b) {
+    double peak, need;
+    const int r = fits(s->c, b, &peak, &need, s->backend, sizeof s->backend);
+    if (r < 0) return -1;
+    cJSON *pr = cJSON_CreateObject();
+    cJSON_AddNumberToObject(pr, "batch", b);
+    cJSON_AddBoolToObject(pr, "fits", r);
+    cJSON_AddNumberToObject(pr, r ? "peak_memory_bytes" : "would_need_bytes", r ? peak : need);
+    cJSON_AddItemToArray(s->probes, pr);
+    if (r) printf("  batch %6d: fits (comparable peak %.3f GB)\n", b, peak / 1e9);
+    else printf("  batch %6d: does not fit (it would need %.3f GB)\n", b, need / 1e9);
+    fflush(stdout);
+    if (r) s->ok = b, s->peak_ok = peak;
+    else s->bad = b, s->need_bad = need;
+    return r;
+}
+
 static int find_max_batch(const ab_train_config *c) {
     if (!c->memory_limit && strcmp(c->device, "cpu") == 0)
         return ab_errorf("--find-max-batch on the CPU needs --memory-limit SIZE (the memory to fit in)");
-    double peak = 0.0, peak_ok = 0.0, peak_bad = 0.0;
-    int ok = 0, bad = 0;
-    for (int b = 1; b <= (1 << 16); b *= 2) {
-        const int r = fits(c, b, &peak);
-        if (r < 0) return -1;
-        printf("  batch %6d: %s (comparable peak %.3f GB)\n", b, r ? "fits" : "does not fit", peak / 1e9);
-        fflush(stdout);
-        if (r) ok = b, peak_ok = peak;
-        else {
-            bad = b, peak_bad = peak;
-            break;
-        }
+    fit_search s = {.c = c, .probes = cJSON_CreateArray()};
+    int rc = 0;
+    for (int b = 1; b <= (1 << 16) && rc == 0; b *= 2) {
+        const int r = probe(&s, b);
+        if (r < 0) rc = -1;
+        if (r <= 0) break;
     }
-    while (bad && bad - ok > 1) {
-        const int mid = ok + (bad - ok) / 2;
-        const int r = fits(c, mid, &peak);
-        if (r < 0) return -1;
-        printf("  batch %6d: %s (comparable peak %.3f GB)\n", mid, r ? "fits" : "does not fit", peak / 1e9);
-        fflush(stdout);
-        if (r) ok = mid, peak_ok = peak;
-        else bad = mid, peak_bad = peak;
+    while (rc == 0 && s.bad && s.bad - s.ok > 1)
+        if (probe(&s, s.ok + (s.bad - s.ok) / 2) < 0) rc = -1;
+    if (rc != 0) {
+        cJSON_Delete(s.probes);
+        return -1;
     }
-    printf("largest batch that fits: %d (%s, %s, %s, comparable peak %.3f GB)", ok, c->model,
-           ab_precision_name(c->precision), c->device, peak_ok / 1e9);
+    printf("largest batch that fits: %d (%s, %s, %s, comparable peak %.3f GB)", s.ok, c->model,
+           ab_precision_name(c->precision), c->device, s.peak_ok / 1e9);
     if (c->memory_limit) printf(" under --memory-limit %.3f GB", c->memory_limit / 1e9);
-    if (bad) printf("; batch %d does not fit (%.3f GB when refused)", bad, peak_bad / 1e9);
+    if (s.bad) printf("; batch %d does not fit (it would need %.3f GB)", s.bad, s.need_bad / 1e9);
     printf("\n");
+    if (!c->out_path) {
+        cJSON_Delete(s.probes);
+        return 0;
+    }
+    if (write_fit_record(c, s.backend, s.ok, s.peak_ok, s.bad, s.need_bad, s.probes) != 0) return -1;
+    printf("result: %s\n", c->out_path);
     return 0;
 }
 
@@ -646,7 +708,7 @@ int main(int argc, char **argv) {
     const ab_train_config *cfg = &opts.cfg;
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
-    int rc;
+    int rc, did_not_fit = 0;
     if (opts.find_max_batch) {
         rc = find_max_batch(&opts.cfg);
     } else if (is_bench) {
@@ -654,6 +716,7 @@ int main(int argc, char **argv) {
     } else {
         ab_run_record rec;
         rc = ab_train_run(cfg, &rec);
+        did_not_fit = rc != 0 && rec.mem.oom;
         if (rc == 0 && cfg->out_path && !cfg->quiet && rec.rank == 0) printf("result: %s%s\n", cfg->out_path, rec.interrupted ? " (interrupted)" : "");
         if (rc == 0 && rec.interrupted) rc = 130;
         ab_run_record_free(&rec);
@@ -668,7 +731,7 @@ int main(int argc, char **argv) {
         }
         fprintf(stderr, "ampbench: %s\n", ab_error());
         ab_mpi_finalize();
-        return 1;
+        return did_not_fit ? 3 : 1; /* 3: the run did not fit in memory (its record says so) */
     }
     ab_mpi_finalize();
     return rc;

@@ -104,6 +104,9 @@ for b in "$AMPBENCH" "$REPORT"; do
     [ -x "$b" ] || { echo "run_all.sh: $b: not built (run without --no-build)" >&2; exit 2; }
 done
 HELP=$("$AMPBENCH" --help 2>&1)
+# the data root for {data} in the workload config: $AB_DATA_ROOT, else the build's default
+DATA_ROOT=${AB_DATA_ROOT:-$(sed -n 's/^AB_DATA_ROOT:PATH=//p' "$BUILD_DIR/CMakeCache.txt" 2>/dev/null)}
+[ -n "$DATA_ROOT" ] || DATA_ROOT="$ROOT/../shared/data"
 
 # ---- what this machine has ----------------------------------------------------------------------
 CPU=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)
@@ -214,6 +217,10 @@ while read -r name model dataset full_epochs quick_steps peer extra; do
         PLAN+=("ampbench|$name|$model|$dataset|$mode|$ep|$st|$peer|$extra")
         # the peer right after ampbench's run of the same mode: same device, settings and machine state
         [ "$peer" != - ] && [ -n "$PY" ] && PLAN+=("pytorch|$name|$model|$dataset|$mode|$ep|$st|$peer|$extra")
+        # under a --memory-limit: the largest batch that fits, beside the run at the config's batch
+        case " $extra " in *" --memory-limit "*)
+            [ "$mode" != dp-amp ] && PLAN+=("fit|$name|$model|$dataset|$mode|$ep|$st|$peer|$extra") ;;
+        esac
     done
 done < "$CONF"
 if [ "$MODE" = full ]; then MODE_DETAIL="the articles' epochs${EPOCHS:+ (overridden: $EPOCHS)}"
@@ -235,6 +242,7 @@ for item in "${PLAN[@]}"; do
     [ "$tool" = ampbench ] || run="$wl-$mode-$tool"
     label=$wl
     [ "$tool" = ampbench ] || label="$wl ($tool)"
+    [ "$tool" = fit ] && label="$wl (max batch)"
     tag=$(printf '[%d/%d] %-14s %-7s' "$I" "$TOTAL" "$label" "$mode")
     stop_requested
     if [ "$INTERRUPTED" = 1 ]; then
@@ -249,13 +257,17 @@ for item in "${PLAN[@]}"; do
     precision=${mode#dp-}
     # log about 20 points per run for the loss curve, and every 100 steps (as the articles) when long
     if [ "$st" -gt 0 ]; then li=$(( st / 20 )); [ "$li" -ge 1 ] || li=1; else li=100; fi
-    if [ "$tool" = ampbench ]; then
+    if [ "$tool" = fit ]; then # the set-up of each batch tried (and one step on a GPU), no training
+        cmd=("$AMPBENCH" train --model "$model" --dataset "$dataset" --precision "$precision" --device "$DEVICE"
+             --seed 1 --find-max-batch --out "$RUN_DIR/$run.json")
+    elif [ "$tool" = ampbench ]; then
         cmd=("$AMPBENCH" train --model "$model" --dataset "$dataset" --precision "$precision" --device "$DEVICE"
              --epochs "$ep" --max-steps "$st" --seed 1 --log-interval "$li" --quiet --out "$RUN_DIR/$run.json")
     else # the peer takes the same option names for what the config sets (bench/pytorch/*.py)
         cmd=("$PY" "$ROOT/$peer" --model "$model" --precision "$precision" --device "$DEVICE"
              --epochs "$ep" --max-steps "$st" --seed 1 --log-interval "$li" --quiet --out "$RUN_DIR/$run.json")
     fi
+    extra=${extra//\{data\}/$DATA_ROOT} # {data}: the data root ampbench was built with
     # shellcheck disable=SC2206  # the config's extra arguments split on blanks
     cmd+=($extra)
     if [ "$mode" = dp-amp ]; then
@@ -283,7 +295,18 @@ for item in "${PLAN[@]}"; do
     CHILD=""
     stop_requested
     secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-    if [ "$rc" = 0 ] && [ -s "$RUN_DIR/$run.json" ]; then
+    if [ "$tool" = fit ] && [ "$rc" = 0 ] && [ -s "$RUN_DIR/$run.json" ]; then
+        line=$(grep '^largest batch' "$RUN_DIR/logs/$run.log" | tail -n 1)
+        printf '%s ok      %6.1f s  %s\n' "$tag" "$secs" "$line"
+        record "$run" "$wl" "$mode" ok "$secs" "" "$tool"
+        N_OK=$((N_OK + 1)); SUMMARY+=("$run: $line")
+    elif [ "$tool" = ampbench ] && [ "$rc" = 3 ] && [ -s "$RUN_DIR/$run.json" ] && [ "$INTERRUPTED" = 0 ]; then
+        # exit 3: out of memory (under --memory-limit, or the GPU's own): a measured "does not fit"
+        why=$(tail -n +2 "$RUN_DIR/logs/$run.log" | grep -m 1 'out of memory' | cut -c1-200)
+        printf '%s %-7s %6.1f s  %s\n' "$tag" "no fit" "$secs" "${why:-out of memory}"
+        record "$run" "$wl" "$mode" did-not-fit "$secs" "${why:-out of memory}" "$tool"
+        N_OK=$((N_OK + 1)); SUMMARY+=("$run: did not fit in memory")
+    elif [ "$rc" = 0 ] && [ -s "$RUN_DIR/$run.json" ]; then
         line=$("$REPORT" --line "$RUN_DIR/$run.json" 2>&1)
         printf '%s ok      %6.1f s  %s\n' "$tag" "$secs" "$line"
         record "$run" "$wl" "$mode" ok "$secs" "" "$tool"
@@ -292,7 +315,7 @@ for item in "${PLAN[@]}"; do
         # a peer's exit 2: it cannot run this mode here (an autocast dtype this PyTorch lacks on
         # this device, no data parallelism in the script); its last line says why
         # (its own line, "script.py: ...", not what mpirun adds after it)
-        why=$(tail -n +2 "$RUN_DIR/logs/$run.log" | grep -m 1 "^$(basename "$peer"):" | cut -c1-200)
+        why=$(tail -n +2 "$RUN_DIR/logs/$run.log" | grep "^$(basename "$peer"):" | tail -n 1 | cut -c1-200)
         [ -n "$why" ] || why=$(tail -n +2 "$RUN_DIR/logs/$run.log" | grep '[[:alpha:]]' | tail -n 1 | cut -c1-200)
         echo "$tag skipped: ${why:-the peer cannot run this mode here}"
         record "$run" "$wl" "$mode" skipped "$secs" "${why:-the peer cannot run this mode here}" "$tool"

@@ -55,8 +55,21 @@ typedef struct {
     long skipped_steps;
     double init_scale, final_scale;
     int has_projection;
-    cJSON *json; /* the whole record (owned) */
+    /* a run refused for want of memory ("fits_in_memory": false): kept out of the ratios */
+    int did_not_fit;
+    double memory_limit;   /* memory_limit_bytes, NAN without --memory-limit */
+    double oom_would_need; /* out_of_memory.would_need_bytes, NAN when it fitted */
+    cJSON *json;           /* the whole record (owned) */
 } hr_run;
+
+/* One `ampbench train --find-max-batch --out FILE` record ("tool": "ampbench-fit"). */
+typedef struct {
+    char name[128], model[64], precision[16], backend[16], limited_by[32];
+    double memory_limit;    /* bytes, NAN when the device's own memory was the limit */
+    long max_batch, first_refused; /* first_refused 0: none was refused */
+    double peak_at_max, refused_would_need;
+    int max_seq_len;
+} hr_fit;
 
 /* One line of run_all.sh's manifest: a run that was planned (ok, failed, skipped, interrupted). */
 typedef struct {
@@ -72,11 +85,13 @@ typedef struct {
     hr_planned planned[HR_MAX_RUNS];
     int n_planned;
     char peers_note[256]; /* run.json's "peers": why no peer ran ("" when they ran or no run.json) */
+    hr_fit fits[HR_MAX_RUNS];
+    int n_fits;
 } hr_runset;
 
 /* Loads every *.json in dir whose top level says "tool": "ampbench" or "pytorch" (other JSON
- * files are ignored; a file that is not valid JSON is an error naming it), and run.json when
- * present. */
+ * files are ignored; a file that is not valid JSON is an error naming it), the "ampbench-fit"
+ * records of --find-max-batch, and run.json when present. */
 int hr_runset_load(const char *dir, hr_runset *rs);
 void hr_runset_free(hr_runset *rs);
 /* Reads and parses one result file into r (used by the loader and by `ampbench-report --line`). */
@@ -96,6 +111,9 @@ typedef struct {
     const hr_run *peer_fp32, *peer_amp, *peer_dp;
     const hr_run *peer_all[HR_MAX_RUNS];
     int n_peer;
+    /* ampbench's runs that did not fit (fp32, amp, data-parallel), and the largest-batch searches */
+    const hr_run *oom_fp32, *oom_amp, *oom_dp;
+    const hr_fit *fit_fp32, *fit_amp;
 } hr_workload;
 
 /* One workload per model with any result (ampbench's or the peer's), in the order first seen. */

@@ -19,6 +19,18 @@ static const char *fmt_num(char *buf, size_t n, double v, const char *fmt) {
 }
 
 /* "40% (1x NVIDIA RTX 3090)" or "0 to 1 points (...)"; "ResNet-50 claim" when borrowed. */
+/* bytes as "8.59 GB" from 1 GB, else "48.2 MB" */
+static const char *fmt_bytes(char *buf, size_t n, double b) {
+    if (b >= 1e9) snprintf(buf, n, "%.2f GB", b / 1e9);
+    else snprintf(buf, n, "%.1f MB", b / 1e6);
+    return buf;
+}
+
+/* what one sample of the run's data set is: "images" (MNIST, CIFAR-10), else "examples" (GLUE) */
+static const char *samples_word(const hr_run *r) {
+    return r && (strstr(r->dataset, "mnist") || strstr(r->dataset, "cifar")) ? "images" : "examples";
+}
+
 static void claim_cell(char *buf, size_t n, const hr_reported *rep, const cJSON *c, const char *model) {
     if (!c) {
         snprintf(buf, n, "%s (no figure reported)", DASH);
@@ -190,8 +202,8 @@ static void accuracy_meaning(FILE *f, const hr_reported *rep, const hr_workload 
     if (want <= 0 || (w->amp->epochs_done >= want && w->amp->complete && w->amp->max_steps <= 0)) return;
     char data[96] = "";
     if (w->amp->train_subset > 0 || w->amp->test_subset > 0)
-        snprintf(data, sizeof data, " on %ld training images, evaluated on %ld", w->amp->train_samples,
-                 w->amp->test_samples);
+        snprintf(data, sizeof data, " on %ld training %s, evaluated on %ld", w->amp->train_samples,
+                 samples_word(w->amp), w->amp->test_samples);
     if (w->amp->max_steps > 0)
         fprintf(f, "A quick run: %ld optimizer steps%s, not the articles' %d epochs, so neither accuracy nor the "
                    "delta is comparable with the %d-epoch figures; it shows only that AMP trains as FP32 does over "
@@ -265,7 +277,7 @@ static void absolute_rows(FILE *f, const hr_reported *rep, const hr_runset *rs, 
                "carries over):\n\n| quantity | reported | measured |\n|---|---|---|\n");
     for (int k = 0; k < 3; k++) {
         const hr_run *r = runs[k];
-        char rc[512], mc[256], est[128] = "";
+        char rc[512], mc[512], est[128] = "";
         const cJSON *c = hr_reported_claim_mode(rep, w->model, modes[k], "total_time");
         claim_cell(rc, sizeof rc, rep, c, w->model);
         if (r) {
@@ -276,7 +288,7 @@ static void absolute_rows(FILE *f, const hr_reported *rep, const hr_runset *rs, 
                 else if (s >= 60) snprintf(est, sizeof est, "; %.1f min at this rate for %d epochs", s / 60, want);
                 else snprintf(est, sizeof est, "; %.0f s at this rate for %d epochs", s, want);
                 const size_t l = strlen(est);
-                snprintf(est + l, sizeof est - l, " of %.0f images", train);
+                snprintf(est + l, sizeof est - l, " of %.0f %s", train, samples_word(r));
             }
             snprintf(mc, sizeof mc, "%.2f s training for %ld steps (%d epoch%s)%s", r->total_time_s, r->steps,
                      r->epochs_done, r->epochs_done == 1 ? "" : "s", est);
@@ -303,24 +315,40 @@ static void absolute_rows(FILE *f, const hr_reported *rep, const hr_runset *rs, 
             snprintf(mc, sizeof mc, DASH);
         fprintf(f, "| %s test accuracy | %s | %s |\n", names[k], rc, mc);
 
-        /* BERT: FP32 runs out of memory on one 8 GB GPU, AMP fits; a run that failed says why */
+        /* BERT: FP32 runs out of memory on one 8 GB GPU, AMP fits. The measured answer: whether this
+         * run fitted (under its --memory-limit, or in the GPU), and the largest batch that fits. */
         c = hr_reported_claim_mode(rep, w->model, modes[k], "fits_in_memory");
-        if (c) {
+        const hr_run *oom = k == 0 ? w->oom_fp32 : k == 1 ? w->oom_amp : w->oom_dp;
+        const hr_fit *fit = k == 0 ? w->fit_fp32 : k == 1 ? w->fit_amp : NULL;
+        if (c || oom || fit || (r && isfinite(r->memory_limit))) {
             claim_cell(rc, sizeof rc, rep, c, w->model);
             const hr_planned *p = NULL;
             for (int i = 0; i < rs->n_planned; i++)
-                if (!strcmp(rs->planned[i].workload, w->model) && !strcmp(rs->planned[i].mode, modes[k]))
+                if (!strcmp(rs->planned[i].workload, w->model) && !strcmp(rs->planned[i].mode, modes[k]) &&
+                    !strcmp(rs->planned[i].tool, "ampbench"))
                     p = &rs->planned[i];
+            char lim[64] = "", x1[32], x2[32];
+            const hr_run *lr = r ? r : oom;
+            if (lr && isfinite(lr->memory_limit)) snprintf(lim, sizeof lim, " of a %s limit", fmt_bytes(x1, sizeof x1, lr->memory_limit));
             if (r && r->complete)
-                snprintf(mc, sizeof mc, "yes: ran to the end (%.2f MB peak, batch %ld)", mb(r->peak_total),
-                         r->batch_size);
+                snprintf(mc, sizeof mc, "yes at batch %ld: %s peak%s", r->batch_size, fmt_bytes(x2, sizeof x2, r->peak_total), lim);
+            else if (oom)
+                snprintf(mc, sizeof mc, "no at batch %ld: it needed %s%s", oom->batch_size,
+                         fmt_bytes(x2, sizeof x2, oom->oom_would_need), lim);
             else if (p && strcmp(p->status, "ok") != 0) {
                 if (snprintf(mc, sizeof mc, "%s: %s", p->status, *p->reason ? p->reason : "no reason recorded") >=
                     (int)sizeof mc)
                     strcpy(mc + sizeof mc - 4, "...");
-            }
-            else
+            } else
                 snprintf(mc, sizeof mc, "%s", r ? "incomplete run" : DASH);
+            if (fit) {
+                const size_t l = strlen(mc);
+                char in[64];
+                if (isfinite(fit->memory_limit)) fmt_bytes(in, sizeof in, fit->memory_limit);
+                else snprintf(in, sizeof in, "the GPU's memory");
+                snprintf(mc + l, sizeof mc - l, "; the largest batch that fits %s at sequence %d: %ld (%s)", in,
+                         fit->max_seq_len, fit->max_batch, fmt_bytes(x2, sizeof x2, fit->peak_at_max));
+            }
             fprintf(f, "| %s fits in memory | %s | %s |\n", names[k], rc, mc);
         }
     }
@@ -542,7 +570,8 @@ static void workload_section(FILE *f, const hr_reported *rep, const hr_runset *r
     fprintf(f, "Measured here: %s backend (%s), batch %ld per rank, %s", any->backend, any->device, any->batch_size,
             any->max_steps > 0 ? "a step limit per run (quick run)" : "whole epochs");
     if (any->train_subset > 0 || any->test_subset > 0)
-        fprintf(f, ", %ld training and %ld test images (subsets)", any->train_samples, any->test_samples);
+        fprintf(f, ", %ld training and %ld test %s (subsets)", any->train_samples, any->test_samples,
+                samples_word(any));
     const cJSON *wj = cJSON_GetObjectItemCaseSensitive(any->json, "workload");
     if (*hr_str(wj, "lr_schedule", ""))
         fprintf(f, ", lr %g %s with %.0f warm-up steps", hr_num(wj, "lr", NAN), hr_str(wj, "lr_schedule", ""),

@@ -185,6 +185,9 @@ static int run_from_json(const char *path, cJSON *j, hr_run *r) {
     r->final_scale = hr_num(amp, "final_scale", NAN);
     const cJSON *proj = cJSON_GetObjectItemCaseSensitive(j, "projection");
     r->has_projection = cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(proj, "points"));
+    r->did_not_fit = cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(j, "fits_in_memory"));
+    r->memory_limit = hr_num(j, "memory_limit_bytes", NAN);
+    r->oom_would_need = hr_num(cJSON_GetObjectItemCaseSensitive(j, "out_of_memory"), "would_need_bytes", NAN);
     r->json = j;
     return 0;
 }
@@ -244,6 +247,32 @@ static void load_manifest(hr_runset *rs, const char *path) {
     copy_str(rs->peers_note, sizeof rs->peers_note, hr_str(rs->manifest, "peers", ""));
 }
 
+static int fit_from_json(const char *path, const cJSON *j, hr_runset *rs) {
+    if (rs->n_fits >= HR_MAX_RUNS) return ab_errorf("%s: more than %d --find-max-batch records", rs->dir, HR_MAX_RUNS);
+    hr_fit *f = &rs->fits[rs->n_fits];
+    memset(f, 0, sizeof *f);
+    const char *base = strrchr(path, '/');
+    snprintf(f->name, sizeof f->name, "%.127s", base ? base + 1 : path);
+    char *dot = strrchr(f->name, '.');
+    if (dot && strcmp(dot, ".json") == 0) *dot = 0;
+    const double mb = hr_num(j, "max_batch", NAN), pk = hr_num(j, "peak_memory_at_max_batch_bytes", NAN);
+    if (!isfinite(mb) || mb < 0 || !isfinite(pk) || !*hr_str(j, "model", "") || !*hr_str(j, "precision", ""))
+        return ab_errorf("%s: not a complete --find-max-batch record (model, precision, max_batch, "
+                         "peak_memory_at_max_batch_bytes)", path);
+    copy_str(f->model, sizeof f->model, hr_str(j, "model", ""));
+    copy_str(f->precision, sizeof f->precision, hr_str(j, "precision", ""));
+    copy_str(f->backend, sizeof f->backend, hr_str(j, "backend", "?"));
+    copy_str(f->limited_by, sizeof f->limited_by, hr_str(j, "limited_by", "?"));
+    f->memory_limit = hr_num(j, "memory_limit_bytes", NAN);
+    f->max_batch = (long)mb;
+    f->peak_at_max = pk;
+    f->first_refused = (long)hr_num(j, "first_batch_refused", 0);
+    f->refused_would_need = hr_num(j, "refused_would_need_bytes", NAN);
+    f->max_seq_len = (int)hr_num(j, "max_seq_len", 0);
+    rs->n_fits++;
+    return 0;
+}
+
 int hr_runset_load(const char *dir, hr_runset *rs) {
     memset(rs, 0, sizeof *rs);
     copy_str(rs->dir, sizeof rs->dir, dir);
@@ -277,6 +306,11 @@ int hr_runset_load(const char *dir, hr_runset *rs) {
         if (!j) {
             rc = ab_errorf("%s: not valid JSON", path);
             break;
+        }
+        if (cJSON_IsObject(j) && !strcmp(hr_str(j, "tool", ""), "ampbench-fit")) {
+            rc = fit_from_json(path, j, rs);
+            cJSON_Delete(j);
+            continue;
         }
         if (!cJSON_IsObject(j) || !known_tool(hr_str(j, "tool", ""))) {
             cJSON_Delete(j); /* another tool's file (benchmark JSON, ...) */
@@ -345,6 +379,12 @@ int hr_group_workloads(const hr_runset *rs, hr_workload *out, int max, int *n) {
         /* tables and plot legends in run_order; a peer's runs never fill ampbench's slots */
         const hr_run **fp32 = r->peer ? &w->peer_fp32 : &w->fp32, **amp = r->peer ? &w->peer_amp : &w->amp,
                      **dp = r->peer ? &w->peer_dp : &w->dp;
+        if (r->did_not_fit && !r->peer) { /* a measured "no", not a run to take ratios from */
+            if (r->world_size == 1 && !strcmp(r->precision, "fp32")) w->oom_fp32 = r;
+            if (r->world_size == 1 && !strcmp(r->precision, "amp")) w->oom_amp = r;
+            if (r->world_size > 1 && !strcmp(r->precision, "amp")) w->oom_dp = r;
+            continue;
+        }
         if (r->peer) {
             insert_ordered(w->peer_all, &w->n_peer, r);
             copy_str(w->peer_tool, sizeof w->peer_tool, r->tool);
@@ -355,6 +395,12 @@ int hr_group_workloads(const hr_runset *rs, hr_workload *out, int max, int *n) {
         if (r->world_size == 1 && strcmp(r->precision, "amp") == 0) *amp = better(*amp, r);
         if (r->world_size > 1 && strcmp(r->precision, "amp") == 0) *dp = better(*dp, r);
     }
+    for (int i = 0; i < rs->n_fits; i++)
+        for (int k = 0; k < *n; k++) {
+            if (strcmp(out[k].model, rs->fits[i].model) != 0) continue;
+            if (!strcmp(rs->fits[i].precision, "fp32")) out[k].fit_fp32 = &rs->fits[i];
+            if (!strcmp(rs->fits[i].precision, "amp")) out[k].fit_amp = &rs->fits[i];
+        }
     return 0;
 }
 

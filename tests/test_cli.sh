@@ -160,8 +160,19 @@ if [ -r "$vocab_file" ]; then
   expect_error 2 "tokenize: --vocab FILE is required" -- tokenize "$tmp/t.txt"
   expect_error 2 "tokenize: unknown option '--bogus'" -- tokenize --bogus "$tmp/t.txt"
   expect_error 1 "unknown GLUE task" -- tokenize --vocab "$vocab_file" --task nope "$tmp/t.txt"
+  # a run that does not fit under --memory-limit: exit 3, one line naming the tensor, the record
+  # kept with fits_in_memory false; --find-max-batch --out writes the search
+  tiny=(train --model bert-tiny --train-subset 64 --test-subset 16 --max-seq-len 32 --max-steps 1 --quiet)
+  expect_error 3 "out of memory: " -- "${tiny[@]}" --memory-limit 4M --out "$tmp/oom.json"
+  grep -q '"fits_in_memory":[[:space:]]*false' "$tmp/oom.json" || fail "the out-of-memory record does not say it did not fit"
+  grep -q '"would_need_bytes"' "$tmp/oom.json" || fail "the out-of-memory record lacks what it would need"
+  "$AMPBENCH" "${tiny[@]}" --memory-limit 48M --find-max-batch --out "$tmp/fit.json" >"$tmp/out" 2>"$tmp/err" ||
+    fail "--find-max-batch failed: $(cat "$tmp/err")"
+  grep -q '^largest batch that fits: [1-9]' "$tmp/out" || fail "--find-max-batch printed no largest batch: $(cat "$tmp/out")"
+  grep -q '"tool":[[:space:]]*"ampbench-fit"' "$tmp/fit.json" || fail "--find-max-batch --out wrote no fit record"
+  expect_error 1 "--find-max-batch on the CPU needs --memory-limit" -- "${tiny[@]}" --find-max-batch
 else
-  echo "SKIPPED (part): no $vocab_file for ampbench tokenize"
+  echo "SKIPPED (part): no $vocab_file for ampbench tokenize and the memory cap"
 fi
 
 # interruption: SIGINT during epoch 2 of 3 keeps epoch 1 in the result, marked incomplete

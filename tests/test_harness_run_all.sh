@@ -12,7 +12,7 @@ fi
 tmp=$(mktemp -d /tmp/ab_harness_run_all_XXXXXX)
 fail() { echo "FAIL: $*" >&2; echo "(files kept in $tmp)" >&2; exit 1; }
 
-# the MLP and the reduced ResNet (tests/fixtures/harness/workloads-quick.conf) keep the whole
+# the MLP, the reduced ResNet and BERT (tests/fixtures/harness/workloads-quick.conf) keep the whole
 # matrix well under a minute on two cores
 "$src/bench/run_all.sh" --quick --config "$src/tests/fixtures/harness/workloads-quick.conf" --no-build \
     --build-dir "$build" --run-dir "$tmp/run" --no-copy-plots > "$tmp/out.log" 2>&1
@@ -57,6 +57,34 @@ else
     grep -q '`mlp-dp-amp` | skipped' "$run/REPORT.md" || fail "the data-parallel run is neither there nor listed as skipped"
 fi
 grep -q '(\*\*projected\*\*)' "$run/REPORT.md" || fail "REPORT.md has no projected 4-GPU figure"
+# BERT (the tiny configuration) under a --memory-limit: the runs fit, and the largest batch that fits
+# comes from --find-max-batch in FP32 and AMP; {data} in the config is the data root
+for m in fp32 amp; do
+    [ -s "$run/bert-$m.json" ] || fail "bert-$m.json is missing"
+    grep -q '"tool":[[:space:]]*"ampbench-fit"' "$run/bert-$m-fit.json" || fail "no --find-max-batch record for bert $m"
+    grep -Eq '"max_batch":[[:space:]]*[1-9]' "$run/bert-$m-fit.json" || fail "bert-$m-fit.json has no largest batch"
+done
+grep -q '{data}' "$run/logs/bert-fp32.log" && fail "{data} was not replaced in the BERT options"
+head -n 1 "$run/logs/bert-fp32.log" | grep -q -- "--vocab $data/bert-base-uncased/vocab.txt" ||
+    fail "bert-fp32 did not get the vocabulary under the data root $data"
+grep -Eq '^\| FP32 fits in memory \|.*\| yes at batch 16: .* the largest batch that fits 50\.3 MB at sequence 32: [0-9]+' \
+    "$run/REPORT.md" || fail "REPORT.md has no FP32 fit row for BERT"
+
+# a batch FP32 cannot hold under the limit while AMP can: a measured "no" (exit 3, its record kept,
+# status did-not-fit), not a failure of run_all.sh, and the report says so
+printf 'bert  bert-tiny  sst2  1  2  -  --max-seq-len 32 --batch-size 60 --train-subset 128 --test-subset 32 --memory-limit 48M\n' \
+    > "$tmp/oom.conf"
+"$src/bench/run_all.sh" --quick --config "$tmp/oom.conf" --no-build --no-mpi --no-peers --build-dir "$build" \
+    --run-dir "$tmp/oom" --no-copy-plots > "$tmp/oom.log" 2>&1
+rc=$?
+cat "$tmp/oom.log"
+[ "$rc" = 0 ] || fail "run_all.sh exited $rc on a run that did not fit"
+grep -q '"fits_in_memory":[[:space:]]*false' "$tmp/oom/bert-fp32.json" || fail "the FP32 record does not say it did not fit"
+grep -q '"fits_in_memory":[[:space:]]*true' "$tmp/oom/bert-amp.json" || fail "the AMP run should fit"
+grep -q '"name": "bert-fp32", "workload": "bert", "mode": "fp32", "tool": "ampbench", "status": "did-not-fit"' \
+    "$tmp/oom/run.json" || fail "run.json does not mark the FP32 run did-not-fit"
+grep -Eq '^\| FP32 fits in memory \|.*\| no at batch 60: it needed [0-9.]+ MB of a 50\.3 MB limit' "$tmp/oom/REPORT.md" ||
+    fail "REPORT.md does not say FP32 did not fit"
 for p in amp_savings loss_mlp scale_mlp accuracy_mlp; do
     [ -s "$run/plots/$p.png" ] || fail "plot $p.png is missing"
     grep -q "plots/$p.png" "$run/REPORT.md" || fail "REPORT.md does not link $p.png"

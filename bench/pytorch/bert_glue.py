@@ -98,6 +98,9 @@ Memory, peak_memory_bytes (peak_memory_bytes.method names which):
         scratch, the Python heap: NOT comparable with torch.cuda.max_memory_allocated nor with
         ampbench's tracked total.
 activations = total - parameters - gradients - optimizer state (what is left, not a count).
+--memory-limit SIZE caps PyTorch's caching allocator on a GPU (set_per_process_memory_fraction of
+the device's memory; the CUDA context is outside it, as it is outside ampbench's cap): a run that
+does not fit writes its record with fits_in_memory false and out_of_memory, and exits 3.
 
 Ctrl-C (or SIGTERM) stops after the current step; the epoch in progress is evaluated and recorded,
 the result is written with complete=false, interrupted=true, and the exit status is 130. A second
@@ -115,6 +118,7 @@ import json
 import math
 import os
 import platform
+import re
 import signal
 import socket
 import subprocess
@@ -152,6 +156,18 @@ PRESETS = {
     "bert-base": dict(num_hidden_layers=12, hidden_size=768, num_attention_heads=12, intermediate_size=3072),
     "bert-tiny": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=2, intermediate_size=512),
 }
+
+
+def parse_size(text):
+    """'8G', '512M', '1.5G', '4096' (bytes): powers of 1024, as ampbench's --memory-limit"""
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?)i?B?\s*", text, re.IGNORECASE)
+    if not m:
+        die("--memory-limit: '%s' is not a size (e.g. 8G)" % text, 2)
+    unit = m.group(2).upper()
+    v = float(m.group(1)) * (1024 ** ("KMGT".index(unit) + 1) if unit else 1)
+    if v < 1:
+        die("--memory-limit: '%s' is not a positive size" % text, 2)
+    return int(v)
 
 
 def die(msg, status=1):
@@ -377,7 +393,7 @@ def parse_args():
     ap.add_argument("--accum-steps", type=int, default=1, help="micro-batches per optimizer step")
     ap.add_argument("--lr", type=float, default=2e-5)
     ap.add_argument("--weight-decay", type=float, default=0.01, help="AdamW's, not on biases and LayerNorm weights")
-    ap.add_argument("--lr-schedule", default="constant", choices=["constant", "linear", "cosine"])
+    ap.add_argument("--lr-schedule", default="linear", choices=["constant", "linear", "cosine"])
     ap.add_argument("--warmup-steps", type=int, default=0)
     ap.add_argument("--clip-grad-norm", type=float, default=1.0, help="max global L2 norm of the gradients (0 = off)")
     ap.add_argument("--seed", type=int, default=1)
@@ -393,6 +409,10 @@ def parse_args():
                     help="leave the first N steps out of the timings and samples/s")
     ap.add_argument("--log-interval", type=int, default=100)
     ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0 = torch default)")
+    ap.add_argument("--memory-limit", default="", metavar="SIZE",
+                    help="GPU: cap the caching allocator at SIZE (8G: powers of 1024) with "
+                         "torch.cuda.set_per_process_memory_fraction; a run that does not fit writes "
+                         "fits_in_memory false and exits 3. CPU: recorded, not enforced")
     ap.add_argument("--out", default="", help="JSON result file (written atomically after each epoch)")
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--dry-run", action="store_true", help="read and tokenize the data, print the counts, stop")
@@ -433,7 +453,7 @@ def import_torch():
               file=sys.stderr)
         sys.stderr.flush()
         os.execv(SYSTEM_PYTHON, [SYSTEM_PYTHON, os.path.abspath(__file__)] + sys.argv[1:])
-    die("PyTorch and Hugging Face transformers are needed (%s): pip install transformers" % err)
+    die("PyTorch and Hugging Face transformers are needed (%s): pip install transformers" % err, 2)
 
 
 def git_info():
@@ -705,6 +725,12 @@ def main():
     dev = torch.device("cuda", local_rank % max(1, torch.cuda.device_count())) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(dev)
+    limit = parse_size(a.memory_limit) if a.memory_limit else 0
+    if limit and cuda:
+        torch.cuda.set_per_process_memory_fraction(min(1.0, limit / torch.cuda.get_device_properties(dev).total_memory),
+                                                   dev)
+    elif limit and lead:
+        print("%s: --memory-limit is recorded but not enforced on the CPU" % PROG, file=sys.stderr)
     torch.backends.cuda.matmul.allow_tf32 = a.tf32
     torch.backends.cudnn.allow_tf32 = a.tf32
     amp = a.precision == "amp"
@@ -929,6 +955,8 @@ def main():
             "final_test_accuracy": epochs[-1]["test_accuracy"] if epochs else None,
             "final_test_metric": epochs[-1]["test_metric"] if epochs else None,
             "peak_memory_bytes": mem,
+            "memory_limit_bytes": limit or None, "memory_limit_enforced": bool(limit and cuda),
+            "fits_in_memory": state.get("oom") is None,
             "amp": {"enabled": a.precision != "fp32", "dtype": {"amp": "fp16", "bf16": "bf16"}.get(a.precision, "none"),
                     "dynamic": amp, "init_scale": a.init_scale if amp else 1.0, "growth_factor": a.growth_factor,
                     "backoff_factor": a.backoff_factor, "growth_interval": a.growth_interval,
@@ -1120,6 +1148,15 @@ def main():
             write(False, False)
             if interrupted or (a.max_steps > 0 and step >= a.max_steps):
                 break
+    except torch.cuda.OutOfMemoryError as err:  # under --memory-limit, or the GPU's own memory
+        state["oom"] = str(err).splitlines()[0][:300]
+        if lead:
+            print("%s: out of memory: %s" % (PROG, state["oom"]), file=sys.stderr)
+        if a.out and lead:
+            rec = record(False, False)
+            rec["out_of_memory"] = {"message": state["oom"]}
+            write_atomic(a.out, rec)
+        return 3
     except KeyboardInterrupt:  # a second Ctrl-C: the finished epochs only
         interrupted = True
         if lead:
