@@ -5,7 +5,8 @@
  *   finite -> loss-scaler decision -> optimizer step on the fp32 master weights.
  * Accumulation over micro-batches happens in the fp32 gradient buffer. Data parallel (W ranks,
  * core/comm.h): each rank takes its shard of the step's samples (ab_shard_step), and after the
- * last micro-batch the fp32 gradients (or their fp16 copy) are all-reduced once, averaged; the
+ * last micro-batch the fp32 gradients (or their fp16 copy) are all-reduced once, summed (each
+ * rank's loss gradient already carries 1/n, n the world's samples); the
  * overflow flag and the loss are all-reduced too, so every rank takes the same decision. */
 #include "train.h"
 
@@ -322,14 +323,14 @@ static int allreduce_grads(trainer *t) {
         for (size_t off = 0; off < nc; off += t->wire_elems) {
             const size_t k = nc - off < t->wire_elems ? nc - off : t->wire_elems;
             AB_TRY(be->ops->cast(be, k, AB_F32, p->grad + off, AB_F16, t->wire));
-            AB_TRY(cm->ops->allreduce(cm, t->wire, k, AB_F16, AB_RED_AVG));
+            AB_TRY(cm->ops->allreduce(cm, t->wire, k, AB_F16, AB_RED_SUM));
             AB_TRY(be->ops->accumulate(be, k, AB_F16, t->wire, p->grad + off, 0));
         }
         /* the fp32 region (batch-norm scale and shift) has no fp16 copy: it travels in fp32 */
-        if (n32) AB_TRY(cm->ops->allreduce(cm, p->grad + nc, n32, AB_F32, AB_RED_AVG));
+        if (n32) AB_TRY(cm->ops->allreduce(cm, p->grad + nc, n32, AB_F32, AB_RED_SUM));
         bytes = (double)nc * 2.0 + (double)n32 * sizeof(float);
     } else {
-        AB_TRY(cm->ops->allreduce(cm, p->grad, p->n, AB_F32, AB_RED_AVG));
+        AB_TRY(cm->ops->allreduce(cm, p->grad, p->n, AB_F32, AB_RED_SUM));
     }
     AB_TRY(be->ops->sync(be));
     const double dt = ab_now() - t0;
@@ -349,9 +350,12 @@ int ab_trainer_step(ab_trainer *t, const int32_t *order, int n, long step, int e
     ab_comm *cm = t->comm;
     const int B = t->cfg->batch_size, C = t->model->n_classes, W = cm->size;
     const float scale = rec->scaler.scale;
-    /* order[0 .. n) is the world's step; this rank trains on its shard. Each rank's gradient is
-     * scaled by W/n rather than 1/(its count) so that the average over ranks is the mean over all
-     * n samples even when a last, short step leaves the ranks unequal shares. */
+    /* order[0 .. n) is the world's step; this rank trains on its shard. Each rank's loss gradient
+     * is scaled by 1/n, n the world's samples, and the all-reduce sums: the mean over all n samples
+     * even when a last, short step leaves the ranks unequal shares, and each rank's fp16 gradients
+     * are the very tensors one process accumulating the same micro-batches would hold (a factor W
+     * would make them, and the fp16 sum on the wire, W times larger: other roundings near fp16's
+     * subnormals, overflow W times sooner). */
     if (W > 1 && (long)n > (long)W * B * t->cfg->accum_steps)
         return ab_errorf("a step of %d samples exceeds world %d x batch %d x accum steps %d", n, W, B,
                          t->cfg->accum_steps);
@@ -370,7 +374,7 @@ int ab_trainer_step(ab_trainer *t, const int32_t *order, int n, long step, int e
         AB_TRY(t->model->ops->forward(t->model, p, t->x, b, 1));
         t->model->forward_steps++;
         /* d(scale * sum of the group's losses / n) / dlogits; the op divides by b itself */
-        AB_TRY(ops->softmax_xent(be, b, C, p->cdt, t->model->logits, t->labels, scale * (float)b / (float)n * (float)W, p->cdt,
+        AB_TRY(ops->softmax_xent(be, b, C, p->cdt, t->model->logits, t->labels, scale * (float)b / (float)n, p->cdt,
                                  t->model->logits, &t->stats->loss_sum, NULL));
         /* backward adds each micro-batch into the fp32 gradients (under amp/bf16 one tensor at a
          * time through the compute-type scratch, ab_param_grad_fold) */
