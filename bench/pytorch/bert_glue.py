@@ -154,7 +154,7 @@ TASKS = {
 # --model presets (BertConfig field names); "bert" = the architecture of --init-from DIR
 PRESETS = {
     "bert-base": dict(num_hidden_layers=12, hidden_size=768, num_attention_heads=12, intermediate_size=3072),
-    "bert-tiny": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=2, intermediate_size=512),
+    "bert-tiny": dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=2, intermediate_size=256),  # ampbench's
 }
 
 
