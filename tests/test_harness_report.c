@@ -207,8 +207,17 @@ int main(int argc, char **argv) {
                                    "{\"name\": \"bert-base-fp32\", \"workload\": \"bert-base\", \"mode\": \"fp32\", "
                                    "\"status\": \"failed\", \"reason\": \"exit 1: out of memory\"}]}\n") == 0,
               "cannot write %s", dst);
+        /* a --find-max-batch record beside the AMP run: its largest batch joins the AMP fit row */
+        snprintf(dst, sizeof dst, "%s/bert-base-amp-fit.json", bert);
+        CHECK(hr_write_atomic(dst, "{\"tool\": \"ampbench-fit\", \"model\": \"bert-base\", \"precision\": \"amp\", "
+                                   "\"backend\": \"cpu\", \"max_seq_len\": 128, \"memory_limit_bytes\": 8589934592, "
+                                   "\"limited_by\": \"--memory-limit\", \"max_batch\": 131, "
+                                   "\"peak_memory_at_max_batch_bytes\": 8551442240, \"first_batch_refused\": 132, "
+                                   "\"refused_would_need_bytes\": 8601802020}\n") == 0,
+              "cannot write %s", dst);
         hr_runset *bs = calloc(1, sizeof *bs);
         CHECK(hr_runset_load(bert, bs) == 0, "bert folder: %s", ab_error());
+        CHECK(bs->n_fits == 1 && bs->fits[0].max_batch == 131, "the fit record was not loaded (%d)", bs->n_fits);
         snprintf(md_path, sizeof md_path, "%s/REPORT.md", bert);
         CHECK(hr_write_report(bs, &rep, md_path, NULL, NULL, 0) == 0, "bert report: %s", ab_error());
         if (hr_read_file(md_path, &md) == 0) {
@@ -216,7 +225,8 @@ int main(int argc, char **argv) {
             CHECK(n == 3 && starts_with(cells[1], "no") && strstr(cells[2], "failed: exit 1: out of memory"),
                   "FP32 fits row: '%s' '%s'", n > 1 ? cells[1] : "?", n > 2 ? cells[2] : "?");
             n = row_cells(md, "AMP fits in memory", cells, 8);
-            CHECK(n == 3 && starts_with(cells[1], "yes") && starts_with(cells[2], "yes: ran to the end"),
+            CHECK(n == 3 && starts_with(cells[1], "yes") && starts_with(cells[2], "yes at batch ") &&
+                      strstr(cells[2], "the largest batch that fits 8.59 GB at sequence 128: 131 (8.55 GB)"),
                   "AMP fits row: '%s' '%s'", n > 1 ? cells[1] : "?", n > 2 ? cells[2] : "?");
             n = row_cells(md, "AMP time saving vs FP32", cells, 8);
             CHECK(n == 4 && starts_with(cells[1], "30%") && !strcmp(cells[2], "—"),
