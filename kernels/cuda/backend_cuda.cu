@@ -1,6 +1,7 @@
 /* The CUDA backend: every op of core/backend.h on one GPU and one stream.
  * GEMMs go to cuBLASLt (row-major C[M,N] is computed as column-major C^T = op(B)^T op(A)^T, fp32
- * compute type whatever the storage type, bias/ReLU epilogues where they mean what the op means);
+ * compute type whatever the storage type, bias/ReLU epilogues where they mean what the op means),
+ * strided batches too (transformer_cuda.cu's gemm_batched calls the same engine);
  * element-wise ops are small kernels over the same AB_HD math as the CPU backend (core/half.h,
  * core/kernel_math.h), so the CPU tests cover their arithmetic. The convolutional-layer ops
  * (convolutions through cuDNN, batch norm, pooling, add, image assembly) live in layers_cuda.cu,
@@ -76,13 +77,20 @@ static unsigned blocks_for(size_t n) {
 
 /* ---- state ---------------------------------------------------------------------------------- */
 
-enum { GEMM_CACHE = 32, DATA_PAIRS = 64 };
+/* A BERT step asks for a few dozen distinct plans (counted from the call sites: five linear
+ * shapes, each with its forward, dW with and without gradient accumulation and dx, times the
+ * pointer alignments met, and attention's six batched products), near 32: the round-robin cache
+ * would then rebuild plans every step. 64 holds them with room to spare. */
+enum { GEMM_CACHE = 64, DATA_PAIRS = 64 };
 
-/* what a GEMM's cuBLASLt plan depends on: shapes, types, epilogue, and the alignment of every
- * pointer the heuristic is told about (A, B, C/D and the bias). Only ints: compared with memcmp. */
+/* what a GEMM's cuBLASLt plan depends on: shapes, types, epilogue, the batch (count and strides;
+ * 1 and 0 for a plain gemm) and the alignment of every pointer the heuristic is told about (A, B,
+ * C/D and the bias; for a batch, the alignment every product's matrices share). Compared with
+ * memcmp: always memset first, so any padding is zero. */
 typedef struct {
-    int ta, tb, M, N, K, lda, ldb, ldc, at, bt, ct, epi, has_bias, beta_nz;
+    int ta, tb, M, N, K, lda, ldb, ldc, at, bt, ct, epi, has_bias, beta_nz, batch;
     unsigned align_a, align_b, align_c, align_bias;
+    long long sa, sb, sc;
 } gemm_key;
 
 /* A cache slot. used: it holds a finished answer for key, positive (lt_ok: descriptors, layouts
@@ -102,7 +110,7 @@ typedef struct {
     cudnnHandle_t dnn;      /* made on first use (ab_cuda_dnn), bound to stream */
     ab_cuda_layers *layers; /* layers_cuda.cu's state, made on first use */
     cublasLtHandle_t lt;
-    cublasHandle_t blas; /* cublasGemmEx: the fallback that takes any alignment */
+    cublasHandle_t blas; /* cublasGemmStridedBatchedEx: the fallback that takes any alignment */
     void *lt_ws;         /* workspace of both, shared: they run on one stream */
     size_t lt_ws_bytes;
     float *acc; /* fp32 scratch for GEMMs whose epilogue or types cuBLASLt cannot express */
@@ -386,17 +394,19 @@ __global__ void k_gather(int B, int D, const uint8_t *data, const uint8_t *label
     }
 }
 
-/* GEMM epilogue for the cases cuBLASLt cannot express: acc (fp32, [M,N] dense) ->
- * C = epi(acc + bias) + beta * C, rounded once to ct */
-__global__ void k_gemm_finish(int M, int N, const float *acc, ab_dtype bt, const void *bias, int relu, float beta,
-                              ab_dtype ct, void *C, int ldc) {
-    const size_t n = (size_t)M * (size_t)N;
+/* GEMM epilogue for the cases cuBLASLt cannot express: acc (fp32, batch products of [M,N] dense,
+ * one after the other) -> C_z = epi(acc_z + bias) + beta * C_z, rounded once to ct; C_z starts
+ * sc elements after C_(z-1) (sc >= 0) */
+__global__ void k_gemm_finish(int M, int N, int batch, const float *acc, ab_dtype bt, const void *bias, int relu,
+                              float beta, ab_dtype ct, void *C, int ldc, long long sc) {
+    const size_t mn = (size_t)M * (size_t)N, n = mn * (size_t)batch;
     GRID_STRIDE(k, n) {
-        const int i = (int)(k / (size_t)N), j = (int)(k % (size_t)N);
+        const size_t z = k / mn, r = k % mn;
+        const int i = (int)(r / (size_t)N), j = (int)(r % (size_t)N);
         float v = acc[k];
         if (bias) v += ab_load(bias, (size_t)j, bt);
         if (relu && v < 0.0f) v = 0.0f; /* the CPU's test: NaN and -0 stay as they are */
-        const size_t off = (size_t)i * (size_t)ldc + (size_t)j;
+        const size_t off = z * (size_t)sc + (size_t)i * (size_t)ldc + (size_t)j;
         if (beta != 0.0f) v += beta * ab_load(C, off, ct);
         ab_store(C, off, ct, v);
     }
@@ -618,6 +628,18 @@ static unsigned align_of(const void *p) {
     return al;
 }
 
+/* the alignment every product of a strided batch shares: product z starts at p + z * stride
+ * elements of es bytes, so the base's alignment and the stride's bytes' both bound it (the
+ * heuristic is told about the base pointer only) */
+static unsigned align_batch(const void *p, long long stride, size_t es, int batch) {
+    unsigned al = align_of(p);
+    if (batch > 1 && stride != 0) {
+        const unsigned as = align_of((const void *)(uintptr_t)((unsigned long long)stride * es));
+        if (as < al) al = as;
+    }
+    return al;
+}
+
 /* destroys what a plan holds (any of it may be NULL) and leaves it without an algorithm */
 static void plan_release(gemm_plan *p) {
     if (p->op) cublasLtMatmulDescDestroy(p->op);
@@ -653,6 +675,17 @@ static int plan_build_into(cuda_state *st, const gemm_key *key, const void *bias
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, in_t, key->tb ? key->K : key->N, key->tb ? key->N : key->K, key->ldb));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lb, in_t, key->ta ? key->M : key->K, key->ta ? key->K : key->M, key->lda));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lc, c_t, key->N, key->M, key->ldc));
+    if (key->batch > 1) { /* strided batch: each layout says the count and its own stride (elements) */
+        const int32_t count = key->batch;
+        const int64_t stride[3] = {key->sb, key->sa, key->sc}; /* Lt's A is our B, Lt's B our A */
+        cublasLtMatrixLayout_t lay[3] = {p->la, p->lb, p->lc};
+        for (int i = 0; i < 3; i++) {
+            CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(lay[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                                          sizeof count));
+            CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(lay[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                          &stride[i], sizeof stride[i]));
+        }
+    }
 
     cublasLtMatmulPreference_t pref = NULL;
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -735,7 +768,7 @@ static int plan_get(cuda_state *st, const gemm_key *key, const void *bias, gemm_
 }
 
 /* 0, -1 (ab_error), or -2: cuBLASLt has no algorithm for this case (now known and cached): the
- * caller takes the cublasGemmEx path */
+ * caller takes the cublasGemmStridedBatchedEx path */
 static int lt_matmul(ab_backend *be, const gemm_key *key, float alpha, const void *A, const void *B, const void *bias,
                      float beta, void *C) {
     cuda_state *st = st_of(be);
@@ -757,17 +790,27 @@ static int lt_matmul(ab_backend *be, const gemm_key *key, float alpha, const voi
     return 0;
 }
 
-static int cuda_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at, const void *A,
-                     int lda, ab_dtype bt, const void *B, int ldb, const void *bias, ab_epilogue epi, float beta,
-                     ab_dtype ct, void *C, int ldc) {
-    if (M <= 0 || N <= 0 || K <= 0) return ab_errorf("gemm: bad shape M=%d N=%d K=%d", M, N, K);
+/* The product engine of gemm and gemm_batched (cuda_internal.h): batch products
+ * C_z = epi(alpha op(A_z) op(B_z) + bias) + beta C_z, X_z = X + z * sx elements, strides >= 0
+ * (a plain gemm: batch 1, strides 0). Column-major view, as plan_build_into's comment says. */
+static int gemm_strided(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at, const void *A,
+                        int lda, long long sa, ab_dtype bt, const void *B, int ldb, long long sb, const void *bias,
+                        ab_epilogue epi, float beta, ab_dtype ct, void *C, int ldc, long long sc, int batch) {
+    if (M <= 0 || N <= 0 || K <= 0 || batch < 1)
+        return ab_errorf("gemm: bad shape M=%d N=%d K=%d batch %d", M, N, K, batch);
+    if (batch == 1) sa = sb = sc = 0; /* one product: the strides mean nothing */
+    if (sa < 0 || sb < 0 || sc < 0) /* gemm_batched runs such batches one product at a time */
+        return ab_errorf("gemm: negative batch stride (%lld, %lld, %lld)", sa, sb, sc);
     cuda_state *st = st_of(be);
     AB_TRY(on_device(st));
     const ab_dtype bias_t = bt; /* the bias is stored in B's type (backend.h) */
-    /* mixed input types: widen both to fp32 first (cuBLASLt wants A and B of one type) */
+    /* mixed input types: widen both to fp32 first (cuBLASLt wants A and B of one type); the whole
+     * batch's extent, so the strides and leading dimensions stay as they are, in elements */
     if (at != bt) {
-        const size_t na = (size_t)((ta ? K : M) - 1) * (size_t)lda + (size_t)(ta ? M : K);
-        const size_t nb = (size_t)((tb ? N : K) - 1) * (size_t)ldb + (size_t)(tb ? K : N);
+        const size_t na =
+            (size_t)(batch - 1) * (size_t)sa + (size_t)((ta ? K : M) - 1) * (size_t)lda + (size_t)(ta ? M : K);
+        const size_t nb =
+            (size_t)(batch - 1) * (size_t)sb + (size_t)((tb ? N : K) - 1) * (size_t)ldb + (size_t)(tb ? K : N);
         void *wa = scratch(be, &st->cvt[0], &st->cvt_bytes[0], na * sizeof(float));
         void *wb = scratch(be, &st->cvt[1], &st->cvt_bytes[1], nb * sizeof(float));
         if (!wa || !wb) return -1;
@@ -789,23 +832,42 @@ static int cuda_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float 
         memset(&key, 0, sizeof key);
         key.ta = ta, key.tb = tb, key.M = M, key.N = N, key.K = K, key.lda = lda, key.ldb = ldb, key.ldc = ldc;
         key.at = at, key.bt = bt, key.ct = ct, key.epi = epi, key.has_bias = bias != NULL, key.beta_nz = beta != 0.0f;
-        key.align_a = align_of(A), key.align_b = align_of(B), key.align_c = align_of(C);
+        key.batch = batch, key.sa = sa, key.sb = sb, key.sc = sc;
+        key.align_a = align_batch(A, sa, ab_dtype_size(at), batch);
+        key.align_b = align_batch(B, sb, ab_dtype_size(bt), batch);
+        key.align_c = align_batch(C, sc, ab_dtype_size(ct), batch);
         key.align_bias = bias ? align_of(bias) : 0;
         const int rc = lt_matmul(be, &key, alpha, A, B, bias, beta, C);
         if (rc != -2) return rc;
     }
-    /* fallback: cublasGemmEx (any alignment, fp32 compute) into fp32 scratch, then our epilogue */
-    float *acc = (float *)scratch(be, (void **)&st->acc, &st->acc_bytes, (size_t)M * (size_t)N * sizeof(float));
+    /* fallback: cublasGemmStridedBatchedEx (any alignment, fp32 compute, default math mode: no
+     * TF32) into fp32 scratch, the products dense one after the other, then our epilogue */
+    const size_t mn = (size_t)M * (size_t)N, n = mn * (size_t)batch;
+    float *acc = (float *)scratch(be, (void **)&st->acc, &st->acc_bytes, n * sizeof(float));
     if (!acc) return -1;
     const float zero = 0.0f;
-    CUBLAS_CHECK(cublasGemmEx(st->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha,
-                              B, lt_type(bt), ldb, A, lt_type(at), lda, &zero, acc, CUDA_R_32F, N, CUBLAS_COMPUTE_32F,
-                              CUBLAS_GEMM_DEFAULT));
-    const size_t n = (size_t)M * (size_t)N;
-    k_gemm_finish<<<blocks_for(n), THREADS, 0, st->stream>>>(M, N, acc, bias_t, bias, epi == AB_EPI_RELU, beta, ct, C,
-                                                             ldc);
+    CUBLAS_CHECK(cublasGemmStridedBatchedEx(st->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N,
+                                            M, K, &alpha, B, lt_type(bt), ldb, sb, A, lt_type(at), lda, sa, &zero, acc,
+                                            CUDA_R_32F, N, (long long)mn, batch, CUBLAS_COMPUTE_32F,
+                                            CUBLAS_GEMM_DEFAULT));
+    k_gemm_finish<<<blocks_for(n), THREADS, 0, st->stream>>>(M, N, batch, acc, bias_t, bias, epi == AB_EPI_RELU, beta,
+                                                             ct, C, ldc, sc);
     LAUNCH_CHECK("k_gemm_finish");
     return 0;
+}
+
+static int cuda_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at, const void *A,
+                     int lda, ab_dtype bt, const void *B, int ldb, const void *bias, ab_epilogue epi, float beta,
+                     ab_dtype ct, void *C, int ldc) {
+    if (M <= 0 || N <= 0 || K <= 0) return ab_errorf("gemm: bad shape M=%d N=%d K=%d", M, N, K);
+    return gemm_strided(be, ta, tb, M, N, K, alpha, at, A, lda, 0, bt, B, ldb, 0, bias, epi, beta, ct, C, ldc, 0, 1);
+}
+
+int ab_cuda_gemm_strided(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at, const void *A,
+                         int lda, long long sa, ab_dtype bt, const void *B, int ldb, long long sb, float beta,
+                         ab_dtype ct, void *C, int ldc, long long sc, int batch) {
+    return gemm_strided(be, ta, tb, M, N, K, alpha, at, A, lda, sa, bt, B, ldb, sb, NULL, AB_EPI_NONE, beta, ct, C, ldc,
+                        sc, batch);
 }
 
 /* ---- timing and description ----------------------------------------------------------------- */

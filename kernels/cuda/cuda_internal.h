@@ -1,6 +1,7 @@
 /* Private to kernels/cuda: what layers_cuda.cu (the convolutional-layer ops) and
  * transformer_cuda.cu (the transformer ops) need from backend_cuda.cu (the backend's state:
- * device, stream, cuDNN handle, the pinned index staging ring), and the ops they hand back for
+ * device, stream, cuDNN handle, the pinned index staging ring, the GEMM engine over its
+ * cuBLAS(Lt) handles, plans and scratch), and the ops they hand back for
  * the op table. Device memory comes from the tracked
  * allocator of core/backend.h (ab_alloc / ab_release, charged to be->mem). Both files are C++
  * (nvcc); nothing here is seen from C. */
@@ -41,6 +42,15 @@ cudaStream_t ab_cuda_stream(ab_backend *be); /* the one stream every op is queue
  * NULL with ab_error() when cuDNN cannot be started. Destroyed by the backend's destroy. */
 cudnnHandle_t ab_cuda_dnn(ab_backend *be);
 ab_cuda_layers **ab_cuda_layers_slot(ab_backend *be);
+/* The GEMM engine of the backend's gemm, for gemm_batched: for z < batch (>= 1),
+ * C_z = alpha op(A_z) op(B_z) + beta C_z with X_z = X + z * sx elements, strides >= 0, row-major
+ * as core/backend.h's gemm (fp32 accumulation, one rounding to ct, beta 0 never reads C). Through
+ * the backend's cuBLASLt handle, plan cache and workspace (strided-batch layouts), or, where
+ * cuBLASLt has no algorithm or cannot express the types, cublasGemmStridedBatchedEx into the
+ * backend's fp32 scratch and a finishing kernel. 0 or -1 (ab_error). */
+int ab_cuda_gemm_strided(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at, const void *A,
+                         int lda, long long sa, ab_dtype bt, const void *B, int ldb, long long sb, float beta,
+                         ab_dtype ct, void *C, int ldc, long long sc, int batch);
 /* Copies a (na ints) then b (nb ints, b may be NULL when nb is 0) from host memory to device
  * memory through the pinned staging ring of gather_normalize, queued on the stream: *dev points
  * at a on the device, b follows at *dev + na. The host arrays may be reused once this returns;

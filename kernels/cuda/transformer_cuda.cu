@@ -1,16 +1,19 @@
 /* The transformer ops of core/backend.h (BERT) on the CUDA backend: batched strided products
  * (B * heads) x (L, D) / (L, L), layer norm over rows of C, GELU and tanh, the masked attention
  * softmax over (B, heads, L, L), counter-based dropout, BERT's embeddings (R = B * L rows of C),
- * row gathers and the gradient-norm helpers. Kernels of our own over the AB_HD math of
+ * row gathers and the gradient-norm helpers. The batched products go to the backend's GEMM
+ * engine (cuBLASLt, cuda_internal.h); the rest are kernels of our own over the AB_HD math of
  * core/half.h and core/kernel_math.h (the dropout mask is ab_dropout_keep, so it is the CPU's bit
  * for bit); fp32 arithmetic whatever the storage type, one rounding of each stored result.
  *
- * This file keeps no state of its own in the backend (backend_cuda.cu exposes none to it: no
- * cuBLAS handle, no scratch slot freed at destroy), so every op here works without scratch
- * memory, with one exception, sum_squares (below):
- *   - gemm_batched is a tiled kernel, not cublasGemmStridedBatchedEx: it reads any element
- *     types, transposes, leading dimensions and alignments, accumulates in fp32 FMAs (never TF32)
- *     in k order, and reads the old C in fp32 and rounds once, as the op says; no scratch.
+ * This file keeps no state of its own in the backend: the batched products use the backend's
+ * cuBLAS(Lt) handles, plan cache, workspace and scratch (freed by the backend's destroy); the
+ * kernels here take no scratch memory, with one exception, sum_squares (below):
+ *   - gemm_batched: cuBLASLt with strided-batch layouts, fp32 compute type (no TF32), the
+ *     reduction of a split-K product in fp32 for fp16/bf16 outputs, so the old C is read in fp32
+ *     and the result rounded once, as the op says; mixed input types widened to fp32 first.
+ *     cuBLASLt blocks and splits the sums as it likes: the same bits from run to run for one
+ *     shape and alignment (one cached algorithm), not the CPU's order.
  *   - layer norm, softmax: one warp per row; the row's sums in double, merged by a fixed
  *     butterfly. Layer norm's dgamma/dbeta: one thread column per channel, rows in a fixed
  *     partition, the slices added in order in shared memory: no atomics, no partial sums in
@@ -87,8 +90,6 @@ static int check_type(const char *op, ab_dtype t) {
     return 0;
 }
 
-static __device__ __forceinline__ size_t esize(ab_dtype t) { return t == AB_F32 ? 4 : 2; }
-
 /* the sum over the warp by a butterfly: every lane ends with the same bits (each step adds the
  * same two values on both lanes of a pair, and IEEE addition commutes) */
 static __device__ __forceinline__ double warp_sum(double v) {
@@ -98,79 +99,22 @@ static __device__ __forceinline__ double warp_sum(double v) {
 
 /* ---- batched products ----------------------------------------------------------------------- */
 
-/* C_z[M,N] = alpha op(A_z) op(B_z) + beta C_z for z < batch (row-major, op(X) = X^T when tX),
- * A_z = A + z * sa elements (B, C likewise). A block computes a 64 x 64 tile of one C_z: 256
- * threads as 16 x 16, each 4 x 4 outputs strided by 16 (conflict-free shared reads); K in steps
- * of 16 through shared memory, operands widened to fp32 on load (exact), zero past the edges.
- * Each output is an fp32 FMA chain in k order; beta == 0 never reads C (as BLAS). Launch bounds
- * (256, 2): ptxas then keeps the 4 x 4 accumulators in 80 registers without spilling (with
- * (256) alone it chose 64 and spilled on sm_90). */
-enum { GB_TM = 64, GB_TN = 64, GB_TK = 16 };
-
-__global__ void __launch_bounds__(256, 2) k_gemm_batched(int ta, int tb, int M, int N, int K, float alpha, ab_dtype at,
-                                                      const void *A, int lda, long long sa, ab_dtype bt,
-                                                      const void *B, int ldb, long long sb, float beta, ab_dtype ct,
-                                                      void *C, int ldc, long long sc, int batch) {
-    __shared__ float As[GB_TK][GB_TM + 1]; /* As[k][m] = op(A)[m0 + m][k0 + k] */
-    __shared__ float Bs[GB_TK][GB_TN + 1]; /* Bs[k][n] = op(B)[k0 + k][n0 + n] */
-    const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
-    const int m0 = blockIdx.y * GB_TM, n0 = blockIdx.x * GB_TN;
-    for (int z = blockIdx.z; z < batch; z += gridDim.z) {
-        const char *Az = (const char *)A + (long long)z * sa * (long long)esize(at);
-        const char *Bz = (const char *)B + (long long)z * sb * (long long)esize(bt);
-        char *Cz = (char *)C + (long long)z * sc * (long long)esize(ct);
-        float acc[4][4];
-#pragma unroll
-        for (int i = 0; i < 4; i++)
-#pragma unroll
-            for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;
-        for (int k0 = 0; k0 < K; k0 += GB_TK) {
-            /* consecutive threads read consecutive addresses of the stored operand */
-            for (int l = tid; l < GB_TM * GB_TK; l += 256) {
-                const int i = ta ? l % GB_TM : l / GB_TK, kk = ta ? l / GB_TM : l % GB_TK;
-                const int m = m0 + i, k = k0 + kk;
-                float v = 0.0f;
-                if (m < M && k < K)
-                    v = ab_load(Az, ta ? (size_t)k * (size_t)lda + (size_t)m : (size_t)m * (size_t)lda + (size_t)k, at);
-                As[kk][i] = v;
-            }
-            for (int l = tid; l < GB_TK * GB_TN; l += 256) {
-                const int j = tb ? l / GB_TK : l % GB_TN, kk = tb ? l % GB_TK : l / GB_TN;
-                const int k = k0 + kk, n = n0 + j;
-                float v = 0.0f;
-                if (k < K && n < N)
-                    v = ab_load(Bz, tb ? (size_t)n * (size_t)ldb + (size_t)k : (size_t)k * (size_t)ldb + (size_t)n, bt);
-                Bs[kk][j] = v;
-            }
-            __syncthreads();
-#pragma unroll
-            for (int kk = 0; kk < GB_TK; kk++) {
-                float a[4], b[4];
-#pragma unroll
-                for (int i = 0; i < 4; i++) a[i] = As[kk][ty + 16 * i];
-#pragma unroll
-                for (int j = 0; j < 4; j++) b[j] = Bs[kk][tx + 16 * j];
-#pragma unroll
-                for (int i = 0; i < 4; i++)
-#pragma unroll
-                    for (int j = 0; j < 4; j++) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
-            }
-            __syncthreads(); /* before the next step overwrites the tiles */
-        }
-#pragma unroll
-        for (int i = 0; i < 4; i++)
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const int m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;
-                if (m >= M || n >= N) continue;
-                const size_t off = (size_t)m * (size_t)ldc + (size_t)n;
-                float v = alpha * acc[i][j];
-                if (beta != 0.0f) v += beta * ab_load(Cz, off, ct); /* the old C in fp32: one rounding */
-                ab_store(Cz, off, ct, v);
-            }
-    }
+/* the batch's outputs are disjoint: stacked (each starts past the previous one's last element)
+ * or side by side within the rows (attention's heads: sc >= N columns apart, all within ldc);
+ * anything else is taken as overlapping */
+static int outputs_disjoint(int M, int N, int ldc, long long sc, int batch) {
+    if (batch <= 1) return 1;
+    if (sc >= (long long)(M - 1) * ldc + N) return 1;
+    return sc >= N && (long long)(batch - 1) * sc + N <= ldc;
 }
 
+/* C_z[M,N] = alpha op(A_z) op(B_z) + beta C_z for z < batch (row-major, op(X) = X^T when tX), A_z =
+ * A + z * sa elements (B, C likewise): the backend's GEMM engine (ab_cuda_gemm_strided, cuBLASLt
+ * with strided-batch layouts, fp32 compute type, no TF32), which is also gemm's. Two cases go one
+ * product at a time, in z order, on the stream: a negative stride (cublasLt.h does not say a
+ * layout's batch offset may be negative) and outputs that may overlap (a batched call would write
+ * them in no defined order; one after the other, each reads what the previous one left, as the
+ * CPU's products do in a single thread). */
 int ab_cuda_gemm_batched(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at, const void *A,
                          int lda, long long sa, ab_dtype bt, const void *B, int ldb, long long sb, float beta,
                          ab_dtype ct, void *C, int ldc, long long sc, int batch) {
@@ -184,13 +128,17 @@ int ab_cuda_gemm_batched(ab_backend *be, int ta, int tb, int M, int N, int K, fl
         return ab_errorf("gemm_batched: leading dimensions lda=%d ldb=%d ldc=%d too small for M=%d N=%d K=%d "
                          "(ta=%d tb=%d)", lda, ldb, ldc, M, N, K, ta, tb);
     if (batch == 0) return 0;
-    const unsigned gy = (unsigned)((M + GB_TM - 1) / GB_TM), gx = (unsigned)((N + GB_TN - 1) / GB_TN);
-    if (gy > 65535u) return ab_errorf("gemm_batched: M=%d rows exceed the grid (at most %d)", M, 65535 * GB_TM);
     AB_TRY(use_device(be));
-    const dim3 grid(gx, gy, (unsigned)(batch < 65535 ? batch : 65535)); /* the kernel loops over the rest */
-    k_gemm_batched<<<grid, 256, 0, ab_cuda_stream(be)>>>(ta != 0, tb != 0, M, N, K, alpha, at, A, lda, sa, bt, B, ldb,
-                                                         sb, beta, ct, C, ldc, sc, batch);
-    LAUNCH_CHECK("gemm_batched");
+    const int one_by_one = batch > 1 && (sa < 0 || sb < 0 || sc < 0 || !outputs_disjoint(M, N, ldc, sc, batch));
+    if (!one_by_one)
+        return ab_cuda_gemm_strided(be, ta != 0, tb != 0, M, N, K, alpha, at, A, lda, sa, bt, B, ldb, sb, beta, ct, C,
+                                    ldc, sc, batch);
+    const long long ea = (long long)ab_dtype_size(at), eb = (long long)ab_dtype_size(bt);
+    const long long ec = (long long)ab_dtype_size(ct);
+    for (int z = 0; z < batch; z++)
+        AB_TRY(ab_cuda_gemm_strided(be, ta != 0, tb != 0, M, N, K, alpha, at, (const char *)A + z * sa * ea, lda, 0, bt,
+                                    (const char *)B + z * sb * eb, ldb, 0, beta, ct, (char *)C + z * sc * ec, ldc, 0,
+                                    1));
     return 0;
 }
 

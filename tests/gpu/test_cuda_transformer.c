@@ -1,12 +1,13 @@
 /* The transformer ops of the CUDA backend against the CPU backend (the reference), on fresh seeded
  * random inputs in fp32, fp16 and bf16: batched strided products (all transposes, padded leading
- * dimensions and batch strides, attention's strided heads, beta 0 and 1, mixed types, NaN); layer
- * norm forward and backward (mixed x/y types, a mean far from zero, acc 0 and 1, in place, NaN
- * rows); GELU and tanh forward and backward with specials, in place; the masked attention softmax
- * (masked keys, a sequence with no key, NaN and inf scores, in place) and its backward; dropout
- * (the mask bit for bit, in place, rate 0, bad rates refused); BERT's embeddings with bad ids and
- * types, and their gradients (acc 0 and 1, a position table longer than L); row gathers from a
- * mapped set (word and byte copies); sum_squares and scale. Shapes are odd on purpose (rows not a
+ * dimensions and batch strides, attention's strided heads, an operand shared by every product
+ * (stride 0), beta 0 and 1, mixed types, NaN); layer norm forward and backward (mixed x/y types,
+ * a mean far from zero, acc 0 and 1, in place, NaN rows); GELU and tanh forward and backward
+ * with specials, in place; the masked attention softmax (masked keys, a sequence with no key, NaN
+ * and inf scores, in place) and its backward; dropout (the mask bit for bit, in place, rate 0,
+ * bad rates refused); BERT's embeddings with bad ids and types, and their gradients (acc 0 and
+ * 1, a position table longer than L); row gathers from a mapped set (word and byte copies);
+ * sum_squares and scale. Shapes are odd on purpose (rows not a
  * multiple of any block, C = 1, 13, 384, 768). Whole tensors are compared by NMSE and by the
  * largest element error (tests/tolerances.h); ops whose every output is one fp32 expression
  * evaluated alike on both sides are compared bit for bit (NaN as NaN). Every device output has
@@ -339,6 +340,15 @@ static void test_gemm_batched(void) {
         gb_one(cases[i].name, &s, AB_BF16, AB_BF16, AB_F32, 1.0f, 0.0f, 0);
         gb_one(cases[i].name, &s, AB_F32, AB_F16, AB_BF16, 1.0f, 0.5f, 0);
         gb_one(cases[i].name, &s, AB_F16, AB_BF16, AB_F16, 1.0f, 1.0f, 0);
+    }
+    /* one operand shared by every product (batch stride 0): a broadcast in the batched layouts */
+    gb_shape bc = gb_padded(0, 1, 33, 20, 48, 5, 1);
+    bc.sb = 0, bc.nb = (size_t)bc.N * (size_t)bc.ldb;
+    gb_shape ac = gb_padded(1, 0, 17, 24, 40, 3, 0);
+    ac.sa = 0, ac.na = (size_t)ac.K * (size_t)ac.lda;
+    for (int k = 0; k < 3; k++) {
+        gb_one("B shared (sb = 0)", &bc, TYPES[k], TYPES[k], TYPES[k], 1.0f, 1.0f, 0);
+        gb_one("A shared (sa = 0)", &ac, TYPES[k], TYPES[k], TYPES[k], 0.5f, 0.0f, 0);
     }
     const gb_shape s = gb_padded(1, 0, 9, 11, 6, 2, 2);
     for (int k = 0; k < 3; k++) {
