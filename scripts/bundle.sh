@@ -7,12 +7,14 @@
 #   env.sh     sets LD_LIBRARY_PATH: lib/, then the machine's own CUDA/cuBLAS/cuDNN/NCCL
 #              (PyTorch's nvidia/*/lib wheels, found through python3, else a CUDA toolkit)
 #   data/mnist, data/cifar10 (the first AB_CIFAR_TRAIN training and AB_CIFAR_TEST test records:
-#   a subset keeps the bundle small), bench/pytorch/ (the peers), scripts/gpu_check.sh,
-#   docs/gpu.md, MANIFEST
+#   a subset keeps the bundle small), data/glue/SST-2 (the first AB_SST2_TRAIN training rows and
+#   the dev set) and data/bert-base-uncased/vocab.txt, bench/pytorch/ (the peers),
+#   scripts/gpu_check.sh, docs/gpu.md, MANIFEST
 # Usage: scripts/bundle.sh [OUT_DIR]    (default dist/ampbench-gpu; also OUT_DIR.tar.gz)
 # Environment: AB_BUNDLE_BUILD (build folder, default build-bundle), AB_MNIST_DIR and
 #              AB_CIFAR10_DIR (data to carry), AB_CIFAR_TRAIN (default 4096), AB_CIFAR_TEST
-#              (default 1024), CUDA_ARCHS (default 80;86;90).
+#              (default 1024), AB_GLUE_DIR (holding SST-2/), AB_SST2_TRAIN (default 4096),
+#              CUDA_ARCHS (default 80;86;90).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -22,6 +24,8 @@ archs=${CUDA_ARCHS:-80;86;90}
 mnist=${AB_MNIST_DIR:-$here/../shared/data/mnist}
 cifar=${AB_CIFAR10_DIR:-$here/../shared/data/cifar10}
 cifar_train=${AB_CIFAR_TRAIN:-4096} cifar_test=${AB_CIFAR_TEST:-1024}
+glue=${AB_GLUE_DIR:-$here/../shared/data/glue} vocab=${AB_VOCAB:-$here/../shared/data/bert-base-uncased/vocab.txt}
+sst2_train=${AB_SST2_TRAIN:-4096}
 
 die() { echo "bundle.sh: $*" >&2; exit 1; }
 
@@ -30,6 +34,8 @@ for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte 
     [ -f "$mnist/$f.gz" ] || [ -f "$mnist/$f" ] || die "$mnist/$f(.gz): missing (set AB_MNIST_DIR)"
 done
 for f in data_batch_1.bin test_batch.bin; do [ -f "$cifar/$f" ] || die "$cifar/$f: missing (set AB_CIFAR10_DIR)"; done
+for f in train.tsv dev.tsv; do [ -f "$glue/SST-2/$f" ] || die "$glue/SST-2/$f: missing (set AB_GLUE_DIR)"; done
+[ -f "$vocab" ] || die "$vocab: missing (set AB_VOCAB to BERT's vocab.txt)"
 
 echo "bundle.sh: building in $build (CUDA architectures $archs)"
 mkdir -p "$build"
@@ -45,7 +51,7 @@ progs=("$build/ampbench" "$build/tests/gpu/test_cuda_ops" "$build/tests/gpu/test
 for p in "${progs[@]}"; do [ -x "$p" ] || die "$p was not built"; done
 
 rm -rf "$out"
-mkdir -p "$out"/{bin,libexec,lib,data/mnist,data/cifar10,bench/pytorch,scripts,docs,results}
+mkdir -p "$out"/{bin,libexec,lib,data/mnist,data/cifar10,data/glue/SST-2,data/bert-base-uncased,bench/pytorch,scripts,docs,results}
 
 # Libraries the machine provides itself: glibc (and the loader), the C++ runtime that any
 # machine with PyTorch has, and the CUDA family, which must match the machine's driver.
@@ -133,6 +139,10 @@ for f in "$mnist"/*-idx[13]-ubyte*; do cp "$f" "$out/data/mnist/"; done
 # CIFAR-10: the first records of each split (3,073 bytes a record: the reader takes any whole number)
 head -c $((cifar_train * 3073)) "$cifar/data_batch_1.bin" >"$out/data/cifar10/data_batch_1.bin"
 head -c $((cifar_test * 3073)) "$cifar/test_batch.bin" >"$out/data/cifar10/test_batch.bin"
+# SST-2: the header and the first rows of the training set, the whole dev set; BERT's vocabulary
+head -n $((sst2_train + 1)) "$glue/SST-2/train.tsv" >"$out/data/glue/SST-2/train.tsv"
+cp "$glue/SST-2/dev.tsv" "$out/data/glue/SST-2/"
+cp "$vocab" "$out/data/bert-base-uncased/vocab.txt"
 cp "$here"/bench/pytorch/*.py "$out/bench/pytorch/"
 cp "$here/scripts/gpu_check.sh" "$out/scripts/"
 cp "$here/docs/gpu.md" "$out/docs/" 2>/dev/null || true
@@ -147,7 +157,7 @@ glibc_max=$(for p in "$out"/libexec/* "$out"/lib/*; do objdump -T "$p" 2>/dev/nu
     echo "source: $commit${dirty:+ (with uncommitted changes)}"
     echo "nvcc: $( (nvcc --version 2>/dev/null || /usr/local/cuda/bin/nvcc --version) | tail -1)"
     echo "CUDA architectures: $archs"
-    echo "data: MNIST (all), CIFAR-10 first $cifar_train training and $cifar_test test images"
+    echo "data: MNIST (all), CIFAR-10 first $cifar_train training and $cifar_test test images, SST-2 first $sst2_train training rows and the dev set, the bert-base-uncased vocabulary"
     echo "newest glibc symbol version needed: ${glibc_max:-unknown}"
     echo
     echo "bundled libraries (lib/):"

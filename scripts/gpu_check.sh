@@ -1,29 +1,35 @@
 #!/usr/bin/env bash
 # The GPU check, one command on a GPU machine: runs the GPU tests (every CUDA op, cuDNN layer and
 # transformer op against the CPU backend, GPU/CPU training parity), trains the MNIST MLP one epoch
-# and ResNet-50 (both stems) for AB_RESNET_STEPS steps on a CIFAR-10 subset, each in fp32 and in
-# amp, with ampbench and with the PyTorch peer, and prints a comparison table (samples/s, epoch
-# time, peak memory, accuracy, overflow events). Well within 5 minutes on an A100/H100-class GPU.
+# and ResNet-50 (both stems) for AB_RESNET_STEPS steps on a CIFAR-10 subset, BERT-base for
+# AB_BERT_STEPS steps on SST-2 (batch 32, sequence 128), each in fp32 and in amp, with ampbench and
+# with the PyTorch peers; under an 8 GiB cap, whether BERT-base fits at batch 32 in each precision
+# (both tools: the peer caps PyTorch's allocator) and ampbench's largest batch that fits; then a
+# comparison table (samples/s, epoch time, peak memory, accuracy, overflow events, fit). Well
+# within 5 minutes on an A100/H100-class GPU.
 # Works from a bundle (scripts/bundle.sh) or from a source checkout with a CUDA build.
 # Usage: scripts/gpu_check.sh [--out DIR] [--build DIR] [--data DIR] [--no-peer]
 #   --out    where logs, JSON results and the table go [results/gpu/<UTC date>-<device>/]
 #   --build  the build folder of a source checkout [build]
 #   --data   MNIST IDX folder [the bundle's data/mnist, else $AB_MNIST_DIR, else ../shared/data/mnist]
 #   --cifar  CIFAR-10 folder [the bundle's data/cifar10, else $AB_CIFAR10_DIR, else ../shared/data/cifar10]
+#   --glue   folder holding SST-2/ [the bundle's data/glue, else ../shared/data/glue]; BERT's vocabulary
+#            is the bundle's data/bert-base-uncased/vocab.txt, else ../shared/data's
 # Exit status: 0 when every step passed, 1 otherwise (the table is printed either way).
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-out="" build="" data="" cifar="" peer=1
-steps_resnet=${AB_RESNET_STEPS:-40}
+out="" build="" data="" cifar="" glue="" peer=1
+steps_resnet=${AB_RESNET_STEPS:-40} steps_bert=${AB_BERT_STEPS:-30}
 while [ $# -gt 0 ]; do
     case "$1" in
     --out) out=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
     --data) data=$2; shift 2 ;;
     --cifar) cifar=$2; shift 2 ;;
+    --glue) glue=$2; shift 2 ;;
     --no-peer) peer=0; shift ;;
-    -h | --help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "gpu_check.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -34,6 +40,7 @@ if [ -f "$root/env.sh" ]; then # a bundle
     tests=("$root/bin/test_cuda_ops" "$root/bin/test_cuda_layers" "$root/bin/test_cuda_transformer" "$root/bin/test_cuda_train")
     data=${data:-$root/data/mnist}
     cifar=${cifar:-$root/data/cifar10}
+    glue=${glue:-$root/data/glue} vocab=$root/data/bert-base-uncased/vocab.txt
     # shellcheck disable=SC1091
     . "$root/env.sh"
 else
@@ -44,9 +51,11 @@ else
            "$build/tests/gpu/test_cuda_train")
     data=${data:-${AB_MNIST_DIR:-$root/../shared/data/mnist}}
     cifar=${cifar:-${AB_CIFAR10_DIR:-$root/../shared/data/cifar10}}
+    glue=${glue:-$root/../shared/data/glue} vocab=$root/../shared/data/bert-base-uncased/vocab.txt
 fi
 export AB_MNIST_DIR=$data AB_CIFAR10_DIR=$cifar
 peer_py=$root/bench/pytorch/mnist_mlp.py peer_resnet=$root/bench/pytorch/cifar_resnet50.py
+peer_bert=$root/bench/pytorch/bert_glue.py
 [ -x "$ampbench" ] || { echo "gpu_check.sh: $ampbench not found (build first, or run scripts/bundle.sh)" >&2; exit 2; }
 
 device=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
@@ -107,6 +116,31 @@ for prec in fp32 amp; do
             --data "$cifar" --precision "$prec" "${resnet_args[@]}" --out "$out/ampbench_${m}_$prec.json"
     done
 done
+# BERT-base on SST-2 (BERT's initialisation: the checkpoint is too big to carry), workloads.conf's
+# recipe, and the articles' question: does it fit in 8 GB at batch 32, and what batch does
+bert_args=(--model bert-base --dataset sst2 --data "$glue/SST-2" --vocab "$vocab" --max-seq-len 128 --batch-size 32
+           --lr 2e-5 --weight-decay 0.01 --lr-schedule linear --clip-grad-norm 1 --max-steps "$steps_bert" --epochs 1
+           --train-subset $((32 * steps_bert)) --test-subset 256 --log-interval 10 --memory-limit 8G)
+[ $nogpu -eq 0 ] && echo "gpu_check.sh: BERT-base ($steps_bert steps, batch 32, sequence 128, under 8 GiB)"
+for prec in fp32 amp; do
+    [ $nogpu -eq 1 ] && break
+    # exit 3: it did not fit (a measured answer, recorded in the JSON), not a failure of the check
+    run_step "ampbench_bert-base_$prec" 300 bash -c '"$@"; rc=$?; [ $rc -eq 3 ] && echo "did not fit" && rc=0; exit $rc' _ \
+        "$ampbench" train --device cuda "${bert_args[@]}" --precision "$prec" --out "$out/ampbench_bert-base_$prec.json"
+    run_step "ampbench_bert-base_${prec}_fit" 300 "$ampbench" train --device cuda "${bert_args[@]}" --precision "$prec" \
+        --find-max-batch --out "$out/ampbench_bert-base_${prec}_fit.json"
+done
+if [ $peer -eq 1 ]; then
+    if python3 -c 'import torch, transformers' 2>/dev/null; then
+        for prec in fp32 amp; do
+            run_step "pytorch_bert-base_$prec" 300 bash -c '"$@"; rc=$?; [ $rc -eq 3 ] && echo "did not fit" && rc=0; exit $rc' _ \
+                python3 "$peer_bert" --device cuda "${bert_args[@]}" --precision "$prec" \
+                --out "$out/pytorch_bert-base_$prec.json"
+        done
+    else
+        steps+=("pytorch_bert-base       -        SKIPPED (python3 has no Hugging Face transformers: the BERT peer cannot run)")
+    fi
+fi
 if [ $peer -eq 1 ]; then
     if python3 -c 'import torch' 2>/dev/null; then
         for prec in fp32 amp; do
@@ -128,7 +162,7 @@ table() {
 import json, os, sys
 out = sys.argv[1]
 rows = []
-MODELS = ("mlp", "resnet50-cifar", "resnet50")
+MODELS = ("mlp", "resnet50-cifar", "resnet50", "bert-base")
 for model in MODELS:
     for tool in ("ampbench", "pytorch"):
         for prec in ("fp32", "amp"):
@@ -173,6 +207,21 @@ for model in MODELS:
         if a and b:
             print("%s: %s amp / fp32: %.2fx samples/s%s" % (model, tool, a / b,
                   ", peak memory saving %.1f%%" % (100 * (1 - ma / mb)) if ma and mb else ""))
+for prec in ("fp32", "amp"):  # BERT-base under 8 GiB: the articles' "FP32 does not fit, AMP does"
+    for tool in ("ampbench", "pytorch"):
+        try:
+            r = json.load(open(os.path.join(out, "%s_bert-base_%s.json" % (tool, prec))))
+        except Exception:
+            continue
+        fit = r.get("fits_in_memory")
+        print("bert-base %s %s at batch 32 under 8 GiB: %s" % (prec, tool, "fits" if fit else "does NOT fit"
+              if fit is False else "not recorded"))
+    try:
+        f = json.load(open(os.path.join(out, "ampbench_bert-base_%s_fit.json" % prec)))
+        print("bert-base %s ampbench: largest batch that fits 8 GiB: %d (%.0f MiB)" % (
+            prec, f["max_batch"], f["peak_memory_at_max_batch_bytes"] / 2**20))
+    except Exception:
+        pass
 print("peak MiB: tracked allocator (ampbench; data set excluded) / max_memory_allocated less the resident data set "
       "(pytorch); driver MiB: cudaMemGetInfo growth over the run, context excluded")
 EOF
