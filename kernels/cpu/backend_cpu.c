@@ -478,20 +478,23 @@ const char *ab_backend_cpu_blas_info(void) {
     return buf;
 }
 
-const char *ab_backend_cpu_blas_hint(void) {
+const char *ab_backend_cpu_blas_better_core(void) {
 #if defined(__x86_64__) && defined(__GNUC__)
-    static char buf[256];
     const char *core = openblas_get_corename();
     const int generic = core && (strcasecmp(core, "prescott") == 0 || strcasecmp(core, "core2") == 0 ||
                                  strcasecmp(core, "nehalem") == 0 || strcasecmp(core, "katmai") == 0);
-    const char *better = __builtin_cpu_supports("avx512f") ? "SkylakeX" : __builtin_cpu_supports("avx2") ? "Haswell" : NULL;
-    if (generic && better) {
-        snprintf(buf, sizeof buf,
-                 "OpenBLAS chose its %s kernels (it did not recognise this CPU model); the CPU supports %s: "
-                 "OPENBLAS_CORETYPE=%s selects the faster ones",
-                 core, strcmp(better, "SkylakeX") == 0 ? "AVX-512" : "AVX2", better);
-        return buf;
-    }
+    if (generic) return __builtin_cpu_supports("avx512f") ? "SkylakeX" : __builtin_cpu_supports("avx2") ? "Haswell" : NULL;
 #endif
     return NULL;
+}
+
+const char *ab_backend_cpu_blas_hint(void) {
+    static char buf[256];
+    const char *better = ab_backend_cpu_blas_better_core();
+    if (!better) return NULL;
+    snprintf(buf, sizeof buf,
+             "OpenBLAS chose its %s kernels (it did not recognise this CPU model); the CPU supports %s: "
+             "OPENBLAS_CORETYPE=%s selects the faster ones",
+             openblas_get_corename(), strcmp(better, "SkylakeX") == 0 ? "AVX-512" : "AVX2", better);
+    return buf;
 }
