@@ -1,5 +1,5 @@
 /* What this x86-64 CPU can run, for the F16C bulk conversions of the CPU backend and the mpi
- * engine's fp16 reduction. Read from CPUID directly: clang's __builtin_cpu_supports does not
+ * engine's fp16 reduction, and the AVX2 copies of the element loops. Read from CPUID directly: clang's __builtin_cpu_supports does not
  * know "f16c". */
 #ifndef AB_CPU_FEATURES_H
 #define AB_CPU_FEATURES_H
@@ -18,8 +18,22 @@ static inline int ab_cpu_has_f16c(void) {
     (void)hi;
     return (lo & 6u) == 6u; /* XMM and YMM state */
 }
+
+/* AVX2 with the YMM state enabled by the OS */
+static inline int ab_cpu_has_avx2(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    const unsigned osxsave = 1u << 27, avx = 1u << 28;
+    if ((c & (osxsave | avx)) != (osxsave | avx)) return 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(b & (1u << 5))) return 0;
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    (void)hi;
+    return (lo & 6u) == 6u;
+}
 #else
 static inline int ab_cpu_has_f16c(void) { return 0; }
+static inline int ab_cpu_has_avx2(void) { return 0; }
 #endif
 
 #endif

@@ -85,9 +85,18 @@ dups=$(sort <<<"$listed" | uniq -d)
 for o in $listed; do recognised "$o" || fail "--$o is in --help but the parser does not take it: $(cat "$tmp/err")"; done
 recognised bogus && fail "recognised() takes --bogus"
 # every option named in README.md's ampbench section (up to its first subsection)
-documented=$(sed -n '/^## ampbench$/,/^###/p' "$README" | grep -oE -- '--[a-z][a-z0-9-]*[a-z0-9]' | sort -u | sed 's/^--//')
+# (the tokenize usage line names tokenize's own options, checked against its parser below)
+documented=$(sed -n '/^## ampbench$/,/^###/p' "$README" | grep -v 'ampbench tokenize' |
+  grep -oE -- '--[a-z][a-z0-9-]*[a-z0-9]' | sort -u | sed 's/^--//')
 [ "$(wc -l <<<"$documented")" -ge 40 ] || fail "README.md's ampbench section names only $(wc -l <<<"$documented") options"
 for o in $documented; do recognised "$o" || fail "README.md documents --$o, which the parser does not take"; done
+tok_documented=$(sed -n '/^## ampbench$/,/^###/p' "$README" | grep 'ampbench tokenize' |
+  grep -oE -- '--[a-z][a-z0-9-]*[a-z0-9]' | sort -u | sed 's/^--//')
+[ -n "$tok_documented" ] || fail "README.md's ampbench section shows no ampbench tokenize usage"
+for o in $tok_documented; do
+  "$AMPBENCH" tokenize "--$o" >"$tmp/out" 2>"$tmp/err"
+  grep -q "unknown option" "$tmp/err" && fail "README.md documents tokenize --$o, which tokenize does not take"
+done
 # run_all.sh knows a model is built when its name is a word of --help
 [ -n "$models" ] || fail "no model list in the unknown-model message"
 for m in $models; do grep -qw -- "$m" "$tmp/help" || fail "model $m missing from --help"; done
