@@ -238,8 +238,8 @@ typedef struct ab_backend_ops {
     int (*embedding_backward)(ab_backend *be, int R, int L, int C, const int32_t *ids, const int32_t *types,
                               const float *dy, int vocab, int n_types, int acc, float *dword, float *dpos,
                               float *dtype);
-    /* out[b] = rows[idx[b]] for B rows of row_bytes bytes: a batch of token sequences from a
-     * mapped (map_data) set; idx (B) in host memory */
+    /* out[b] = rows[idx[b]] for B rows of row_bytes bytes of any backend memory (a batch of token
+     * sequences from a mapped (map_data) set, or rows of an activation); idx (B) in host memory */
     int (*gather_rows)(ab_backend *be, int B, size_t row_bytes, const void *rows, const int32_t *idx, void *out);
     /* *out += sum of x[i]^2 (fp32 device scalar, summed in fp32 pairs then double), for the
      * gradient norm */

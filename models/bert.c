@@ -174,9 +174,11 @@ static uint64_t mix64(uint64_t x) {
     return x ^ (x >> 31);
 }
 
-/* the dropout seed of one site of one layer at the current training step */
+/* the dropout seed of one site of one layer at the current training step: each field hashed on
+ * its own, so no (step, layer, site) meets another's seed whatever the depth (a packed
+ * step * 64 + layer * 8 + site gave layer 8 + k at step s the key of layer k at step s + 1) */
 static uint64_t site_seed(const bert *b, long step, int layer, int site) {
-    return mix64(b->seed ^ mix64((uint64_t)step * 64 + (uint64_t)layer * 8 + (uint64_t)site + 1));
+    return mix64(b->seed ^ mix64(mix64((uint64_t)step) ^ mix64(((uint64_t)layer << 8 | (uint64_t)site) + 1)));
 }
 
 /* a spec named prefix + "." + what */

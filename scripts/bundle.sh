@@ -111,6 +111,8 @@ print(":".join(sorted({os.path.dirname(p) for r in nvidia.__path__ for p in glob
 export LD_LIBRARY_PATH="$AB_BUNDLE/lib:$(ab_cuda_dirs)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export AB_MNIST_DIR="${AB_MNIST_DIR:-$AB_BUNDLE/data/mnist}"
 export AB_CIFAR10_DIR="${AB_CIFAR10_DIR:-$AB_BUNDLE/data/cifar10}"
+export AB_GLUE_DIR="${AB_GLUE_DIR:-$AB_BUNDLE/data/glue}"
+export AB_VOCAB="${AB_VOCAB:-$AB_BUNDLE/data/bert-base-uncased/vocab.txt}"
 EOF
 
 for p in "${progs[@]}"; do

@@ -53,7 +53,7 @@ else
     cifar=${cifar:-${AB_CIFAR10_DIR:-$root/../shared/data/cifar10}}
     glue=${glue:-$root/../shared/data/glue} vocab=$root/../shared/data/bert-base-uncased/vocab.txt
 fi
-export AB_MNIST_DIR=$data AB_CIFAR10_DIR=$cifar
+export AB_MNIST_DIR=$data AB_CIFAR10_DIR=$cifar AB_GLUE_DIR=$glue AB_VOCAB=$vocab
 peer_py=$root/bench/pytorch/mnist_mlp.py peer_resnet=$root/bench/pytorch/cifar_resnet50.py
 peer_bert=$root/bench/pytorch/bert_glue.py
 [ -x "$ampbench" ] || { echo "gpu_check.sh: $ampbench not found (build first, or run scripts/bundle.sh)" >&2; exit 2; }
