@@ -127,6 +127,27 @@ static inline int ab_check_nmse(const char *what, const float *a, const double *
 #define AB_TOL_GPU_TRAIN_BN_FP32_NMSE AB_TOL_DP_BN_NMSE
 #define AB_TOL_GPU_TRAIN_BN_LOWP_NMSE 1e-3
 #define AB_TOL_GPU_TRAIN_BN_LOSS_FP32_REL 1e-4
+/* bert-tiny trained 4 steps on the GPU and on the CPU (tests/gpu/test_cuda_train.c: SST-2, batch
+ * 8, sequence 32, dropout 0.1 with the same masks on both, AdamW at lr 1e-3, clipping at 0.5),
+ * compared on the weight updates. AdamW divides each first moment by the root of its second, so a
+ * relative difference in a gradient comes back as the same relative difference in its update
+ * whatever the gradient's size, and a gradient near zero (where the backends' round-off decides its
+ * sign) as a difference of up to lr. Measured on the CPU with a stand-in for the GPU's round-off, a
+ * twin trainer whose initial weights are scaled by 1 +- 1e-6 (random signs; the relative size of
+ * the fp32 GEMMs' differences above), the case's data and settings: NMSE 7.2e-10 (fp32) and 3.2e-5
+ * (amp) on the updates after 4 steps; 2.6e-11 and 9.3e-7 at 1 +- 1e-7, 6.9e-8 and 8.8e-5 at
+ * 1 +- 1e-5. amp is the larger: a last-bit difference moves some stored fp16 activations and
+ * gradients one ulp (2^-11 relative), which the normalised updates do not damp. The attention key
+ * biases get a gradient that is zero in exact arithmetic (softmax ignores a shift of a query's
+ * scores), so each backend's is its own round-off, which AdamW turns into updates of
+ * lr * noise / eps: <= 8e-8 (fp32), <= 3e-4 (amp), 5% of the amp NMSE above and no change to the
+ * loss. fp32: 1e-7, two decades above the stand-in; amp: 1e-3 (as for batch norm), 1.5 decades
+ * above it. Against that, one side's lr 0.1% off gives NMSE 1.9e-6 (fp32) and 4.3e-6 (amp), 10%
+ * off 1.3e-2, and a dropout rate of 0.11 instead of 0.1 (a tenth of the masks moved) 0.33. Step
+ * losses: AB_TOL_GPU_TRAIN_LOSS_FP32_REL and _LOWP_REL (the stand-in's agree to 1e-7 relative in
+ * fp32 and 1e-5 in amp; the dropout rate 0.11 moves the first loss by 2e-3). */
+#define AB_TOL_GPU_TRAIN_ADAMW_FP32_NMSE 1e-7
+#define AB_TOL_GPU_TRAIN_ADAMW_LOWP_NMSE 1e-3
 /* Convolutional layers, CUDA against the CPU backend (tests/gpu/test_cuda_layers.c).
  * Convolutions in fp32: cuDNN (no TF32, no FFT/Winograd) against im2col + sgemm, both fp32
  * products and sums in different orders. An output is a dot product of R*S*C terms (forward, up

@@ -3,7 +3,11 @@
  * scaler skips and halves on the GPU: a gradient made +inf at one step leaves the weights as they
  * were, halves the scale, records one overflow event, and training goes on. The reduced ResNet
  * (cuDNN convolutions, batch norm, shortcuts) on CIFAR-10 the same way, compared on the weight
- * updates, when the CIFAR-10 files are there (AB_CIFAR10_DIR, else the build's data root).
+ * updates, when the CIFAR-10 files are there (AB_CIFAR10_DIR, else the build's data root). bert-tiny
+ * on an SST-2 subset the same way (fp32 and amp, sequence 32, dropout 0.1 with the masks both
+ * backends draw alike, AdamW with decay off biases and norms, gradient clipping, which must clip
+ * the same steps to the same norm), when SST-2 and BERT's vocabulary are there (AB_GLUE_DIR
+ * holding SST-2/ and AB_VOCAB, else the build's data root).
  * Needs MNIST (AB_MNIST_DIR, else the build's default data root). Without a usable GPU, or
  * without the data, it prints SKIPPED and exits 77 (CTest SKIP_RETURN_CODE). */
 #include <math.h>
@@ -35,19 +39,43 @@ static const char *cifar_dir(void) {
     return d && *d ? d : AB_DEFAULT_DATA_ROOT "/cifar10";
 }
 
-/* a workload to compare: the MLP on MNIST, or the reduced ResNet on CIFAR-10 */
+/* SST-2's folder: AB_GLUE_DIR/SST-2 (the variable scripts/bundle.sh reads), else the data root's */
+static const char *sst2_dir(void) {
+    static char dir[4096];
+    const char *g = getenv("AB_GLUE_DIR");
+    snprintf(dir, sizeof dir, "%s/SST-2", g && *g ? g : AB_DEFAULT_DATA_ROOT "/glue");
+    return dir;
+}
+
+static const char *vocab_path(void) {
+    const char *v = getenv("AB_VOCAB");
+    return v && *v ? v : AB_DEFAULT_DATA_ROOT "/bert-base-uncased/vocab.txt";
+}
+
+/* a workload to compare: the MLP on MNIST, the reduced ResNet on CIFAR-10, or bert-tiny on SST-2 */
+typedef enum { RECIPE_MLP, RECIPE_RESNET, RECIPE_BERT } recipe_kind;
 typedef struct {
     const char *model, *dataset;
     int batch, steps;
-    double tol_fp32, tol_lowp, loss_fp32, loss_lowp; /* weights (MLP) or weight updates (ResNet) */
+    double tol_fp32, tol_lowp, loss_fp32, loss_lowp; /* weights (MLP) or weight updates (ResNet, BERT) */
     int updates;
+    recipe_kind recipe;
+    float clip; /* > 0: the global gradient norm is clipped to this (checked after each step) */
 } workload;
 
+/* bert-tiny: 4 steps of 8 sequences of 32 positions from the first 256 SST-2 rows. The gradient's
+ * global norm is 0.39 at the first step and 0.77 to 1.25 at the next three unclipped, so a clip at
+ * 0.5 leaves the first step alone and clips the others: both of the trainer's branches. */
+enum { BERT_STEPS = 4, BERT_BATCH = 8, BERT_ROWS = 256 };
+
 static const workload MLP = {"mlp", "mnist", BATCH, STEPS, AB_TOL_GPU_TRAIN_FP32_NMSE, AB_TOL_GPU_TRAIN_LOWP_NMSE,
-                             AB_TOL_GPU_TRAIN_LOSS_FP32_REL, AB_TOL_GPU_TRAIN_LOSS_LOWP_REL, 0};
+                             AB_TOL_GPU_TRAIN_LOSS_FP32_REL, AB_TOL_GPU_TRAIN_LOSS_LOWP_REL, 0, RECIPE_MLP, 0.0f};
 static const workload RESNET = {"resnet-tiny", "cifar10", 16, 3, AB_TOL_GPU_TRAIN_BN_FP32_NMSE,
                                 AB_TOL_GPU_TRAIN_BN_LOWP_NMSE, AB_TOL_GPU_TRAIN_BN_LOSS_FP32_REL,
-                                AB_TOL_GPU_TRAIN_LOSS_LOWP_REL, 1};
+                                AB_TOL_GPU_TRAIN_LOSS_LOWP_REL, 1, RECIPE_RESNET, 0.0f};
+static const workload BERT = {"bert-tiny", "sst2", BERT_BATCH, BERT_STEPS, AB_TOL_GPU_TRAIN_ADAMW_FP32_NMSE,
+                              AB_TOL_GPU_TRAIN_ADAMW_LOWP_NMSE, AB_TOL_GPU_TRAIN_LOSS_FP32_REL,
+                              AB_TOL_GPU_TRAIN_LOSS_LOWP_REL, 1, RECIPE_BERT, 0.5f};
 
 static void config_for(ab_train_config *c, const char *device, ab_precision prec, const workload *w) {
     ab_train_config_defaults(c);
@@ -56,16 +84,32 @@ static void config_for(ab_train_config *c, const char *device, ab_precision prec
     c->precision = prec;
     c->model = w->model;
     c->dataset = w->dataset;
-    c->data_dir = strcmp(w->dataset, "mnist") == 0 ? data_dir() : cifar_dir();
+    c->data_dir = w->recipe == RECIPE_MLP ? data_dir() : w->recipe == RECIPE_RESNET ? cifar_dir() : sst2_dir();
     c->quiet = 1;
     c->batch_size = w->batch;
-    if (w->updates) { /* the ResNet recipe, on a subset */
+    if (w->recipe == RECIPE_RESNET) { /* the ResNet recipe, on a subset */
         c->lr = 0.05f;
         c->momentum = 0.9f;
         c->weight_decay = 5e-4f;
         c->train_subset = 512;
         c->test_subset = 64;
         c->init_scale = 1024.0f;
+    }
+    if (w->recipe == RECIPE_BERT) {
+        /* the bert recipe's optimizer (models/registry.c: AdamW, decay 0.01 but on biases and
+         * LayerNorm weights, clipping) at lr 1e-3, which moves bert-tiny visibly in a few steps, at
+         * a constant rate; dropout on (its masks are counter-based: both backends drop the same
+         * elements); short sequences from a subset */
+        c->optimizer = AB_OPT_ADAMW;
+        c->lr = 1e-3f;
+        c->weight_decay = 0.01f;
+        c->wd_exclude = 1;
+        c->clip_grad_norm = w->clip;
+        c->dropout = 0.1f;
+        c->max_seq_len = 32;
+        c->vocab = vocab_path();
+        c->train_subset = BERT_ROWS;
+        c->test_subset = 32;
     }
 }
 
@@ -81,8 +125,27 @@ static float *weights(ab_trainer *t) {
     return w;
 }
 
-/* steps 0..w->steps-1 over order on both devices; compares losses step by step and the weights
- * (or, with batch norm, whose gradients are ill-conditioned, the weight updates) at the end */
+/* the global L2 norm of the gradient a step left (unscaled, clipped), or NaN */
+static double grad_norm(ab_trainer *t) {
+    const ab_params *p = ab_trainer_params(t);
+    float *g = malloc(p->n * sizeof(float));
+    if (!g || p->be->ops->download(p->be, g, p->grad, p->n * sizeof(float)) != 0) {
+        fprintf(stderr, "FAIL reading the gradient: %s\n", g ? ab_error() : "out of memory");
+        failures++;
+        free(g);
+        return NAN;
+    }
+    double s = 0.0;
+    for (size_t i = 0; i < p->n; i++) s += (double)g[i] * g[i];
+    free(g);
+    return sqrt(s);
+}
+
+/* steps 0..w->steps-1 over order on both devices; compares losses step by step, the clipped
+ * gradient norms where the workload clips, and at the end the weights or (w->updates) the weight
+ * updates: with batch norm, whose gradients are ill-conditioned, and for BERT, whose weights after
+ * a few steps are mostly their initial values (the embedding rows of unseen tokens, AdamW's lr-sized
+ * steps on weights of std 0.02), so a comparison of the weights would bury the updates' differences */
 static void parity_of(const workload *wl, ab_precision prec, const int32_t *order) {
     ab_train_config cc, gc;
     config_for(&cc, "cpu", prec, wl);
@@ -101,6 +164,7 @@ static void parity_of(const workload *wl, ab_precision prec, const int32_t *orde
     AB_CHECK(memcmp(w0, w0g, n * sizeof(float)) == 0, "%s %s: initial weights differ", wl->model,
              ab_precision_name(prec));
     free(w0g);
+    int clipped = 0, clip_failures = 0;
     for (int s = 0; s < wl->steps; s++) {
         double lc = 0, lg = 0;
         int tc = 0, tg = 0;
@@ -114,6 +178,29 @@ static void parity_of(const workload *wl, ab_precision prec, const int32_t *orde
         const double ltol = prec == AB_PREC_FP32 ? wl->loss_fp32 : wl->loss_lowp;
         AB_CHECK(fabs(lc - lg) <= ltol * fabs(lc), "%s %s step %d: loss cpu %.9g gpu %.9g", wl->model,
                  ab_precision_name(prec), s, lc, lg);
+        if (wl->clip > 0.0f && tc && tg) {
+            /* a clipped gradient has norm clip * norm / (norm + 1e-6): clip to 2e-6 relative here
+             * (norm > clip = 0.5), whatever the two backends' gradients were; one not clipped
+             * stays below clip */
+            const double nc = grad_norm(ct), ng = grad_norm(gt), tol = AB_TOL_GPU_SUMSQ_REL;
+            const int cpu_clipped = fabs(nc - wl->clip) <= tol * wl->clip, failures_before = failures;
+            clipped += cpu_clipped;
+            AB_CHECK(nc <= wl->clip * (1.0 + tol) && ng <= wl->clip * (1.0 + tol),
+                     "%s %s step %d: gradient norm after clipping at %g: cpu %.9g, gpu %.9g", wl->model,
+                     ab_precision_name(prec), s, (double)wl->clip, nc, ng);
+            if (cpu_clipped)
+                AB_CHECK(fabs(ng - nc) <= tol * nc,
+                         "%s %s step %d: the cpu clipped the gradient to norm %.9g, the gpu's has norm %.9g", wl->model,
+                         ab_precision_name(prec), s, nc, ng);
+            clip_failures += failures - failures_before;
+        }
+    }
+    if (wl->clip > 0.0f) {
+        AB_CHECK(clipped > 0, "%s %s: no step clipped at %g: the case does not test clipping", wl->model,
+                 ab_precision_name(prec), (double)wl->clip);
+        if (clipped > 0 && clip_failures == 0)
+            printf("ok   %s %s: %d of %d steps clipped to norm %g, on both\n", wl->model, ab_precision_name(prec),
+                   clipped, wl->steps, (double)wl->clip);
     }
     {
         float *wc = weights(ct), *wg = weights(gt);
@@ -229,6 +316,20 @@ int main(void) {
         parity_of(&RESNET, AB_PREC_AMP, rorder);
     } else {
         printf("SKIPPED (part): the ResNet parity needs CIFAR-10 in %s (set AB_CIFAR10_DIR)\n", cifar_dir());
+    }
+    char vocab[4096];
+    snprintf(path, sizeof path, "%s/train.tsv", sst2_dir());
+    snprintf(vocab, sizeof vocab, "%s", vocab_path());
+    if (access(path, R_OK) == 0 && access(vocab, R_OK) == 0) {
+        int32_t border[BERT_STEPS * BERT_BATCH];
+        ab_rng br;
+        ab_rng_seed(&br, 11);
+        for (int i = 0; i < BERT_STEPS * BERT_BATCH; i++) border[i] = (int32_t)ab_rng_below(&br, BERT_ROWS);
+        parity_of(&BERT, AB_PREC_FP32, border);
+        parity_of(&BERT, AB_PREC_AMP, border);
+    } else {
+        printf("SKIPPED (part): the BERT parity needs %s and %s (set AB_GLUE_DIR to the folder holding SST-2/, "
+               "AB_VOCAB to BERT's vocab.txt)\n", path, vocab);
     }
     if (failures) {
         fprintf(stderr, "test_cuda_train: %d failure(s)\n", failures);
