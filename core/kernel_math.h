@@ -84,7 +84,9 @@ static inline AB_HD int ab_dropout_keep(uint64_t seed, uint64_t i, uint32_t thre
 static inline AB_HD float ab_exp(float x) {
     float xc = x < -87.33654f ? -87.33654f : x;
     xc = xc > 88.72283f ? 88.72283f : xc;
-    const float n = (xc * 1.44269504f + 12582912.0f) - 12582912.0f; /* round to nearest: 1.5 * 2^23 */
+    /* n = x log2(e) rounded to nearest: adding 1.5 * 2^23 leaves the integer in the low mantissa
+     * bits, read from there (a float-to-int conversion of NaN would be undefined behaviour) */
+    const float tn = xc * 1.44269504f + 12582912.0f, n = tn - 12582912.0f;
     const float r = (xc - n * 0.693145752f) - n * 1.42860677e-06f;
     float q = 1.979117632e-04f;
     q = q * r + 1.394463659e-03f;
@@ -93,7 +95,7 @@ static inline AB_HD float ab_exp(float x) {
     q = q * r + 1.666666588e-01f;
     q = q * r + 5.000000068e-01f;
     const float p = (r * r) * q + r + 1.0f;
-    const int32_t ni = (int32_t)n, h = ni >> 1;
+    const int32_t ni = (int32_t)(ab_f32_bits(tn) - 0x4B400000u), h = ni >> 1;
     const float y = p * ab_bits_f32((uint32_t)(h + 127) << 23) * ab_bits_f32((uint32_t)(ni - h + 127) << 23);
     return x < -87.33654f ? 0.0f : x > 88.72283f ? INFINITY : y;
 }

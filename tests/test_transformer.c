@@ -224,6 +224,14 @@ static void test_gelu_math(void) {
     }
     AB_CHECK(ab_exp(-88.0f) == 0.0f && isinf(ab_exp(89.0f)) && isnan(ab_exp(NAN)) && ab_exp(0.0f) == 1.0f,
              "ab_exp at the edges: %g %g %g %g", ab_exp(-88.0f), ab_exp(89.0f), ab_exp(NAN), ab_exp(0.0f));
+    /* +-inf and huge |x| take ab_exp(inf - inf) = ab_exp(NaN) inside Phi (discarded there): defined
+     * (the sanitizer build's float-cast-overflow check sees any NaN-to-int conversion) and as
+     * PyTorch's x * Phi(x): inf, NaN (-inf * 0), x and -0 */
+    AB_CHECK(isinf(ab_gelu(INFINITY)) && isnan(ab_gelu(-INFINITY)) && isnan(ab_gelu(NAN)) && ab_gelu(3e19f) == 3e19f &&
+                 ab_gelu(-3e19f) == 0.0f && signbit(ab_gelu(-3e19f)) && ab_gelu_grad(-3e19f) == 0.0f &&
+                 ab_gelu_grad(3e19f) == 1.0f,
+             "GELU at +-inf, NaN, +-3e19: %g %g %g %g %g; grad at -+3e19: %g %g", ab_gelu(INFINITY), ab_gelu(-INFINITY),
+             ab_gelu(NAN), ab_gelu(3e19f), ab_gelu(-3e19f), ab_gelu_grad(-3e19f), ab_gelu_grad(3e19f));
     for (uint32_t u = 0; u < 0x41400000u; u += 97) { /* |x| < 12 */
         for (int sg = 0; sg < 2; sg++) {
             const float x = sg ? -ab_bits_f32(u) : ab_bits_f32(u);

@@ -87,8 +87,10 @@ static inline int ab_check_nmse(const char *what, const float *a, const double *
 #define AB_TOL_DP_BN_NMSE 1e-5
 
 /* CUDA backend against the CPU backend (tests/gpu). Both sides are fp32 arithmetic; what differs
- * is summation order, FMA contraction (nvcc fuses a*b+c by default, gcc here does not) and the
- * device's expf/logf (<= 2 ulp against glibc's <= 1). A wrong transpose, offset or type gives an
+ * is summation order and the device's expf/logf (<= 2 ulp against glibc's <= 1). The library's own
+ * kernels are built with --fmad=false, so a*b+c rounds twice as in the gcc-built CPU twin; the
+ * bounds that name FMA below were set for contracted kernels and stay, as upper bounds, until a
+ * GPU run shows which element-wise ops now agree bit for bit. A wrong transpose, offset or type gives an
  * NMSE of order 1, so these bounds sit many decades below what a bug produces.
  * GEMM fp32 in, fp32 out: different blocking / split-K orders, ~sqrt(K) * 2^-24 ~ 2e-6 relative
  * per element for K = 784, NMSE ~ 4e-12; 1e-9 leaves room for cancellation. */
@@ -96,8 +98,8 @@ static inline int ab_check_nmse(const char *what, const float *a, const double *
 /* GEMM fp16/bf16 in, fp32 out: products exact in fp32, but tensor-core fp32 accumulation is not
  * round-to-nearest at every add (aligned addends are truncated): a few 2^-23 per add, 1e-8. */
 #define AB_TOL_GPU_GEMM_LOWP_FP32OUT_NMSE 1e-8
-/* element-wise fp32 (SGD, AdamW, column sums, their beta terms): one FMA against a multiply and
- * an add, <= 1 ulp (1.2e-7 relative) per element, NMSE <= 1.4e-14; sqrt and divide are IEEE in
+/* element-wise fp32 (SGD, AdamW, column sums, their beta terms): at most (with contraction) one
+ * FMA against a multiply and an add, <= 1 ulp (1.2e-7 relative) per element, NMSE <= 1.4e-14; sqrt and divide are IEEE in
  * both (nvcc -prec-div/-prec-sqrt default); 1e-12. */
 #define AB_TOL_GPU_ELEMWISE_NMSE 1e-12
 /* softmax cross-entropy gradients in fp32: a few ulps of expf/logf per element (~5e-7 relative,
@@ -172,11 +174,12 @@ static inline int ab_check_nmse(const char *what, const float *a, const double *
 /* Transformer ops, CUDA against the CPU backend (tests/gpu/test_cuda_transformer.c).
  * Layer norm in fp32: both sides take a row's sums in double (deviations from the row's first
  * value) in other orders, so the float mean and rstd agree to the last bit nearly always (one
- * ulp, 6e-8 relative, at worst); y and dx are then one fp32 expression that nvcc contracts into
- * one or two FMAs (<= 2 ulp), and dgamma/dbeta are double sums of exact double products rounded
+ * ulp, 6e-8 relative, at worst); y and dx are then one fp32 expression (uncontracted: the
+ * CPU's roundings; contracted, one or two FMAs, <= 2 ulp), and dgamma/dbeta are double sums of exact double products rounded
  * once: NMSE ~ 1e-13; 1e-10, as for batch norm. */
 #define AB_TOL_GPU_LN_FP32_NMSE 1e-10
-/* GELU, tanh and the attention softmax in fp32: the device's erff, tanhf and expf (<= 2 ulp)
+/* GELU, tanh and the attention softmax in fp32: GELU is kernel_math.h's ab_gelu on both sides
+ * (the same operations, no libm); tanh and the softmax use the device's tanhf and expf (<= 2 ulp)
  * against glibc's (<= 1 ulp), the softmax's sum in double in another order: a few ulps an
  * element, ~5e-7 relative, NMSE ~ 3e-13. Where 1 + erf(x) or 1 - y^2 cancels the relative error
  * of an element grows, but such elements are small against the tensor's scale; 1e-10. */

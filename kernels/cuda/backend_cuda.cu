@@ -86,12 +86,13 @@ enum { GEMM_CACHE = 64, DATA_PAIRS = 64 };
 /* what a GEMM's cuBLASLt plan depends on: shapes, types, epilogue, the batch (count and strides;
  * 1 and 0 for a plain gemm) and the alignment of every pointer the heuristic is told about (A, B,
  * C/D and the bias; for a batch, the alignment every product's matrices share). Compared with
- * memcmp: always memset first, so any padding is zero. */
+ * memcmp: always memset first, and the static_assert below keeps the struct free of padding. */
 typedef struct {
     int ta, tb, M, N, K, lda, ldb, ldc, at, bt, ct, epi, has_bias, beta_nz, batch;
-    unsigned align_a, align_b, align_c, align_bias;
+    unsigned align_a, align_b, align_c, align_bias, pad_; /* pad_ (0): no compiler padding before sa */
     long long sa, sb, sc;
 } gemm_key;
+static_assert(sizeof(gemm_key) == 20 * sizeof(int) + 3 * sizeof(long long), "gemm_key has padding memcmp would read");
 
 /* A cache slot. used: it holds a finished answer for key, positive (lt_ok: descriptors, layouts
  * and algorithm, all valid) or negative (lt_ok = 0: cuBLASLt has no algorithm, so the fallback is

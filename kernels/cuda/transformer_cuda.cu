@@ -302,6 +302,7 @@ __global__ void k_dropout(size_t n, ab_dtype t, uint64_t seed, uint32_t threshol
 int ab_cuda_gelu_forward(ab_backend *be, size_t n, ab_dtype t, const void *x, void *y) {
     AB_TRY(check_type("gelu_forward", t));
     if (!n) return 0;
+    if (!x || !y) return ab_errorf("gelu_forward: NULL argument");
     AB_TRY(use_device(be));
     k_gelu<<<blocks_for(n), THREADS, 0, ab_cuda_stream(be)>>>(n, t, x, y);
     LAUNCH_CHECK("gelu_forward");
@@ -311,6 +312,7 @@ int ab_cuda_gelu_forward(ab_backend *be, size_t n, ab_dtype t, const void *x, vo
 int ab_cuda_gelu_backward(ab_backend *be, size_t n, ab_dtype t, const void *x, const void *dy, void *dx) {
     AB_TRY(check_type("gelu_backward", t));
     if (!n) return 0;
+    if (!x || !dy || !dx) return ab_errorf("gelu_backward: NULL argument");
     AB_TRY(use_device(be));
     k_gelu_bwd<<<blocks_for(n), THREADS, 0, ab_cuda_stream(be)>>>(n, t, x, dy, dx);
     LAUNCH_CHECK("gelu_backward");
@@ -320,6 +322,7 @@ int ab_cuda_gelu_backward(ab_backend *be, size_t n, ab_dtype t, const void *x, c
 int ab_cuda_tanh_forward(ab_backend *be, size_t n, ab_dtype t, const void *x, void *y) {
     AB_TRY(check_type("tanh_forward", t));
     if (!n) return 0;
+    if (!x || !y) return ab_errorf("tanh_forward: NULL argument");
     AB_TRY(use_device(be));
     k_tanh<<<blocks_for(n), THREADS, 0, ab_cuda_stream(be)>>>(n, t, x, y);
     LAUNCH_CHECK("tanh_forward");
@@ -329,6 +332,7 @@ int ab_cuda_tanh_forward(ab_backend *be, size_t n, ab_dtype t, const void *x, vo
 int ab_cuda_tanh_backward(ab_backend *be, size_t n, ab_dtype t, const void *y, const void *dy, void *dx) {
     AB_TRY(check_type("tanh_backward", t));
     if (!n) return 0;
+    if (!y || !dy || !dx) return ab_errorf("tanh_backward: NULL argument");
     AB_TRY(use_device(be));
     k_tanh_bwd<<<blocks_for(n), THREADS, 0, ab_cuda_stream(be)>>>(n, t, y, dy, dx);
     LAUNCH_CHECK("tanh_backward");
@@ -340,10 +344,11 @@ static int dropout(ab_backend *be, const char *op, size_t n, ab_dtype t, float r
     if (!(rate >= 0.0f && rate < 1.0f)) return ab_errorf("%s: rate %g outside [0, 1)", op, (double)rate);
     AB_TRY(check_type(op, t));
     if (!n) return 0;
+    if (!x || !y) return ab_errorf("%s: NULL argument", op);
     AB_TRY(use_device(be));
     cudaStream_t s = ab_cuda_stream(be);
     if (rate == 0.0f) { /* a copy; in place nothing at all */
-        if (x != y) CU_CHECK(cudaMemcpyAsync(y, x, n * (t == AB_F32 ? 4 : 2), cudaMemcpyDeviceToDevice, s));
+        if (x != y) CU_CHECK(cudaMemcpyAsync(y, x, n * ab_dtype_size(t), cudaMemcpyDeviceToDevice, s));
         return 0;
     }
     /* the CPU's two host expressions, so the threshold and the scale are its bits */
