@@ -43,6 +43,11 @@ static void add_data_parallel(cJSON *o, const ab_train_config *c, const ab_run_r
         cJSON *pm = cJSON_AddArrayToObject(d, "peak_memory_bytes_per_rank");
         for (int i = 0; r->peak_memory_per_rank && i < W; i++)
             cJSON_AddItemToArray(pm, cJSON_CreateNumber((double)r->peak_memory_per_rank[i]));
+        /* the rule each rank's GPU comes from (ab_comm_gpu_index), and the GPU it ran on */
+        cJSON_AddStringToObject(d, "gpu_rule", "node-local rank modulo the GPUs the rank sees");
+        cJSON *gp = cJSON_AddArrayToObject(d, "gpu_per_rank");
+        for (int i = 0; r->gpu_per_rank && i < W; i++)
+            cJSON_AddItemToArray(gp, cJSON_CreateNumber((double)r->gpu_per_rank[i]));
     }
     if (steps == 0 || r->train_samples == 0) return;
     const double t_compute = (time - r->comm_time_s) / (double)steps;

@@ -435,11 +435,15 @@ static void utc_now(char *buf, size_t cap) {
     strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-/* every rank's peak memory, for rank 0's record (a collective: all ranks call it) */
+/* every rank's peak memory and GPU, for rank 0's record (collectives: all ranks call it) */
 static int gather_peaks(trainer *t) {
     ab_run_record *rec = t->rec;
-    if (!rec->peak_memory_per_rank && !(rec->peak_memory_per_rank = calloc((size_t)t->comm->size, sizeof(int64_t))))
+    const size_t W = (size_t)t->comm->size;
+    if (!rec->peak_memory_per_rank && !(rec->peak_memory_per_rank = calloc(W, sizeof(int64_t))))
         return ab_errorf("out of host memory");
+    if (!rec->gpu_per_rank && !(rec->gpu_per_rank = calloc(W, sizeof(int64_t)))) return ab_errorf("out of host memory");
+    const int on_cpu = strcmp(t->be->ops->name, "cpu") == 0 || t->comm->device < 0;
+    AB_TRY(t->comm->ops->allgather_i64(t->comm, on_cpu ? -1 : (int64_t)t->comm->device, rec->gpu_per_rank));
     return t->comm->ops->allgather_i64(t->comm, (int64_t)t->be->mem.peak_total, rec->peak_memory_per_rank);
 }
 
@@ -622,6 +626,7 @@ void ab_run_record_free(ab_run_record *rec) {
     free(rec->epochs);
     free(rec->curve);
     free(rec->peak_memory_per_rank);
+    free(rec->gpu_per_rank);
     ab_scaler_free(&rec->scaler);
     memset(rec, 0, sizeof *rec);
 }

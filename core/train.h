@@ -127,6 +127,7 @@ typedef struct {
     double bytes_allreduced;      /* gradient payload bytes passed to all-reduce, per rank */
     long allreduce_calls;
     int64_t *peak_memory_per_rank; /* (world_size) peak_total of every rank, gathered */
+    int64_t *gpu_per_rank;          /* (world_size) the GPU index each rank ran on, -1 on the CPU */
 } ab_run_record;
 
 /* Set from a signal handler: the run stops after the current step and keeps what it measured. */

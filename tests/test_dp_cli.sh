@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ampbench under mpirun -np 2 (label mpi), end to end through the epoch loop: rank 0 alone prints
 # and writes the JSON, which holds world_size 2, the data_parallel block (engine mpi, one
-# all-reduce of the whole gradient per step, every rank's peak memory) and a projection marked
+# all-reduce of the whole gradient per step, every rank's peak memory and GPU) and a projection marked
 # projected; 2 ranks x 32 reach the test loss of 1 process x 64 over the same steps to fp32
 # round-off (relative 1e-4: the runs differ in the order of fp32 sums, ~1e-6 relative, and a wrong
 # shard or step size moves the loss by 1e-2 or more); bad data-parallel options are refused.
@@ -29,6 +29,8 @@ grep -q '"projected":[[:space:]]*true' "$tmp/dp.json" || fail "no projection mar
     fail "bytes_allreduced $(field "$tmp/dp.json" bytes_allreduced), expected $((steps * 203530 * 4))"
 n_peaks=$(grep '"peak_memory_bytes_per_rank"' "$tmp/dp.json" | grep -o '[0-9][0-9]*' | grep -vc '^0$')
 [ "$n_peaks" = 2 ] || fail "peak_memory_bytes_per_rank has $n_peaks entries, expected 2"
+tr -d ' \t\n' <"$tmp/dp.json" | grep -q '"gpu_per_rank":\[-1,-1\]' ||
+    fail "gpu_per_rank is not [-1, -1] for two CPU ranks: $(grep -A3 gpu_per_rank "$tmp/dp.json")"
 [ "$(field "$tmp/dp.json" steps)" = "$steps" ] || fail "2-rank run took $(field "$tmp/dp.json" steps) steps"
 a=$(field "$tmp/dp.json" test_loss) b=$(field "$tmp/one.json" test_loss)
 awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b > 0 && d / b <= 1e-4) }' ||
@@ -40,6 +42,9 @@ echo "test loss after $steps steps: 2 ranks x 32 $a, 1 rank x 64 $b"
 [ $rc -eq 2 ] && grep -q "unknown communicator 'tcp'" "$tmp/err" || fail "--comm tcp: exit $rc, $(cat "$tmp/err")"
 "$ampbench" train --allreduce-dtype fp16 --max-steps 1 --quiet >/dev/null 2>"$tmp/err"; rc=$?
 [ $rc -eq 1 ] && grep -q "needs --precision amp" "$tmp/err" || fail "fp16 all-reduce in fp32: exit $rc, $(cat "$tmp/err")"
+"$ampbench" train --comm nccl --device cpu --max-steps 1 --quiet >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc -ne 0 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "comm nccl needs --device cuda" "$tmp/err" ||
+    fail "--comm nccl --device cpu: exit $rc, $(cat "$tmp/err")"
 
 [ "$failures" -eq 0 ] || { echo "test_dp_cli: $failures failure(s)"; exit 1; }
 echo "test_dp_cli: ok"
