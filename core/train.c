@@ -475,6 +475,9 @@ int ab_train_run(const ab_train_config *cfg, ab_run_record *rec) {
     }
     /* a step covers batch * accum steps samples on each rank: world * that in all */
     const int W = rc == 0 ? t.comm->size : 1, verbose = !cfg->quiet && rec->rank == 0;
+    if (rc == 0 && verbose)
+        printf("Model %s: %ld parameters, %.4g M multiply-adds per sample; %s, %d train and %d test samples\n",
+               cfg->model, rec->parameters, rec->macs_per_sample / 1e6, cfg->dataset, t.train->n, t.test->n);
     const int N = rc == 0 ? t.train->n : 0, B = cfg->batch_size, group = B * cfg->accum_steps * W;
     const long steps_per_epoch = (N + group - 1) / group;
     long step = 0;

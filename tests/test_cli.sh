@@ -117,6 +117,15 @@ if "$AMPBENCH" train "${tiny[@]}" --lr=0.5 --lr-schedule=cosine --warmup-steps 2
 else
   fail "tiny MNIST runs failed: $(cat "$tmp/err")"
 fi
+# the first line of a run names the model, its parameter count and multiply-adds per sample
+# (784 x 256 + 256 x 10 = 203,264 for the MLP), as the record has them; --quiet drops it
+"$AMPBENCH" train --max-steps 1 --train-subset 64 --test-subset 64 --batch-size 32 --out "$tmp/m.json" \
+  >"$tmp/out" 2>"$tmp/err" || fail "MLP run failed: $(cat "$tmp/err")"
+head -n 1 "$tmp/out" | grep -qx 'Model mlp: 203530 parameters, 0.2033 M multiply-adds per sample; mnist, 64 train and 64 test samples' ||
+  fail "first line of a run: $(head -n 1 "$tmp/out")"
+[ "$(field "$tmp/m.json" parameters)" = 203530 ] && [ "$(field "$tmp/m.json" macs_per_image)" = 203264 ] ||
+  fail "record: parameters $(field "$tmp/m.json" parameters), macs_per_image $(field "$tmp/m.json" macs_per_image)"
+"$AMPBENCH" train "${tiny[@]}" >"$tmp/out" 2>&1 && ! grep -q '^Model' "$tmp/out" || fail "--quiet still prints the model line"
 # --width and --blocks reach the model: each changes resnet-tiny's parameter count
 p=()
 for shape in "" "--width 4" "--width=4 --blocks=1,1,2,1"; do
