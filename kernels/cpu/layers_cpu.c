@@ -232,20 +232,20 @@ static int check_dtype(const char *op, ab_dtype t) {
 /* ---- convolution ----
  *
  * im2col over OpenBLAS, not oneDNN. Measured on ResNet-50's convolutions with the CIFAR stem,
- * batch 32, 32x32, 2 threads of a Xeon with AVX-512, median of 5 (bench/conv_bench.c beside
+ * batch 32, 32x32, 2 threads of a Xeon with AVX-512 (bench/conv_bench.c beside
  * bench/pytorch/conv_bench.py, which runs PyTorch 1.13's CPU convolution: oneDNN 2.6.3, the
- * version of Debian's libdnnl-dev; results/cpu/2026-12-01-xeon-2core/): forward + backward data
- * + backward filter of the whole network take 1009 ms here (247 GFLOP/s) and 833 ms in oneDNN.
- * oneDNN is twice as fast on layer1's 64-channel 32x32 layers (a GEMM with N = 64 or K = 64 runs
- * OpenBLAS at 170-210 GFLOP/s against 260-300 on the deeper layers) and faster elsewhere too.
- * Yet the whole training step is as fast here as PyTorch's or faster (19.8 against 19.5 images/s
- * with this stem, 143 against 133 with torchvision's; bench/cpu_resnet.sh, cpu_resnet.txt in the
- * same folder): what surrounds the convolutions (batch norm, ReLU, the adds) costs as much as
- * they do and is leaner here. oneDNN would add a dependency and, in
- * Debian's build, an OpenMP runtime whose workers would spin beside this backend's pool; and
- * the fp16/bf16 emulation is the same code for every op here (widen exactly, fp32 sums, one
- * rounding). It stays the option to take for the high-resolution layers if they come to
- * dominate. */
+ * version of Debian's libdnnl-dev; results/cpu/2026-12-01-xeon-2core/conv_bench.txt, three
+ * interleaved pairs): forward + backward data + backward filter of the whole network take
+ * 1218 ms here and 1196 ms in oneDNN, medians. oneDNN is 1.8x as fast on layer1's 64-channel 3x3
+ * layers (a GEMM with only 64 output channels keeps OpenBLAS near 145 GFLOP/s against 200-280
+ * on the deeper layers) and slower on its 1x1 expansions. The whole training step is as fast
+ * here as PyTorch's or faster (19.8 against 19.5 images/s with this stem, 143 against 133 with
+ * torchvision's; bench/cpu_resnet.sh, cpu_resnet.txt in the same folder): what surrounds the
+ * convolutions (batch norm, ReLU, the adds) costs as much as they do and is leaner here. oneDNN
+ * would add a dependency and, in Debian's build, an OpenMP runtime whose workers would spin
+ * beside this backend's pool; and the fp16/bf16 emulation is the same code for every op here
+ * (widen exactly, fp32 sums, one rounding). It stays the option to take for the high-resolution
+ * layers if they come to dominate. */
 
 /* Columns and other per-chunk scratch stay under this many floats (32 MiB); one image's worth
  * is always allowed, so a huge single image still runs. */
