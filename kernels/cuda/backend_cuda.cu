@@ -29,15 +29,8 @@ extern "C" {
 
 /* ---- error checking: every library call names itself, the file and the line ------------------ */
 
-#define CU_CHECK(call)                                                                              \
-    do {                                                                                            \
-        const cudaError_t e_ = (call);                                                              \
-        if (e_ != cudaSuccess)                                                                      \
-            return ab_errorf("%s failed at %s:%d: %s (%s)", #call, __FILE__, __LINE__,              \
-                             cudaGetErrorName(e_), cudaGetErrorString(e_));                         \
-    } while (0)
-
-/* the same, running cleanup (which must not call ab_errorf) after the message is recorded */
+/* CU_CHECK (cuda_internal.h), running cleanup (which must not call ab_errorf) after the message is
+ * recorded */
 #define CU_CHECK_OR(call, cleanup)                                                                  \
     do {                                                                                            \
         const cudaError_t e_ = (call);                                                              \
@@ -56,24 +49,6 @@ extern "C" {
             return ab_errorf("%s failed at %s:%d: %s", #call, __FILE__, __LINE__,                   \
                              cublasGetStatusName(s_));                                              \
     } while (0)
-
-/* after a kernel launch: launch-configuration errors surface here, execution errors at the next
- * synchronising call (which is checked too) */
-#define LAUNCH_CHECK(what)                                                                          \
-    do {                                                                                            \
-        const cudaError_t e_ = cudaGetLastError();                                                  \
-        if (e_ != cudaSuccess)                                                                      \
-            return ab_errorf("kernel launch of %s failed at %s:%d: %s (%s)", what, __FILE__, __LINE__, \
-                             cudaGetErrorName(e_), cudaGetErrorString(e_));                         \
-    } while (0)
-
-static const int THREADS = 256;
-
-static unsigned blocks_for(size_t n) {
-    size_t b = (n + THREADS - 1) / THREADS;
-    if (b > 65535u * 16u) b = 65535u * 16u; /* grid-stride loops cover the rest */
-    return (unsigned)(b ? b : 1);
-}
 
 /* ---- state ---------------------------------------------------------------------------------- */
 
@@ -275,8 +250,6 @@ static void cuda_unmap_data(ab_backend *be, const void *mapped, size_t bytes) {
 }
 
 /* ---- element-wise kernels -------------------------------------------------------------------- */
-
-#define GRID_STRIDE(i, n) for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
 
 __global__ void k_cast(size_t n, ab_dtype st, const void *src, ab_dtype dt, void *dst) {
     GRID_STRIDE(i, n) ab_store(dst, i, dt, ab_load(src, i, st));

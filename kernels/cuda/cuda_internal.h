@@ -17,6 +17,38 @@ extern "C" {
 #include "backend.h"
 }
 
+/* ---- shared by the three .cu files ---- */
+
+/* Every CUDA runtime call names itself, the file and the line. */
+#define CU_CHECK(call)                                                                              \
+    do {                                                                                            \
+        const cudaError_t e_ = (call);                                                              \
+        if (e_ != cudaSuccess)                                                                      \
+            return ab_errorf("%s failed at %s:%d: %s (%s)", #call, __FILE__, __LINE__,              \
+                             cudaGetErrorName(e_), cudaGetErrorString(e_));                         \
+    } while (0)
+
+/* after a kernel launch: configuration errors here, execution errors at the next synchronising
+ * call (checked too); cudaGetLastError also clears the error it reads */
+#define LAUNCH_CHECK(what)                                                                          \
+    do {                                                                                            \
+        const cudaError_t e_ = cudaGetLastError();                                                  \
+        if (e_ != cudaSuccess)                                                                      \
+            return ab_errorf("kernel launch of %s failed at %s:%d: %s (%s)", what, __FILE__, __LINE__, \
+                             cudaGetErrorName(e_), cudaGetErrorString(e_));                         \
+    } while (0)
+
+/* element-wise kernels: THREADS a block, blocks_for(n) blocks, a grid-stride loop over n */
+static const int THREADS = 256;
+static inline unsigned blocks_for(size_t n) {
+    size_t b = (n + THREADS - 1) / THREADS;
+    if (b > 65535u * 16u) b = 65535u * 16u; /* grid-stride loops cover the rest */
+    return (unsigned)(b ? b : 1);
+}
+#define GRID_STRIDE(i, n) for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+
+static inline int dtype_ok(ab_dtype t) { return t == AB_F32 || t == AB_F16 || t == AB_BF16; }
+
 /* Every cuDNN call names itself, the file and the line; cuDNN's own last message says why. */
 #define CUDNN_CHECK(call)                                                                           \
     do {                                                                                            \
@@ -37,6 +69,7 @@ typedef struct ab_cuda_layers ab_cuda_layers;
 /* Makes the backend's GPU current (cudaSetDevice only when another one is): first thing in every
  * entry point. 0 or -1 (ab_error). */
 int ab_cuda_use_device(ab_backend *be);
+static inline int use_device(ab_backend *be) { return ab_cuda_use_device(be); }
 cudaStream_t ab_cuda_stream(ab_backend *be); /* the one stream every op is queued on */
 /* The backend's cuDNN handle, bound to that stream; created on first use (on the backend's GPU),
  * NULL with ab_error() when cuDNN cannot be started. Destroyed by the backend's destroy. */

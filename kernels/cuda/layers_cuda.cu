@@ -52,25 +52,7 @@ extern "C" {
  *     per shape at start-up): both accepted only when no engine without them exists.
  * The choice is the heuristics' (not timed): the same plan on every run, so the same bits. */
 
-/* ---- error checking ------------------------------------------------------------------------- */
-
-#define CU_CHECK(call)                                                                              \
-    do {                                                                                            \
-        const cudaError_t e_ = (call);                                                              \
-        if (e_ != cudaSuccess)                                                                      \
-            return ab_errorf("%s failed at %s:%d: %s (%s)", #call, __FILE__, __LINE__,              \
-                             cudaGetErrorName(e_), cudaGetErrorString(e_));                         \
-    } while (0)
-
-/* after a kernel launch: configuration errors here, execution errors at the next synchronising
- * call (checked too); cudaGetLastError also clears the error it reads */
-#define LAUNCH_CHECK(what)                                                                          \
-    do {                                                                                            \
-        const cudaError_t e_ = cudaGetLastError();                                                  \
-        if (e_ != cudaSuccess)                                                                      \
-            return ab_errorf("kernel launch of %s failed at %s:%d: %s (%s)", what, __FILE__, __LINE__, \
-                             cudaGetErrorName(e_), cudaGetErrorString(e_));                         \
-    } while (0)
+/* ---- error checking (CU_CHECK, LAUNCH_CHECK, CUDNN_CHECK: cuda_internal.h) ------------------- */
 
 /* as CUDNN_CHECK, but for functions that clean up: sets rc and jumps to label */
 #define CUDNN_GOTO(call, label)                                                                     \
@@ -84,21 +66,6 @@ extern "C" {
             goto label;                                                                             \
         }                                                                                           \
     } while (0)
-
-static const int THREADS = 256;
-
-static unsigned blocks_for(size_t n) {
-    size_t b = (n + THREADS - 1) / THREADS;
-    if (b > 65535u * 16u) b = 65535u * 16u; /* grid-stride loops cover the rest */
-    return (unsigned)(b ? b : 1);
-}
-
-#define GRID_STRIDE(i, n) for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
-
-/* every op runs on the backend's GPU whatever the caller's current device */
-static int use_device(ab_backend *be) { return ab_cuda_use_device(be); }
-
-static int dtype_ok(ab_dtype t) { return t == AB_F32 || t == AB_F16 || t == AB_BF16; }
 
 /* ---- state ---------------------------------------------------------------------------------- */
 

@@ -37,34 +37,7 @@ extern "C" {
 #include "kernel_math.h"
 }
 
-/* ---- error checking (as layers_cuda.cu) ----------------------------------------------------- */
-
-#define CU_CHECK(call)                                                                              \
-    do {                                                                                            \
-        const cudaError_t e_ = (call);                                                              \
-        if (e_ != cudaSuccess)                                                                      \
-            return ab_errorf("%s failed at %s:%d: %s (%s)", #call, __FILE__, __LINE__,              \
-                             cudaGetErrorName(e_), cudaGetErrorString(e_));                         \
-    } while (0)
-
-/* after a kernel launch: configuration errors here, execution errors at the next synchronising
- * call (checked too); cudaGetLastError also clears the error it reads */
-#define LAUNCH_CHECK(what)                                                                          \
-    do {                                                                                            \
-        const cudaError_t e_ = cudaGetLastError();                                                  \
-        if (e_ != cudaSuccess)                                                                      \
-            return ab_errorf("kernel launch of %s failed at %s:%d: %s (%s)", what, __FILE__, __LINE__, \
-                             cudaGetErrorName(e_), cudaGetErrorString(e_));                         \
-    } while (0)
-
-static const int THREADS = 256;
 enum { WARPS = 8 }; /* THREADS / 32: rows per block in the warp-per-row kernels */
-
-static unsigned blocks_for(size_t n) {
-    size_t b = (n + THREADS - 1) / THREADS;
-    if (b > 65535u * 16u) b = 65535u * 16u; /* grid-stride loops cover the rest */
-    return (unsigned)(b ? b : 1);
-}
 
 /* blocks for a warp-per-row kernel over rows rows (its row loop covers what the cap leaves) */
 static unsigned row_blocks(size_t rows) {
@@ -73,17 +46,11 @@ static unsigned row_blocks(size_t rows) {
     return (unsigned)(b ? b : 1);
 }
 
-#define GRID_STRIDE(i, n) for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
 /* one warp per row; the whole warp takes the same rows, so full-mask shuffles are safe */
 #define WARP_ROWS(r, rows)                                                                          \
     for (size_t r = (size_t)blockIdx.x * WARPS + (threadIdx.x >> 5); r < (rows); r += (size_t)gridDim.x * WARPS)
 
 static const unsigned FULL = 0xffffffffu;
-
-/* every op runs on the backend's GPU whatever the caller's current device */
-static int use_device(ab_backend *be) { return ab_cuda_use_device(be); }
-
-static int dtype_ok(ab_dtype t) { return t == AB_F32 || t == AB_F16 || t == AB_BF16; }
 
 static int check_type(const char *op, ab_dtype t) {
     if (!dtype_ok(t)) return ab_errorf("%s: bad element type %d", op, (int)t);

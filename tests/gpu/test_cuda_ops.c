@@ -11,20 +11,8 @@
  * gradient row on both backends), same-type casts between overlapping buffers (memmove), and a
  * gather straight after a large data set is mapped.
  * Without a usable GPU it prints SKIPPED and exits 77 (CTest SKIP_RETURN_CODE). */
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "backend.h"
-#include "device.h"
+#include "gpu_test.h"
 #include "half.h"
-#include "rng.h"
-#include "tolerances.h"
-
-static int failures = 0;
-static ab_backend *cpu, *gpu;
-static ab_rng rng;
 
 enum { PAD = 64 }; /* sentinel elements after every buffer */
 static const unsigned char SENTINEL = 0xA5;
@@ -108,13 +96,6 @@ static void compare_bits(const char *what, const pair *p) {
             break;
         }
     free(g);
-}
-
-static void op_ok(const char *what, int rc_cpu, int rc_gpu) {
-    if (rc_cpu != 0 || rc_gpu != 0) {
-        fprintf(stderr, "FAIL %s: op returned cpu %d, gpu %d: %s\n", what, rc_cpu, rc_gpu, ab_error());
-        failures++;
-    }
 }
 
 /* tolerance for a GEMM output of type ct from inputs of type at */
@@ -550,23 +531,8 @@ static void test_memory_and_describe(void) {
 }
 
 int main(void) {
-    /* AB_GPU_TEST_DEVICE=cpu: a second CPU backend stands in for the GPU, to check the test
-     * itself on a machine without one (it says so; it proves nothing about CUDA) */
-    const char *stand_in = getenv("AB_GPU_TEST_DEVICE");
-    const int self_check = stand_in && strcmp(stand_in, "cpu") == 0;
-    const char *why = NULL;
-    if (!self_check && ab_cuda_device_count(&why) == 0) {
-        printf("SKIPPED: %s\n", why);
-        return 77;
-    }
-    if (self_check) printf("SELF-CHECK: the CPU backend stands in for the GPU (AB_GPU_TEST_DEVICE=cpu)\n");
-    cpu = ab_backend_cpu_create(0);
-    gpu = self_check ? ab_backend_cpu_create(0) : ab_backend_cuda_create(0);
-    if (!cpu || !gpu) {
-        fprintf(stderr, "FAIL creating the backends: %s\n", ab_error());
-        return 1;
-    }
-    ab_rng_seed(&rng, 20261130);
+    const int rc = gpu_test_begin(20261130);
+    if (rc) return rc;
     test_memory_and_describe();
     test_gemm();
     test_elementwise();
@@ -575,14 +541,5 @@ int main(void) {
     test_overlapping_cast();
     test_unscale_and_optimizers();
     test_gather();
-    AB_CHECK(gpu->ops->sync(gpu) == 0, "final sync: %s", ab_error());
-    gpu->ops->destroy(gpu);
-    cpu->ops->destroy(cpu);
-    if (failures) {
-        fprintf(stderr, "test_cuda_ops: %d failure(s)\n", failures);
-        return 1;
-    }
-    printf("test_cuda_ops: all %s ops match the CPU backend%s\n", self_check ? "stand-in" : "CUDA",
-           self_check ? " (self-check of the test only)" : "");
-    return 0;
+    return gpu_test_end("test_cuda_ops", "ops");
 }

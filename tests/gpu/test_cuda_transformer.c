@@ -14,71 +14,7 @@
  * sentinels after it that must survive. Without a usable GPU it prints SKIPPED and exits 77
  * (CTest SKIP_RETURN_CODE); AB_GPU_TEST_DEVICE=cpu runs the same comparisons with a second CPU
  * backend in the GPU's place (the selfcheck: it checks this program, not CUDA). */
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "backend.h"
-#include "device.h"
-#include "half.h"
-#include "rng.h"
-#include "tolerances.h"
-
-static int failures = 0;
-static int self_check = 0;
-static ab_backend *cpu, *gpu;
-static ab_rng rng;
-
-enum { PAD = 64 }; /* sentinel elements after every buffer */
-static const unsigned char SENTINEL = 0xA5;
-static const ab_dtype TYPES[3] = {AB_F32, AB_F16, AB_BF16};
-
-/* ---- buffers held twice: host copy for the CPU backend, device copy for the CUDA one ---------- */
-
-typedef struct {
-    size_t n, es;
-    ab_dtype t;
-    void *h, *d;
-    size_t cols; /* row length, to print (row, column) on failure; 0: a flat index */
-} pair;
-
-static void die(const char *what) {
-    fprintf(stderr, "FAIL %s: %s\n", what, ab_error());
-    exit(1);
-}
-
-static pair pair_new(size_t n, ab_dtype t, float lo, float hi) {
-    pair p = {.n = n, .es = ab_dtype_size(t), .t = t};
-    const size_t bytes = (n + PAD) * p.es;
-    p.h = malloc(bytes);
-    if (!p.h) die("host buffer");
-    memset(p.h, SENTINEL, bytes);
-    for (size_t i = 0; i < n; i++) ab_store(p.h, i, t, ab_rng_uniform_range(&rng, lo, hi));
-    p.d = ab_alloc(gpu, AB_MEM_WORKSPACE, bytes);
-    if (!p.d || gpu->ops->upload(gpu, p.d, p.h, bytes) != 0) die("device buffer");
-    return p;
-}
-
-static pair pair_rows(size_t rows, size_t cols, ab_dtype t, float lo, float hi) {
-    pair p = pair_new(rows * cols, t, lo, hi);
-    p.cols = cols;
-    return p;
-}
-
-static void pair_set(pair *p, size_t i, float v) { /* plant a value in both copies */
-    ab_store(p->h, i, p->t, v);
-    if (gpu->ops->upload(gpu, (char *)p->d + i * p->es, (char *)p->h + i * p->es, p->es) != 0) die("upload");
-}
-
-static void pair_push(const pair *p) { /* the host copy (as the CPU left it) to the device */
-    if (gpu->ops->upload(gpu, p->d, p->h, p->n * p->es) != 0) die("upload");
-}
-
-static void pair_free(pair *p) {
-    ab_release(gpu, AB_MEM_WORKSPACE, p->d, (p->n + PAD) * p->es);
-    free(p->h);
-}
+#include "gpu_pair.h"
 
 /* int32 data (ids, types, masks), both copies, no sentinels needed: the ops only read them */
 typedef struct {
@@ -105,104 +41,6 @@ static void ipair_free(ipair *p) {
     free(p->h);
 }
 
-static void where(char *buf, size_t cap, const pair *p, size_t i) {
-    if (!p->cols)
-        snprintf(buf, cap, "%zu", i);
-    else
-        snprintf(buf, cap, "%zu (row %zu, column %zu)", i, i / p->cols, i % p->cols);
-}
-
-/* device copy back to the host, the sentinels checked; returns a malloc'd buffer */
-static unsigned char *fetch(const char *what, const pair *p) {
-    const size_t bytes = (p->n + PAD) * p->es;
-    unsigned char *g = malloc(bytes);
-    if (!g) die("host buffer");
-    if (gpu->ops->sync(gpu) != 0 || gpu->ops->download(gpu, g, p->d, bytes) != 0) {
-        fprintf(stderr, "FAIL %s: %s\n", what, ab_error());
-        failures++;
-        memset(g, 0, bytes);
-        return g;
-    }
-    for (size_t b = p->n * p->es; b < bytes; b++)
-        if (g[b] != SENTINEL) {
-            fprintf(stderr, "FAIL %s: write past the end (element %zu of %zu)\n", what, b / p->es, p->n);
-            failures++;
-            break;
-        }
-    return g;
-}
-
-/* GPU result vs CPU result: NMSE (NaN/Inf parity included) and the largest element error
- * |a - b| / (|b| + rms(b)) */
-static void compare(const char *what, const pair *p, double nmse_tol, double rel_tol) {
-    unsigned char *g = fetch(what, p);
-    float *a = malloc(p->n * sizeof(float));
-    double *ref = malloc(p->n * sizeof(double));
-    if (!a || !ref) die("host buffer");
-    double sq = 0.0;
-    size_t nf = 0;
-    for (size_t i = 0; i < p->n; i++) {
-        a[i] = ab_load(g, i, p->t);
-        ref[i] = ab_load(p->h, i, p->t);
-        if (isfinite(ref[i])) sq += ref[i] * ref[i], nf++;
-    }
-    char at[160];
-    size_t w = 0;
-    const double e = ab_nmse(a, ref, p->n, &w);
-    if (!(e <= nmse_tol)) {
-        where(at, sizeof at, p, w);
-        fprintf(stderr, "FAIL %s: nmse %.3g > %.3g; worst element %s: got %.9g, expected %.9g\n", what, e, nmse_tol, at,
-                p->n ? (double)a[w] : 0.0, p->n ? ref[w] : 0.0);
-        failures++;
-    } else {
-        const double rms = nf ? sqrt(sq / (double)nf) : 0.0;
-        double worst = 0.0;
-        for (size_t i = 0; i < p->n; i++) {
-            if (!isfinite(ref[i])) continue; /* parity checked above */
-            const double d = fabs((double)a[i] - ref[i]), den = fabs(ref[i]) + rms;
-            const double r = den > 0.0 ? d / den : (d > 0.0 ? INFINITY : 0.0);
-            if (r > worst) worst = r, w = i;
-        }
-        if (!(worst <= rel_tol)) {
-            where(at, sizeof at, p, w);
-            fprintf(stderr, "FAIL %s: largest element error %.3g > %.3g (relative to |expected| + rms %.3g) at %s: got %.9g, "
-                    "expected %.9g\n", what, worst, rel_tol, rms, at, (double)a[w], ref[w]);
-            failures++;
-        }
-    }
-    free(a);
-    free(ref);
-    free(g);
-}
-
-/* tolerances by storage type: fp32 gets the op's own NMSE bound */
-static void compare_t(const char *what, const pair *p, double fp32_nmse) {
-    if (p->t == AB_F16)
-        compare(what, p, AB_TOL_FP16_NMSE, AB_TOL_GPU_LAYER_FP16_MAXREL);
-    else if (p->t == AB_BF16)
-        compare(what, p, AB_TOL_BF16_NMSE, AB_TOL_GPU_LAYER_BF16_MAXREL);
-    else
-        compare(what, p, fp32_nmse, AB_TOL_GPU_LAYER_FP32_MAXREL);
-}
-
-/* bit for bit, except that any NaN matches any NaN (x86 keeps a NaN operand's payload, the GPU
- * returns its canonical NaN) */
-static void compare_exact(const char *what, const pair *p) {
-    unsigned char *g = fetch(what, p);
-    for (size_t i = 0; i < p->n; i++) {
-        const float a = ab_load(g, i, p->t), b = ab_load(p->h, i, p->t);
-        if (memcmp(g + i * p->es, (char *)p->h + i * p->es, p->es) != 0 && !(isnan(a) && isnan(b))) {
-            char at[160];
-            where(at, sizeof at, p, i);
-            fprintf(stderr, "FAIL %s: element %s differs: got %.9g, expected %.9g (%s); first of the mismatches\n", what,
-                    at, (double)a, (double)b, ab_dtype_name(p->t));
-            failures++;
-            break;
-        }
-    }
-    free(g);
-}
-
 /* byte for byte (copies of raw rows) */
 static void compare_bytes(const char *what, const pair *p) {
     unsigned char *g = fetch(what, p);
@@ -215,21 +53,6 @@ static void compare_bytes(const char *what, const pair *p) {
             break;
         }
     free(g);
-}
-
-static void op_ok(const char *what, int rc_cpu, int rc_gpu) {
-    if (rc_cpu != 0 || rc_gpu != 0) {
-        fprintf(stderr, "FAIL %s: op returned cpu %d, gpu %d: %s\n", what, rc_cpu, rc_gpu, ab_error());
-        failures++;
-    }
-}
-
-/* both backends have the op */
-static int have(const char *name, const void *on_cpu, const void *on_gpu) {
-    if (on_cpu && on_gpu) return 1;
-    fprintf(stderr, "FAIL %s: the %s backend has no such op\n", name, !on_cpu ? "cpu" : gpu->ops->name);
-    failures++;
-    return 0;
 }
 
 /* ---- batched products ------------------------------------------------------------------------ */
@@ -804,23 +627,8 @@ static void test_bad_arguments(void) {
 }
 
 int main(void) {
-    /* AB_GPU_TEST_DEVICE=cpu: a second CPU backend stands in for the GPU, to check the test
-     * itself on a machine without one (it says so; it proves nothing about CUDA) */
-    const char *stand_in = getenv("AB_GPU_TEST_DEVICE");
-    self_check = stand_in && strcmp(stand_in, "cpu") == 0;
-    const char *why = NULL;
-    if (!self_check && ab_cuda_device_count(&why) == 0) {
-        printf("SKIPPED: %s\n", why);
-        return 77;
-    }
-    if (self_check) printf("SELF-CHECK: the CPU backend stands in for the GPU (AB_GPU_TEST_DEVICE=cpu)\n");
-    cpu = ab_backend_cpu_create(0);
-    gpu = self_check ? ab_backend_cpu_create(0) : ab_backend_cuda_create(0);
-    if (!cpu || !gpu) {
-        fprintf(stderr, "FAIL creating the backends: %s\n", ab_error());
-        return 1;
-    }
-    ab_rng_seed(&rng, 20261208);
+    const int rc = gpu_test_begin(20261208);
+    if (rc) return rc;
     test_gemm_batched();
     test_layernorm();
     test_activations();
@@ -830,14 +638,5 @@ int main(void) {
     test_gather_rows();
     test_norm_helpers();
     test_bad_arguments();
-    AB_CHECK(gpu->ops->sync(gpu) == 0, "final sync: %s", ab_error());
-    gpu->ops->destroy(gpu);
-    cpu->ops->destroy(cpu);
-    if (failures) {
-        fprintf(stderr, "test_cuda_transformer: %d failure(s)\n", failures);
-        return 1;
-    }
-    printf("test_cuda_transformer: all %s transformer ops match the CPU backend%s\n", self_check ? "stand-in" : "CUDA",
-           self_check ? " (self-check of the test only)" : "");
-    return 0;
+    return gpu_test_end("test_cuda_transformer", "transformer ops");
 }
