@@ -239,26 +239,20 @@ __attribute__((target("avx,f16c"))) static size_t f16_scale_f16c(size_t n, uint1
     }
     return i;
 }
-static int have_f16c(void) {
-    static _Atomic int cached = -1;
-    if (cached < 0) cached = ab_cpu_has_f16c();
-    return cached;
-}
 #else
 static size_t f16_add_f16c(size_t n, const uint16_t *a, uint16_t *b) { return (void)n, (void)a, (void)b, 0; }
 static size_t f16_scale_f16c(size_t n, uint16_t *b, float s) { return (void)n, (void)b, (void)s, 0; }
-static int have_f16c(void) { return 0; }
 #endif
 
 /* b[i] = fp16(fp32(a[i]) + fp32(b[i])) */
 static void f16_add(size_t n, const uint16_t *a, uint16_t *b) {
-    size_t i = have_f16c() ? f16_add_f16c(n, a, b) : 0;
+    size_t i = ab_cpu_has_f16c() ? f16_add_f16c(n, a, b) : 0;
     for (; i < n; i++) b[i] = ab_f32_to_f16(ab_f16_to_f32(a[i]) + ab_f16_to_f32(b[i]));
 }
 
 /* b[i] = fp16(fp32(b[i]) * s) */
 static void f16_scale(size_t n, uint16_t *b, float s) {
-    size_t i = have_f16c() ? f16_scale_f16c(n, b, s) : 0;
+    size_t i = ab_cpu_has_f16c() ? f16_scale_f16c(n, b, s) : 0;
     for (; i < n; i++) b[i] = ab_f32_to_f16(ab_f16_to_f32(b[i]) * s);
 }
 

@@ -1,14 +1,16 @@
 /* What this x86-64 CPU can run, for the F16C bulk conversions of the CPU backend and the mpi
- * engine's fp16 reduction, and the AVX2 copies of the element loops. Read from CPUID directly: clang's __builtin_cpu_supports does not
- * know "f16c". */
+ * engine's fp16 reduction, and the AVX2 copies of the element loops. Read from CPUID directly
+ * (clang's __builtin_cpu_supports does not know "f16c"), once per translation unit: the answers
+ * are cached, so the hot loops may ask on every call. */
 #ifndef AB_CPU_FEATURES_H
 #define AB_CPU_FEATURES_H
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
+#include <stdatomic.h>
 
 /* F16C with AVX enabled by the OS (the VEX-encoded instructions need the YMM state saved) */
-static inline int ab_cpu_has_f16c(void) {
+static inline int ab_cpu_detect_f16c(void) {
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
     const unsigned osxsave = 1u << 27, avx = 1u << 28, f16c = 1u << 29;
@@ -20,7 +22,7 @@ static inline int ab_cpu_has_f16c(void) {
 }
 
 /* AVX2 with the YMM state enabled by the OS */
-static inline int ab_cpu_has_avx2(void) {
+static inline int ab_cpu_detect_avx2(void) {
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
     const unsigned osxsave = 1u << 27, avx = 1u << 28;
@@ -31,6 +33,18 @@ static inline int ab_cpu_has_avx2(void) {
     (void)hi;
     return (lo & 6u) == 6u;
 }
+
+/* the answers above, CPUID run once (every thread gets the same answer, so a race is harmless) */
+#define AB_CPU_CACHED(name, detect)                                                                 \
+    static inline int name(void) {                                                                  \
+        static atomic_int cached = -1;                                                              \
+        int v = atomic_load_explicit(&cached, memory_order_relaxed);                                \
+        if (v < 0) atomic_store_explicit(&cached, v = detect(), memory_order_relaxed);              \
+        return v;                                                                                   \
+    }
+AB_CPU_CACHED(ab_cpu_has_f16c, ab_cpu_detect_f16c)
+AB_CPU_CACHED(ab_cpu_has_avx2, ab_cpu_detect_avx2)
+#undef AB_CPU_CACHED
 #else
 static inline int ab_cpu_has_f16c(void) { return 0; }
 static inline int ab_cpu_has_avx2(void) { return 0; }

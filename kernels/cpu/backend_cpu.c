@@ -81,13 +81,12 @@ static float *scratch_get(ab_backend *be, int slot, size_t n) {
     return s->p;
 }
 
-static int have_f16c(void);
 static void widen_f16_f16c(size_t n, const uint16_t *src, float *dst);
 
 static void widen(size_t n, ab_dtype t, const void *src, float *dst) {
     if (t == AB_F16) {
         const uint16_t *s = src;
-        if (have_f16c()) {
+        if (ab_cpu_has_f16c()) {
             widen_f16_f16c(n, s, dst);
             return;
         }
@@ -128,13 +127,7 @@ __attribute__((target("avx,f16c"))) static void narrow_f16_f16c(size_t n, const 
         _mm_storeu_si128((__m128i *)(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
     for (; i < n; i++) dst[i] = ab_f32_to_f16(src[i]);
 }
-static int have_f16c(void) {
-    static int cached = -1;
-    if (cached < 0) cached = ab_cpu_has_f16c();
-    return cached;
-}
 #else
-static int have_f16c(void) { return 0; }
 static void narrow_f16_f16c(size_t n, const float *src, uint16_t *dst) { (void)n, (void)src, (void)dst; }
 static void widen_f16_f16c(size_t n, const uint16_t *src, float *dst) { (void)n, (void)src, (void)dst; }
 #endif
@@ -142,7 +135,7 @@ static void widen_f16_f16c(size_t n, const uint16_t *src, float *dst) { (void)n,
 static void narrow(size_t n, const float *src, ab_dtype t, void *dst) {
     if (t == AB_F16) {
         uint16_t *d = dst;
-        if (have_f16c()) {
+        if (ab_cpu_has_f16c()) {
             narrow_f16_f16c(n, src, d);
             return;
         }

@@ -5,7 +5,6 @@
  * run on the backend's pool with a split that depends only on the sizes. */
 #include <cblas.h>
 #include <math.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -262,12 +261,9 @@ static void ew_block_base(const ew_job *j, size_t i, size_t m, float *fa, const 
 static void ew_range(void *ctx, int part, size_t lo, size_t hi) {
     (void)part;
     const ew_job *j = ctx;
-    static atomic_int avx2 = -1; /* CPUID once; every thread gets the same answer */
-    int has = atomic_load_explicit(&avx2, memory_order_relaxed);
-    if (has < 0) atomic_store_explicit(&avx2, has = ab_cpu_has_avx2(), memory_order_relaxed);
     void (*block)(const ew_job *, size_t, size_t, float *, const float *, uint32_t, float) = ew_block_base;
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    if (has) block = ew_block_avx2;
+    if (ab_cpu_has_avx2()) block = ew_block_avx2;
 #endif
     float fa[EW_BLOCK], fb[EW_BLOCK];
     const size_t es = ab_dtype_size(j->t);
