@@ -109,6 +109,14 @@ static uint64_t fnv1a(const char *s) {
     return h;
 }
 
+/* the GPU each rank runs on (-1 for a CPU rank), for rank 0's record (a collective) */
+static int gather_gpus(trainer *t) {
+    ab_run_record *rec = t->rec;
+    if (!(rec->gpu_per_rank = calloc((size_t)t->comm->size, sizeof(int64_t)))) return ab_errorf("out of host memory");
+    const int on_cpu = strcmp(t->be->ops->name, "cpu") == 0 || t->comm->device < 0;
+    return t->comm->ops->allgather_i64(t->comm, on_cpu ? -1 : (int64_t)t->comm->device, rec->gpu_per_rank);
+}
+
 /* Every rank must train the same model the same way: a hash of what must agree, all-reduced
  * with MIN and MAX; when they differ every rank says what it has and which ranks differ. */
 static int check_world_config(trainer *t) {
@@ -177,6 +185,7 @@ static int setup(trainer *t, ab_run_record *rec) {
         AB_TRY(ab_params_refresh(&t->params));
     }
     AB_TRY(check_world_config(t));
+    AB_TRY(gather_gpus(t));
     /* replicas start from rank 0's weights and buffers, as DDP does (the seeded init agrees anyway) */
     if (t->comm->size > 1) {
         AB_TRY(t->comm->ops->broadcast(t->comm, t->params.master, t->params.n * sizeof(float), 0));
@@ -435,15 +444,11 @@ static void utc_now(char *buf, size_t cap) {
     strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-/* every rank's peak memory and GPU, for rank 0's record (collectives: all ranks call it) */
+/* every rank's peak memory, for rank 0's record (a collective: all ranks call it) */
 static int gather_peaks(trainer *t) {
     ab_run_record *rec = t->rec;
-    const size_t W = (size_t)t->comm->size;
-    if (!rec->peak_memory_per_rank && !(rec->peak_memory_per_rank = calloc(W, sizeof(int64_t))))
+    if (!rec->peak_memory_per_rank && !(rec->peak_memory_per_rank = calloc((size_t)t->comm->size, sizeof(int64_t))))
         return ab_errorf("out of host memory");
-    if (!rec->gpu_per_rank && !(rec->gpu_per_rank = calloc(W, sizeof(int64_t)))) return ab_errorf("out of host memory");
-    const int on_cpu = strcmp(t->be->ops->name, "cpu") == 0 || t->comm->device < 0;
-    AB_TRY(t->comm->ops->allgather_i64(t->comm, on_cpu ? -1 : (int64_t)t->comm->device, rec->gpu_per_rank));
     return t->comm->ops->allgather_i64(t->comm, (int64_t)t->be->mem.peak_total, rec->peak_memory_per_rank);
 }
 
