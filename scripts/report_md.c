@@ -18,7 +18,6 @@ static const char *fmt_num(char *buf, size_t n, double v, const char *fmt) {
     return buf;
 }
 
-/* "40% (1x NVIDIA RTX 3090)" or "0 to 1 points (...)"; "ResNet-50 claim" when borrowed. */
 /* bytes as "8.59 GB" from 1 GB, else "48.2 MB" */
 static const char *fmt_bytes(char *buf, size_t n, double b) {
     if (b >= 1e9) snprintf(buf, n, "%.2f GB", b / 1e9);
@@ -31,6 +30,7 @@ static const char *samples_word(const hr_run *r) {
     return r && (strstr(r->dataset, "mnist") || strstr(r->dataset, "cifar")) ? "images" : "examples";
 }
 
+/* "40% (1x NVIDIA RTX 3090)" or "0 to 1 points (...)"; "ResNet-50 claim" when borrowed. */
 static void claim_cell(char *buf, size_t n, const hr_reported *rep, const cJSON *c, const char *model) {
     if (!c) {
         snprintf(buf, n, "%s (no figure reported)", DASH);

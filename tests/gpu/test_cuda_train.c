@@ -317,9 +317,8 @@ int main(void) {
     } else {
         printf("SKIPPED (part): the ResNet parity needs CIFAR-10 in %s (set AB_CIFAR10_DIR)\n", cifar_dir());
     }
-    char vocab[4096];
+    const char *vocab = vocab_path();
     snprintf(path, sizeof path, "%s/train.tsv", sst2_dir());
-    snprintf(vocab, sizeof vocab, "%s", vocab_path());
     if (access(path, R_OK) == 0 && access(vocab, R_OK) == 0) {
         int32_t border[BERT_STEPS * BERT_BATCH];
         ab_rng br;
