@@ -536,16 +536,28 @@ static int write_fit_record(const ab_train_config *c, const char *backend, int o
     return rc;
 }
 
-/* --find-max-batch: doubling from 1 until a batch does not fit, then bisection */
+/* --find-max-batch. Every answer rests on real probes: the largest batch b that fitted and b + 1
+ * that did not (a run's peak grows with its batch). Without a --memory-limit (a GPU's own memory)
+ * the search doubles from 1 until a batch does not fit, then bisects. Under a --memory-limit the
+ * comparable peak is a sum of buffers whose sizes are each fixed or nearly a multiple of the batch
+ * (weights, gradients and optimizer state; activations, workspaces), so it is close to a line in
+ * the batch: the probes at 1 and 2 give the line, the batch where it reaches the limit is probed
+ * with the batch after it, and the search is over in 4 probes instead of about 14 (BERT-base).
+ * Where the line misses (a buffer sized by the larger of two terms, a rounding), the next guess
+ * comes from the line through the two probes that bound the answer, and after three such guesses
+ * the rest is bisection, so the answer is the one the bisection alone would give. */
 typedef struct {
     const ab_train_config *c;
     cJSON *probes;
     char backend[16];
     int ok, bad; /* the largest batch that fitted, the smallest refused (0: none yet) */
     double peak_ok, need_bad;
+    double peak_at[3]; /* the comparable peak at batches 1 and 2, for the first line */
 } fit_search;
 
 static int probe(fit_search *s, int b) {
+    if (b <= s->ok) return 1; /* already known: a batch below one that fitted fits */
+    if (s->bad && b >= s->bad) return 0;
     double peak, need;
     const int r = fits(s->c, b, &peak, &need, s->backend, sizeof s->backend);
     if (r < 0) return -1;
@@ -557,17 +569,57 @@ static int probe(fit_search *s, int b) {
     if (r) printf("  batch %6d: fits (comparable peak %.3f GB)\n", b, peak / 1e9);
     else printf("  batch %6d: does not fit (it would need %.3f GB)\n", b, need / 1e9);
     fflush(stdout);
+    if (b <= 2) s->peak_at[b] = r ? peak : need;
     if (r) s->ok = b, s->peak_ok = peak;
     else s->bad = b, s->need_bad = need;
     return r;
+}
+
+/* The batch where the line through (b0, p0) and (b1, p1) reaches limit, kept in (lo, hi) when
+ * hi > 0; 0 when the line does not rise. */
+static int line_guess(double b0, double p0, double b1, double p1, double limit, int lo, int hi) {
+    const double slope = (p1 - p0) / (b1 - b0);
+    if (!(slope > 0)) return 0;
+    double g = b0 + floor((limit - p0) / slope);
+    if (g > (double)(1 << 16)) g = 1 << 16;
+    if (g <= lo) g = lo + 1;
+    if (hi > 0 && g >= hi) g = hi - 1;
+    return (int)g;
+}
+
+/* Probes the guess g and its neighbour on the side that decides it: g + 1 when g fits, g - 1
+ * when it does not. */
+static int probe_pair(fit_search *s, int g) {
+    const int r = probe(s, g);
+    if (r < 0) return -1;
+    return probe(s, r ? g + 1 : g - 1) < 0 ? -1 : 0;
+}
+
+/* Under a memory limit: the line probes. Returns -1 on an error, else 0 with s->ok and s->bad
+ * what the probes found (the caller's doubling and bisection finish from there). */
+static int line_probes(fit_search *s, double limit) {
+    for (int b = 1; b <= 2; b++) {
+        const int r = probe(s, b);
+        if (r <= 0) return r < 0 ? -1 : 0;
+    }
+    int g = line_guess(1, s->peak_at[1], 2, s->peak_at[2], limit, 2, 0);
+    if (g <= 2) return 0;
+    AB_TRY(probe_pair(s, g));
+    for (int round = 0; round < 3 && s->bad && s->bad - s->ok > 1; round++) {
+        g = line_guess(s->ok, s->peak_ok, s->bad, s->need_bad, limit, s->ok, s->bad);
+        if (!g) break;
+        AB_TRY(probe_pair(s, g));
+    }
+    return 0;
 }
 
 static int find_max_batch(const ab_train_config *c) {
     if (!c->memory_limit && strcmp(c->device, "cpu") == 0)
         return ab_errorf("--find-max-batch on the CPU needs --memory-limit SIZE (the memory to fit in)");
     fit_search s = {.c = c, .probes = cJSON_CreateArray()};
-    int rc = 0;
-    for (int b = 1; b <= (1 << 16) && rc == 0; b *= 2) {
+    int rc = c->memory_limit ? line_probes(&s, (double)c->memory_limit) : 0;
+    /* doubling from the largest batch known to fit until one does not, then bisection */
+    for (int b = s.ok ? s.ok * 2 : 1; rc == 0 && !s.bad && b <= (1 << 16); b *= 2) {
         const int r = probe(&s, b);
         if (r < 0) rc = -1;
         if (r <= 0) break;

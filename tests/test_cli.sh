@@ -188,6 +188,21 @@ if [ -r "$vocab_file" ]; then
     fail "--find-max-batch failed: $(cat "$tmp/err")"
   grep -q '^largest batch that fits: [1-9]' "$tmp/out" || fail "--find-max-batch printed no largest batch: $(cat "$tmp/out")"
   grep -q '"tool":[[:space:]]*"ampbench-fit"' "$tmp/fit.json" || fail "--find-max-batch --out wrote no fit record"
+  # the search's answer (from the line through batches 1 and 2, checked by probes) is what real
+  # training steps give: the largest batch trains two steps under the limit, the next one is
+  # refused (exit 3), in both precisions; and the search took at most 6 probes (the doubling and
+  # bisection alone take 12 here)
+  for p in fp32 amp; do
+    "$AMPBENCH" "${tiny[@]}" --precision "$p" --memory-limit 48M --find-max-batch --out "$tmp/fit-$p.json" >"$tmp/out" 2>"$tmp/err" ||
+      fail "--find-max-batch $p failed: $(cat "$tmp/err")"
+    b=$(sed -n 's/^largest batch that fits: \([0-9]*\) .*/\1/p' "$tmp/out")
+    [ -n "$b" ] && [ "$b" -gt 2 ] || fail "--find-max-batch $p: no largest batch above 2: $(cat "$tmp/out")"
+    n=$(grep -c '^  batch ' "$tmp/out")
+    [ "$n" -le 6 ] || fail "--find-max-batch $p took $n probes, more than 6: $(cat "$tmp/out")"
+    "$AMPBENCH" "${tiny[@]}" --precision "$p" --max-steps 2 --memory-limit 48M --batch-size "$b" --out "$tmp/at-$p.json" \
+      >/dev/null 2>"$tmp/err" || fail "$p at the largest batch $b did not train under the limit: $(cat "$tmp/err")"
+    expect_error 3 "out of memory: " -- "${tiny[@]}" --precision "$p" --max-steps 2 --memory-limit 48M --batch-size $((b + 1))
+  done
   expect_error 1 "--find-max-batch on the CPU needs --memory-limit" -- "${tiny[@]}" --find-max-batch
 else
   echo "SKIPPED (part): no $vocab_file for ampbench tokenize and the memory cap"
