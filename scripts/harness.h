@@ -21,8 +21,12 @@ extern "C" {
 #define HR_PLOT_W 960
 #define HR_PLOT_H 600
 
-#define HR_MAX_RUNS 64
+/* Results per run folder: a --seeds 3 run of 5 workloads in 4 modes with the peers is about 150.
+ * An hr_runset holds HR_MAX_RUNS records (about 1.5 MB): allocate it, never on the stack. */
+#define HR_MAX_RUNS 512
 #define HR_MAX_WORKLOADS 16
+/* (tool, precision, world size) groups of one workload that the seed statistics keep apart */
+#define HR_MAX_GROUPS 32
 
 /* One result file, reduced to the figures the report and the regression check use. */
 typedef struct {
@@ -37,6 +41,7 @@ typedef struct {
     char device[128];    /* GPU or CPU name */
     char engine[16];     /* data_parallel.engine, "" when absent */
     int world_size;
+    int seed;            /* workload.seed, 1 when absent (run_all.sh --seeds N: 1..N) */
     int complete, interrupted;
     int epochs_done, epochs_requested;
     long steps, max_steps, batch_size;
@@ -77,6 +82,7 @@ typedef struct {
     char tool[16]; /* "ampbench" or the peer's ("pytorch") */
 } hr_planned;
 
+/* A run folder: large (HR_MAX_RUNS records), so callers allocate it. */
 typedef struct {
     char dir[1024];
     hr_run runs[HR_MAX_RUNS];
@@ -101,12 +107,15 @@ void hr_run_free(hr_run *r);
 void hr_run_summary_line(const hr_run *r, char *buf, size_t n);
 
 /* The three runs the ratios come from, for one model; any may be NULL. ampbench's runs and the
- * peer's are kept apart: fp32/amp/dp and all[] are ampbench's, peer_* the peer's. */
+ * peer's are kept apart: fp32/amp/dp and all[] are ampbench's, peer_* the peer's. When a mode ran
+ * with several seeds, its slot holds the lowest seed's run (so the ratios of a --seeds run are
+ * those of seed 1, as in a single-seed run); all[] and peer_all[] hold every seed. */
 typedef struct {
     char model[64];
     const hr_run *fp32, *amp, *dp;
     const hr_run *all[HR_MAX_RUNS]; /* every ampbench run of this model: FP32, AMP, BF16, data-parallel */
     int n_all;
+    int max_seeds; /* the most distinct seeds of any (tool, precision, world size): 1 in a single-seed run */
     char peer_tool[16]; /* the peer's tool name, "" when the folder has no peer result */
     const hr_run *peer_fp32, *peer_amp, *peer_dp;
     const hr_run *peer_all[HR_MAX_RUNS];
@@ -121,6 +130,44 @@ int hr_group_workloads(const hr_runset *rs, hr_workload *out, int max, int *n);
 /* view: w with the peer's runs in the fp32/amp/dp/all slots, so that the ratios of the peer come
  * from the same hr_compute_ratios. */
 void hr_peer_view(const hr_workload *w, hr_workload *view);
+/* The run of list[0..n) that stands for r's tool, precision and world size: the one the slots
+ * above would hold (the lowest seed; among runs of one seed the complete one with most steps). */
+const hr_run *hr_mode_run(const hr_run *const *list, int n, const hr_run *r);
+
+/* One tool's runs in one mode (precision, world size) of a workload, one run per seed in
+ * ascending seed order, and the final test accuracy (points) and train loss over them. */
+typedef struct {
+    char tool[16];
+    char precision[16];
+    int world_size;
+    int peer;
+    const hr_run *runs[HR_MAX_RUNS];
+    int n;
+    double acc_mean, acc_sd, acc_min, acc_max; /* acc_sd: sample standard deviation (n - 1), NAN when n < 2 */
+    double loss_mean;                          /* over the runs with a train loss, NAN when none has one */
+} hr_seed_group;
+
+/* The seed groups of w: ampbench's in run order (FP32, AMP, BF16, data-parallel), then the peer's.
+ * complete_only: only complete runs with a final test accuracy (the statistics of REPORT.md); else
+ * every run (the accuracy plot, which reads the epochs each run finished). Error past max groups. */
+int hr_seed_groups(const hr_workload *w, int complete_only, hr_seed_group *out, int max, int *n);
+
+/* mean(a) - mean(b) of the final test accuracy, with a 95% interval: a paired t interval on the
+ * per-seed differences when pairing is allowed and a and b ran the same seeds, else Welch's. */
+typedef struct {
+    int n_a, n_b;
+    int paired;
+    double mean;       /* points */
+    double df, t;      /* degrees of freedom (Welch's: fractional) and the t quantile used */
+    double lo, hi;     /* NAN when a side has fewer than 2 seeds */
+} hr_interval;
+
+void hr_diff_interval(const hr_seed_group *a, const hr_seed_group *b, int allow_pairing, hr_interval *out);
+/* Mean and sample standard deviation (n - 1 in the denominator; NAN when n < 2) of v[0..n). */
+void hr_mean_sd(const double *v, int n, double *mean, double *sd);
+/* The two-sided 95% t quantile for df degrees of freedom (rounded down): a table for 1..30, 1.96
+ * beyond; NAN below 1. */
+double hr_t95(double df);
 
 /* A ratio is NAN when the runs it needs are missing. */
 typedef struct {

@@ -17,7 +17,8 @@
 
 static const char usage[] =
     "usage: ampbench-regress BASELINE_DIR CURRENT_DIR [options]\n"
-    "  compares every result of BASELINE_DIR with the same workload/precision/ranks in CURRENT_DIR;\n"
+    "  compares every result of BASELINE_DIR with the same workload/precision/ranks in CURRENT_DIR\n"
+    "  (and the same seed and tool when a mode ran with several seeds);\n"
     "  exit 0: within tolerance, 1: a regression or a missing result, 2: bad input\n"
     "options:\n"
     "  --config FILE       metrics and tolerances     [" AB_SOURCE_DIR "/results/regress.conf]\n"
@@ -120,8 +121,15 @@ static double workload_metric(const hr_workload *w, const char *name) {
     return NAN;
 }
 
+/* Set when either folder ran a mode with several seeds (run_all.sh --seeds N): results are then
+ * matched by seed and tool too, so that seed 2 of the baseline is compared with seed 2 now. */
+static int by_seed;
+
 static void run_key(const hr_run *r, char *buf, size_t n) {
-    snprintf(buf, n, "%s/%s/%d%s", r->model, r->precision, r->world_size, r->world_size == 1 ? "rank" : "ranks");
+    const int l = snprintf(buf, n, "%s/%s/%d%s", r->model, r->precision, r->world_size,
+                           r->world_size == 1 ? "rank" : "ranks");
+    if (by_seed && l > 0 && (size_t)l < n)
+        snprintf(buf + l, n - (size_t)l, "%s%s/s%d", r->peer ? "/" : "", r->peer ? r->tool : "", r->seed);
 }
 
 static const hr_run *find_run(const hr_runset *rs, const char *key) {
@@ -274,6 +282,8 @@ int main(int argc, char **argv) {
         free(base), free(cur), free(wb), free(wc);
         return rc;
     }
+    for (int i = 0; i < nwb; i++) by_seed |= wb[i].max_seeds > 1;
+    for (int i = 0; i < nwc; i++) by_seed |= wc[i].max_seeds > 1;
 
     tally t = {0};
     char *sm = NULL, *bg = NULL;
@@ -284,6 +294,9 @@ int main(int argc, char **argv) {
     }
     printf("regress: baseline %s (%d results), current %s (%d results), tolerances %s\n", base->dir, base->n_runs,
            cur->dir, cur->n_runs, config);
+    if (by_seed)
+        printf("several seeds per mode: results matched by seed (and tool: /<tool> for a peer's); the workload "
+               "ratios compare each mode's lowest seed\n");
     printf("%-22s %-26s %14s %14s %10s %8s  %s\n", "metric", "run", "baseline", "current", "change", "tol", "verdict");
     for (int i = 0; i < base->n_runs; i++) {
         const hr_run *b = &base->runs[i];

@@ -266,6 +266,171 @@ static void row(FILE *f, const char *what, const char *reported, const char *mea
     fprintf(f, "| %s | %s | %s | ", what, reported, measured);
 }
 
+/* The seed groups of a workload's complete runs (hr_seed_groups), allocated; NULL on error. */
+static hr_seed_group *seed_groups(const hr_workload *w, int *n) {
+    hr_seed_group *g = calloc(HR_MAX_GROUPS, sizeof *g);
+    if (g && hr_seed_groups(w, 1, g, HR_MAX_GROUPS, n) != 0) {
+        free(g);
+        return NULL;
+    }
+    return g;
+}
+
+static const hr_seed_group *find_group(const hr_seed_group *g, int n, int peer, const char *precision, int ranks) {
+    for (int k = 0; k < n; k++)
+        if (g[k].peer == peer && !strcmp(g[k].precision, precision) && g[k].world_size == ranks) return &g[k];
+    return NULL;
+}
+
+/* "mean over 3 seeds +0.50 points, 95% interval [-0.74, +1.74]" for precision - FP32 of one tool,
+ * "" when either mode has fewer than 2 seeds. */
+static void seeds_delta_text(char *buf, size_t n, const hr_workload *w, int peer, const char *precision,
+                             const char *unit) {
+    buf[0] = 0;
+    if (w->max_seeds < 2) return;
+    int ng = 0;
+    hr_seed_group *g = seed_groups(w, &ng);
+    if (!g) return;
+    const hr_seed_group *a = find_group(g, ng, peer, precision, 1), *b = find_group(g, ng, peer, "fp32", 1);
+    hr_interval iv;
+    if (a && b) hr_diff_interval(a, b, 1, &iv);
+    if (a && b && isfinite(iv.lo)) {
+        char nn[32];
+        if (iv.n_a == iv.n_b) snprintf(nn, sizeof nn, "%d", iv.n_a);
+        else snprintf(nn, sizeof nn, "%d and %d", iv.n_a, iv.n_b);
+        snprintf(buf, n, "mean over %s seeds %+.2f %s, 95%% interval [%+.2f, %+.2f]", nn, iv.mean, unit, iv.lo, iv.hi);
+    }
+    free(g);
+}
+
+static void mode_name(char *buf, size_t n, const hr_seed_group *g) {
+    if (g->world_size > 1) snprintf(buf, n, "%s, %d ranks", g->precision, g->world_size);
+    else snprintf(buf, n, "%s", g->precision);
+}
+
+static void upper(char *buf, size_t n, const char *s) {
+    size_t k = 0;
+    for (; s[k] && k + 1 < n; k++) buf[k] = (char)(s[k] >= 'a' && s[k] <= 'z' ? s[k] - 'a' + 'A' : s[k]);
+    buf[k] = 0;
+}
+
+/* The 95% interval of a difference, and how it was computed, as table cells. */
+static void interval_cells(FILE *f, const hr_interval *iv) {
+    char n[48], how[128], x[32], y[32];
+    if (iv->paired) snprintf(n, sizeof n, "%d pairs", iv->n_a);
+    else snprintf(n, sizeof n, "%d and %d seeds", iv->n_a, iv->n_b);
+    if (!isfinite(iv->lo))
+        snprintf(how, sizeof how, "none: fewer than 2 seeds on a side");
+    else if (iv->paired)
+        snprintf(how, sizeof how, "paired t on the per-seed differences, t(%.0f) = %.3f", iv->df, iv->t);
+    else
+        snprintf(how, sizeof how, "Welch, df %.2f, t(%.0f) = %.3f", iv->df, floor(iv->df), iv->t);
+    if (isfinite(iv->lo)) snprintf(x, sizeof x, "[%+.2f, %+.2f]", iv->lo, iv->hi);
+    else snprintf(x, sizeof x, DASH);
+    fprintf(f, " %s | %s | %s | %s |\n", n, how, fmt_num(y, sizeof y, iv->mean, "%+.2f"), x);
+}
+
+/* The final test accuracy over seeds: each tool and mode's mean ± sd, the precision - FP32 deltas
+ * with their 95% intervals set against the articles' delta, and ampbench's FP32 against the
+ * peer's. */
+static void seeds_section(FILE *f, const hr_reported *rep, const hr_workload *w) {
+    if (w->max_seeds < 2) {
+        fprintf(f, "Accuracy over seeds: not measured: every mode here ran with one seed, so there is no spread "
+                   "to give a mean ± sd or an interval for the AMP - FP32 delta. `bench/run_all.sh --seeds N` "
+                   "repeats every run with seeds 1 to N.\n\n");
+        return;
+    }
+    int ng = 0;
+    hr_seed_group *g = seed_groups(w, &ng);
+    if (!g) {
+        fprintf(f, "Accuracy over seeds: %s.\n\n", ab_error());
+        return;
+    }
+    int left_out = 0;
+    for (int i = 0; i < w->n_all; i++) left_out += !w->all[i]->complete || !isfinite(w->all[i]->final_accuracy);
+    for (int i = 0; i < w->n_peer; i++)
+        left_out += !w->peer_all[i]->complete || !isfinite(w->peer_all[i]->final_accuracy);
+    fprintf(f, "Accuracy over seeds (final test accuracy of the complete runs, by `workload.seed`; sd is the sample "
+               "standard deviation, n - 1 in the denominator");
+    if (left_out) fprintf(f, "; %d incomplete run%s left out", left_out, left_out == 1 ? "" : "s");
+    fprintf(f, "):\n\n| tool | mode | seeds | final test accuracy (%%), mean ± sd | min..max (%%) | "
+               "final train loss, mean |\n|---|---|---|---|---|---|\n");
+    for (int k = 0; k < ng; k++) {
+        const hr_seed_group *G = &g[k];
+        char mode[48], list[256] = "", sd[32], loss[32];
+        mode_name(mode, sizeof mode, G);
+        for (int i = 0; i < G->n; i++) {
+            const size_t l = strlen(list);
+            if (l + 16 < sizeof list) snprintf(list + l, sizeof list - l, "%s%d", i ? ", " : "", G->runs[i]->seed);
+        }
+        fprintf(f, "| %s | %s | %d (%s) | %.2f ± %s | %.2f..%.2f | %s |\n", G->tool, mode, G->n, list, G->acc_mean,
+                fmt_num(sd, sizeof sd, G->acc_sd, "%.2f"), G->acc_min, G->acc_max,
+                fmt_num(loss, sizeof loss, G->loss_mean, "%.4f"));
+    }
+    fprintf(f, "\n");
+
+    /* the articles' AMP - FP32 delta: the workload's claim, else 0 to +1 point */
+    const cJSON *c = hr_reported_claim(rep, w->model, "amp_accuracy_delta", 0);
+    const double rlo = hr_num(c, "value", 0), rhi = hr_num(c, "value_max", c ? rlo : 1);
+    static const char *const lower[2] = {"amp", "bf16"};
+    hr_interval ivs[4];
+    char labels[4][96];
+    int nd = 0;
+    fprintf(f, "| difference | n | 95%% interval from | mean difference (points) | 95%% interval (points) |\n"
+               "|---|---|---|---|---|\n");
+    for (int peer = 0; peer < 2; peer++)
+        for (int m = 0; m < 2; m++) {
+            const hr_seed_group *a = find_group(g, ng, peer, lower[m], 1), *b = find_group(g, ng, peer, "fp32", 1);
+            if (!a || !b) continue;
+            char up[16];
+            upper(up, sizeof up, lower[m]);
+            snprintf(labels[nd], sizeof labels[nd], "%s %s - FP32", a->tool, up);
+            hr_diff_interval(a, b, 1, &ivs[nd]);
+            fprintf(f, "| %s |", labels[nd]);
+            interval_cells(f, &ivs[nd]);
+            nd++;
+        }
+    const hr_seed_group *af = find_group(g, ng, 0, "fp32", 1), *pf = find_group(g, ng, 1, "fp32", 1);
+    hr_interval tools;
+    if (af && pf) {
+        /* two tools draw different numbers from one seed: no pairing */
+        hr_diff_interval(af, pf, 0, &tools);
+        fprintf(f, "| FP32: ampbench - %s |", pf->tool);
+        interval_cells(f, &tools);
+    }
+    fprintf(f, "\n");
+    for (int k = 0; k < nd; k++) {
+        const hr_interval *iv = &ivs[k];
+        if (!isfinite(iv->lo)) {
+            fprintf(f, "%s: %+.2f points, no interval: a mode with one seed. ", labels[k], iv->mean);
+            continue;
+        }
+        const char *where = rlo >= iv->lo && rhi <= iv->hi ? "lies inside"
+                            : rhi < iv->lo || rlo > iv->hi ? "lies outside"
+                                                           : "overlaps";
+        const double width = iv->hi - iv->lo;
+        char nn[32];
+        if (iv->n_a == iv->n_b) snprintf(nn, sizeof nn, "%d", iv->n_a);
+        else snprintf(nn, sizeof nn, "%d and %d", iv->n_a, iv->n_b);
+        char r1[32], r2[32];
+        snprintf(r1, sizeof r1, rlo == 0 ? "%g" : "%+g", rlo);
+        snprintf(r2, sizeof r2, rhi == 0 ? "%g" : "%+g", rhi);
+        fprintf(f, "%s: the articles' delta of %s to %s points %s the interval [%+.2f, %+.2f]. With %s seeds the "
+                   "interval is %.2f points wide: %s",
+                labels[k], r1, r2, where, iv->lo, iv->hi, nn, width,
+                width < 1.0 ? "under 1 point it cannot hold both 0 and +1, so it can tell a 1-point delta apart "
+                              "from 0. "
+                            : "at 1 point or wider it can hold 0 and +1 at once, so it cannot tell a 1-point delta "
+                              "apart from 0. ");
+    }
+    if (af && pf)
+        fprintf(f, "ampbench's FP32 mean is %+.2f points from %s's: %s the 1.5 points of agreement the project "
+                   "checks between the two tools.",
+                tools.mean, pf->tool, fabs(tools.mean) <= 1.5 ? "within" : "more than");
+    fprintf(f, "\n\n");
+    free(g);
+}
+
 /* Absolute figures per mode: the articles' hours, gigabytes and percent beside what ran here,
  * with the time this run's throughput gives for the articles' epochs. */
 static void absolute_rows(FILE *f, const hr_reported *rep, const hr_runset *rs, const hr_workload *w) {
@@ -515,9 +680,12 @@ static void peer_table(FILE *f, const hr_runset *rs, const hr_workload *w) {
     fprintf(f, "| AMP peak-memory saving vs FP32 | %s | %s | |\n",
             fmt_num(c1, sizeof c1, qa.amp_memory_saving_pct, "%+.1f%%"),
             fmt_num(c2, sizeof c2, qp.amp_memory_saving_pct, "%+.1f%%"));
-    fprintf(f, "| AMP test-accuracy delta | %s | %s | |\n",
-            fmt_num(c1, sizeof c1, qa.amp_accuracy_delta, "%+.2f points"),
-            fmt_num(c2, sizeof c2, qp.amp_accuracy_delta, "%+.2f points"));
+    char oa[160], op[160];
+    seeds_delta_text(oa, sizeof oa, w, 0, "amp", "points");
+    seeds_delta_text(op, sizeof op, w, 1, "amp", "points");
+    fprintf(f, "| AMP test-accuracy delta | %s%s%s | %s%s%s | |\n",
+            fmt_num(c1, sizeof c1, qa.amp_accuracy_delta, "%+.2f points"), *oa ? "; " : "", oa,
+            fmt_num(c2, sizeof c2, qp.amp_accuracy_delta, "%+.2f points"), *op ? "; " : "", op);
     char sa[64] = DASH, sp[64] = DASH;
     if (w->fp32) snprintf(sa, sizeof sa, "%ld steps, batch %ld", w->fp32->steps, w->fp32->batch_size);
     if (w->peer_fp32) snprintf(sp, sizeof sp, "%ld steps, batch %ld", w->peer_fp32->steps, w->peer_fp32->batch_size);
@@ -610,11 +778,19 @@ static void workload_section(FILE *f, const hr_reported *rep, const hr_runset *r
 
     c = hr_reported_claim(rep, w->model, "amp_accuracy_delta", 1);
     claim_cell(rc, sizeof rc, rep, c, w->model);
-    if (isfinite(q.amp_accuracy_delta))
-        snprintf(mc, sizeof mc, "%+.2f points (FP32 %.2f%% -> AMP %.2f%%)", q.amp_accuracy_delta,
-                 w->fp32->final_accuracy, w->amp->final_accuracy);
-    else
+    /* the lowest seed's delta, and with several seeds their mean and its interval */
+    char over[160], which[48] = "";
+    seeds_delta_text(over, sizeof over, w, 0, "amp", "points");
+    if (isfinite(q.amp_accuracy_delta)) {
+        if (w->max_seeds > 1 && w->fp32->seed == w->amp->seed)
+            snprintf(which, sizeof which, ", seed %d", w->fp32->seed);
+        else if (w->max_seeds > 1)
+            snprintf(which, sizeof which, ", seeds %d and %d", w->fp32->seed, w->amp->seed);
+        snprintf(mc, sizeof mc, "%+.2f points (FP32 %.2f%% -> AMP %.2f%%%s)%s%s", q.amp_accuracy_delta,
+                 w->fp32->final_accuracy, w->amp->final_accuracy, which, *over ? "; " : "", over);
+    } else {
         snprintf(mc, sizeof mc, DASH);
+    }
     row(f, "AMP test-accuracy delta", rc, mc);
     accuracy_meaning(f, rep, w, &q, c);
     fprintf(f, " |\n");
@@ -662,6 +838,7 @@ static void workload_section(FILE *f, const hr_reported *rep, const hr_runset *r
     row(f, "data-parallel time saving vs one AMP device", rc, mc);
     fprintf(f, "1 - 1/speed-up. |\n\n");
 
+    seeds_section(f, rep, w);
     absolute_rows(f, rep, rs, w);
     memory_table(f, w);
     peer_table(f, rs, w);
@@ -717,6 +894,20 @@ static void header(FILE *f, const hr_runset *rs) {
         fprintf(f, "Machine: %s, %s, %d cores; GPUs: %s; MPI: %s; source %s.\n\n", hr_str(m, "hostname", "?"),
                 hr_str(m, "cpu", "?"), (int)hr_num(m, "cores", 0), hr_str(m, "gpus", "none"),
                 hr_str(m, "mpi", "none"), hr_str(m, "git_commit", "?"));
+        const char *prof = hr_str(m, "profile", NULL), *why = hr_str(m, "profile_reason", "");
+        if (prof) {
+            const size_t l = strlen(why);
+            fprintf(f, "Profile: %s: %s%s\n\n", prof, *why ? why : "no reason recorded",
+                    l && why[l - 1] == '.' ? "" : ".");
+        }
+        const double seeds = hr_num(m, "seeds", NAN);
+        if (isfinite(seeds)) {
+            if (seeds > 1)
+                fprintf(f, "Seeds: %.0f (every run repeated with seeds 1 to %.0f; each workload's \"Accuracy over "
+                           "seeds\" gives the spread).\n\n", seeds, seeds);
+            else
+                fprintf(f, "Seeds: %.0f (one run per mode: no spread over seeds is measured).\n\n", seeds);
+        }
     } else {
         fprintf(f, " (no run.json: results collected by hand).\n\n");
     }
@@ -759,6 +950,12 @@ static void summary(FILE *f, const hr_reported *rep, const hr_workload *ws, int 
             if (k == 3 && isfinite(vals[k])) {
                 const size_t l = strlen(cell[k]);
                 snprintf(cell[k] + l, sizeof cell[k] - l, ", %d ranks", q.dp_ranks);
+            }
+            if (k == 2 && isfinite(vals[k])) {
+                char over[160];
+                seeds_delta_text(over, sizeof over, &ws[i], 0, "amp", "pt");
+                const size_t l = strlen(cell[k]);
+                if (*over) snprintf(cell[k] + l, sizeof cell[k] - l, "; %s", over);
             }
         }
         fprintf(f, "| `%s` | %d | %s | %s | %s | %s | %s |\n", ws[i].model, ws[i].n_all, cell[0], cell[1], cell[2],

@@ -1,7 +1,9 @@
 /* The plots: writes each plot's data as small whitespace-separated files under OUT/data and runs
  * the matching gnuplot script of plots/ (amp_savings.gp, loss.gp, scale.gp, accuracy.gp,
  * scaling.gp, memory.gp) in that folder, so that only names built here reach gnuplot's command
- * line. Only ampbench's runs are drawn; the peers' figures are in REPORT.md's tables. */
+ * line. Only ampbench's runs are drawn, except in the accuracy plot, which sets each tool and mode
+ * side by side (over the seeds when there are several); the peers' other figures are in
+ * REPORT.md's tables. With several seeds, the loss and scale plots draw each mode's lowest seed. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <math.h>
@@ -20,13 +22,23 @@ static void safe_label(char *dst, size_t n, const char *src) {
     dst[k] = 0;
 }
 
-static void run_label(const hr_run *r, char *buf, size_t n) {
+static void mode_label(const char *tool, const char *precision, int world_size, char *buf, size_t n) {
     char raw[96];
-    if (r->world_size > 1)
-        snprintf(raw, sizeof raw, "%s-%d-ranks", r->precision, r->world_size);
+    const int peer = strcmp(tool, "ampbench") != 0;
+    if (world_size > 1)
+        snprintf(raw, sizeof raw, "%s%s%s-%d-ranks", peer ? tool : "", peer ? "-" : "", precision, world_size);
     else
-        snprintf(raw, sizeof raw, "%s", r->precision);
+        snprintf(raw, sizeof raw, "%s%s%s", peer ? tool : "", peer ? "-" : "", precision);
     safe_label(buf, n, raw);
+}
+
+static void run_label(const hr_run *r, char *buf, size_t n) {
+    mode_label(r->tool, r->precision, r->world_size, buf, n);
+}
+
+/* With several seeds a mode's lowest seed stands for it: skip the other seeds' runs. */
+static int other_seed(const hr_workload *w, const hr_run *r) {
+    return w->max_seeds > 1 && hr_mode_run(w->all, w->n_all, r) != r;
 }
 
 static int gnuplot(const char *data_dir, const char *gp_dir, const char *script, const char *vars) {
@@ -149,10 +161,16 @@ static FILE *series_file(const char *dd, const char *kind, const hr_workload *w,
     return f;
 }
 
-/* adds a finished series file and its run's legend title to the lists handed to gnuplot */
-static void add_series(char *files, size_t fcap, char *titles, size_t tcap, const char *name, const hr_run *r) {
+/* adds a finished series file and its run's legend title to the lists handed to gnuplot; with
+ * several seeds the title names the seed drawn */
+static void add_series(char *files, size_t fcap, char *titles, size_t tcap, const char *name, const hr_workload *w,
+                       const hr_run *r) {
     char lab[96];
     run_label(r, lab, sizeof lab);
+    if (w->max_seeds > 1) {
+        const size_t l = strlen(lab);
+        snprintf(lab + l, sizeof lab - l, "-seed-%d", r->seed);
+    }
     append(files, fcap, name);
     append(titles, tcap, lab);
 }
@@ -162,7 +180,7 @@ static int plot_loss(const hr_workload *w, const char *dd, const char *gp, char 
     for (int i = 0; i < w->n_all; i++) {
         const hr_run *r = w->all[i];
         const cJSON *lc = cJSON_GetObjectItemCaseSensitive(r->json, "loss_curve"), *p;
-        if (cJSON_GetArraySize(lc) == 0) continue;
+        if (cJSON_GetArraySize(lc) == 0 || other_seed(w, r)) continue;
         char name[256];
         FILE *f = series_file(dd, "loss", w, i, "step loss (mean unscaled loss over the log interval) scale", name,
                               sizeof name);
@@ -170,7 +188,7 @@ static int plot_loss(const hr_workload *w, const char *dd, const char *gp, char 
         cJSON_ArrayForEach(p, lc) fprintf(f, "%.0f %.6g %.6g\n", hr_num(p, "step", 0), hr_num(p, "loss", NAN),
                                           hr_num(p, "scale", NAN));
         fclose(f);
-        add_series(files, sizeof files, titles, sizeof titles, name, r);
+        add_series(files, sizeof files, titles, sizeof titles, name, w, r);
     }
     if (!*files) return 0;
     char vars[6000], out[160], model[64];
@@ -191,6 +209,7 @@ static int plot_scale(const hr_workload *w, const char *dd, const char *gp, char
         const hr_run *r = w->all[i];
         const cJSON *amp = cJSON_GetObjectItemCaseSensitive(r->json, "amp");
         if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(amp, "enabled")) || !isfinite(r->init_scale)) continue;
+        if (other_seed(w, r)) continue;
         if (strcmp(hr_str(amp, "dtype", "fp16"), "fp16") != 0) continue; /* bf16 runs need no scaling */
         const cJSON *ch = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(amp, "scale_history"),
                                                            "changes"),
@@ -212,7 +231,7 @@ static int plot_scale(const hr_workload *w, const char *dd, const char *gp, char
         fprintf(f, "%ld %.6g\n", r->steps, isfinite(r->final_scale) ? r->final_scale : last);
         fclose(f);
         if (r->steps > last_step) last_step = r->steps;
-        add_series(files, sizeof files, titles, sizeof titles, name, r);
+        add_series(files, sizeof files, titles, sizeof titles, name, w, r);
 
         const cJSON *ev = cJSON_GetObjectItemCaseSensitive(amp, "overflow_events");
         if (cJSON_GetArraySize(ev) > 0) {
@@ -243,29 +262,82 @@ static int plot_scale(const hr_workload *w, const char *dd, const char *gp, char
     return add_drawn(drawn, max, n, out);
 }
 
+/* The test accuracy of run r after epoch e, NAN when r did not finish that epoch. */
+static double epoch_accuracy(const hr_run *r, int e) {
+    const cJSON *p;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(r->json, "epochs")) {
+        if ((int)hr_num(p, "epoch", 0) == e) return hr_num(p, "test_accuracy", NAN);
+    }
+    return NAN;
+}
+
+/* One series per tool and mode: per epoch, the mean, sample sd, min and max of the test accuracy
+ * over the seeds that finished that epoch. One seed gives a line, several a mean line in a band. */
 static int plot_accuracy(const hr_workload *w, const char *dd, const char *gp, char drawn[][128], int max, int *n) {
-    char files[2048] = "", titles[2048] = "";
-    int max_epoch = 1;
-    for (int i = 0; i < w->n_all; i++) {
-        const hr_run *r = w->all[i];
-        const cJSON *ep = cJSON_GetObjectItemCaseSensitive(r->json, "epochs"), *p;
-        if (cJSON_GetArraySize(ep) == 0) continue;
-        char name[256];
-        FILE *f = series_file(dd, "accuracy", w, i, "epoch test_accuracy_pct", name, sizeof name);
-        if (!f) return -1;
-        cJSON_ArrayForEach(p, ep) {
-            fprintf(f, "%.0f %.4f\n", hr_num(p, "epoch", 0), hr_num(p, "test_accuracy", NAN));
-            if ((int)hr_num(p, "epoch", 0) > max_epoch) max_epoch = (int)hr_num(p, "epoch", 0);
+    hr_seed_group *groups = calloc(HR_MAX_GROUPS, sizeof *groups);
+    if (!groups) return ab_errorf("out of memory");
+    int ng = 0;
+    if (hr_seed_groups(w, 0, groups, HR_MAX_GROUPS, &ng) != 0) {
+        free(groups);
+        return -1;
+    }
+    char files[2048] = "", titles[2048] = "", nseeds[256] = "";
+    int max_epoch = 1, rc = 0;
+    for (int g = 0; g < ng && rc == 0; g++) {
+        const hr_seed_group *G = &groups[g];
+        int last = 0;
+        for (int i = 0; i < G->n; i++) {
+            const cJSON *p;
+            cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(G->runs[i]->json, "epochs")) {
+                if ((int)hr_num(p, "epoch", 0) > last) last = (int)hr_num(p, "epoch", 0);
+            }
+        }
+        if (last == 0) continue;
+        char lab[96], name[256], model[64];
+        mode_label(G->tool, G->precision, G->world_size, lab, sizeof lab);
+        safe_label(model, sizeof model, w->model);
+        snprintf(name, sizeof name, "accuracy_%s_%s.dat", model, lab);
+        FILE *f = open_data(dd, name);
+        if (!f) {
+            rc = -1;
+            break;
+        }
+        fprintf(f, "# epoch mean_test_accuracy_pct sd min max seeds (over the %d seed%s of %s %s, %d rank%s, that "
+                   "finished the epoch; sd is the sample standard deviation, NaN with one seed)\n",
+                G->n, G->n == 1 ? "" : "s", G->tool, G->precision, G->world_size, G->world_size == 1 ? "" : "s");
+        for (int e = 1; e <= last; e++) {
+            double v[HR_MAX_RUNS], lo = INFINITY, hi = -INFINITY, mean, sd;
+            int k = 0;
+            for (int i = 0; i < G->n; i++) {
+                const double a = epoch_accuracy(G->runs[i], e);
+                if (!isfinite(a)) continue;
+                lo = fmin(lo, a);
+                hi = fmax(hi, a);
+                v[k++] = a;
+            }
+            if (k == 0) continue;
+            hr_mean_sd(v, k, &mean, &sd);
+            fprintf(f, "%d %.4f", e, mean);
+            fmt_or_nan(f, sd);
+            fprintf(f, " %.4f %.4f %d\n", lo, hi, k);
         }
         fclose(f);
-        add_series(files, sizeof files, titles, sizeof titles, name, r);
+        if (last > max_epoch) max_epoch = last;
+        char num[16];
+        snprintf(num, sizeof num, "%d", G->n);
+        append(files, sizeof files, name);
+        append(titles, sizeof titles, lab);
+        append(nseeds, sizeof nseeds, num);
     }
+    free(groups);
+    if (rc != 0) return rc;
     if (!*files) return 0;
     char vars[6000], out[160], model[64];
     safe_label(model, sizeof model, w->model);
     snprintf(out, sizeof out, "accuracy_%s.png", model);
-    snprintf(vars, sizeof vars, "out='../%s'; w=%d; h=%d; files='%s'; titles='%s'; workload='%s'; maxepoch=%d", out,
-             HR_PLOT_W, HR_PLOT_H, files, titles, model, max_epoch);
+    snprintf(vars, sizeof vars,
+             "out='../%s'; w=%d; h=%d; files='%s'; titles='%s'; nseeds='%s'; workload='%s'; maxepoch=%d", out,
+             HR_PLOT_W, HR_PLOT_H, files, titles, nseeds, model, max_epoch);
     AB_TRY(gnuplot(dd, gp, "accuracy.gp", vars));
     return add_drawn(drawn, max, n, out);
 }

@@ -142,6 +142,7 @@ static int run_from_json(const char *path, cJSON *j, hr_run *r) {
     copy_str(r->engine, sizeof r->engine, hr_str(dp, "engine", ""));
     r->world_size = (int)hr_num(j, "world_size", 1);
     if (r->world_size < 1) r->world_size = 1;
+    r->seed = (int)hr_num(wl, "seed", 1);
     r->complete = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "complete"));
     r->interrupted = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "interrupted"));
     r->epochs_requested = (int)hr_num(wl, "epochs", 0);
@@ -278,17 +279,29 @@ int hr_runset_load(const char *dir, hr_runset *rs) {
     copy_str(rs->dir, sizeof rs->dir, dir);
     DIR *d = opendir(dir);
     if (!d) return ab_errorf("%s: cannot open run folder: %s", dir, strerror(errno));
-    char *names[512];
-    int n = 0;
+    char **names = NULL;
+    int n = 0, cap = 0, rc = 0;
     struct dirent *de;
-    while ((de = readdir(d)) && n < 512) {
+    while ((de = readdir(d))) {
         const size_t len = strlen(de->d_name);
         if (len < 6 || strcmp(de->d_name + len - 5, ".json") != 0) continue;
-        names[n++] = strdup(de->d_name);
+        if (n == cap) {
+            cap = cap ? 2 * cap : 256;
+            char **nn = realloc(names, (size_t)cap * sizeof *names);
+            if (!nn) {
+                rc = ab_errorf("%s: out of memory", dir);
+                break;
+            }
+            names = nn;
+        }
+        if (!(names[n] = strdup(de->d_name))) {
+            rc = ab_errorf("%s: out of memory", dir);
+            break;
+        }
+        n++;
     }
     closedir(d);
-    qsort(names, (size_t)n, sizeof names[0], cmp_str);
-    int rc = 0;
+    if (n > 0) qsort(names, (size_t)n, sizeof names[0], cmp_str);
     for (int i = 0; i < n && rc == 0; i++) {
         char path[1200];
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
@@ -329,6 +342,7 @@ int hr_runset_load(const char *dir, hr_runset *rs) {
         rs->n_runs++;
     }
     for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
     if (rc != 0) hr_runset_free(rs);
     return rc;
 }
@@ -345,6 +359,44 @@ static const hr_run *better(const hr_run *cur, const hr_run *cand) {
     if (!cur) return cand;
     if (cand->complete != cur->complete) return cand->complete ? cand : cur;
     return cand->steps > cur->steps ? cand : cur;
+}
+
+/* The slots hold the lowest seed's run; among runs of one seed, better() decides. */
+static const hr_run *pick(const hr_run *cur, const hr_run *cand) {
+    if (!cur || cand->seed < cur->seed) return cand;
+    if (cand->seed > cur->seed) return cur;
+    return better(cur, cand);
+}
+
+static int same_mode(const hr_run *a, const hr_run *b) {
+    return !strcmp(a->tool, b->tool) && !strcmp(a->precision, b->precision) && a->world_size == b->world_size;
+}
+
+const hr_run *hr_mode_run(const hr_run *const *list, int n, const hr_run *r) {
+    const hr_run *best = NULL;
+    for (int i = 0; i < n; i++)
+        if (same_mode(list[i], r)) best = pick(best, list[i]);
+    return best;
+}
+
+/* The most distinct seeds that any one mode (tool, precision, ranks) of list[0..n) ran with. */
+static int most_seeds(const hr_run *const *list, int n) {
+    int most = 1;
+    for (int m = 0; m < n; m++) {
+        int first_of_mode = 1;
+        for (int k = 0; k < m && first_of_mode; k++) first_of_mode = !same_mode(list[k], list[m]);
+        if (!first_of_mode) continue; /* each mode is counted once, from its first run */
+        int count = 0;
+        for (int i = m; i < n; i++) {
+            if (!same_mode(list[i], list[m])) continue;
+            int new_seed = 1;
+            for (int k = m; k < i && new_seed; k++)
+                new_seed = !(same_mode(list[k], list[m]) && list[k]->seed == list[i]->seed);
+            count += new_seed;
+        }
+        if (count > most) most = count;
+    }
+    return most;
 }
 
 static int run_order(const hr_run *r) {
@@ -391,9 +443,13 @@ int hr_group_workloads(const hr_runset *rs, hr_workload *out, int max, int *n) {
         } else {
             insert_ordered(w->all, &w->n_all, r);
         }
-        if (r->world_size == 1 && strcmp(r->precision, "fp32") == 0) *fp32 = better(*fp32, r);
-        if (r->world_size == 1 && strcmp(r->precision, "amp") == 0) *amp = better(*amp, r);
-        if (r->world_size > 1 && strcmp(r->precision, "amp") == 0) *dp = better(*dp, r);
+        if (r->world_size == 1 && strcmp(r->precision, "fp32") == 0) *fp32 = pick(*fp32, r);
+        if (r->world_size == 1 && strcmp(r->precision, "amp") == 0) *amp = pick(*amp, r);
+        if (r->world_size > 1 && strcmp(r->precision, "amp") == 0) *dp = pick(*dp, r);
+    }
+    for (int k = 0; k < *n; k++) {
+        const int a = most_seeds(out[k].all, out[k].n_all), p = most_seeds(out[k].peer_all, out[k].n_peer);
+        out[k].max_seeds = a > p ? a : p;
     }
     for (int i = 0; i < rs->n_fits; i++)
         for (int k = 0; k < *n; k++) {
@@ -412,6 +468,116 @@ void hr_peer_view(const hr_workload *w, hr_workload *view) {
     view->dp = w->peer_dp;
     memcpy(view->all, w->peer_all, sizeof view->all);
     view->n_all = w->n_peer;
+    view->max_seeds = w->max_seeds;
+}
+
+void hr_mean_sd(const double *v, int n, double *mean, double *sd) {
+    double sum = 0, ss = 0;
+    for (int i = 0; i < n; i++) sum += v[i];
+    *mean = n > 0 ? sum / n : NAN;
+    for (int i = 0; i < n; i++) ss += (v[i] - *mean) * (v[i] - *mean);
+    *sd = n > 1 ? sqrt(ss / (n - 1)) : NAN;
+}
+
+static void group_stats(hr_seed_group *g) {
+    double acc[HR_MAX_RUNS], loss = 0;
+    int n_loss = 0;
+    g->acc_min = g->n ? INFINITY : NAN;
+    g->acc_max = g->n ? -INFINITY : NAN;
+    for (int i = 0; i < g->n; i++) {
+        acc[i] = g->runs[i]->final_accuracy;
+        g->acc_min = fmin(g->acc_min, acc[i]);
+        g->acc_max = fmax(g->acc_max, acc[i]);
+        if (isfinite(g->runs[i]->final_train_loss)) {
+            loss += g->runs[i]->final_train_loss;
+            n_loss++;
+        }
+    }
+    hr_mean_sd(acc, g->n, &g->acc_mean, &g->acc_sd);
+    g->loss_mean = n_loss ? loss / n_loss : NAN;
+}
+
+/* Adds the runs of list to the groups: one group per mode, one run per seed (ascending). */
+static int add_groups(const hr_run *const *list, int n_list, int complete_only, hr_seed_group *out, int max,
+                      int *n) {
+    for (int i = 0; i < n_list; i++) {
+        const hr_run *r = list[i];
+        if (complete_only && (!r->complete || !isfinite(r->final_accuracy))) continue;
+        hr_seed_group *g = NULL;
+        for (int k = 0; k < *n && !g; k++)
+            if (!strcmp(out[k].tool, r->tool) && !strcmp(out[k].precision, r->precision) &&
+                out[k].world_size == r->world_size)
+                g = &out[k];
+        if (!g) {
+            if (*n >= max) return ab_errorf("%s: more than %d tool and mode groups", r->model, max);
+            g = &out[(*n)++];
+            memset(g, 0, sizeof *g);
+            copy_str(g->tool, sizeof g->tool, r->tool);
+            copy_str(g->precision, sizeof g->precision, r->precision);
+            g->world_size = r->world_size;
+            g->peer = r->peer;
+        }
+        int at = 0;
+        while (at < g->n && g->runs[at]->seed < r->seed) at++;
+        if (at < g->n && g->runs[at]->seed == r->seed) { /* the same seed twice: one run stands for it */
+            g->runs[at] = pick(g->runs[at], r);
+            continue;
+        }
+        memmove(&g->runs[at + 1], &g->runs[at], (size_t)(g->n - at) * sizeof g->runs[0]);
+        g->runs[at] = r;
+        g->n++;
+    }
+    return 0;
+}
+
+int hr_seed_groups(const hr_workload *w, int complete_only, hr_seed_group *out, int max, int *n) {
+    *n = 0;
+    AB_TRY(add_groups(w->all, w->n_all, complete_only, out, max, n));
+    AB_TRY(add_groups(w->peer_all, w->n_peer, complete_only, out, max, n));
+    for (int k = 0; k < *n; k++) group_stats(&out[k]);
+    return 0;
+}
+
+double hr_t95(double df) {
+    /* two-sided 95%: the 0.975 quantile of Student's t */
+    static const double t[31] = {NAN,   12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+                                 2.201, 2.179,  2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080,
+                                 2.074, 2.069,  2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
+    if (!(df >= 1)) return NAN;
+    /* a fractional df (Welch's) is rounded down: the larger quantile, the wider interval */
+    return df > 30 ? 1.96 : t[(int)floor(df)];
+}
+
+void hr_diff_interval(const hr_seed_group *a, const hr_seed_group *b, int allow_pairing, hr_interval *o) {
+    memset(o, 0, sizeof *o);
+    o->n_a = a->n;
+    o->n_b = b->n;
+    o->mean = a->acc_mean - b->acc_mean;
+    o->df = o->t = o->lo = o->hi = NAN;
+    int same = allow_pairing && a->n == b->n;
+    for (int i = 0; i < a->n && same; i++) same = a->runs[i]->seed == b->runs[i]->seed;
+    o->paired = same;
+    if (a->n < 2 || b->n < 2) return;
+    double half;
+    if (same) {
+        /* per-seed differences: the seed fixes the initialisation and the data order in both runs */
+        const int n = a->n;
+        double d[HR_MAX_RUNS], sd;
+        for (int i = 0; i < n; i++) d[i] = a->runs[i]->final_accuracy - b->runs[i]->final_accuracy;
+        hr_mean_sd(d, n, &o->mean, &sd);
+        o->df = n - 1;
+        o->t = hr_t95(o->df);
+        half = o->t * sd / sqrt((double)n);
+    } else {
+        const double va = a->acc_sd * a->acc_sd / a->n, vb = b->acc_sd * b->acc_sd / b->n;
+        const double se2 = va + vb;
+        /* Welch-Satterthwaite; with no spread on either side the pooled df stands in */
+        o->df = se2 > 0 ? se2 * se2 / (va * va / (a->n - 1) + vb * vb / (b->n - 1)) : a->n + b->n - 2;
+        o->t = hr_t95(o->df);
+        half = o->t * sqrt(se2);
+    }
+    o->lo = o->mean - half;
+    o->hi = o->mean + half;
 }
 
 const hr_run *hr_projection_run(const hr_workload *w) {

@@ -1,7 +1,8 @@
 /* The regression check, run as users run it (the ampbench-regress program): a copy of the
  * fixture run is the baseline; the current run is the same, within tolerance, 10% slower, less
  * accurate, missing a result, malformed, or missing altogether. Exit codes and messages are
- * checked, and the github-action-benchmark files are read back.
+ * checked, and the github-action-benchmark files are read back. On the run-seeds fixture (3 seeds
+ * per mode) results are matched seed by seed: a drop in seed 2 alone, or a missing seed, is found.
  * usage: test_harness_regress AMPBENCH_REGRESS FIXTURES_DIR REGRESS_CONF */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -205,6 +206,30 @@ int main(int argc, char **argv) {
     rc = run(base, cur, "--no-json", out, sizeof out);
     CHECK(rc == 2 && strstr(out, "bad.conf:2") && strstr(out, "samples_per_sec"), "bad config: exit %d\n%s", rc, out);
     conf = keep;
+
+    /* several seeds: seed 2 of the baseline against seed 2 now, the peer's apart from ampbench's */
+    char seeds[1100];
+    snprintf(seeds, sizeof seeds, "%s/run-seeds", argv[2]);
+    copy_run(seeds, base);
+    copy_run(seeds, cur);
+    rc = run(base, cur, "--no-json", out, sizeof out);
+    CHECK(rc == 0, "identical seed runs: exit %d, want 0\n%s", rc, out);
+    CHECK(has_line(out, "final_test_accuracy", "mlp/fp32/1rank/s2 ", " ok") &&
+              has_line(out, "final_test_accuracy", "mlp/fp32/1rank/pytorch/s3 ", " ok"),
+          "identical seed runs: no per-seed lines\n%s", out);
+    edit(cur, "mlp-fp32-s2.json", "final_test_accuracy", 1, -3.0);
+    rc = run(base, cur, "--no-json", out, sizeof out);
+    CHECK(rc == 1, "accuracy drop in seed 2: exit %d, want 1\n%s", rc, out);
+    CHECK(has_line(out, "final_test_accuracy", "mlp/fp32/1rank/s2 ", "REGRESSION"),
+          "accuracy drop in seed 2: no REGRESSION line for seed 2\n%s", out);
+    CHECK(has_line(out, "final_test_accuracy", "mlp/fp32/1rank/s1 ", " ok") &&
+              has_line(out, "final_test_accuracy", "mlp/fp32/1rank/pytorch/s2 ", " ok"),
+          "accuracy drop in seed 2: seed 1 or the peer's seed 2 not left ok\n%s", out);
+    copy_run(seeds, cur);
+    snprintf(path, sizeof path, "%s/mlp-amp-s3.json", cur);
+    remove(path);
+    rc = run(base, cur, "--no-json", out, sizeof out);
+    CHECK(rc == 1 && has_line(out, "mlp/amp/1rank/s3", "missing", NULL), "missing seed 3: exit %d\n%s", rc, out);
 
     if (failures) {
         fprintf(stderr, "test_harness_regress: %d failures (files kept in %s)\n", failures, tmp);

@@ -1,7 +1,9 @@
-/* The report on fixture results (tests/fixtures/harness/run-basic, see its README): the ratios
- * recomputed here from the JSON files and checked against the fixture's round numbers, the
- * Markdown table cells that must hold them, and bad input (a malformed or missing result) giving
- * a one-line error naming the file.
+/* The report on fixture results (tests/fixtures/harness/run-basic and run-seeds, see their
+ * README): the ratios recomputed here from the JSON files and checked against the fixture's round
+ * numbers, the Markdown table cells that must hold them, the accuracy over seeds (mean ± sd, the
+ * paired and Welch 95% intervals recomputed here, the sentence on the articles' delta, the
+ * profile line), and bad input (a malformed or missing result) giving a one-line error naming
+ * the file.
  * usage: test_harness_report FIXTURES_DIR REPORTED_JSON */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -33,7 +35,10 @@ static double raw(const char *dir, const char *file, const char *key) {
     double v = NAN;
     if (!strcmp(key, "peak_total"))
         v = hr_num(cJSON_GetObjectItemCaseSensitive(j, "peak_memory_bytes"), "total", NAN);
-    else
+    else if (!strcmp(key, "last_train_loss")) {
+        const cJSON *ep = cJSON_GetObjectItemCaseSensitive(j, "epochs");
+        v = hr_num(cJSON_GetArrayItem(ep, cJSON_GetArraySize(ep) - 1), "train_loss", NAN);
+    } else
         v = hr_num(j, key, NAN);
     cJSON_Delete(j);
     return v;
@@ -64,6 +69,204 @@ static int row_cells(const char *md, const char *label, char cells[][512], int m
 }
 
 static int starts_with(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
+
+/* Sets a result's final test accuracy (and its last epoch's) to v. */
+static void set_accuracy(const char *dir, const char *file, double v) {
+    char path[1200], *text;
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    if (hr_read_file(path, &text) != 0) {
+        CHECK(0, "%s", ab_error());
+        return;
+    }
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    cJSON_SetNumberValue(cJSON_GetObjectItemCaseSensitive(j, "final_test_accuracy"), v);
+    cJSON *ep = cJSON_GetObjectItemCaseSensitive(j, "epochs");
+    cJSON_SetNumberValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(ep, cJSON_GetArraySize(ep) - 1),
+                                                          "test_accuracy"),
+                         v);
+    char *out = cJSON_Print(j);
+    CHECK(out && hr_write_atomic(path, out) == 0, "cannot rewrite %s", path);
+    free(out);
+    cJSON_Delete(j);
+}
+
+/* Mean and sample standard deviation of v[0..n), computed here rather than by the harness. */
+static void mean_sd(const double *v, int n, double *mean, double *sd) {
+    double s = 0, ss = 0;
+    for (int i = 0; i < n; i++) s += v[i];
+    *mean = s / n;
+    for (int i = 0; i < n; i++) ss += (v[i] - *mean) * (v[i] - *mean);
+    *sd = sqrt(ss / (n - 1));
+}
+
+/* "[lo, hi]" in a cell, compared with the interval computed here, to 0.01 (the cell has 2 decimals). */
+static void check_interval_cell(const char *what, const char *cell, double lo, double hi) {
+    double a = NAN, b = NAN;
+    const char *p = strchr(cell, '[');
+    CHECK(p && sscanf(p, "[%lf, %lf]", &a, &b) == 2 && fabs(a - lo) <= 0.01 && fabs(b - hi) <= 0.01,
+          "%s: cell '%s', want [%.4f, %.4f]", what, cell, lo, hi);
+}
+
+/* Writes REPORT.md for the run folder dir into out_dir and returns its text (NULL on error). */
+static char *report_of(const char *dir, const hr_reported *rep, const char *out_dir) {
+    hr_runset *rs = calloc(1, sizeof *rs);
+    char path[1300], *md = NULL;
+    snprintf(path, sizeof path, "%s/REPORT.md", out_dir);
+    if (!rs || hr_runset_load(dir, rs) != 0) {
+        CHECK(0, "%s: %s", dir, ab_error());
+        free(rs);
+        return NULL;
+    }
+    CHECK(hr_write_report(rs, rep, path, NULL, NULL, 0) == 0, "%s: hr_write_report: %s", dir, ab_error());
+    if (hr_read_file(path, &md) != 0) md = NULL;
+    hr_runset_free(rs);
+    free(rs);
+    return md;
+}
+
+/* The run-seeds fixture: 3 seeds of ampbench's FP32 and AMP and of the peer's FP32. */
+static void check_seeds(const char *fixtures, const hr_reported *rep, const char *tmp) {
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s/run-seeds", fixtures);
+    hr_runset *rs = calloc(1, sizeof *rs);
+    if (!rs || hr_runset_load(dir, rs) != 0) {
+        CHECK(0, "%s: %s", dir, ab_error());
+        free(rs);
+        return;
+    }
+    CHECK(rs->n_runs == 9, "run-seeds: %d results, want 9", rs->n_runs);
+    hr_workload *ws = calloc(HR_MAX_WORKLOADS, sizeof *ws);
+    int nw = 0;
+    CHECK(ws && hr_group_workloads(rs, ws, HR_MAX_WORKLOADS, &nw) == 0 && nw == 1, "run-seeds: %d workloads", nw);
+    if (ws && nw == 1) {
+        const hr_workload *w = &ws[0];
+        CHECK(w->max_seeds == 3, "run-seeds: max_seeds %d, want 3", w->max_seeds);
+        /* the slots the time and memory ratios read hold the lowest seed */
+        CHECK(w->fp32 && w->fp32->seed == 1 && w->amp && w->amp->seed == 1 && w->peer_fp32 &&
+                  w->peer_fp32->seed == 1,
+              "run-seeds: the fp32/amp/peer slots do not hold seed 1");
+        CHECK(w->n_all == 6 && w->n_peer == 3, "run-seeds: %d ampbench and %d peer runs", w->n_all, w->n_peer);
+    }
+    free(ws);
+    hr_runset_free(rs);
+    free(rs);
+
+    /* the figures, read from the files here */
+    double f[3], a[3], p[3], lf[3], la[3], lp[3];
+    char name[64];
+    for (int s = 1; s <= 3; s++) {
+        snprintf(name, sizeof name, "mlp-fp32-s%d.json", s);
+        f[s - 1] = raw(dir, name, "final_test_accuracy");
+        lf[s - 1] = raw(dir, name, "last_train_loss");
+        snprintf(name, sizeof name, "mlp-amp-s%d.json", s);
+        a[s - 1] = raw(dir, name, "final_test_accuracy");
+        la[s - 1] = raw(dir, name, "last_train_loss");
+        snprintf(name, sizeof name, "mlp-fp32-pytorch-s%d.json", s);
+        p[s - 1] = raw(dir, name, "final_test_accuracy");
+        lp[s - 1] = raw(dir, name, "last_train_loss");
+    }
+    double mf, sf, ma, sa, mp, sp, md_, sd_;
+    mean_sd(f, 3, &mf, &sf);
+    mean_sd(a, 3, &ma, &sa);
+    mean_sd(p, 3, &mp, &sp);
+    const double d[3] = {a[0] - f[0], a[1] - f[1], a[2] - f[2]};
+    mean_sd(d, 3, &md_, &sd_);
+    /* paired t, 2 degrees of freedom: t = 4.303 */
+    const double half = 4.303 * sd_ / sqrt(3.0);
+    /* Welch: (sf^2/3 + sp^2/3)^2 / ((sf^2/3)^2/2 + (sp^2/3)^2/2) = 4 degrees of freedom when sf = sp: t = 2.776 */
+    const double se = sqrt(sf * sf / 3 + sp * sp / 3);
+    CHECK(fabs(sf - sp) < 1e-12, "the fixture's FP32 sds differ (%g, %g): the Welch df here assumes 4", sf, sp);
+    const double whalf = 2.776 * se;
+    /* and the fixture's designed round numbers (README) */
+    check_close("fp32 mean", mf, 97.0);
+    check_close("fp32 sd", sf, 1.0);
+    check_close("amp mean", ma, 97.5);
+    check_close("amp sd", sa, 1.5);
+    check_close("paired mean difference", md_, 0.5);
+    check_close("paired sd of the differences", sd_, 0.5);
+
+    char *md = report_of(dir, rep, tmp);
+    if (!md) return;
+    char cells[8][512], want[128];
+    const double means[3] = {mf, ma, mp}, sds[3] = {sf, sa, sp};
+    const double mins[3] = {96, 96, 95.5}, maxs[3] = {98, 99, 97.5};
+    const double losses[3] = {(lf[0] + lf[1] + lf[2]) / 3, (la[0] + la[1] + la[2]) / 3, (lp[0] + lp[1] + lp[2]) / 3};
+    static const char *const rows[3] = {"ampbench | fp32", "ampbench | amp", "pytorch | fp32"};
+    for (int k = 0; k < 3; k++) {
+        const int n = row_cells(md, rows[k], cells, 8);
+        CHECK(n == 6, "seeds table row '%s': %d cells, want 6", rows[k], n);
+        if (n != 6) continue;
+        CHECK(!strcmp(cells[2], "3 (1, 2, 3)"), "row '%s': seeds '%s'", rows[k], cells[2]);
+        snprintf(want, sizeof want, "%.2f ± %.2f", means[k], sds[k]);
+        CHECK(!strcmp(cells[3], want), "row '%s': mean ± sd '%s', want '%s'", rows[k], cells[3], want);
+        snprintf(want, sizeof want, "%.2f..%.2f", mins[k], maxs[k]);
+        CHECK(!strcmp(cells[4], want), "row '%s': min..max '%s', want '%s'", rows[k], cells[4], want);
+        snprintf(want, sizeof want, "%.4f", losses[k]);
+        CHECK(!strcmp(cells[5], want), "row '%s': train loss '%s', want '%s'", rows[k], cells[5], want);
+    }
+    int n = row_cells(md, "ampbench AMP - FP32", cells, 8);
+    CHECK(n == 5 && !strcmp(cells[1], "3 pairs") && starts_with(cells[2], "paired t") && !strcmp(cells[3], "+0.50"),
+          "paired row: '%s' '%s' '%s'", n > 1 ? cells[1] : "?", n > 2 ? cells[2] : "?", n > 3 ? cells[3] : "?");
+    if (n == 5) check_interval_cell("paired AMP - FP32 interval", cells[4], md_ - half, md_ + half);
+    n = row_cells(md, "FP32: ampbench - pytorch", cells, 8);
+    CHECK(n == 5 && !strcmp(cells[1], "3 and 3 seeds") && starts_with(cells[2], "Welch"),
+          "tools row: '%s' '%s'", n > 1 ? cells[1] : "?", n > 2 ? cells[2] : "?");
+    if (n == 5) check_interval_cell("Welch FP32 ampbench - pytorch interval", cells[4], mf - mp - whalf, mf - mp + whalf);
+    CHECK(strstr(md, "ampbench AMP - FP32: the articles' delta of 0 to +1 points lies inside the interval") != NULL,
+          "no 'lies inside' sentence for the fixture's [%.2f, %.2f]", md_ - half, md_ + half);
+    CHECK(strstr(md, "With 3 seeds the interval is 2.48 points wide: at 1 point or wider it can hold 0 and +1 at "
+                     "once, so it cannot tell a 1-point delta apart from 0.") != NULL,
+          "no sentence on what 3 seeds can tell apart");
+    CHECK(strstr(md, "ampbench's FP32 mean is +0.50 points from pytorch's: within the 1.5 points") != NULL,
+          "no sentence on the two tools' FP32 agreement");
+    n = row_cells(md, "AMP test-accuracy delta", cells, 8);
+    snprintf(want, sizeof want, "mean over 3 seeds %+.2f points, 95%% interval [", md_);
+    CHECK(n == 4 && starts_with(cells[2], "+0.00 points (FP32 96.00% -> AMP 96.00%, seed 1)") && strstr(cells[2], want),
+          "accuracy row with seeds: '%s'", n > 2 ? cells[2] : "?");
+    if (n == 4) check_interval_cell("accuracy row interval", strstr(cells[2], "interval ["), md_ - half, md_ + half);
+    CHECK(strstr(md, "\nProfile: quick-cpu: --quick without a usable GPU: the CPU profile (fixture).\n") != NULL,
+          "no profile line");
+    CHECK(strstr(md, "\nSeeds: 3 (") != NULL, "no seeds line");
+    free(md);
+
+    /* AMP 3 points below FP32 on every seed: the interval lies below the articles' 0 to +1 */
+    char var[1100];
+    snprintf(var, sizeof var, "%s/seeds-outside", tmp);
+    char cmd[4500];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s' && cp '%s'/*.json '%s'/", var, var, dir, var);
+    CHECK(system(cmd) == 0, "cannot copy %s", dir);
+    for (int s = 1; s <= 3; s++) {
+        snprintf(name, sizeof name, "mlp-amp-s%d.json", s);
+        set_accuracy(var, name, a[s - 1] - 3.0);
+    }
+    md = report_of(var, rep, var);
+    if (md) {
+        n = row_cells(md, "ampbench AMP - FP32", cells, 8);
+        CHECK(n == 5 && !strcmp(cells[3], "-2.50"), "outside: mean difference '%s'", n > 3 ? cells[3] : "?");
+        if (n == 5) check_interval_cell("outside interval", cells[4], md_ - 3 - half, md_ - 3 + half);
+        CHECK(strstr(md, "the articles' delta of 0 to +1 points lies outside the interval") != NULL,
+              "no 'lies outside' sentence");
+        free(md);
+    }
+    /* AMP exactly 0.5 points above FP32 on every seed: a zero-width interval [0.5, 0.5] inside the
+     * articles' 0 to +1, narrow enough to tell a 1-point delta from 0 */
+    for (int s = 1; s <= 3; s++) {
+        snprintf(name, sizeof name, "mlp-amp-s%d.json", s);
+        set_accuracy(var, name, f[s - 1] + 0.5);
+    }
+    md = report_of(var, rep, var);
+    if (md) {
+        n = row_cells(md, "ampbench AMP - FP32", cells, 8);
+        if (n == 5) check_interval_cell("zero-width interval", cells[4], 0.5, 0.5);
+        CHECK(strstr(md, "the articles' delta of 0 to +1 points overlaps the interval") != NULL,
+              "no 'overlaps' sentence");
+        CHECK(strstr(md, "under 1 point it cannot hold both 0 and +1, so it can tell a 1-point delta apart from 0") !=
+                  NULL,
+              "no 'can tell apart' sentence");
+        free(md);
+    }
+}
 
 int main(int argc, char **argv) {
     if (argc != 3) {
@@ -182,7 +385,14 @@ int main(int argc, char **argv) {
           "no reported-only section for bert-base");
     CHECK(strstr(md, "| `bert-base-fp32` | skipped | fixture: model not built |") != NULL,
           "the skipped run of run.json is not listed");
+    /* one seed per run: nothing over seeds is measured, and the report says how to get it */
+    CHECK(strstr(md, "Accuracy over seeds: not measured") && strstr(md, "`bench/run_all.sh --seeds N`"),
+          "single-seed run: no 'Accuracy over seeds: not measured' line");
+    CHECK(!strstr(md, "mean over") && !strstr(md, "\nProfile: ") && !strstr(md, "\nSeeds: "),
+          "single-seed run without profile or seeds in run.json: seed figures or a profile line appeared");
     free(md);
+
+    check_seeds(argv[1], &rep, tmp);
 
     /* BERT's "fits in memory": an AMP run that completed, an FP32 run that failed for lack of memory */
     char bert[1000];
