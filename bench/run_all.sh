@@ -35,10 +35,16 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 usage() {
     cat <<EOF
 usage: bench/run_all.sh [--quick | --full] [options]
-  --quick             a few hundred optimizer steps per run (default; minutes on a GPU box)
+  --quick             a fixed number of optimizer steps per run (default): the config's
+                      quick_steps on a GPU (minutes); on a CPU the CPU profile, its cpu_steps
+                      and cpu_test columns (all workloads in about 40 minutes on 2 cores)
   --full              the articles' epochs (MLP 10, ResNet-50 50, ...): hours for the large models
-  --max-steps N       optimizer steps per run (overrides the config's quick_steps; 0 = whole epochs)
+  --max-steps N       optimizer steps per run (overrides the profile's steps; 0 = whole epochs)
   --epochs N          epochs per run (overrides the config's full_epochs)
+  --seeds N           repeat every training run with seeds 1..N (results <run>-s<seed>.json);
+                      REPORT.md gives mean +- sd and the AMP - FP32 delta's 95% interval [1]
+  --modes LIST        modes to run, of fp32,amp,bf16,dp-amp        [fp32,amp,dp-amp]
+  --peer-modes LIST   the peers' modes                             [the same as --modes]
   --workloads A,B     only these workloads of the config
   --config FILE       workloads                               [bench/workloads.conf]
   --device D          cpu | cuda                              [cuda when a GPU works, else cpu]
@@ -49,6 +55,8 @@ usage: bench/run_all.sh [--quick | --full] [options]
   --no-build          use the binaries in --build-dir as they are
   --out-root DIR      the run folder goes under DIR           [results/runs]
   --run-dir DIR       exactly this run folder
+  --resume            with --run-dir: keep the complete results already there (an interrupted
+                      or partly failed run goes on where it stopped) and run only the rest
   --copy-plots DIR    copy the PNGs there too                 [plots]
   --no-copy-plots     leave plots/ alone
 EOF
@@ -56,14 +64,16 @@ EOF
 
 MODE=quick BUILD_DIR="$ROOT/build" OUT_ROOT="$ROOT/results/runs" RUN_DIR="" COPY_PLOTS="$ROOT/plots"
 DO_BUILD=1 DEVICE="" STEPS="" EPOCHS="" NP="" ONLY="" NO_MPI=0 NO_PEERS=0 CONF="$ROOT/bench/workloads.conf"
+SEEDS=1 MODES="fp32,amp,dp-amp" PEER_MODES="" RESUME=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) MODE=quick ;;
         --full) MODE=full ;;
-        --max-steps|--epochs|--workloads|--config|--device|--np|--build-dir|--out-root|--run-dir|--copy-plots)
+        --max-steps|--epochs|--workloads|--config|--device|--np|--build-dir|--out-root|--run-dir|--copy-plots|--seeds|--modes|--peer-modes)
             [ $# -ge 2 ] || { echo "run_all.sh: $1 needs a value" >&2; exit 2; }
             case "$1" in
                 --max-steps) STEPS=$2 ;; --epochs) EPOCHS=$2 ;; --workloads) ONLY=$2 ;; --config) CONF=$2 ;;
+                --seeds) SEEDS=$2 ;; --modes) MODES=$2 ;; --peer-modes) PEER_MODES=$2 ;;
                 --device) DEVICE=$2 ;; --np) NP=$2 ;; --build-dir) BUILD_DIR=$2 ;; --out-root) OUT_ROOT=$2 ;;
                 --run-dir) RUN_DIR=$2 ;; --copy-plots) COPY_PLOTS=$2 ;;
             esac
@@ -72,15 +82,22 @@ while [ $# -gt 0 ]; do
         --no-build) DO_BUILD=0 ;;
         --no-mpi) NO_MPI=1 ;;
         --no-peers) NO_PEERS=1 ;;
+        --resume) RESUME=1 ;;
         -h|--help) usage; exit 0 ;;
         *) echo "run_all.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
 done
-for v in "$STEPS" "$EPOCHS" "$NP"; do
+for v in "$STEPS" "$EPOCHS" "$NP" "$SEEDS"; do
     case "$v" in ''|*[!0-9]*) [ -z "$v" ] || { echo "run_all.sh: '$v' is not a whole number" >&2; exit 2; } ;; esac
 done
+[ "$SEEDS" -ge 1 ] || { echo "run_all.sh: --seeds needs at least 1" >&2; exit 2; }
+[ -n "$PEER_MODES" ] || PEER_MODES=$MODES
+for m in ${MODES//,/ } ${PEER_MODES//,/ }; do
+    case "$m" in fp32|amp|bf16|dp-amp) ;; *) echo "run_all.sh: unknown mode '$m' (fp32, amp, bf16, dp-amp)" >&2; exit 2 ;; esac
+done
 [ -r "$CONF" ] || { echo "run_all.sh: $CONF: cannot read the workload config" >&2; exit 2; }
+[ "$RESUME" = 0 ] || [ -n "$RUN_DIR" ] || { echo "run_all.sh: --resume needs --run-dir DIR (the folder to go on in)" >&2; exit 2; }
 
 utc() { date -u +%Y-%m-%dT%H:%M:%SZ; }
 HOST=$(hostname -s 2>/dev/null || hostname)
@@ -107,6 +124,8 @@ HELP=$("$AMPBENCH" --help 2>&1)
 # the data root for {data} in the workload config: $AB_DATA_ROOT, else the build's default
 DATA_ROOT=${AB_DATA_ROOT:-$(sed -n 's/^AB_DATA_ROOT:PATH=//p' "$BUILD_DIR/CMakeCache.txt" 2>/dev/null)}
 [ -n "$DATA_ROOT" ] || DATA_ROOT="$ROOT/../shared/data"
+# the peers read the same data as ampbench (their own defaults are relative to this checkout)
+export AB_GLUE_DIR=${AB_GLUE_DIR:-$DATA_ROOT/glue} AB_CIFAR10_DIR=${AB_CIFAR10_DIR:-$DATA_ROOT/cifar10} AB_MNIST_DIR=${AB_MNIST_DIR:-$DATA_ROOT/mnist}
 
 # ---- what this machine has ----------------------------------------------------------------------
 CPU=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)
@@ -182,6 +201,9 @@ write_manifest() {
   "tool": "run_all.sh",
   "mode": $(jstr "$MODE"),
   "mode_detail": $(jstr "$MODE_DETAIL"),
+  "profile": $(jstr "$PROFILE"),
+  "profile_reason": $(jstr "$PROFILE_WHY"),
+  "seeds": $SEEDS,
   "started_at": $(jstr "$STARTED"),
   "finished_at": $(jstr "${FINISHED:-not finished}"),
   "hostname": $(jstr "$HOST"),
@@ -200,32 +222,57 @@ write_manifest() {
 EOF
     mv -f "$RUN_DIR/run.json.tmp.$$" "$RUN_DIR/run.json"
 }
-record() { # name workload mode status seconds reason [tool]
-    RUNS_JSON+=("{\"name\": $(jstr "$1"), \"workload\": $(jstr "$2"), \"mode\": $(jstr "$3"), \"tool\": $(jstr "${7:-ampbench}"), \"status\": $(jstr "$4"), \"seconds\": ${5:-0}, \"reason\": $(jstr "$6")}")
+record() { # name workload mode status seconds reason [tool]; the run's seed is $seed
+    RUNS_JSON+=("{\"name\": $(jstr "$1"), \"workload\": $(jstr "$2"), \"mode\": $(jstr "$3"), \"tool\": $(jstr "${7:-ampbench}"), \"seed\": ${seed:-1}, \"status\": $(jstr "$4"), \"seconds\": ${5:-0}, \"reason\": $(jstr "$6")}")
     write_manifest
 }
 
 # ---- the plan -----------------------------------------------------------------------------------
-PLAN=()  # "tool|workload|model|dataset|mode|epochs|steps|peer|extra"
-while read -r name model dataset full_epochs quick_steps peer extra; do
+# The profile: --full is the articles' epochs; --quick is a fixed number of optimizer steps per
+# workload, so that two quick runs on the same kind of machine stay comparable for scripts/regress.
+# On a GPU that is the config's quick_steps; on a CPU, where one step of the large models takes
+# seconds to minutes, the CPU profile: cpu_steps, and cpu_test test samples (- for the line's own).
+if [ "$MODE" = full ]; then PROFILE=full PROFILE_WHY="--full: the articles' epochs"
+elif [ "$DEVICE" = cuda ]; then PROFILE=quick PROFILE_WHY="--quick on a GPU: the quick_steps of $(basename "$CONF")"
+else PROFILE=quick-cpu PROFILE_WHY="--quick without a usable GPU: the CPU profile (the cpu_steps and cpu_test columns of $(basename "$CONF")), sized to finish every workload in about 40 minutes on 2 cores; throughput and memory are measured, accuracy after so few steps says nothing"
+fi
+[ -n "$STEPS" ] && PROFILE_WHY="$PROFILE_WHY; --max-steps $STEPS for every run"
+[ -n "$EPOCHS" ] && PROFILE_WHY="$PROFILE_WHY; --epochs $EPOCHS for every run"
+PLAN=()  # "tool|workload|model|dataset|mode|epochs|steps|peer|seed|extra"
+has_mode() { grep -qx "$2" <<< "${1//,/$'\n'}"; }
+while read -r name model dataset full_epochs quick_steps cpu_steps cpu_test peer extra; do
     case "$name" in ''|'#'*) continue ;; esac
     if [ -n "$ONLY" ] && ! grep -qx "$name" <<< "${ONLY//,/$'\n'}"; then continue; fi
-    if [ "$MODE" = full ]; then ep=$full_epochs st=0; else ep=1 st=$quick_steps; fi
+    for v in "$full_epochs" "$quick_steps" "$cpu_steps"; do
+        case "$v" in ''|*[!0-9]*) echo "run_all.sh: $CONF: workload '$name': '$v' is not a whole number where full_epochs, quick_steps and cpu_steps go (columns: name model dataset full_epochs quick_steps cpu_steps cpu_test peer extra)" >&2; exit 2 ;; esac
+    done
+    case "$cpu_test" in -|[0-9]*) ;; *) echo "run_all.sh: $CONF: workload '$name': cpu_test '$cpu_test' is neither a number nor -" >&2; exit 2 ;; esac
+    case "$PROFILE" in
+        full) ep=$full_epochs st=0 ;;
+        quick) ep=1 st=$quick_steps ;;
+        quick-cpu) ep=1 st=$cpu_steps; [ "$cpu_test" != - ] && extra="$extra --test-subset $cpu_test" ;;
+    esac
     [ -n "$EPOCHS" ] && ep=$EPOCHS
     [ -n "$STEPS" ] && st=$STEPS
-    for mode in fp32 amp dp-amp; do
-        PLAN+=("ampbench|$name|$model|$dataset|$mode|$ep|$st|$peer|$extra")
-        # the peer right after ampbench's run of the same mode: same device, settings and machine state
-        [ "$peer" != - ] && [ -n "$PY" ] && PLAN+=("pytorch|$name|$model|$dataset|$mode|$ep|$st|$peer|$extra")
+    for mode in fp32 amp bf16 dp-amp; do
+        for seed in $(seq 1 "$SEEDS"); do
+            has_mode "$MODES" "$mode" && PLAN+=("ampbench|$name|$model|$dataset|$mode|$ep|$st|$peer|$seed|$extra")
+            # the peer right after ampbench's run of the same mode and seed: same device, settings and machine state
+            [ "$peer" != - ] && [ -n "$PY" ] && has_mode "$PEER_MODES" "$mode" &&
+                PLAN+=("pytorch|$name|$model|$dataset|$mode|$ep|$st|$peer|$seed|$extra")
+        done
         # under a --memory-limit: the largest batch that fits, beside the run at the config's batch
         case " $extra " in *" --memory-limit "*)
-            [ "$mode" != dp-amp ] && PLAN+=("fit|$name|$model|$dataset|$mode|$ep|$st|$peer|$extra") ;;
+            case "$mode" in fp32|amp) has_mode "$MODES" "$mode" && PLAN+=("fit|$name|$model|$dataset|$mode|$ep|$st|$peer|1|$extra") ;; esac ;;
         esac
     done
 done < "$CONF"
 if [ "$MODE" = full ]; then MODE_DETAIL="the articles' epochs${EPOCHS:+ (overridden: $EPOCHS)}"
 elif [ -n "$STEPS" ]; then MODE_DETAIL="$STEPS optimizer steps per run"
+elif [ "$PROFILE" = quick-cpu ]; then MODE_DETAIL="the cpu_steps of the workload config per run"
 else MODE_DETAIL="the quick_steps of the workload config per run"; fi
+[ "$SEEDS" -gt 1 ] && MODE_DETAIL="$MODE_DETAIL, seeds 1-$SEEDS"
+echo "profile: $PROFILE ($PROFILE_WHY)"
 [ "${#PLAN[@]}" -gt 0 ] || { echo "run_all.sh: no workload selected from $CONF" >&2; exit 2; }
 write_manifest
 
@@ -236,14 +283,16 @@ stop_requested() { [ -e "$AB_RUN_ALL_CTL/stop" ] && INTERRUPTED=1; }
 TOTAL=${#PLAN[@]} I=0 N_OK=0 N_FAIL=0 N_SKIP=0
 SUMMARY=()
 for item in "${PLAN[@]}"; do
-    IFS='|' read -r tool wl model dataset mode ep st peer extra <<< "$item"
+    IFS='|' read -r tool wl model dataset mode ep st peer seed extra <<< "$item"
     I=$((I + 1))
     run="$wl-$mode"
     [ "$tool" = ampbench ] || run="$wl-$mode-$tool"
+    [ "$SEEDS" -gt 1 ] && [ "$tool" != fit ] && run="$run-s$seed"
     label=$wl
     [ "$tool" = ampbench ] || label="$wl ($tool)"
     [ "$tool" = fit ] && label="$wl (max batch)"
     tag=$(printf '[%d/%d] %-14s %-7s' "$I" "$TOTAL" "$label" "$mode")
+    [ "$SEEDS" -gt 1 ] && [ "$tool" != fit ] && tag="$tag seed $seed"
     stop_requested
     if [ "$INTERRUPTED" = 1 ]; then
         record "$run" "$wl" "$mode" interrupted 0 "not started: the run was interrupted" "$tool"
@@ -254,6 +303,13 @@ for item in "${PLAN[@]}"; do
         record "$run" "$wl" "$mode" skipped 0 "model '$model' is not in this ampbench build yet" "$tool"
         N_SKIP=$((N_SKIP + 1)); continue
     fi
+    # --resume: a complete result (or search record) of an earlier run in this folder is kept
+    if [ "$RESUME" = 1 ] && [ -s "$RUN_DIR/$run.json" ] &&
+        grep -Eq '"(complete|max_batch)":[[:space:]]*(true|[0-9])' "$RUN_DIR/$run.json"; then
+        echo "$tag kept    (a complete result of an earlier run: $run.json)"
+        record "$run" "$wl" "$mode" ok 0 "kept from an earlier run in this folder (--resume)" "$tool"
+        N_OK=$((N_OK + 1)); continue
+    fi
     precision=${mode#dp-}
     # log about 20 points per run for the loss curve, and every 100 steps (as the articles) when long
     if [ "$st" -gt 0 ]; then li=$(( st / 20 )); [ "$li" -ge 1 ] || li=1; else li=100; fi
@@ -262,10 +318,10 @@ for item in "${PLAN[@]}"; do
              --seed 1 --find-max-batch --out "$RUN_DIR/$run.json")
     elif [ "$tool" = ampbench ]; then
         cmd=("$AMPBENCH" train --model "$model" --dataset "$dataset" --precision "$precision" --device "$DEVICE"
-             --epochs "$ep" --max-steps "$st" --seed 1 --log-interval "$li" --quiet --out "$RUN_DIR/$run.json")
+             --epochs "$ep" --max-steps "$st" --seed "$seed" --log-interval "$li" --quiet --out "$RUN_DIR/$run.json")
     else # the peer takes the same option names for what the config sets (bench/pytorch/*.py)
         cmd=("$PY" "$ROOT/$peer" --model "$model" --precision "$precision" --device "$DEVICE"
-             --epochs "$ep" --max-steps "$st" --seed 1 --log-interval "$li" --quiet --out "$RUN_DIR/$run.json")
+             --epochs "$ep" --max-steps "$st" --seed "$seed" --log-interval "$li" --quiet --out "$RUN_DIR/$run.json")
     fi
     extra=${extra//\{data\}/$DATA_ROOT} # {data}: the data root ampbench was built with
     # shellcheck disable=SC2206  # the config's extra arguments split on blanks

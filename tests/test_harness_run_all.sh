@@ -40,7 +40,7 @@ if grep -q '^peers: PyTorch' "$tmp/out.log"; then
     [ -s "$run/mlp-fp32-pytorch.json" ] || fail "PyTorch is here but the MLP peer's fp32 result is missing"
     grep -q '"tool":[[:space:]]*"pytorch"' "$run/mlp-fp32-pytorch.json" || fail "the peer's result is not a pytorch record"
     grep -q 'ampbench beside the PyTorch peer' "$run/REPORT.md" || fail "REPORT.md has no peer table"
-    grep -q '"tool": "pytorch", "status": "\(ok\|skipped\)"' "$run/run.json" || fail "run.json lists no peer run"
+    grep -q '"tool": "pytorch", "seed": 1, "status": "\(ok\|skipped\)"' "$run/run.json" || fail "run.json lists no peer run"
 else
     grep -q 'PyTorch peer not run' "$run/REPORT.md" || fail "no peers and REPORT.md does not say why"
 fi
@@ -72,7 +72,7 @@ grep -Eq '^\| FP32 fits in memory \|.*\| yes at batch 16: .* the largest batch t
 
 # a batch FP32 cannot hold under the limit while AMP can: a measured "no" (exit 3, its record kept,
 # status did-not-fit), not a failure of run_all.sh, and the report says so
-printf 'bert  bert-tiny  sst2  1  2  -  --max-seq-len 32 --batch-size 60 --train-subset 128 --test-subset 32 --memory-limit 48M\n' \
+printf 'bert  bert-tiny  sst2  1  2  2  -  -  --max-seq-len 32 --batch-size 60 --train-subset 128 --test-subset 32 --memory-limit 48M\n' \
     > "$tmp/oom.conf"
 "$src/bench/run_all.sh" --quick --config "$tmp/oom.conf" --no-build --no-mpi --no-peers --build-dir "$build" \
     --run-dir "$tmp/oom" --no-copy-plots > "$tmp/oom.log" 2>&1
@@ -81,7 +81,7 @@ cat "$tmp/oom.log"
 [ "$rc" = 0 ] || fail "run_all.sh exited $rc on a run that did not fit"
 grep -q '"fits_in_memory":[[:space:]]*false' "$tmp/oom/bert-fp32.json" || fail "the FP32 record does not say it did not fit"
 grep -q '"fits_in_memory":[[:space:]]*true' "$tmp/oom/bert-amp.json" || fail "the AMP run should fit"
-grep -q '"name": "bert-fp32", "workload": "bert", "mode": "fp32", "tool": "ampbench", "status": "did-not-fit"' \
+grep -q '"name": "bert-fp32", "workload": "bert", "mode": "fp32", "tool": "ampbench", "seed": 1, "status": "did-not-fit"' \
     "$tmp/oom/run.json" || fail "run.json does not mark the FP32 run did-not-fit"
 grep -Eq '^\| FP32 fits in memory \|.*\| no at batch 60: it needed [0-9.]+ MB of a 50\.3 MB limit' "$tmp/oom/REPORT.md" ||
     fail "REPORT.md does not say FP32 did not fit"
@@ -109,6 +109,42 @@ grep -q '"complete":[[:space:]]*true' "$tmp/int/mlp-fp32.json" || fail "the fini
 grep -q '"status": "interrupted"' "$tmp/int/run.json" || fail "run.json does not mark the interrupted runs"
 grep -q 'interrupted' "$tmp/int/REPORT.md" || fail "REPORT.md does not list the interrupted runs"
 grep -q '^| `mlp-fp32` | fp32 ' "$tmp/int/REPORT.md" || fail "REPORT.md lacks the finished FP32 run"
+
+# --resume in the interrupted folder: the finished FP32 result is kept, not run again, and the rest runs
+"$src/bench/run_all.sh" --quick --max-steps 5000 --workloads mlp --no-mpi --no-build --build-dir "$build" \
+    --run-dir "$tmp/int" --no-copy-plots --resume > "$tmp/resume.log" 2>&1 || { cat "$tmp/resume.log"; fail "--resume exited non-zero"; }
+grep -q '^\[1/[0-9]*\] mlp *fp32 *kept' "$tmp/resume.log" || fail "--resume did not keep the finished FP32 result: $(cat "$tmp/resume.log")"
+grep -q '^\[[0-9]*/[0-9]*\] mlp *amp *ok' "$tmp/resume.log" || fail "--resume did not run AMP: $(cat "$tmp/resume.log")"
+grep -q '"complete":[[:space:]]*true' "$tmp/int/mlp-amp.json" || fail "the resumed AMP result is not complete"
+
+# --seeds 2 --modes fp32,amp: every run twice (<run>-s<seed>.json, workload.seed), the CPU profile
+# named in run.json and REPORT.md, and the report's accuracy over seeds
+"$src/bench/run_all.sh" --quick --max-steps 20 --workloads mlp --seeds 2 --modes fp32,amp --no-mpi --no-peers \
+    --no-build --build-dir "$build" --config "$src/tests/fixtures/harness/workloads-quick.conf" \
+    --run-dir "$tmp/seeds" --no-copy-plots > "$tmp/seeds.log" 2>&1 || { cat "$tmp/seeds.log"; fail "--seeds 2 exited non-zero"; }
+for m in fp32 amp; do
+    for k in 1 2; do
+        grep -Eq '"seed":[[:space:]]*'$k',' "$tmp/seeds/mlp-$m-s$k.json" || fail "mlp-$m-s$k.json is missing or not seed $k"
+    done
+done
+[ ! -e "$tmp/seeds/mlp-dp-amp-s1.json" ] || fail "--modes fp32,amp ran data-parallel"
+grep -q '"profile": "quick-cpu"' "$tmp/seeds/run.json" || fail "run.json does not name the CPU profile"
+grep -q '"seeds": 2' "$tmp/seeds/run.json" || fail "run.json does not say 2 seeds"
+grep -q '^Profile: quick-cpu' "$tmp/seeds/REPORT.md" || fail "REPORT.md does not name the profile"
+grep -Eq '^\| ampbench \| fp32 \| 2 \(1, 2\) \| [0-9.]+ ± [0-9.]+ \|' "$tmp/seeds/REPORT.md" ||
+    fail "REPORT.md has no accuracy-over-seeds row for FP32"
+grep -Eq '^\| ampbench AMP - FP32 \| 2 pairs \|' "$tmp/seeds/REPORT.md" || fail "REPORT.md has no AMP - FP32 interval"
+
+# a config in the old layout (no cpu_steps, cpu_test columns) and an unknown mode: exit 2, one line
+printf 'mlp  mlp  mnist  10  200  bench/pytorch/mnist_mlp.py  --batch-size 64\n' > "$tmp/old.conf"
+"$src/bench/run_all.sh" --quick --config "$tmp/old.conf" --no-build --build-dir "$build" --run-dir "$tmp/old" \
+    > "$tmp/old.log" 2>&1
+rc=$?
+[ "$rc" = 2 ] && grep -q "is not a whole number where full_epochs, quick_steps and cpu_steps go" "$tmp/old.log" ||
+    fail "an old-layout config gave exit $rc: $(cat "$tmp/old.log")"
+"$src/bench/run_all.sh" --quick --modes fp32,fp8 --no-build --build-dir "$build" --run-dir "$tmp/bad" > "$tmp/bad.log" 2>&1
+rc=$?
+[ "$rc" = 2 ] && grep -q "unknown mode 'fp8'" "$tmp/bad.log" || fail "--modes fp8 gave exit $rc: $(cat "$tmp/bad.log")"
 
 rm -rf "$tmp"
 echo "test_harness_run_all: ok"
