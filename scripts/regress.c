@@ -125,11 +125,12 @@ static double workload_metric(const hr_workload *w, const char *name) {
  * matched by seed and tool too, so that seed 2 of the baseline is compared with seed 2 now. */
 static int by_seed;
 
+/* model/precision/ranks, then /<tool> for a peer's result (compared with the same peer's, never
+ * with ampbench's), then /s<seed> when by_seed */
 static void run_key(const hr_run *r, char *buf, size_t n) {
-    const int l = snprintf(buf, n, "%s/%s/%d%s", r->model, r->precision, r->world_size,
-                           r->world_size == 1 ? "rank" : "ranks");
-    if (by_seed && l > 0 && (size_t)l < n)
-        snprintf(buf + l, n - (size_t)l, "%s%s/s%d", r->peer ? "/" : "", r->peer ? r->tool : "", r->seed);
+    int l = snprintf(buf, n, "%s/%s/%d%s%s%s", r->model, r->precision, r->world_size,
+                     r->world_size == 1 ? "rank" : "ranks", r->peer ? "/" : "", r->peer ? r->tool : "");
+    if (by_seed && l > 0 && (size_t)l < n) snprintf(buf + l, n - (size_t)l, "/s%d", r->seed);
 }
 
 static const hr_run *find_run(const hr_runset *rs, const char *key) {

@@ -231,6 +231,20 @@ int main(int argc, char **argv) {
     rc = run(base, cur, "--no-json", out, sizeof out);
     CHECK(rc == 1 && has_line(out, "mlp/amp/1rank/s3", "missing", NULL), "missing seed 3: exit %d\n%s", rc, out);
 
+    /* one seed with a peer: the peer's result has its own key, so ampbench's own drop is found
+     * (the peer's file sorts first and once stood in for ampbench's) */
+    char one[12000];
+    snprintf(one, sizeof one,
+             "rm -rf '%s' '%s' && mkdir -p '%s' && cp '%s/mlp-fp32-s1.json' '%s/mlp-fp32.json' && "
+             "cp '%s/mlp-fp32-pytorch-s1.json' '%s/mlp-fp32-pytorch.json' && cp -r '%s' '%s'",
+             base, cur, base, seeds, base, seeds, base, base, cur);
+    CHECK(sh(one) == 0, "cannot lay out the single-seed peer case");
+    edit(cur, "mlp-fp32.json", "final_test_accuracy", 1, -3.0);
+    rc = run(base, cur, "--no-json", out, sizeof out);
+    CHECK(rc == 1 && has_line(out, "final_test_accuracy", "mlp/fp32/1rank ", "REGRESSION") &&
+              has_line(out, "final_test_accuracy", "mlp/fp32/1rank/pytorch ", " ok"),
+          "one seed with a peer: ampbench's accuracy drop not flagged under its own key: exit %d\n%s", rc, out);
+
     if (failures) {
         fprintf(stderr, "test_harness_regress: %d failures (files kept in %s)\n", failures, tmp);
         return 1;
