@@ -437,6 +437,47 @@ int ab_trainer_step(ab_trainer *t, const int32_t *order, int n, long step, int e
     return 0;
 }
 
+/* The recipe a run uses, as one line: the optimizer, the learning rate and how warm-up and schedule
+ * combine (a linear ramp from 0 over the warm-up steps, then the schedule over the steps left),
+ * weight decay and what it leaves out, clipping, the batch, and the precision with its loss
+ * scaling. */
+void ab_recipe_describe(const ab_train_config *c, long total_steps, int world, char *buf, size_t n) {
+    char opt[96], sched[320], wd[128], clip[64], prec[256];
+    if (c->optimizer == AB_OPT_SGD && c->momentum > 0) snprintf(opt, sizeof opt, "sgd (momentum %g)", c->momentum);
+    else if (c->optimizer == AB_OPT_SGD) snprintf(opt, sizeof opt, "sgd (no momentum)");
+    else snprintf(opt, sizeof opt, "adamw (betas 0.9, 0.999, eps 1e-8)");
+    const char *shape = c->lr_schedule == AB_LR_CONSTANT ? "constant"
+                        : c->lr_schedule == AB_LR_LINEAR ? "linear decay to 0"
+                        : c->lr_schedule == AB_LR_COSINE ? "cosine decay to 0"
+                                                         : "step (x0.1 from 50%, x0.01 from 75% of the steps)";
+    const char *steps = total_steps == 1 ? "step" : "steps";
+    if (c->warmup_steps > 0)
+        snprintf(sched, sizeof sched, "lr %g, linear warm-up from 0 over %ld steps, then %s; %ld %s in all%s", c->lr,
+                 c->warmup_steps, shape, total_steps, steps,
+                 c->warmup_steps >= total_steps ? " (the warm-up outlasts the run: the rate never reaches lr)" : "");
+    else
+        snprintf(sched, sizeof sched, "lr %g, %s, no warm-up; %ld %s in all", c->lr, shape, total_steps, steps);
+    if (c->weight_decay > 0)
+        snprintf(wd, sizeof wd, "weight decay %g (%s, %s)", c->weight_decay,
+                 c->optimizer == AB_OPT_ADAMW ? "decoupled" : "L2",
+                 c->wd_exclude ? "not on biases and norm weights" : "on every parameter");
+    else
+        snprintf(wd, sizeof wd, "no weight decay");
+    if (c->clip_grad_norm > 0) snprintf(clip, sizeof clip, ", gradients clipped to norm %g", c->clip_grad_norm);
+    else clip[0] = 0;
+    if (c->precision == AB_PREC_AMP)
+        snprintf(prec, sizeof prec,
+                 "amp (fp16 compute, fp32 master weights; dynamic loss scale from %g, x%g after %d clean steps, "
+                 "x%g on an overflow)",
+                 c->init_scale, c->growth_factor, c->growth_interval, c->backoff_factor);
+    else if (c->precision == AB_PREC_BF16)
+        snprintf(prec, sizeof prec, "bf16 (bf16 compute, fp32 master weights, no loss scaling)");
+    else
+        snprintf(prec, sizeof prec, "fp32 (no loss scaling)");
+    snprintf(buf, n, "%s, %s, %s%s; batch %d x %d micro-batch%s x %d rank%s; %s", opt, sched, wd, clip,
+             c->batch_size, c->accum_steps, c->accum_steps == 1 ? "" : "es", world, world == 1 ? "" : "s", prec);
+}
+
 static void utc_now(char *buf, size_t cap) {
     time_t now = time(NULL);
     struct tm tm;
@@ -483,6 +524,11 @@ int ab_train_run(const ab_train_config *cfg, ab_run_record *rec) {
     if (rc == 0 && verbose)
         printf("Model %s: %ld parameters, %.4g M multiply-adds per sample; %s, %d train and %d test samples\n",
                cfg->model, rec->parameters, rec->macs_per_sample / 1e6, cfg->dataset, t.train->n, t.test->n);
+    if (rc == 0 && verbose) {
+        char recipe[1024];
+        ab_recipe_describe(cfg, rec->total_steps, W, recipe, sizeof recipe);
+        printf("Recipe: %s\n", recipe);
+    }
     const int N = rc == 0 ? t.train->n : 0, B = cfg->batch_size, group = B * cfg->accum_steps * W;
     const long steps_per_epoch = (N + group - 1) / group;
     long step = 0;

@@ -83,6 +83,9 @@ struct ab_train_config {
 #define AB_PROJ_NODE_LATENCY 50e-6
 
 void ab_train_config_defaults(ab_train_config *c);
+/* The effective recipe as one line (printed as the second line of every run): optimizer, lr,
+ * warm-up and schedule, weight decay and its exclusions, clipping, batch, precision and loss scaling. */
+void ab_recipe_describe(const ab_train_config *c, long total_steps, int world, char *buf, size_t n);
 
 typedef struct {
     int epoch;

@@ -123,6 +123,14 @@ fi
   >"$tmp/out" 2>"$tmp/err" || fail "MLP run failed: $(cat "$tmp/err")"
 head -n 1 "$tmp/out" | grep -qx 'Model mlp: 203530 parameters, 0.2033 M multiply-adds per sample; mnist, 64 train and 64 test samples' ||
   fail "first line of a run: $(head -n 1 "$tmp/out")"
+# the second line states the effective recipe; a constant schedule keeps the recipe's warm-up, and
+# the line says so (and that 3 steps never reach the rate)
+sed -n 2p "$tmp/out" | grep -qx 'Recipe: sgd (no momentum), lr 0.01, constant, no warm-up; 1 step in all, no weight decay; batch 32 x 1 micro-batch x 1 rank; fp32 (no loss scaling)' ||
+  fail "second line of a run: $(sed -n 2p "$tmp/out")"
+"$AMPBENCH" train --model resnet-tiny --precision amp --lr-schedule constant --max-steps 3 --train-subset 64 --test-subset 8 \
+  --batch-size 16 --out "$tmp/rt.json" >"$tmp/out2" 2>"$tmp/err" || fail "resnet-tiny run failed: $(cat "$tmp/err")"
+sed -n 2p "$tmp/out2" | grep -qx 'Recipe: sgd (momentum 0.9), lr 0.1, linear warm-up from 0 over 100 steps, then constant; 3 steps in all (the warm-up outlasts the run: the rate never reaches lr), weight decay 0.0005 (L2, on every parameter); batch 16 x 1 micro-batch x 1 rank; amp (fp16 compute, fp32 master weights; dynamic loss scale from 65536, x2 after 2000 clean steps, x0.5 on an overflow)' ||
+  fail "second line of a resnet-tiny amp run: $(sed -n 2p "$tmp/out2")"
 [ "$(field "$tmp/m.json" parameters)" = 203530 ] && [ "$(field "$tmp/m.json" macs_per_image)" = 203264 ] ||
   fail "record: parameters $(field "$tmp/m.json" parameters), macs_per_image $(field "$tmp/m.json" macs_per_image)"
 "$AMPBENCH" train "${tiny[@]}" >"$tmp/out" 2>&1 && ! grep -q '^Model' "$tmp/out" || fail "--quiet still prints the model line"
