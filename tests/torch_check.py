@@ -15,8 +15,14 @@ state_dict names and shapes, and the checkpoint format both ways.
 Tolerances: both sides of a training step of ResNet-50 at batch 2 are ill-conditioned (53 batch
 norms, whose backward divides by the batch's standard deviation, over few values per channel):
 PyTorch's own fp32 gradients differ from its float64 ones by NMSE up to ~1e-3 here. So each
-gradient of ampbench (fp32) is held to ten times PyTorch's fp32 error on the same tensor (and
-1e-6 at least): as accurate as the framework users compare it with, within a decade. The logits,
+gradient of ampbench (fp32) is held to ten times PyTorch's fp32 error on the same tensor, or
+PyTorch's largest fp32 error on any tensor of the step where that is more (and 1e-6 at least): as
+accurate as the framework users compare it with. The second bound is there because a ReLU input
+within fp32's rounding of 0 can fall on the other side in fp32, which moves a whole element of
+gradient into or out of every tensor behind it: every batch has some (PyTorch's fp32 forward flips
+a few too), which ones differs between BLAS kernels (OpenBLAS's Haswell and SkylakeX kernels put
+one at layer4's last ReLU of resnet50 or not: NMSE 6e-5 in layer4.2's tensors against 1e-10), and
+PyTorch accumulates batch-norm sums in double on a CPU where ampbench, as a GPU, uses fp32. The logits,
 loss and running statistics go through the forward only, which is well conditioned: NMSE 1e-8. A
 wiring mistake (a wrong buffer, a missing shortcut, a transposed filter) gives an NMSE of order
 1. The weights written back must equal the file bit for bit.
@@ -114,6 +120,8 @@ def check(tool, name, tmp):
     md, logits, loss = reference(torch.float64)
     m32, _, _ = reference(torch.float32)
     g32 = dict(m32.named_parameters())
+    # PyTorch's largest fp32 error on any gradient of this step: no tensor is held tighter than that
+    worst32 = max(nmse(g32[k].grad, p.grad) for k, p in md.named_parameters())
 
     def report(what, err, tol):
         nonlocal failures
@@ -127,7 +135,7 @@ def check(tool, name, tmp):
     worst, n = (0.0, ""), 0
     for k, p in md.named_parameters():
         e = nmse(out["grad." + k], p.grad)
-        report("grad " + k, e, max(TOL_GRAD_FLOOR, TOL_GRAD_FACTOR * nmse(g32[k].grad, p.grad)))
+        report("grad " + k, e, max(TOL_GRAD_FLOOR, TOL_GRAD_FACTOR * nmse(g32[k].grad, p.grad), worst32))
         worst = max(worst, (e, k))
         n += 1
     for k, b in md.named_buffers():
