@@ -11,7 +11,8 @@
  * Activations (channels-last, compute type, one arena): per conv + bn unit the convolution's
  * output (batch norm's backward reads it) and the bn + relu output (relu's backward and the
  * next convolution's filter gradient read it), as PyTorch keeps them with inplace ReLUs. The
- * backward pass rotates four gradient buffers of the largest activation's size. */
+ * backward pass holds its gradients in four buffers of the largest activation's size: two at a
+ * block's ends (output, input) and two for the main path between them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include "models.h"
 
 typedef struct {
+    int conv_spec, bn_spec; /* spec table indices (build_specs): the filter, batch norm's first of four */
     ab_conv conv;
     ab_batchnorm bn;
     int H, W;  /* output height and width */
@@ -30,6 +32,7 @@ typedef struct {
 typedef struct {
     unit u[3], down;
     int has_down;
+    int stride; /* of conv2 and the downsample (v1.5): 2 in the first block of layers 2-4 */
     const void *in; /* the block's input (the previous block's output), set by bind */
     int in_H, in_W, in_C;
 } block;
@@ -46,7 +49,9 @@ typedef struct {
     void *feat; /* (B, 2048) global average pool */
     ab_linear fc;
     int fc_spec;
-    void *g[4];    /* backward: gradient buffers, the largest activation each */
+    /* backward: the gradients at a block's output and at its input (they trade places from
+     * block to block) and the main path's two between them; the largest activation each */
+    void *d_end[2], *d_path[2];
     void *tmp;     /* forward: a shortcut's bn output before the add */
     void *dfeat;   /* (B, 2048) */
     int in_H, in_W, in_C;
@@ -77,38 +82,35 @@ static int add_bn(resnet *r, const char *prefix, int C) {
     return first;
 }
 
-/* spec indices of each unit, kept until bind resolves them to pointers */
-typedef struct {
-    int conv, bn;
-} unit_specs;
+/* a conv + bn unit: the filter (C -> K, R x R) and batch norm's four specs; u keeps their
+ * indices for bind */
+static int add_unit(resnet *r, unit *u, const char *conv_name, const char *bn_prefix, int C, int K, int R) {
+    if ((u->conv_spec = add_conv(r, conv_name, C, K, R)) < 0) return -1;
+    if ((u->bn_spec = add_bn(r, bn_prefix, K)) < 0) return -1;
+    return 0;
+}
 
-typedef struct {
-    unit_specs stem, *u; /* (n_blocks * 4): u[4b + 0..2] the units, u[4b + 3] the downsample */
-} resnet_specs;
-
-static int build_specs(resnet *r, const ab_model_config *cfg, resnet_specs *rs) {
-    char name[64];
+static int build_specs(resnet *r, const ab_model_config *cfg) {
+    char conv[64], bn[64];
     const int width = r->planes[0];
-    const int stem_k = r->stem_cifar ? 3 : 7;
-    if ((rs->stem.conv = add_conv(r, "conv1.weight", r->in_C, width, stem_k)) < 0) return -1;
-    if ((rs->stem.bn = add_bn(r, "bn1", width)) < 0) return -1;
+    if (add_unit(r, &r->stem, "conv1.weight", "bn1", r->in_C, width, r->stem_cifar ? 3 : 7) < 0) return -1;
     int inplanes = width, b = 0;
     for (int L = 0; L < 4; L++)
         for (int i = 0; i < r->blocks[L]; i++, b++) {
-            const int planes = r->planes[L], stride = (L > 0 && i == 0) ? 2 : 1;
-            const int cin[3] = {inplanes, planes, planes}, cout[3] = {planes, planes, planes * 4}, k[3] = {1, 3, 1};
+            block *k = &r->blk[b];
+            const int planes = r->planes[L];
+            const int cin[3] = {inplanes, planes, planes}, cout[3] = {planes, planes, planes * 4}, ks[3] = {1, 3, 1};
+            k->stride = (L > 0 && i == 0) ? 2 : 1;
             for (int j = 0; j < 3; j++) {
-                snprintf(name, sizeof name, "layer%d.%d.conv%d.weight", L + 1, i, j + 1);
-                if ((rs->u[4 * b + j].conv = add_conv(r, name, cin[j], cout[j], k[j])) < 0) return -1;
-                snprintf(name, sizeof name, "layer%d.%d.bn%d", L + 1, i, j + 1);
-                if ((rs->u[4 * b + j].bn = add_bn(r, name, cout[j])) < 0) return -1;
+                snprintf(conv, sizeof conv, "layer%d.%d.conv%d.weight", L + 1, i, j + 1);
+                snprintf(bn, sizeof bn, "layer%d.%d.bn%d", L + 1, i, j + 1);
+                if (add_unit(r, &k->u[j], conv, bn, cin[j], cout[j], ks[j]) < 0) return -1;
             }
-            r->blk[b].has_down = stride != 1 || inplanes != planes * 4;
-            if (r->blk[b].has_down) {
-                snprintf(name, sizeof name, "layer%d.%d.downsample.0.weight", L + 1, i);
-                if ((rs->u[4 * b + 3].conv = add_conv(r, name, inplanes, planes * 4, 1)) < 0) return -1;
-                snprintf(name, sizeof name, "layer%d.%d.downsample.1", L + 1, i);
-                if ((rs->u[4 * b + 3].bn = add_bn(r, name, planes * 4)) < 0) return -1;
+            k->has_down = k->stride != 1 || inplanes != planes * 4;
+            if (k->has_down) {
+                snprintf(conv, sizeof conv, "layer%d.%d.downsample.0.weight", L + 1, i);
+                snprintf(bn, sizeof bn, "layer%d.%d.downsample.1", L + 1, i);
+                if (add_unit(r, &k->down, conv, bn, inplanes, planes * 4, 1) < 0) return -1;
             }
             inplanes = planes * 4;
         }
@@ -122,10 +124,9 @@ static int build_specs(resnet *r, const ab_model_config *cfg, resnet_specs *rs) 
 
 /* ---- bind: shapes, the activation arena ---- */
 
-static int bind_unit(unit *u, const ab_params *p, const unit_specs *us, int B, int H, int W, int C, int stride,
-                     int pad) {
-    AB_TRY(ab_conv_bind(&u->conv, &p->specs[us->conv], B, H, W, C, stride, pad));
-    ab_batchnorm_bind(&u->bn, &p->specs[us->bn]);
+static int bind_unit(unit *u, const ab_params *p, int B, int H, int W, int C, int stride, int pad) {
+    AB_TRY(ab_conv_bind(&u->conv, &p->specs[u->conv_spec], B, H, W, C, stride, pad));
+    ab_batchnorm_bind(&u->bn, &p->specs[u->bn_spec]);
     u->H = u->conv.shape.P;
     u->W = u->conv.shape.Q;
     return 0;
@@ -143,69 +144,35 @@ static void arena_unit(ab_arena *a, unit *u, size_t B, size_t es, int keep_act, 
 
 static size_t unit_elems(const unit *u, int B) { return (size_t)B * u->H * u->W * u->conv.shape.K; }
 
-/* the spec indices, recomputed in bind the way build_specs laid them out */
-static void spec_indices(const resnet *r, resnet_specs *rs) {
-    int k = 0;
-    rs->stem = (unit_specs){k, k + 1};
-    k += 5;
-    for (int b = 0; b < r->n_blocks; b++) {
-        for (int j = 0; j < 3; j++, k += 5) rs->u[4 * b + j] = (unit_specs){k, k + 1};
-        if (r->blk[b].has_down) {
-            rs->u[4 * b + 3] = (unit_specs){k, k + 1};
-            k += 5;
-        }
-    }
-}
-
 static int resnet_bind(ab_model *m, const ab_params *p) {
     resnet *r = m->impl;
     const int B = m->max_batch;
     const size_t es = ab_dtype_size(p->cdt);
-    resnet_specs rs = {.u = calloc((size_t)r->n_blocks * 4, sizeof(unit_specs))};
-    if (!rs.u) return ab_errorf("out of host memory");
-    spec_indices(r, &rs);
-    int rc = bind_unit(&r->stem, p, &rs.stem, B, r->in_H, r->in_W, r->in_C, r->stem_cifar ? 1 : 2,
-                       r->stem_cifar ? 1 : 3);
+    AB_TRY(bind_unit(&r->stem, p, B, r->in_H, r->in_W, r->in_C, r->stem_cifar ? 1 : 2, r->stem_cifar ? 1 : 3));
     int H = r->stem.H, W = r->stem.W, C = r->planes[0];
-    if (rc == 0 && !r->stem_cifar) {
+    if (!r->stem_cifar) {
         r->pool = (ab_pool_shape){.N = B, .H = H, .W = W, .C = C, .R = 3, .S = 3, .stride_h = 2, .stride_w = 2,
                                   .pad_h = 1, .pad_w = 1};
-        rc = ab_pool_shape_init(&r->pool);
+        AB_TRY(ab_pool_shape_init(&r->pool));
         H = r->pool.P;
         W = r->pool.Q;
     }
-    double macs = rc == 0 ? ab_conv_macs(&r->stem.conv) : 0.0;
-    for (int b = 0; rc == 0 && b < r->n_blocks; b++) {
+    double macs = ab_conv_macs(&r->stem.conv);
+    for (int b = 0; b < r->n_blocks; b++) {
         block *k = &r->blk[b];
         k->in_H = H;
         k->in_W = W;
         k->in_C = C;
-        /* the stride of the block is the stride of its 3x3 (v1.5): 2 where the downsample's
-         * spatial size halves, i.e. first block of layers 2-4 */
-        int L = 0, first = 0;
-        for (int acc = 0, l = 0; l < 4; l++) {
-            if (b < acc + r->blocks[l]) {
-                L = l;
-                first = b == acc;
-                break;
-            }
-            acc += r->blocks[l];
-        }
-        const int s2 = (L > 0 && first) ? 2 : 1;
-        rc = bind_unit(&k->u[0], p, &rs.u[4 * b + 0], B, H, W, C, 1, 0);
-        if (rc == 0) rc = bind_unit(&k->u[1], p, &rs.u[4 * b + 1], B, H, W, k->u[0].conv.shape.K, s2, 1);
-        if (rc == 0)
-            rc = bind_unit(&k->u[2], p, &rs.u[4 * b + 2], B, k->u[1].H, k->u[1].W, k->u[1].conv.shape.K, 1, 0);
-        if (rc == 0 && k->has_down) rc = bind_unit(&k->down, p, &rs.u[4 * b + 3], B, H, W, C, s2, 0);
-        if (rc) break;
+        AB_TRY(bind_unit(&k->u[0], p, B, H, W, C, 1, 0));
+        AB_TRY(bind_unit(&k->u[1], p, B, H, W, k->u[0].conv.shape.K, k->stride, 1));
+        AB_TRY(bind_unit(&k->u[2], p, B, k->u[1].H, k->u[1].W, k->u[1].conv.shape.K, 1, 0));
+        if (k->has_down) AB_TRY(bind_unit(&k->down, p, B, H, W, C, k->stride, 0));
         for (int j = 0; j < 3; j++) macs += ab_conv_macs(&k->u[j].conv);
         if (k->has_down) macs += ab_conv_macs(&k->down.conv);
         H = k->u[2].H;
         W = k->u[2].W;
         C = k->u[2].conv.shape.K;
     }
-    free(rs.u);
-    if (rc) return -1;
     ab_linear_bind(&r->fc, &p->specs[r->fc_spec], &p->specs[r->fc_spec + 1]);
     m->macs_per_sample = macs + (double)r->fc.in * r->fc.out;
 
@@ -235,10 +202,11 @@ static int resnet_bind(ab_model *m, const ab_params *p) {
     ab_arena_add(a, AB_MEM_ACTIVATIONS, feat * es, &r->feat, "avgpool");
     ab_arena_add(a, AB_MEM_ACTIVATIONS, (size_t)B * (size_t)m->n_classes * es, &m->logits, "logits");
     /* what the forward and backward use for a moment only (PyTorch's caching allocator holds
-     * these too): the shortcut's bn output, the head's gradient, the rotating gradients */
+     * these too): the shortcut's bn output, the head's gradient, the blocks' gradients */
     ab_arena_add(a, AB_MEM_ACTIVATIONS, largest * es, &r->tmp, "shortcut.bn");
     ab_arena_add(a, AB_MEM_ACTIVATIONS, feat * es, &r->dfeat, "avgpool.grad");
-    for (int i = 0; i < 4; i++) ab_arena_add(a, AB_MEM_ACTIVATIONS, largest * es, &r->g[i], "grad%d", i);
+    for (int i = 0; i < 2; i++) ab_arena_add(a, AB_MEM_ACTIVATIONS, largest * es, &r->d_end[i], "grad.end%d", i);
+    for (int i = 0; i < 2; i++) ab_arena_add(a, AB_MEM_ACTIVATIONS, largest * es, &r->d_path[i], "grad.path%d", i);
     AB_TRY(ab_arena_alloc(a));
     /* block inputs and the third unit's output are the block output buffers */
     for (int b = 0; b < r->n_blocks; b++)
@@ -299,39 +267,49 @@ static int resnet_backward(ab_model *m, const ab_params *p, const void *x, const
     const ab_dtype t = p->cdt;
     const block *last = &r->blk[r->n_blocks - 1];
     AB_TRY(ab_linear_backward(p, &r->fc, B, r->feat, dlogits, r->dfeat));
-    int in = 0; /* r->g[in]: the gradient of the current block's output */
-    AB_TRY(be->ops->avgpool_backward(be, B, last->u[2].H * last->u[2].W, r->fc.in, t, r->dfeat, r->g[in]));
+    void *d_out = r->d_end[0]; /* the gradient at the block's output */
+    void *d_in = r->d_end[1];  /* the gradient at the block's input: the main path's, + the shortcut's */
+    AB_TRY(be->ops->avgpool_backward(be, B, last->u[2].H * last->u[2].W, r->fc.in, t, r->dfeat, d_out));
     for (int b = r->n_blocks - 1; b >= 0; b--) {
         block *k = &r->blk[b];
-        void *g = r->g[in], *A = r->g[(in + 1) % 4], *Bf = r->g[(in + 2) % 4], *Cb = r->g[(in + 3) % 4];
+        /* the main path takes turns in two buffers, as a convolution's backward reads one and
+         * writes the other; relu's and batch norm's backward work in place */
+        void *d_conv3 = r->d_path[0]; /* at conv3's output */
+        void *d_conv2 = r->d_path[1]; /* at bn2 + relu's output (conv3's input), in place at conv2's output */
+        void *d_conv1 = r->d_path[0]; /* at bn1 + relu's output (conv2's input), in place at conv1's output */
+        void *d_down = r->d_path[1];  /* the shortcut's part of d_in, through the downsample */
         const size_t n_out = unit_elems(&k->u[2], B);
-        /* through the block's final relu: g is the gradient of (bn3 output + shortcut) */
-        AB_TRY(be->ops->relu_backward(be, n_out, t, k->u[2].act, g, g));
-        /* main path: bn3 + conv3, relu + bn2 + conv2, relu + bn1 + conv1; g stays for the shortcut */
-        AB_TRY(ab_batchnorm_backward(p, &k->u[2].bn, B * k->u[2].H * k->u[2].W, k->u[2].out, g, A));
-        AB_TRY(ab_conv_backward(p, &k->u[2].conv, B, k->u[1].act, A, Bf));
-        AB_TRY(be->ops->relu_backward(be, unit_elems(&k->u[1], B), t, k->u[1].act, Bf, Bf));
-        AB_TRY(unit_backward(p, &k->u[1], B, k->u[0].act, Bf, A));
-        AB_TRY(be->ops->relu_backward(be, unit_elems(&k->u[0], B), t, k->u[0].act, A, A));
-        AB_TRY(unit_backward(p, &k->u[0], B, k->in, A, Bf)); /* even block 0: the stem needs it */
+        /* through the block's final relu: d_out is now at the sum, bn3's output and the shortcut's */
+        AB_TRY(be->ops->relu_backward(be, n_out, t, k->u[2].act, d_out, d_out));
+        /* main path: bn3 + conv3, relu + bn2 + conv2, relu + bn1 + conv1; d_out stays for the shortcut */
+        AB_TRY(ab_batchnorm_backward(p, &k->u[2].bn, B * k->u[2].H * k->u[2].W, k->u[2].out, d_out, d_conv3));
+        AB_TRY(ab_conv_backward(p, &k->u[2].conv, B, k->u[1].act, d_conv3, d_conv2));
+        AB_TRY(be->ops->relu_backward(be, unit_elems(&k->u[1], B), t, k->u[1].act, d_conv2, d_conv2));
+        AB_TRY(unit_backward(p, &k->u[1], B, k->u[0].act, d_conv2, d_conv1));
+        AB_TRY(be->ops->relu_backward(be, unit_elems(&k->u[0], B), t, k->u[0].act, d_conv1, d_conv1));
+        AB_TRY(unit_backward(p, &k->u[0], B, k->in, d_conv1, d_in)); /* even block 0: the stem needs it */
         const size_t n_in = (size_t)B * k->in_H * k->in_W * k->in_C;
         if (k->has_down) {
-            AB_TRY(unit_backward(p, &k->down, B, k->in, g, Cb));
-            AB_TRY(be->ops->add(be, n_in, t, Bf, Cb, 0, Bf));
+            AB_TRY(unit_backward(p, &k->down, B, k->in, d_out, d_down)); /* d_out: spent, overwritten */
+            AB_TRY(be->ops->add(be, n_in, t, d_in, d_down, 0, d_in));
         } else {
-            AB_TRY(be->ops->add(be, n_in, t, Bf, g, 0, Bf));
+            AB_TRY(be->ops->add(be, n_in, t, d_in, d_out, 0, d_in));
         }
-        in = (in + 2) % 4;
+        /* the block before: its output is this block's input; d_out is spent */
+        void *spent = d_out;
+        d_out = d_in;
+        d_in = spent;
     }
-    void *d = r->g[in], *A = r->g[(in + 1) % 4];
+    /* the stem: d_out is at the first block's input, the max pool's output or the stem's */
+    void *d_stem = d_out; /* at the stem's bn + relu output, in place at its conv's output */
     if (!r->stem_cifar) {
         ab_pool_shape ps = r->pool;
         ps.N = B;
-        AB_TRY(be->ops->maxpool_backward(be, &ps, t, r->stem.act, r->pooled, d, A));
-        d = A;
+        d_stem = r->d_path[0]; /* free after the blocks */
+        AB_TRY(be->ops->maxpool_backward(be, &ps, t, r->stem.act, r->pooled, d_out, d_stem));
     }
-    AB_TRY(be->ops->relu_backward(be, unit_elems(&r->stem, B), t, r->stem.act, d, d));
-    return unit_backward(p, &r->stem, B, x, d, NULL);
+    AB_TRY(be->ops->relu_backward(be, unit_elems(&r->stem, B), t, r->stem.act, d_stem, d_stem));
+    return unit_backward(p, &r->stem, B, x, d_stem, NULL);
 }
 
 static void resnet_destroy(ab_model *m) {
@@ -380,10 +358,8 @@ int ab_resnet_create(const ab_model_config *cfg, int stem_cifar, ab_model **out)
     r->specs = calloc((size_t)r->cap_specs, sizeof *r->specs);
     r->names = calloc((size_t)r->cap_specs, sizeof *r->names);
     r->blk = calloc((size_t)r->n_blocks, sizeof *r->blk);
-    resnet_specs rs = {.u = calloc((size_t)r->n_blocks * 4, sizeof(unit_specs))};
-    int rc = (!r->specs || !r->names || !r->blk || !rs.u) ? ab_errorf("out of host memory creating the resnet") : 0;
-    if (rc == 0) rc = build_specs(r, cfg, &rs);
-    free(rs.u);
+    int rc = (!r->specs || !r->names || !r->blk) ? ab_errorf("out of host memory creating the resnet") : 0;
+    if (rc == 0) rc = build_specs(r, cfg);
     if (rc) {
         resnet_destroy(m);
         return -1;
