@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "fd_check.h"
 #include "half.h"
 #include "layers.h"
 #include "rng.h"
@@ -25,26 +26,9 @@ static void linear_ref(const double *x, const double *w, const double *b, int re
         }
 }
 
-/* L = sum y * R; its finite-difference gradient wrt one element of one of x, w, b */
-static double loss_ref(const double *x, const double *w, const double *b, int relu, const double *R) {
-    double y[B * OUT], L = 0.0;
-    linear_ref(x, w, b, relu, y);
-    for (int i = 0; i < B * OUT; i++) L += y[i] * R[i];
-    return L;
-}
-
-static void fd_grad(double *v, size_t n, const double *x, const double *w, const double *b, int relu, const double *R,
-                    double *g) {
-    const double h = 1e-6;
-    for (size_t i = 0; i < n; i++) {
-        const double keep = v[i];
-        v[i] = keep + h;
-        const double lp = loss_ref(x, w, b, relu, R);
-        v[i] = keep - h;
-        const double lm = loss_ref(x, w, b, relu, R);
-        v[i] = keep;
-        g[i] = (lp - lm) / (2 * h);
-    }
+/* the float64 forward the finite differences of L = sum(y * R) run through; ctx: the fused ReLU */
+static void linear_fd(const ab_fd_fn *f, double *y) {
+    linear_ref(f->in[0], f->in[1], f->in[2], *(const int *)f->ctx, y);
 }
 
 static void fill(ab_rng *r, float *f, double *d, size_t n) {
@@ -104,14 +88,15 @@ static void test_linear(ab_backend *be, int relu) {
     run_linear(be, AB_PREC_FP32, relu, x, w, b, R, y, dx, dw, db);
     double yref[B * OUT], gx[B * IN], gw[OUT * IN], gb[OUT];
     linear_ref(xd, wd, bd, relu, yref);
-    fd_grad(xd, B * IN, xd, wd, bd, relu, Rd, gx);
-    fd_grad(wd, OUT * IN, xd, wd, bd, relu, Rd, gw);
-    fd_grad(bd, OUT, xd, wd, bd, relu, Rd, gb);
-    const double tol = AB_TOL_GRAD_REL * AB_TOL_GRAD_REL;
+    double *in[3] = {xd, wd, bd};
+    const ab_fd_fn f = {linear_fd, in, B * OUT, Rd, &relu};
+    ab_fd_grad(&f, 0, B * IN, gx);
+    ab_fd_grad(&f, 1, OUT * IN, gw);
+    ab_fd_grad(&f, 2, OUT, gb);
     failures += ab_check_nmse(relu ? "linear+relu forward" : "linear forward", y, yref, B * OUT, AB_TOL_FP32_NMSE);
-    failures += ab_check_nmse(relu ? "linear+relu d_input" : "linear d_input", dx, gx, B * IN, tol);
-    failures += ab_check_nmse(relu ? "linear+relu d_weight" : "linear d_weight", dw, gw, OUT * IN, tol);
-    failures += ab_check_nmse(relu ? "linear+relu d_bias" : "linear d_bias", db, gb, OUT, tol);
+    failures += ab_fd_check(relu ? "linear+relu d_input" : "linear d_input", dx, gx, B * IN);
+    failures += ab_fd_check(relu ? "linear+relu d_weight" : "linear d_weight", dw, gw, OUT * IN);
+    failures += ab_fd_check(relu ? "linear+relu d_bias" : "linear d_bias", db, gb, OUT);
 
     /* reduced precision against the float64 reference, per-precision tolerance */
     const ab_precision precs[] = {AB_PREC_AMP, AB_PREC_BF16};
@@ -129,29 +114,31 @@ static void test_linear(ab_backend *be, int relu) {
     }
 }
 
-/* ReLU on its own: L = sum relu(x) * R; inputs kept away from the kink at 0 */
+/* ReLU on its own: L = sum relu(x) * R; inputs kept away from the kink at 0 (further than the step) */
+static void relu_ref(const ab_fd_fn *f, double *y) {
+    for (size_t i = 0; i < f->ny; i++) y[i] = f->in[0][i] > 0 ? f->in[0][i] : 0;
+}
+
 static void test_relu(ab_backend *be) {
     enum { N = 64 };
     ab_rng r;
     ab_rng_seed(&r, 7);
     float x[N], R[N], y[N], dx[N];
-    double g[N], yref[N];
+    double xd[N], Rd[N], g[N], yref[N];
     for (int i = 0; i < N; i++) {
         double v = ab_rng_normal(&r);
         if (fabs(v) < 1e-3) v = 0.5;
-        x[i] = (float)v;
-        R[i] = (float)ab_rng_normal(&r);
+        xd[i] = x[i] = (float)v;
+        Rd[i] = R[i] = (float)ab_rng_normal(&r);
     }
     be->ops->relu_forward(be, N, AB_F32, x, y);
     be->ops->relu_backward(be, N, AB_F32, y, R, dx);
-    const double h = 1e-6;
-    for (int i = 0; i < N; i++) {
-        const double xp = x[i] + h, xm = x[i] - h;
-        g[i] = ((xp > 0 ? xp : 0) - (xm > 0 ? xm : 0)) / (2 * h) * R[i];
-        yref[i] = x[i] > 0 ? x[i] : 0;
-    }
+    double *in[1] = {xd};
+    const ab_fd_fn f = {relu_ref, in, N, Rd, NULL};
+    relu_ref(&f, yref);
+    ab_fd_grad(&f, 0, N, g);
     failures += ab_check_nmse("relu forward", y, yref, N, AB_TOL_FP32_NMSE);
-    failures += ab_check_nmse("relu backward", dx, g, N, AB_TOL_GRAD_REL * AB_TOL_GRAD_REL);
+    failures += ab_fd_check("relu backward", dx, g, N);
     /* fp16 relu matches fp32 relu of the rounded values bit for bit, NaN passes through */
     uint16_t xh[N + 1], yh[N + 1];
     for (int i = 0; i < N; i++) xh[i] = ab_f32_to_f16(x[i]);
@@ -174,6 +161,20 @@ static double xent_ref(const double *z, const int32_t *y, int Bn, int C) {
     return L / Bn;
 }
 
+/* the loss the backward differentiates: the batch mean times the loss scale (a power of two, so
+ * the differences are the unscaled ones scaled exactly) */
+typedef struct {
+    const double *z;
+    const int32_t *y;
+    int Bn, C;
+    double scale;
+} xent_ctx;
+
+static double xent_scaled(const void *p) {
+    const xent_ctx *c = p;
+    return c->scale * xent_ref(c->z, c->y, c->Bn, c->C);
+}
+
 static void test_xent(ab_backend *be) {
     enum { BB = 6, C = 10 };
     ab_rng r;
@@ -188,19 +189,11 @@ static void test_xent(ab_backend *be) {
     const float scale = 1024.0f;
     AB_CHECK(be->ops->softmax_xent(be, BB, C, AB_F32, z, y, scale, AB_F32, dz, &loss_sum, &correct) == 0, "%s",
              ab_error());
-    const double h = 1e-6;
-    for (int i = 0; i < BB * C; i++) {
-        const double k = zd[i];
-        zd[i] = k + h;
-        const double lp = xent_ref(zd, y, BB, C);
-        zd[i] = k - h;
-        const double lm = xent_ref(zd, y, BB, C);
-        zd[i] = k;
-        g[i] = scale * (lp - lm) / (2 * h);
-    }
+    const xent_ctx c = {zd, y, BB, C, scale};
+    ab_fd_central(zd, BB * C, xent_scaled, &c, g);
     const double Lref = xent_ref(zd, y, BB, C);
     AB_CHECK(fabs(loss_sum / BB - Lref) <= AB_TOL_FP32_REL * (1 + fabs(Lref)), "loss %.9g vs %.9g", loss_sum / BB, Lref);
-    failures += ab_check_nmse("softmax_xent d_logits", dz, g, BB * C, AB_TOL_GRAD_REL * AB_TOL_GRAD_REL);
+    failures += ab_fd_check("softmax_xent d_logits", dz, g, BB * C);
     int want = 0;
     for (int i = 0; i < BB; i++) {
         int am = 0;

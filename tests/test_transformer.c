@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "fd_check.h"
 #include "half.h"
 #include "kernel_math.h"
 #include "layers.h"
@@ -34,42 +35,9 @@ static void fill(float *f, double *d, size_t n, double scale) {
     }
 }
 
-/* a float64 function of its inputs; the loss is sum(R * f) */
-typedef struct fd_fn {
-    void (*forward)(const struct fd_fn *f, double *y);
-    double **in;
-    size_t ny;
-    const double *R;
-    const void *ctx;
-} fd_fn;
-
-static double fd_loss(const fd_fn *f, double *y) {
-    f->forward(f, y);
-    double L = 0.0;
-    for (size_t i = 0; i < f->ny; i++) L += f->R[i] * y[i];
-    return L;
-}
-
-static void fd_grad(const fd_fn *f, int k, size_t n, double *g) {
-    const double h = 1e-6;
-    double *y = dalloc(f->ny), *v = f->in[k];
-    for (size_t i = 0; i < n; i++) {
-        const double keep = v[i];
-        v[i] = keep + h;
-        const double lp = fd_loss(f, y);
-        v[i] = keep - h;
-        const double lm = fd_loss(f, y);
-        v[i] = keep;
-        g[i] = (lp - lm) / (2.0 * h);
-    }
-    free(y);
-}
-
 static void check(const char *what, const float *got, const double *want, size_t n, double tol) {
     if (ab_check_nmse(what, got, want, n, tol)) failures++;
 }
-
-static const double GRAD_TOL = AB_TOL_GRAD_REL * AB_TOL_GRAD_REL;
 
 /* ---- layer norm ---- */
 
@@ -78,7 +46,7 @@ typedef struct {
     double eps;
 } ln_ctx;
 
-static void ln_ref(const fd_fn *f, double *y) {
+static void ln_ref(const ab_fd_fn *f, double *y) {
     const ln_ctx *c = f->ctx;
     const double *x = f->in[0], *g = f->in[1], *b = f->in[2];
     for (int r = 0; r < c->R; r++) {
@@ -106,25 +74,25 @@ static void test_layernorm(ab_backend *be, int R, int C) {
     }
     fill(Rf, Rd, n, 1.0);
     double *in[3] = {xd, gd, bd};
-    fd_fn f = {ln_ref, in, n, Rd, &lc};
+    ab_fd_fn f = {ln_ref, in, n, Rd, &lc};
     char what[128];
     ln_ref(&f, yd);
     AB_CHECK(be->ops->layernorm_forward(be, R, C, AB_F32, x, g, b, 1e-12f, mean, rstd, AB_F32, y) == 0, "%s",
              ab_error());
     snprintf(what, sizeof what, "layernorm R%d C%d forward", R, C);
     check(what, y, yd, n, AB_TOL_FP32_NMSE);
-    fd_grad(&f, 0, n, gx);
-    fd_grad(&f, 1, C, gg);
-    fd_grad(&f, 2, C, gb);
+    ab_fd_grad(&f, 0, n, gx);
+    ab_fd_grad(&f, 1, C, gg);
+    ab_fd_grad(&f, 2, C, gb);
     for (int k = 0; k < C; k++) dg[k] = db[k] = NAN; /* acc 0 overwrites */
     AB_CHECK(be->ops->layernorm_backward(be, R, C, AB_F32, x, AB_F32, Rf, g, mean, rstd, 0.0f, dg, db, dx) == 0, "%s",
              ab_error());
     snprintf(what, sizeof what, "layernorm R%d C%d dx against finite differences", R, C);
-    check(what, dx, gx, n, GRAD_TOL);
+    failures += ab_fd_check(what, dx, gx, n);
     snprintf(what, sizeof what, "layernorm R%d C%d d_weight", R, C);
-    check(what, dg, gg, C, GRAD_TOL);
+    failures += ab_fd_check(what, dg, gg, C);
     snprintf(what, sizeof what, "layernorm R%d C%d d_bias", R, C);
-    check(what, db, gb, C, GRAD_TOL);
+    failures += ab_fd_check(what, db, gb, C);
     /* accumulate, in place over dy */
     double *wg = dalloc(C);
     for (int k = 0; k < C; k++) {
@@ -136,9 +104,9 @@ static void test_layernorm(ab_backend *be, int R, int C) {
     AB_CHECK(be->ops->layernorm_backward(be, R, C, AB_F32, x, AB_F32, al, g, mean, rstd, 1.0f, dg, db, al) == 0, "%s",
              ab_error());
     snprintf(what, sizeof what, "layernorm R%d C%d d_weight accumulated", R, C);
-    check(what, dg, wg, C, GRAD_TOL);
+    failures += ab_fd_check(what, dg, wg, C);
     snprintf(what, sizeof what, "layernorm R%d C%d dx in place", R, C);
-    check(what, al, gx, n, GRAD_TOL);
+    failures += ab_fd_check(what, al, gx, n);
     /* fp32 in (the embeddings' sum), fp16 out; and fp16 in and out */
     uint16_t *yh = malloc(n * 2), *xh = malloc(n * 2), *dyh = malloc(n * 2), *dxh = malloc(n * 2);
     AB_CHECK(be->ops->layernorm_forward(be, R, C, AB_F32, x, g, b, 1e-12f, mean, rstd, AB_F16, yh) == 0, "%s",
@@ -165,7 +133,7 @@ static void test_layernorm(ab_backend *be, int R, int C) {
 /* ---- element-wise ---- */
 
 static int ew_kind;
-static void ew_ref(const fd_fn *f, double *y) {
+static void ew_ref(const ab_fd_fn *f, double *y) {
     for (size_t i = 0; i < f->ny; i++) {
         const double x = f->in[0][i];
         y[i] = ew_kind == 0 ? 0.5 * x * (1.0 + erf(x / sqrt(2.0))) : tanh(x);
@@ -181,9 +149,9 @@ static void test_elementwise(ab_backend *be) {
     for (ew_kind = 0; ew_kind < 2; ew_kind++) {
         const char *name = ew_kind ? "tanh" : "gelu";
         double *in[1] = {xd};
-        fd_fn f = {ew_ref, in, n, Rd, NULL};
+        ab_fd_fn f = {ew_ref, in, n, Rd, NULL};
         ew_ref(&f, yd);
-        fd_grad(&f, 0, n, gx);
+        ab_fd_grad(&f, 0, n, gx);
         int rc = ew_kind ? be->ops->tanh_forward(be, n, AB_F32, x, y) : be->ops->gelu_forward(be, n, AB_F32, x, y);
         char what[64];
         snprintf(what, sizeof what, "%s forward", name);
@@ -193,7 +161,7 @@ static void test_elementwise(ab_backend *be) {
         rc = ew_kind ? be->ops->tanh_backward(be, n, AB_F32, y, R, dx) : be->ops->gelu_backward(be, n, AB_F32, x, R, dx);
         AB_CHECK(rc == 0, "%s", ab_error());
         snprintf(what, sizeof what, "%s backward against finite differences", name);
-        check(what, dx, gx, n, GRAD_TOL);
+        failures += ab_fd_check(what, dx, gx, n);
         /* fp16: one rounding of the fp32 value of the rounded input */
         uint16_t *h = malloc(n * 2), *o = malloc(n * 2);
         int bad = 0;
@@ -259,7 +227,7 @@ typedef struct {
     const int32_t *mask;
 } sm_ctx;
 
-static void sm_ref(const fd_fn *f, double *y) {
+static void sm_ref(const ab_fd_fn *f, double *y) {
     const sm_ctx *c = f->ctx;
     const double *x = f->in[0];
     for (int r = 0; r < c->B * c->A * c->L; r++) {
@@ -284,16 +252,16 @@ static void test_softmax(ab_backend *be) {
     fill(R, Rd, n, 1.0);
     sm_ctx c = {B, A, L, 0.37, mask};
     double *in[1] = {xd};
-    fd_fn f = {sm_ref, in, n, Rd, &c};
+    ab_fd_fn f = {sm_ref, in, n, Rd, &c};
     sm_ref(&f, pd);
-    fd_grad(&f, 0, n, gx);
+    ab_fd_grad(&f, 0, n, gx);
     AB_CHECK(be->ops->softmax_forward(be, B, A, L, AB_F32, 0.37f, x, mask, p) == 0, "%s", ab_error());
     check("softmax forward with the padding mask", p, pd, n, AB_TOL_FP32_NMSE);
     int zero = 1;
     for (size_t i = (size_t)2 * A * L * L; i < n; i++) zero &= p[i] == 0.0f;
     AB_CHECK(zero, "a row with every key masked is not all 0");
     AB_CHECK(be->ops->softmax_backward(be, B * A * L, L, AB_F32, 0.37f, p, R, dx) == 0, "%s", ab_error());
-    check("softmax backward against finite differences", dx, gx, n, GRAD_TOL);
+    failures += ab_fd_check("softmax backward against finite differences", dx, gx, n);
     /* in place (the scores become the probabilities) */
     float *al = falloc(n);
     memcpy(al, x, n * sizeof *al);
@@ -341,7 +309,7 @@ typedef struct {
     const int32_t *ids, *types;
 } emb_ctx;
 
-static void emb_ref(const fd_fn *f, double *y) {
+static void emb_ref(const ab_fd_fn *f, double *y) {
     const emb_ctx *c = f->ctx;
     for (int r = 0; r < c->R; r++)
         for (int k = 0; k < c->C; k++)
@@ -367,18 +335,18 @@ static void test_embedding(ab_backend *be) {
     fill(Rf, Rd, R * C, 1.0);
     emb_ctx c = {R, L, C, ids, types};
     double *in[3] = {wd, pd, td};
-    fd_fn f = {emb_ref, in, R * C, Rd, &c};
+    ab_fd_fn f = {emb_ref, in, R * C, Rd, &c};
     emb_ref(&f, yd);
-    fd_grad(&f, 0, V * C, gw);
-    fd_grad(&f, 1, P * C, gp);
-    fd_grad(&f, 2, T * C, gt);
+    ab_fd_grad(&f, 0, V * C, gw);
+    ab_fd_grad(&f, 1, P * C, gp);
+    ab_fd_grad(&f, 2, T * C, gt);
     AB_CHECK(be->ops->embedding_forward(be, R, L, C, ids, types, w, V, p, t, T, y) == 0, "%s", ab_error());
     check("embedding forward", y, yd, R * C, AB_TOL_FP32_NMSE);
     for (int i = 0; i < V * C; i++) dw[i] = NAN;
     AB_CHECK(be->ops->embedding_backward(be, R, L, C, ids, types, Rf, V, T, 0, dw, dp, dt) == 0, "%s", ab_error());
-    check("embedding word-table gradient", dw, gw, V * C, GRAD_TOL);
-    check("embedding position-table gradient", dp, gp, P * C, GRAD_TOL);
-    check("embedding type-table gradient", dt, gt, T * C, GRAD_TOL);
+    failures += ab_fd_check("embedding word-table gradient", dw, gw, V * C);
+    failures += ab_fd_check("embedding position-table gradient", dp, gp, P * C);
+    failures += ab_fd_check("embedding type-table gradient", dt, gt, T * C);
     ids[0] = V; /* out of the vocabulary: a NaN row, not a read past the table */
     AB_CHECK(be->ops->embedding_forward(be, R, L, C, ids, types, w, V, p, t, T, y) == 0 && isnan(y[0]) && !isnan(y[C]),
              "an id past the vocabulary does not give a NaN row");
@@ -445,7 +413,7 @@ typedef struct {
     uint64_t seed;
 } att_ctx;
 
-static void att_ref(const fd_fn *f, double *y) {
+static void att_ref(const ab_fd_fn *f, double *y) {
     const att_ctx *c = f->ctx;
     const int D = c->H / c->A, L = c->L, H = c->H;
     const double *q = f->in[0], *k = f->in[1], *v = f->in[2];
@@ -495,18 +463,18 @@ static void test_attention(ab_backend *be) {
     const uint64_t seed = 99;
     att_ctx c = {B, L, H, A, mask, 0.25f, seed};
     double *in[3] = {qd, kd, vd};
-    fd_fn f = {att_ref, in, n, Rd, &c};
+    ab_fd_fn f = {att_ref, in, n, Rd, &c};
     att_ref(&f, yd);
-    fd_grad(&f, 0, n, gq);
-    fd_grad(&f, 1, n, gk);
-    fd_grad(&f, 2, n, gv);
+    ab_fd_grad(&f, 0, n, gq);
+    ab_fd_grad(&f, 1, n, gk);
+    ab_fd_grad(&f, 2, n, gv);
     AB_CHECK(ab_attention_forward(&p, &att, B, L, H, q, k, v, mask, 1, seed, probs, drop, ctx) == 0, "%s", ab_error());
     check("attention forward (padding mask, dropout)", ctx, yd, n, AB_TOL_FP32_NMSE);
     AB_CHECK(ab_attention_backward(&p, &att, B, L, H, q, k, v, probs, drop, 1, seed, R, scratch, dq, dk, dv) == 0, "%s",
              ab_error());
-    check("attention dq against finite differences", dq, gq, n, GRAD_TOL);
-    check("attention dk against finite differences", dk, gk, n, GRAD_TOL);
-    check("attention dv against finite differences", dv, gv, n, GRAD_TOL);
+    failures += ab_fd_check("attention dq against finite differences", dq, gq, n);
+    failures += ab_fd_check("attention dk against finite differences", dk, gk, n);
+    failures += ab_fd_check("attention dv against finite differences", dv, gv, n);
     /* a padded key gets no gradient through k or v */
     double pad = 0;
     for (int j = 3; j < 5; j++)
