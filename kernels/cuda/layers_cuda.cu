@@ -96,7 +96,8 @@ typedef struct {
 struct ab_cuda_layers {
     conv_plan plans[CONV_PLANS];
     int next;
-    void *ws; /* cuDNN workspace: the largest any cached plan needs (tracked, workspace) */
+    void *ws; /* cuDNN workspace: the largest any cached plan needs, unless a grow failed (then
+               * NULL, ws_bytes 0, regrown by conv_run as plans need) (tracked, workspace) */
     size_t ws_bytes;
     float *bn; /* batch-norm partial sums and per-channel coefficients (tracked, workspace) */
     size_t bn_bytes;
@@ -131,14 +132,19 @@ void ab_cuda_layers_free(ab_backend *be) {
 }
 
 /* device scratch that only grows (tracked, charged to workspace): allocated when a shape first
- * needs more, never per call; the stream is drained first since queued work may still use it */
+ * needs more, never per call; the stream is drained first since queued work may still use it.
+ * The old buffer goes before the new one is asked for (the two need not fit at once), so on
+ * failure (-1, ab_error) *p is NULL and *cap 0: never a size the buffer does not have. What was
+ * sized to the old buffer (the cached convolution plans) must then not trust it: conv_run checks
+ * each plan's workspace against *cap before every execution. A failed drain leaves both as they
+ * were, still consistent. */
 static int grow(ab_backend *be, void **p, size_t *cap, size_t bytes) {
     if (*cap >= bytes) return 0;
     if (*p) CU_CHECK(cudaStreamSynchronize(ab_cuda_stream(be)));
     ab_release(be, AB_MEM_WORKSPACE, *p, *cap);
     *p = NULL;
     *cap = 0;
-    if (!(*p = ab_alloc(be, AB_MEM_WORKSPACE, bytes))) return -1;
+    if (!(*p = ab_alloc(be, AB_MEM_WORKSPACE, bytes))) return -1; /* *p NULL, *cap 0 */
     *cap = bytes;
     return 0;
 }
@@ -451,6 +457,20 @@ static int conv_run(ab_backend *be, int dir, const ab_conv_shape *s, ab_dtype t,
     conv_plan *p = NULL;
     AB_TRY(conv_plan_get(be, &key, &p));
     ab_cuda_layers *L = layers_of(be);
+    /* The plan was cached beside a workspace of at least p->ws bytes, but a later grow for another
+     * plan may have failed after releasing it (grow leaves NULL and 0 then): grow again, or stop
+     * here rather than hand cuDNN a workspace smaller than the plan was built for. */
+    if ((size_t)p->ws > L->ws_bytes) {
+        const size_t had = L->ws_bytes;
+        if (grow(be, &L->ws, &L->ws_bytes, (size_t)p->ws) != 0) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", ab_error());
+            return ab_errorf("conv2d %s %s N=%d H=%d W=%d C=%d K=%d R=%d S=%d stride %dx%d pad %dx%d: the cached plan "
+                             "needs %lld bytes of cuDNN workspace, the buffer has %zu and growing it failed: %s",
+                             DIR_NAME[dir], ab_dtype_name(t), s->N, s->H, s->W, s->C, s->K, s->R, s->S, s->stride_h,
+                             s->stride_w, s->pad_h, s->pad_w, (long long)p->ws, had, why);
+        }
+    }
     int rc = 0;
     cudnnBackendDescriptor_t vp = NULL;
     const int64_t uids[3] = {UID_X, UID_W, UID_Y};

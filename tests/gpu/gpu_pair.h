@@ -1,6 +1,7 @@
-/* Tensors held twice for test_cuda_layers and test_cuda_transformer (a pair: host copy for the
- * CPU backend, device copy for the backend under test) with sentinels after every buffer, and
- * their comparisons: NMSE plus the largest element error, or bit for bit. Static, as gpu_test.h. */
+/* Tensors held twice for test_cuda_ops, test_cuda_layers and test_cuda_transformer (a pair: host
+ * copy for the CPU backend, device copy for the backend under test) with sentinels after every
+ * buffer, and their comparisons: NMSE plus the largest element error, NMSE alone, or bit for bit
+ * (any NaN matching any NaN, or the NaN's bits too). Static, as gpu_test.h. */
 #ifndef AB_TESTS_GPU_PAIR_H
 #define AB_TESTS_GPU_PAIR_H
 
@@ -31,12 +32,14 @@ typedef struct {
 static inline pair pair_new(size_t n, ab_dtype t, float lo, float hi) {
     pair p = {.n = n, .es = ab_dtype_size(t), .t = t};
     const size_t bytes = (n + PAD) * p.es;
+    char what[64];
+    snprintf(what, sizeof what, "device buffer of %zu bytes", bytes);
     p.h = malloc(bytes);
     if (!p.h) die("host buffer");
     memset(p.h, SENTINEL, bytes);
     for (size_t i = 0; i < n; i++) ab_store(p.h, i, t, ab_rng_uniform_range(&rng, lo, hi));
     p.d = ab_alloc(gpu, AB_MEM_WORKSPACE, bytes);
-    if (!p.d || gpu->ops->upload(gpu, p.d, p.h, bytes) != 0) die("device buffer");
+    if (!p.d || gpu->ops->upload(gpu, p.d, p.h, bytes) != 0) die(what);
     return p;
 }
 
@@ -106,7 +109,7 @@ static inline unsigned char *fetch(const char *what, const pair *p) {
 }
 
 /* GPU result vs CPU result: NMSE (NaN/Inf parity included) and the largest element error
- * |a - b| / (|b| + rms(b)) */
+ * |a - b| / (|b| + rms(b)); rel_tol INFINITY: NMSE alone (compare_nmse) */
 static inline void compare(const char *what, const pair *p, double nmse_tol, double rel_tol) {
     unsigned char *g = fetch(what, p);
     float *a = malloc(p->n * sizeof(float));
@@ -127,7 +130,7 @@ static inline void compare(const char *what, const pair *p, double nmse_tol, dou
         fprintf(stderr, "FAIL %s: nmse %.3g > %.3g; worst element %s: got %.9g, expected %.9g\n", what, e, nmse_tol, at,
                 p->n ? (double)a[w] : 0.0, p->n ? ref[w] : 0.0);
         failures++;
-    } else {
+    } else if (!isinf(rel_tol)) {
         const double rms = nf ? sqrt(sq / (double)nf) : 0.0;
         double worst = 0.0;
         for (size_t i = 0; i < p->n; i++) {
@@ -148,6 +151,12 @@ static inline void compare(const char *what, const pair *p, double nmse_tol, dou
     free(g);
 }
 
+/* NMSE alone, NaN/Inf parity included: for ops whose largest element error has no bound of its
+ * own in tolerances.h (test_cuda_ops: GEMMs, column sums, softmax, optimizer steps) */
+static inline void compare_nmse(const char *what, const pair *p, double nmse_tol) {
+    compare(what, p, nmse_tol, INFINITY);
+}
+
 /* tolerances by storage type: fp32 gets the op's own NMSE bound */
 static inline void compare_t(const char *what, const pair *p, double fp32_nmse) {
     if (p->t == AB_F16)
@@ -158,13 +167,13 @@ static inline void compare_t(const char *what, const pair *p, double fp32_nmse) 
         compare(what, p, fp32_nmse, AB_TOL_GPU_LAYER_FP32_MAXREL);
 }
 
-/* bit for bit, except that any NaN matches any NaN (x86 keeps a NaN operand's payload, the GPU
- * returns its canonical NaN) */
-static inline void compare_exact(const char *what, const pair *p) {
+/* bit for bit; nan_any: except that any NaN matches any NaN (x86 keeps a NaN operand's payload,
+ * the GPU returns its canonical NaN), else a NaN's sign and payload must match too */
+static inline void compare_bitwise(const char *what, const pair *p, int nan_any) {
     unsigned char *g = fetch(what, p);
     for (size_t i = 0; i < p->n; i++) {
         const float a = ab_load(g, i, p->t), b = ab_load(p->h, i, p->t);
-        if (memcmp(g + i * p->es, (char *)p->h + i * p->es, p->es) != 0 && !(isnan(a) && isnan(b))) {
+        if (memcmp(g + i * p->es, (char *)p->h + i * p->es, p->es) != 0 && !(nan_any && isnan(a) && isnan(b))) {
             char at[160];
             where(at, sizeof at, p, i);
             fprintf(stderr, "FAIL %s: element %s differs: got %.9g, expected %.9g (%s); first of the mismatches\n", what,
@@ -175,5 +184,12 @@ static inline void compare_exact(const char *what, const pair *p) {
     }
     free(g);
 }
+
+/* the same value exactly, but a NaN made by arithmetic may carry other bits on the GPU */
+static inline void compare_exact(const char *what, const pair *p) { compare_bitwise(what, p, 1); }
+
+/* ops that only move or test bits, or whose arithmetic is the same AB_HD code on both sides with
+ * no reduction (casts, accumulate, ReLU, unscale, gathers): every bit, NaN payloads included */
+static inline void compare_bits(const char *what, const pair *p) { compare_bitwise(what, p, 0); }
 
 #endif

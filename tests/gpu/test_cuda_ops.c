@@ -9,94 +9,11 @@
  * GEMMs run twice (the second time from cached plans, positive or negative), biases at every
  * alignment from 256 bytes down to one element, labels outside [0, C) (NaN loss and a NaN
  * gradient row on both backends), same-type casts between overlapping buffers (memmove), and a
- * gather straight after a large data set is mapped.
+ * gather straight after a large data set is mapped, and NaN through cuBLASLt's own ReLU epilogues
+ * (beta 0: the MLP's fc1 forward), checked element by element against the CPU's NaN positions.
+ * Buffers held on both backends and their comparisons: gpu_pair.h.
  * Without a usable GPU it prints SKIPPED and exits 77 (CTest SKIP_RETURN_CODE). */
-#include "gpu_test.h"
-#include "half.h"
-
-enum { PAD = 64 }; /* sentinel elements after every buffer */
-static const unsigned char SENTINEL = 0xA5;
-
-/* one tensor, twice: host copy used by the CPU backend, device copy by the CUDA backend */
-typedef struct {
-    size_t n, es;
-    ab_dtype t;
-    void *h, *d;
-} pair;
-
-static pair pair_new(size_t n, ab_dtype t, float lo, float hi) {
-    pair p = {.n = n, .es = ab_dtype_size(t), .t = t};
-    const size_t bytes = (n + PAD) * p.es;
-    p.h = malloc(bytes);
-    memset(p.h, SENTINEL, bytes);
-    for (size_t i = 0; i < n; i++) ab_store(p.h, i, t, ab_rng_uniform_range(&rng, lo, hi));
-    p.d = ab_alloc(gpu, AB_MEM_WORKSPACE, bytes);
-    if (!p.d || gpu->ops->upload(gpu, p.d, p.h, bytes) != 0) {
-        fprintf(stderr, "FAIL device buffer of %zu bytes: %s\n", bytes, ab_error());
-        exit(1);
-    }
-    return p;
-}
-
-static void pair_set(pair *p, size_t i, float v) { /* plant a value in both copies */
-    ab_store(p->h, i, p->t, v);
-    if (gpu->ops->upload(gpu, (char *)p->d + i * p->es, (char *)p->h + i * p->es, p->es) != 0) {
-        fprintf(stderr, "FAIL upload: %s\n", ab_error());
-        exit(1);
-    }
-}
-
-static void pair_free(pair *p) {
-    ab_release(gpu, AB_MEM_WORKSPACE, p->d, (p->n + PAD) * p->es);
-    free(p->h);
-}
-
-/* device copy back to the host, the sentinels checked; returns a malloc'd buffer */
-static void *fetch(const char *what, const pair *p) {
-    const size_t bytes = (p->n + PAD) * p->es;
-    unsigned char *g = malloc(bytes);
-    if (gpu->ops->sync(gpu) != 0 || gpu->ops->download(gpu, g, p->d, bytes) != 0) {
-        fprintf(stderr, "FAIL %s: %s\n", what, ab_error());
-        failures++;
-        memset(g, 0, bytes);
-        return g;
-    }
-    for (size_t b = p->n * p->es; b < bytes; b++)
-        if (g[b] != SENTINEL) {
-            fprintf(stderr, "FAIL %s: write past the end (element %zu of %zu)\n", what, b / p->es, p->n);
-            failures++;
-            break;
-        }
-    return g;
-}
-
-/* GPU result vs CPU result by NMSE (NaN/Inf parity included) */
-static void compare(const char *what, const pair *p, double tol) {
-    void *g = fetch(what, p);
-    float *a = malloc(p->n * sizeof(float));
-    double *ref = malloc(p->n * sizeof(double));
-    for (size_t i = 0; i < p->n; i++) {
-        a[i] = ab_load(g, i, p->t);
-        ref[i] = ab_load(p->h, i, p->t);
-    }
-    failures += ab_check_nmse(what, a, ref, p->n, tol);
-    free(a);
-    free(ref);
-    free(g);
-}
-
-/* bit-for-bit: ops whose arithmetic is the same AB_HD code on both sides with no reduction */
-static void compare_bits(const char *what, const pair *p) {
-    unsigned char *g = fetch(what, p);
-    for (size_t i = 0; i < p->n; i++)
-        if (memcmp(g + i * p->es, (char *)p->h + i * p->es, p->es) != 0) {
-            fprintf(stderr, "FAIL %s: element %zu differs: got %.9g, expected %.9g (%s); first of the mismatches\n", what,
-                    i, (double)ab_load(g, i, p->t), (double)ab_load(p->h, i, p->t), ab_dtype_name(p->t));
-            failures++;
-            break;
-        }
-    free(g);
-}
+#include "gpu_pair.h"
 
 /* tolerance for a GEMM output of type ct from inputs of type at */
 static double gemm_tol(ab_dtype at, ab_dtype ct) {
@@ -116,8 +33,8 @@ static void test_gemm_case(const gemm_case *c, ab_dtype at, ab_dtype bt, ab_dtyp
     const int ar = c->ta ? c->K : c->M, ac = c->ta ? c->M : c->K; /* stored rows, cols */
     const int br = c->tb ? c->N : c->K, bc = c->tb ? c->K : c->N;
     const int lda = ac + c->pad_ld, ldb = bc + c->pad_ld, ldc = c->N + c->pad_ld;
-    pair A = pair_new((size_t)ar * lda, at, -1.0f, 1.0f), B = pair_new((size_t)br * ldb, bt, -1.0f, 1.0f);
-    pair C = pair_new((size_t)c->M * ldc, ct, -1.0f, 1.0f), bias = pair_new((size_t)c->N, bt, -1.0f, 1.0f);
+    pair A = pair_rows((size_t)ar, (size_t)lda, at, -1.0f, 1.0f), B = pair_rows((size_t)br, (size_t)ldb, bt, -1.0f, 1.0f);
+    pair C = pair_rows((size_t)c->M, (size_t)ldc, ct, -1.0f, 1.0f), bias = pair_new((size_t)c->N, bt, -1.0f, 1.0f);
     char what[200];
     snprintf(what, sizeof what, "gemm ta=%d tb=%d M=%d N=%d K=%d ld+%d bias=%d relu=%d alpha=%g beta=%g %s x %s -> %s",
              c->ta, c->tb, c->M, c->N, c->K, c->pad_ld, c->bias, c->epi == AB_EPI_RELU, (double)c->alpha,
@@ -127,7 +44,7 @@ static void test_gemm_case(const gemm_case *c, ab_dtype at, ab_dtype bt, ab_dtyp
     const int r2 = gpu->ops->gemm(gpu, c->ta, c->tb, c->M, c->N, c->K, c->alpha, at, A.d, lda, bt, B.d, ldb,
                                   c->bias ? bias.d : NULL, c->epi, c->beta, ct, C.d, ldc);
     op_ok(what, r1, r2);
-    compare(what, &C, gemm_tol(at, ct));
+    compare_nmse(what, &C, gemm_tol(at, ct));
     pair_free(&A);
     pair_free(&B);
     pair_free(&C);
@@ -145,12 +62,11 @@ static void test_gemm(void) {
         {0, 0, 5, 7, 3, 3, 1, AB_EPI_NONE, 1.0f, 0.5f},      /* padded leading dimensions */
         {1, 1, 100, 3, 200, 1, 0, AB_EPI_RELU, 2.0f, 0.0f},  /* odd alignments */
     };
-    const ab_dtype types[] = {AB_F32, AB_F16, AB_BF16};
     /* twice: the second pass finds every plan in the cache, those with an algorithm and those
      * cuBLASLt had none for (the fallback, taken without asking again) */
     for (int pass = 0; pass < 2; pass++)
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-            for (int t = 0; t < 3; t++) test_gemm_case(&cases[i], types[t], types[t], types[t]);
+            for (int t = 0; t < 3; t++) test_gemm_case(&cases[i], TYPES[t], TYPES[t], TYPES[t]);
     /* fp16/bf16 inputs, fp32 output (bias fp16: not cuBLASLt's default bias type -> fallback) */
     test_gemm_case(&cases[0], AB_F16, AB_F16, AB_F32);
     test_gemm_case(&cases[2], AB_BF16, AB_BF16, AB_F32);
@@ -163,14 +79,14 @@ static void test_gemm(void) {
      * another, as --hidden 100 lays them out), 64, 32, 16, then 2 or 4 (one element: the fallback).
      * The plan chosen for one alignment must not be reused for a bias aligned less. */
     for (int t = 0; t < 3; t++) {
-        const ab_dtype dt = types[t];
+        const ab_dtype dt = TYPES[t];
         const int M = 64, N = 100, K = 96;
         const size_t es = ab_dtype_size(dt);
         const int offsets[] = {0, (int)(128 / es), (int)(64 / es), (int)(32 / es), (int)(16 / es), 1, 0};
-        pair A = pair_new((size_t)M * K, dt, -1, 1), B = pair_new((size_t)N * K, dt, -1, 1),
+        pair A = pair_rows((size_t)M, (size_t)K, dt, -1, 1), B = pair_rows((size_t)N, (size_t)K, dt, -1, 1),
              bias = pair_new((size_t)N + 256 / es, dt, -1, 1);
         for (size_t k = 0; k < sizeof offsets / sizeof offsets[0]; k++) {
-            pair C = pair_new((size_t)M * N, dt, -1, 1);
+            pair C = pair_rows((size_t)M, (size_t)N, dt, -1, 1);
             const size_t off = (size_t)offsets[k] * es;
             for (int epi = 0; epi < 2; epi++) { /* bias, then bias + ReLU (C overwritten: beta 0) */
                 char what[112];
@@ -181,7 +97,7 @@ static void test_gemm(void) {
                                      (ab_epilogue)epi, 0.0f, dt, C.h, N),
                       gpu->ops->gemm(gpu, 0, 1, M, N, K, 1.0f, dt, A.d, K, dt, B.d, K, (char *)bias.d + off,
                                      (ab_epilogue)epi, 0.0f, dt, C.d, N));
-                compare(what, &C, gemm_tol(dt, dt));
+                compare_nmse(what, &C, gemm_tol(dt, dt));
             }
             pair_free(&C);
         }
@@ -191,13 +107,14 @@ static void test_gemm(void) {
     }
 
     /* NaN parity: a NaN in row 3 of A makes row 3 of C NaN on both; also through ReLU with beta
-     * accumulation (always our fallback epilogue, whose ReLU keeps NaN as the CPU's does) */
+     * accumulation (always our fallback epilogue, whose ReLU keeps NaN as the CPU's does). ReLU
+     * with beta 0, cuBLASLt's own epilogue: test_gemm_relu_nan_direct. */
     for (int relu = 0; relu < 2; relu++)
         for (int t = 0; t < 3; t++) {
-            const ab_dtype dt = types[t];
+            const ab_dtype dt = TYPES[t];
             const ab_epilogue epi = relu ? AB_EPI_RELU : AB_EPI_NONE;
             const float beta = relu ? 1.0f : 0.0f;
-            pair A = pair_new(16 * 48, dt, -1, 1), B = pair_new(32 * 48, dt, -1, 1), C = pair_new(16 * 32, dt, -1, 1),
+            pair A = pair_rows(16, 48, dt, -1, 1), B = pair_rows(32, 48, dt, -1, 1), C = pair_rows(16, 32, dt, -1, 1),
                  bias = pair_new(32, dt, -1, 1);
             pair_set(&A, 3 * 48 + 7, NAN);
             char what[64];
@@ -205,7 +122,70 @@ static void test_gemm(void) {
             op_ok(what,
                   cpu->ops->gemm(cpu, 0, 1, 16, 32, 48, 1.0f, dt, A.h, 48, dt, B.h, 48, bias.h, epi, beta, dt, C.h, 32),
                   gpu->ops->gemm(gpu, 0, 1, 16, 32, 48, 1.0f, dt, A.d, 48, dt, B.d, 48, bias.d, epi, beta, dt, C.d, 32));
-            compare(what, &C, gemm_tol(dt, dt));
+            compare_nmse(what, &C, gemm_tol(dt, dt));
+            pair_free(&A);
+            pair_free(&B);
+            pair_free(&C);
+            pair_free(&bias);
+        }
+}
+
+/* The CPU's NaN positions against the GPU's, element by element: compare's NMSE says only that
+ * NaN parity fails somewhere, this says how (NaN lost or made, and where first). expect: how many
+ * NaN the planted ones make on the CPU, the test's own premise, checked too. */
+static void check_nan_positions(const char *what, const pair *p, size_t expect, const char *if_lost) {
+    unsigned char *g = fetch(what, p);
+    size_t cpu_nan = 0, lost = 0, made = 0, first = p->n;
+    for (size_t i = 0; i < p->n; i++) {
+        const int on_cpu = isnan(ab_load(p->h, i, p->t)) != 0, on_gpu = isnan(ab_load(g, i, p->t)) != 0;
+        cpu_nan += (size_t)on_cpu;
+        lost += (size_t)(on_cpu && !on_gpu);
+        made += (size_t)(!on_cpu && on_gpu);
+        if (on_cpu != on_gpu && first == p->n) first = i;
+    }
+    AB_CHECK(cpu_nan == expect, "%s: the CPU backend has %zu NaN, the planted ones make %zu", what, cpu_nan, expect);
+    if (lost || made) {
+        char at[160];
+        where(at, sizeof at, p, first);
+        fprintf(stderr, "FAIL %s: %zu of the CPU's %zu NaN are not NaN on the GPU, %zu NaN are new; first at %s: got "
+                "%.9g, expected %.9g%s%s\n", what, lost, cpu_nan, made, at, (double)ab_load(g, first, p->t),
+                (double)ab_load(p->h, first, p->t), lost ? ". " : "", lost ? if_lost : "");
+        failures++;
+    }
+    free(g);
+}
+
+/* NaN through cuBLASLt's own ReLU epilogues: beta 0 and a bias of the output type, 16-byte aligned
+ * (RELU_BIAS), or no bias (RELU), which gemm_strided (kernels/cuda/backend_cuda.cu) sends straight
+ * to cublasLtMatmul. cublasLt.h defines that ReLU only as x := max(x, 0), silent on NaN, where the
+ * CPU backend keeps NaN; so a NaN in the product may come back 0 from the GPU. The shape, types and
+ * layout are the MLP's fc1 forward (x (64, 784) times W (256, 784) transposed, plus b, in fp32,
+ * fp16 or bf16), so the plan is the one training uses. A NaN in row 3 of x makes row 3 NaN before
+ * the ReLU; a NaN in b[5] (RELU_BIAS) or in row 5 of W (RELU) makes column 5 NaN: M + N - 1 NaN. */
+static void test_gemm_relu_nan_direct(void) {
+    enum { M = 64, N = 256, K = 784, NAN_ROW = 3, NAN_COL = 5 };
+    static const char if_lost[] = "cuBLASLt's ReLU epilogue does not keep NaN as the CPU backend does: see the note "
+                                  "where CUBLASLT_EPILOGUE_RELU_BIAS is chosen, kernels/cuda/backend_cuda.cu";
+    for (int with_bias = 1; with_bias >= 0; with_bias--)
+        for (int t = 0; t < 3; t++) {
+            const ab_dtype dt = TYPES[t];
+            pair A = pair_rows(M, K, dt, -1, 1), B = pair_rows(N, K, dt, -1, 1), C = pair_rows(M, N, dt, -1, 1),
+                 bias = pair_new(N, dt, -1, 1);
+            pair_set(&A, (size_t)NAN_ROW * K + 7, NAN);
+            if (with_bias)
+                pair_set(&bias, NAN_COL, NAN);
+            else
+                pair_set(&B, (size_t)NAN_COL * K + 11, NAN);
+            char what[160];
+            snprintf(what, sizeof what, "gemm NaN through cuBLASLt's %s epilogue (beta 0, the MLP's fc1 %dx%dx%d) %s",
+                     with_bias ? "RELU_BIAS" : "RELU", M, N, K, ab_dtype_name(dt));
+            op_ok(what,
+                  cpu->ops->gemm(cpu, 0, 1, M, N, K, 1.0f, dt, A.h, K, dt, B.h, K, with_bias ? bias.h : NULL,
+                                 AB_EPI_RELU, 0.0f, dt, C.h, N),
+                  gpu->ops->gemm(gpu, 0, 1, M, N, K, 1.0f, dt, A.d, K, dt, B.d, K, with_bias ? bias.d : NULL,
+                                 AB_EPI_RELU, 0.0f, dt, C.d, N));
+            check_nan_positions(what, &C, M + N - 1, if_lost);
+            compare_nmse(what, &C, gemm_tol(dt, dt));
             pair_free(&A);
             pair_free(&B);
             pair_free(&C);
@@ -219,30 +199,29 @@ static void plant_specials(pair *p) {
 }
 
 static void test_elementwise(void) {
-    const ab_dtype types[] = {AB_F32, AB_F16, AB_BF16};
     const size_t n = 100003; /* not a multiple of any block size */
     char what[128];
     for (int s = 0; s < 3; s++) {
         for (int d = 0; d < 3; d++) { /* cast, every pair, specials included: bit-exact */
-            pair x = pair_new(n, types[s], -4.0f, 4.0f), y = pair_new(n, types[d], -1.0f, 1.0f);
+            pair x = pair_new(n, TYPES[s], -4.0f, 4.0f), y = pair_new(n, TYPES[d], -1.0f, 1.0f);
             plant_specials(&x);
-            snprintf(what, sizeof what, "cast %s -> %s", ab_dtype_name(types[s]), ab_dtype_name(types[d]));
+            snprintf(what, sizeof what, "cast %s -> %s", ab_dtype_name(TYPES[s]), ab_dtype_name(TYPES[d]));
             op_ok(what, cpu->ops->cast(cpu, n, x.t, x.h, y.t, y.h), gpu->ops->cast(gpu, n, x.t, x.d, y.t, y.d));
             compare_bits(what, &y);
             pair_free(&x);
             pair_free(&y);
         }
         for (int acc = 0; acc < 2; acc++) { /* accumulate into fp32: one add, bit-exact */
-            pair x = pair_new(n, types[s], -4.0f, 4.0f), y = pair_new(n, AB_F32, -1.0f, 1.0f);
+            pair x = pair_new(n, TYPES[s], -4.0f, 4.0f), y = pair_new(n, AB_F32, -1.0f, 1.0f);
             plant_specials(&x);
-            snprintf(what, sizeof what, "accumulate %s (accumulate=%d)", ab_dtype_name(types[s]), acc);
+            snprintf(what, sizeof what, "accumulate %s (accumulate=%d)", ab_dtype_name(TYPES[s]), acc);
             op_ok(what, cpu->ops->accumulate(cpu, n, x.t, x.h, y.h, acc), gpu->ops->accumulate(gpu, n, x.t, x.d, y.d, acc));
             compare_bits(what, &y);
             pair_free(&x);
             pair_free(&y);
         }
         { /* relu forward and backward (dx aliasing dy, as the MLP does): bit-exact */
-            const ab_dtype t = types[s];
+            const ab_dtype t = TYPES[s];
             pair x = pair_new(n, t, -2.0f, 2.0f), y = pair_new(n, t, -1.0f, 1.0f), dy = pair_new(n, t, -1.0f, 1.0f);
             plant_specials(&x);
             snprintf(what, sizeof what, "relu_forward %s", ab_dtype_name(t));
@@ -257,13 +236,14 @@ static void test_elementwise(void) {
             pair_free(&dy);
         }
         for (int beta = 0; beta < 2; beta++) { /* column sums (bias gradients) */
-            const ab_dtype t = types[s];
+            const ab_dtype t = TYPES[s];
             const int M = 64, N = 300;
             pair X = pair_new((size_t)M * N, t, -1.0f, 1.0f), out = pair_new((size_t)N, t, -1.0f, 1.0f);
             snprintf(what, sizeof what, "col_sum %s beta=%d", ab_dtype_name(t), beta);
             op_ok(what, cpu->ops->col_sum(cpu, M, N, t, X.h, (float)beta, t, out.h),
                   gpu->ops->col_sum(gpu, M, N, t, X.d, (float)beta, t, out.d));
-            compare(what, &out, t == AB_F32 ? AB_TOL_GPU_ELEMWISE_NMSE : t == AB_F16 ? AB_TOL_FP16_NMSE : AB_TOL_BF16_NMSE);
+            compare_nmse(what, &out,
+                         t == AB_F32 ? AB_TOL_GPU_ELEMWISE_NMSE : t == AB_F16 ? AB_TOL_FP16_NMSE : AB_TOL_BF16_NMSE);
             pair_free(&X);
             pair_free(&out);
         }
@@ -271,14 +251,13 @@ static void test_elementwise(void) {
 }
 
 static void test_softmax_xent(void) {
-    const ab_dtype types[] = {AB_F32, AB_F16, AB_BF16};
     const int Bs[] = {64, 100}, C = 10;
     char what[128];
     for (int s = 0; s < 3; s++)
         for (int bi = 0; bi < 2; bi++)
             for (int inplace = 0; inplace < 2; inplace++) {
                 const int B = Bs[bi];
-                const ab_dtype t = types[s];
+                const ab_dtype t = TYPES[s];
                 pair L = pair_new((size_t)B * C, t, -6.0f, 6.0f), D = pair_new((size_t)B * C, t, 0.0f, 0.0f);
                 pair y = pair_new((size_t)B, AB_F32, 0.0f, 0.0f), stats = pair_new(2, AB_F32, 0.0f, 0.0f);
                 int32_t *lab = y.h;
@@ -292,7 +271,8 @@ static void test_softmax_xent(void) {
                 op_ok(what,
                       cpu->ops->softmax_xent(cpu, B, C, t, L.h, y.h, 65536.0f, t, out->h, loss_h, corr_h),
                       gpu->ops->softmax_xent(gpu, B, C, t, L.d, y.d, 65536.0f, t, out->d, loss_d, corr_d));
-                compare(what, out, t == AB_F32 ? AB_TOL_GPU_TRANSC_NMSE : t == AB_F16 ? AB_TOL_FP16_NMSE : AB_TOL_BF16_NMSE);
+                compare_nmse(what, out,
+                             t == AB_F32 ? AB_TOL_GPU_TRANSC_NMSE : t == AB_F16 ? AB_TOL_FP16_NMSE : AB_TOL_BF16_NMSE);
                 float g[2];
                 if (gpu->ops->download(gpu, g, stats.d, sizeof g) != 0) failures++;
                 int32_t gc;
@@ -316,13 +296,12 @@ static void test_softmax_xent(void) {
  * element of the row's gradient NaN (so an fp32 run stops on the loss and an amp step is skipped),
  * also in place, where leaving the row alone would pass the raw logits off as the gradient. */
 static void test_softmax_xent_bad_labels(void) {
-    const ab_dtype types[] = {AB_F32, AB_F16, AB_BF16};
     enum { B = 40, C = 10 };
     const int bad_rows[] = {3, 17, 39}, bad_labels[] = {C, -1, 1000};
     char what[128];
     for (int s = 0; s < 3; s++)
         for (int mode = 0; mode < 3; mode++) { /* separate dlogits, in place, loss only */
-            const ab_dtype t = types[s];
+            const ab_dtype t = TYPES[s];
             pair L = pair_new((size_t)B * C, t, -6.0f, 6.0f), D = pair_new((size_t)B * C, t, -1.0f, 1.0f);
             pair y = pair_new((size_t)B, AB_F32, 0.0f, 0.0f), stats = pair_new(2, AB_F32, 0.0f, 0.0f);
             int32_t *lab = y.h;
@@ -340,7 +319,8 @@ static void test_softmax_xent_bad_labels(void) {
                                                       corr_d);
             op_ok(what, rc_cpu, rc_gpu);
             if (out) {
-                compare(what, out, t == AB_F32 ? AB_TOL_GPU_TRANSC_NMSE : t == AB_F16 ? AB_TOL_FP16_NMSE : AB_TOL_BF16_NMSE);
+                compare_nmse(what, out,
+                             t == AB_F32 ? AB_TOL_GPU_TRANSC_NMSE : t == AB_F16 ? AB_TOL_FP16_NMSE : AB_TOL_BF16_NMSE);
                 void *g = fetch(what, out);
                 for (int i = 0, k = 0; i < B; i++) {
                     const int bad = k < 3 && i == bad_rows[k];
@@ -367,12 +347,11 @@ static void test_softmax_xent_bad_labels(void) {
 
 /* A same-type cast is memmove: overlapping source and destination, shifted either way. */
 static void test_overlapping_cast(void) {
-    const ab_dtype types[] = {AB_F32, AB_F16, AB_BF16};
     const size_t n = 50001, shift = 1237;
     char what[96];
     for (int s = 0; s < 3; s++)
         for (int up = 0; up < 2; up++) {
-            const ab_dtype t = types[s];
+            const ab_dtype t = TYPES[s];
             pair buf = pair_new(n + shift, t, -4.0f, 4.0f);
             const size_t from = up ? 0 : shift, to = up ? shift : 0, es = buf.es;
             snprintf(what, sizeof what, "cast %s -> %s between overlapping buffers (dst %s src)", ab_dtype_name(t),
@@ -426,8 +405,8 @@ static void test_unscale_and_optimizers(void) {
                 snprintf(what, sizeof what, "sgd_step momentum=%g wd=%g first=%d", (double)moms[mi], (double)wds[wi], first);
                 op_ok(what, cpu->ops->sgd_step(cpu, n, w.h, g.h, moms[mi] != 0.0f ? buf.h : NULL, 0.01f, moms[mi], wds[wi], first),
                       gpu->ops->sgd_step(gpu, n, w.d, g.d, moms[mi] != 0.0f ? buf.d : NULL, 0.01f, moms[mi], wds[wi], first));
-                compare(what, &w, AB_TOL_GPU_ELEMWISE_NMSE);
-                if (moms[mi] != 0.0f) compare(what, &buf, AB_TOL_GPU_ELEMWISE_NMSE);
+                compare_nmse(what, &w, AB_TOL_GPU_ELEMWISE_NMSE);
+                if (moms[mi] != 0.0f) compare_nmse(what, &buf, AB_TOL_GPU_ELEMWISE_NMSE);
                 pair_free(&w);
                 pair_free(&g);
                 pair_free(&buf);
@@ -439,9 +418,9 @@ static void test_unscale_and_optimizers(void) {
         snprintf(what, sizeof what, "adamw_step step=%d", steps[si]);
         op_ok(what, cpu->ops->adamw_step(cpu, n, w.h, g.h, m.h, v.h, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, steps[si]),
               gpu->ops->adamw_step(gpu, n, w.d, g.d, m.d, v.d, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, steps[si]));
-        compare(what, &w, AB_TOL_GPU_ELEMWISE_NMSE);
-        compare(what, &m, AB_TOL_GPU_ELEMWISE_NMSE);
-        compare(what, &v, AB_TOL_GPU_ELEMWISE_NMSE);
+        compare_nmse(what, &w, AB_TOL_GPU_ELEMWISE_NMSE);
+        compare_nmse(what, &m, AB_TOL_GPU_ELEMWISE_NMSE);
+        compare_nmse(what, &v, AB_TOL_GPU_ELEMWISE_NMSE);
         pair_free(&w);
         pair_free(&g);
         pair_free(&m);
@@ -457,7 +436,6 @@ static void test_gather(void) {
     const void *cx, *cy, *gx, *gy;
     op_ok("map_data", cpu->ops->map_data(cpu, data, (size_t)N * D, &cx) | cpu->ops->map_data(cpu, labels, (size_t)N, &cy),
           gpu->ops->map_data(gpu, data, (size_t)N * D, &gx) | gpu->ops->map_data(gpu, labels, (size_t)N, &gy));
-    const ab_dtype types[] = {AB_F32, AB_F16, AB_BF16};
     const int Bs[] = {64, 100, 7, 64, 100}; /* growth of the staging buffer, and its ring reused */
     char what[128];
     for (int s = 0; s < 3; s++)
@@ -465,11 +443,11 @@ static void test_gather(void) {
             const int B = Bs[bi];
             int32_t idx[100];
             for (int b = 0; b < B; b++) idx[b] = (int32_t)ab_rng_below(&rng, (uint64_t)N);
-            pair out = pair_new((size_t)B * D, types[s], 0.0f, 0.0f), lab = pair_new((size_t)B, AB_F32, 0.0f, 0.0f);
-            snprintf(what, sizeof what, "gather_normalize %s B=%d", ab_dtype_name(types[s]), B);
+            pair out = pair_new((size_t)B * D, TYPES[s], 0.0f, 0.0f), lab = pair_new((size_t)B, AB_F32, 0.0f, 0.0f);
+            snprintf(what, sizeof what, "gather_normalize %s B=%d", ab_dtype_name(TYPES[s]), B);
             op_ok(what,
-                  cpu->ops->gather_normalize(cpu, B, D, cx, cy, idx, 0.1307f, 0.3081f, types[s], out.h, lab.h),
-                  gpu->ops->gather_normalize(gpu, B, D, gx, gy, idx, 0.1307f, 0.3081f, types[s], out.d, lab.d));
+                  cpu->ops->gather_normalize(cpu, B, D, cx, cy, idx, 0.1307f, 0.3081f, TYPES[s], out.h, lab.h),
+                  gpu->ops->gather_normalize(gpu, B, D, gx, gy, idx, 0.1307f, 0.3081f, TYPES[s], out.d, lab.d));
             memset(idx, 0xff, sizeof idx); /* the op must have copied what it needs of idx already */
             compare_bits(what, &out);
             compare_bits(what, &lab);
@@ -535,6 +513,7 @@ int main(void) {
     if (rc) return rc;
     test_memory_and_describe();
     test_gemm();
+    test_gemm_relu_nan_direct();
     test_elementwise();
     test_softmax_xent();
     test_softmax_xent_bad_labels();
