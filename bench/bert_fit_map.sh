@@ -34,7 +34,7 @@ cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 field() { python3 -c 'import json, sys; v = json.load(open(sys.argv[1]))[sys.argv[2]]; print("null" if v is None else v)' "$1" "$2"; }
 
 {
-    echo "\$ bench/bert_fit_map.sh --limit $limit --seq-lens $seqs --device $device --model $model   ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown))"
+    echo "\$ bench/bert_fit_map.sh --limit $limit --seq-lens $seqs --device $device --model $model   ($(date -u +%Y-%m-%dT%H:%M:%SZ), $("$ampbench" --version))"
     echo "$model fine-tuning (AdamW state included) under --memory-limit $limit on $device ($cpu): the largest batch that fits"
     printf '%5s  %-5s %10s %14s %13s %16s %8s %7s\n' seq prec "max batch" "peak (GB)" "refused at" "would need (GB)" probes seconds
 } > "$out/fit_map.txt"
