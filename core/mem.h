@@ -9,6 +9,8 @@
 
 #include <stddef.h>
 
+/* A new category is named here and in cat_names (mem.c, its JSON key); the report's label for it
+ * is hr_mem_labels (scripts/runset.c). Static asserts check both tables' sizes. */
 typedef enum {
     AB_MEM_PARAMETERS = 0, /* weights the forward pass reads */
     AB_MEM_MASTER,         /* fp32 master copy under amp/bf16 */
@@ -16,7 +18,7 @@ typedef enum {
     AB_MEM_OPTIMIZER,
     AB_MEM_ACTIVATIONS,
     AB_MEM_WORKSPACE,   /* scratch a GPU run holds too: library workspaces, per-step statistics */
-    AB_MEM_CPU_SCRATCH, /* scratch only the CPU implementation needs: not in the comparable total */
+    AB_MEM_CPU_SCRATCH, /* scratch only the CPU implementation needs: not in the comparable total; the last */
     AB_MEM_COUNT
 } ab_mem_category;
 

@@ -1,13 +1,13 @@
-/* The result record as JSON (results/schema/result.schema.json), written atomically:
- * a temporary file in the same folder, fsync, then rename over the target. */
+/* The result record as JSON (results/schema/result.schema.json), written atomically
+ * (ab_write_parts_atomic: a temporary file in the same folder, fsync, then rename over the target). */
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "fileio.h"
 #include "train.h"
 #include "version.h"
 
@@ -269,27 +269,8 @@ static cJSON *build(const ab_train_config *c, const ab_run_record *r) {
 }
 
 int ab_json_write_atomic(const char *path, const char *text) {
-    const size_t len = strlen(path);
-    char *tmp = malloc(len + 32);
-    if (!tmp) return ab_errorf("%s: out of memory", path);
-    snprintf(tmp, len + 32, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        ab_errorf("%s: cannot write (%s)", tmp, strerror(errno));
-        free(tmp);
-        return -1;
-    }
-    const size_t n = strlen(text);
-    int ok = fwrite(text, 1, n, f) == n && fputc('\n', f) != EOF && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        ab_errorf("%s: cannot write (%s)", path, strerror(errno));
-        unlink(tmp);
-        free(tmp);
-        return -1;
-    }
-    free(tmp);
-    return 0;
+    const ab_file_part parts[2] = {{text, strlen(text)}, {"\n", 1}};
+    return ab_write_parts_atomic(path, parts, 2);
 }
 
 int ab_result_write(const char *path, const ab_train_config *cfg, const ab_run_record *rec) {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "ab.h"
+#include "fileio.h"
 #include "half.h"
 
 static const struct {
@@ -290,37 +291,21 @@ int ab_st_write(const char *path, const ab_st_entry *e, int n) {
     cJSON_Delete(meta);
     if (!text) return ab_errorf("%s: out of host memory building the header", path);
     const size_t tl = strlen(text), hlen = (tl + 8 + 7) / 8 * 8 - 8; /* data starts 8-byte aligned */
-    const size_t plen = strlen(path);
-    char *tmp = malloc(plen + 32);
-    if (!tmp) {
+    /* the header's length, the header padded with spaces, then each tensor's bytes */
+    const size_t n_parts = 3 + (size_t)(n > 0 ? n : 0);
+    ab_file_part *parts = malloc(n_parts * sizeof *parts);
+    if (!parts) {
         cJSON_free(text);
         return ab_errorf("%s: out of host memory", path);
     }
-    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        ab_errorf("%s: cannot write (%s)", tmp, strerror(errno));
-        cJSON_free(text);
-        free(tmp);
-        return -1;
-    }
     uint8_t len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
-    int ok = fwrite(len8, 1, 8, f) == 8 && fwrite(text, 1, tl, f) == tl;
-    for (size_t i = tl; ok && i < hlen; i++) ok = fputc(' ', f) != EOF;
-    for (int i = 0; ok && i < n; i++) {
-        const size_t nb = entry_bytes(&e[i]);
-        ok = nb == 0 || fwrite(e[i].data, 1, nb, f) == nb;
-    }
-    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    ok = (fclose(f) == 0) && ok;
+    parts[0] = (ab_file_part){len8, 8};
+    parts[1] = (ab_file_part){text, tl};
+    parts[2] = (ab_file_part){"       ", hlen - tl};
+    for (int i = 0; i < n; i++) parts[3 + i] = (ab_file_part){e[i].data, entry_bytes(&e[i])};
+    rc = ab_write_parts_atomic(path, parts, n_parts);
+    free(parts);
     cJSON_free(text);
-    if (!ok || rename(tmp, path) != 0) {
-        ab_errorf("%s: cannot write (%s)", path, strerror(errno));
-        unlink(tmp);
-        free(tmp);
-        return -1;
-    }
-    free(tmp);
-    return 0;
+    return rc;
 }

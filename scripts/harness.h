@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 
 #include "ab.h"
+#include "mem.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -27,6 +28,9 @@ extern "C" {
 #define HR_MAX_WORKLOADS 16
 /* (tool, precision, world size) groups of one workload that the seed statistics keep apart */
 #define HR_MAX_GROUPS 32
+/* The memory categories of peak_memory_bytes that make up the comparable total: core/mem.h's
+ * categories before AB_MEM_CPU_SCRATCH, in its order; their JSON keys are ab_mem_category_name(k). */
+#define HR_MEM_CATS ((int)AB_MEM_CPU_SCRATCH)
 
 /* One result file, reduced to the figures the report and the regression check use. */
 typedef struct {
@@ -52,8 +56,8 @@ typedef struct {
      * category but cpu_scratch (what a GPU run of the configuration holds). cpu_scratch and
      * total_with_cpu_scratch are NAN in records that predate them. A peer that did not measure
      * memory (total 0) has peak_total NAN. */
-    double peak_total, peak_parameters, peak_master, peak_gradients, peak_activations,
-        peak_optimizer, peak_workspace, peak_cpu_scratch, peak_total_with_scratch;
+    double peak_total, peak_cpu_scratch, peak_total_with_scratch;
+    double peak_cat[HR_MEM_CATS]; /* by ab_mem_category: the categories in the comparable total */
     char mem_method[384]; /* peak_memory_bytes.method (peers), "" when absent */
     double final_accuracy, final_train_loss;
     int overflow_events;
@@ -217,11 +221,9 @@ const cJSON *hr_reported_workload(const hr_reported *rep, const char *model);
 int hr_write_report(const hr_runset *rs, const hr_reported *rep, const char *out_path, const char *plots_rel,
                     char drawn[][128], int n_drawn);
 
-/* The memory categories of peak_memory_bytes that make up the comparable total, in the order of
- * the memory table and the stacked bars: JSON key and the label a reader sees. */
-#define HR_MEM_CATS 6
-extern const char *const hr_mem_keys[HR_MEM_CATS];
-extern const char *const hr_mem_labels[HR_MEM_CATS];
+/* The label a reader sees for each memory category of the comparable total (k < HR_MEM_CATS, in
+ * the order of the memory table and the stacked bars). */
+extern const char *const hr_mem_labels[];
 /* Category k's peak bytes of a run (k < HR_MEM_CATS). */
 double hr_mem_cat(const hr_run *r, int k);
 

@@ -79,8 +79,18 @@ static void runs_table(FILE *f, const hr_workload *w) {
 
 static int cores_of(const hr_run *r) { return (int)hr_num(cJSON_GetObjectItemCaseSensitive(r->json, "host"), "cores", 0); }
 
-static void time_meaning(FILE *f, const hr_workload *w, const hr_ratios *q, const cJSON *claim) {
-    const double t = q->amp_time_saving_pct, rep = hr_num(claim, "value", NAN);
+/* What the cells of one row of a workload's claim table are computed from. */
+typedef struct {
+    const hr_reported *rep;
+    const hr_workload *w;
+    const hr_ratios *q;
+    const cJSON *claim; /* the row's claim in results/reported.json, NULL when none */
+    const char *kind;   /* "gpus" or "nodes": the setting the projection is read at */
+} claim_ctx;
+
+static void time_meaning(FILE *f, const claim_ctx *x) {
+    const hr_workload *w = x->w;
+    const double t = x->q->amp_time_saving_pct, rep = hr_num(x->claim, "value", NAN);
     if (!isfinite(t)) {
         fprintf(f, "Not measured: this run folder lacks %s.", !w->fp32 ? "an FP32 run" : "an AMP run");
         return;
@@ -152,14 +162,14 @@ static void saving_sources(FILE *f, const hr_run *p, const hr_run *a) {
     }
 }
 
-static void memory_meaning(FILE *f, const hr_workload *w, const hr_ratios *q, const cJSON *claim) {
-    const double s = q->amp_memory_saving_pct, rep = hr_num(claim, "value", NAN);
+static void memory_meaning(FILE *f, const claim_ctx *x) {
+    const double s = x->q->amp_memory_saving_pct, rep = hr_num(x->claim, "value", NAN);
     if (!isfinite(s)) {
         fprintf(f, "Not measured.");
         return;
     }
-    const hr_run *a = w->amp, *p = w->fp32;
-    const double act_share = p->peak_total > 0 ? 100.0 * p->peak_activations / p->peak_total : NAN;
+    const hr_run *a = x->w->amp, *p = x->w->fp32;
+    const double act_share = p->peak_total > 0 ? 100.0 * hr_mem_cat(p, AB_MEM_ACTIVATIONS) / p->peak_total : NAN;
     fprintf(f, "Peak %.2f MB (FP32) vs %.2f MB (AMP), the comparable total: what a GPU run of this configuration "
                "holds (weights, master weights, gradients, optimizer state, activations, workspace). ",
             mb(p->peak_total), mb(a->peak_total));
@@ -180,14 +190,14 @@ static void memory_meaning(FILE *f, const hr_workload *w, const hr_ratios *q, co
     }
 }
 
-static void accuracy_meaning(FILE *f, const hr_reported *rep, const hr_workload *w, const hr_ratios *q,
-                             const cJSON *claim) {
-    const double d = q->amp_accuracy_delta;
+static void accuracy_meaning(FILE *f, const claim_ctx *x) {
+    const hr_workload *w = x->w;
+    const double d = x->q->amp_accuracy_delta;
     if (!isfinite(d)) {
         fprintf(f, "Not measured.");
         return;
     }
-    const double lo = hr_num(claim, "value", 0), hi = hr_num(claim, "value_max", lo);
+    const double lo = hr_num(x->claim, "value", 0), hi = hr_num(x->claim, "value_max", lo);
     if (d >= lo - 1.0 && d <= hi + 1.0)
         fprintf(f, "Within a point of the reported %g to %g point band: AMP keeps FP32 accuracy. ", lo, hi);
     else
@@ -198,7 +208,7 @@ static void accuracy_meaning(FILE *f, const hr_reported *rep, const hr_workload 
                 w->fp32->steps, w->amp->steps);
         return;
     }
-    const int want = (int)hr_num(hr_reported_workload(rep, w->model), "epochs", 0);
+    const int want = (int)hr_num(hr_reported_workload(x->rep, w->model), "epochs", 0);
     if (want <= 0 || (w->amp->epochs_done >= want && w->amp->complete && w->amp->max_steps <= 0)) return;
     char data[96] = "";
     if (w->amp->train_subset > 0 || w->amp->test_subset > 0)
@@ -215,7 +225,9 @@ static void accuracy_meaning(FILE *f, const hr_reported *rep, const hr_workload 
                 w->amp->epochs_done, want, w->amp->steps, data);
 }
 
-static void dp_meaning(FILE *f, const hr_workload *w, const hr_ratios *q) {
+static void dp_meaning(FILE *f, const claim_ctx *x) {
+    const hr_workload *w = x->w;
+    const hr_ratios *q = x->q;
     if (!w->dp) {
         fprintf(f, "No data-parallel run in this folder.");
         return;
@@ -246,10 +258,10 @@ static void dp_meaning(FILE *f, const hr_workload *w, const hr_ratios *q) {
     }
 }
 
-static void projection_meaning(FILE *f, const hr_workload *w, const hr_ratios *q) {
-    const hr_run *pr = hr_projection_run(w);
+static void projection_meaning(FILE *f, const claim_ctx *x) {
+    const hr_run *pr = hr_projection_run(x->w);
     const cJSON *p = pr ? cJSON_GetObjectItemCaseSensitive(pr->json, "projection") : NULL;
-    if (!p || q->proj_n == 0) {
+    if (!p || x->q->proj_n == 0) {
         fprintf(f, "No projection in this folder.");
         return;
     }
@@ -260,10 +272,6 @@ static void projection_meaning(FILE *f, const hr_workload *w, const hr_ratios *q
                "nothing else.",
             pr->name, hr_str(p, "method", "cost model"), hr_num(p, "compute_time_per_step_s", NAN),
             hr_num(p, "grad_bytes", NAN), fmt_num(b, sizeof b, bw / 1e9, "%.2f"));
-}
-
-static void row(FILE *f, const char *what, const char *reported, const char *measured) {
-    fprintf(f, "| %s | %s | %s | ", what, reported, measured);
 }
 
 /* The seed groups of a workload's complete runs (hr_seed_groups), allocated; NULL on error. */
@@ -717,6 +725,112 @@ static void peer_table(FILE *f, const hr_runset *rs, const hr_workload *w) {
     fprintf(f, "\n\n");
 }
 
+/* The measured cells of the claim table: each writes its cell and returns 1, or 0 when the run
+ * folder lacks what it needs (the cell is then a dash). */
+static int time_cell(char *b, size_t n, const claim_ctx *x) {
+    if (!isfinite(x->q->amp_time_saving_pct)) return 0;
+    snprintf(b, n, "%+.1f%% (FP32 %.0f -> AMP %.0f samples/s)", x->q->amp_time_saving_pct,
+             x->w->fp32->samples_per_s, x->w->amp->samples_per_s);
+    return 1;
+}
+
+static int memory_cell(char *b, size_t n, const claim_ctx *x) {
+    if (!isfinite(x->q->amp_memory_saving_pct)) return 0;
+    snprintf(b, n, "%+.1f%% (FP32 %.2f -> AMP %.2f MB peak, comparable total)", x->q->amp_memory_saving_pct,
+             mb(x->w->fp32->peak_total), mb(x->w->amp->peak_total));
+    return 1;
+}
+
+/* the lowest seed's delta, and with several seeds their mean and its interval */
+static int accuracy_cell(char *b, size_t n, const claim_ctx *x) {
+    const hr_workload *w = x->w;
+    if (!isfinite(x->q->amp_accuracy_delta)) return 0;
+    char over[160], which[48] = "";
+    seeds_delta_text(over, sizeof over, w, 0, "amp", "points");
+    if (w->max_seeds > 1 && w->fp32->seed == w->amp->seed)
+        snprintf(which, sizeof which, ", seed %d", w->fp32->seed);
+    else if (w->max_seeds > 1)
+        snprintf(which, sizeof which, ", seeds %d and %d", w->fp32->seed, w->amp->seed);
+    snprintf(b, n, "%+.2f points (FP32 %.2f%% -> AMP %.2f%%%s)%s%s", x->q->amp_accuracy_delta,
+             w->fp32->final_accuracy, w->amp->final_accuracy, which, *over ? "; " : "", over);
+    return 1;
+}
+
+static int dp_cell(char *b, size_t n, const claim_ctx *x) {
+    const hr_ratios *q = x->q;
+    if (!isfinite(q->dp_speedup_vs_amp)) return 0;
+    snprintf(b, n, "%.2fx with %d ranks, efficiency %.0f%% (measured)", q->dp_speedup_vs_amp, q->dp_ranks,
+             q->dp_efficiency_pct);
+    return 1;
+}
+
+static int projection_cell(char *b, size_t n, const claim_ctx *x) {
+    const hr_ratios *q = x->q;
+    char e[64], t[64];
+    if (!isfinite(q->proj_speedup)) return 0;
+    snprintf(b, n, "%.2fx at %d %s, efficiency %s%%, epoch %ss (**projected**)", q->proj_speedup, q->proj_n,
+             q->proj_kind, fmt_num(e, sizeof e, q->proj_efficiency_pct, "%.0f"),
+             fmt_num(t, sizeof t, q->proj_epoch_time_s, "%.3g "));
+    return 1;
+}
+
+/* "3.85x measured (2 ranks); 5.00x projected (4 gpus)", a dash for either figure that is missing */
+static void measured_projected(char *b, size_t n, const claim_ctx *x, double measured, double projected,
+                               const char *fmt) {
+    char m[64], p[64];
+    snprintf(b, n, "%s measured (%d ranks); %s projected (4 %s)", fmt_num(m, sizeof m, measured, fmt), x->q->dp_ranks,
+             fmt_num(p, sizeof p, projected, fmt), x->kind);
+}
+
+static int dp_fp32_cell(char *b, size_t n, const claim_ctx *x) {
+    const hr_ratios *q = x->q;
+    if (!isfinite(q->dp_speedup_vs_fp32) && !isfinite(q->proj_speedup_vs_fp32)) return 0;
+    measured_projected(b, n, x, q->dp_speedup_vs_fp32, q->proj_speedup_vs_fp32, "%.2fx");
+    return 1;
+}
+
+static int dp_time_cell(char *b, size_t n, const claim_ctx *x) {
+    const double s = x->q->proj_speedup;
+    measured_projected(b, n, x, x->q->dp_time_saving_pct, isfinite(s) ? 100.0 * (1.0 - 1.0 / s) : NAN, "%+.1f%%");
+    return 1;
+}
+
+/* One row of a workload's claim table: the articles' claim beside the measured figure and what
+ * the difference means. */
+typedef struct {
+    const char *label;
+    int per_kind;       /* the label ends with the projection's setting ("gpus", "nodes") */
+    const char *metric; /* the claim's metric in results/reported.json */
+    int (*measured)(char *buf, size_t n, const claim_ctx *x);
+    void (*meaning)(FILE *f, const claim_ctx *x); /* from the run's facts, or */
+    const char *because;                          /* the same sentence for every run */
+} claim_row;
+
+static const claim_row claim_rows[] = {
+    {"AMP time saving vs FP32", 0, "amp_time_saving", time_cell, time_meaning, NULL},
+    {"AMP peak-memory saving vs FP32", 0, "amp_memory_saving", memory_cell, memory_meaning, NULL},
+    {"AMP test-accuracy delta", 0, "amp_accuracy_delta", accuracy_cell, accuracy_meaning, NULL},
+    {"data-parallel speed-up over one AMP device, measured", 0, "dp_speedup_vs_amp", dp_cell, dp_meaning, NULL},
+    {"data-parallel speed-up over one AMP device, 4", 1, "dp_speedup_vs_amp", projection_cell, projection_meaning,
+     NULL},
+    {"data-parallel AMP speed-up over one FP32 device", 0, "dp_speedup_vs_fp32", dp_fp32_cell, NULL,
+     "Combines the AMP gain and the data-parallel gain; the projected figure multiplies the projected speed-up by "
+     "the measured AMP/FP32 throughput ratio."},
+    {"data-parallel time saving vs one AMP device", 0, "dp_time_saving", dp_time_cell, NULL, "1 - 1/speed-up."},
+};
+
+static void claim_row_write(FILE *f, const claim_row *r, const claim_ctx *ctx) {
+    claim_ctx x = *ctx;
+    char rc[512], mc[256];
+    x.claim = hr_reported_claim(x.rep, x.w->model, r->metric, 1);
+    claim_cell(rc, sizeof rc, x.rep, x.claim, x.w->model);
+    if (!r->measured(mc, sizeof mc, &x)) snprintf(mc, sizeof mc, DASH);
+    fprintf(f, "| %s%s%s | %s | %s | ", r->label, r->per_kind ? " " : "", r->per_kind ? x.kind : "", rc, mc);
+    if (r->meaning) r->meaning(f, &x);
+    else fprintf(f, "%s", r->because);
+    fprintf(f, " |\n");
+}
+
 static void workload_section(FILE *f, const hr_reported *rep, const hr_runset *rs, const hr_workload *w,
                              const char *plots_rel,
                              char drawn[][128], int n_drawn) {
@@ -751,92 +865,10 @@ static void workload_section(FILE *f, const hr_reported *rep, const hr_runset *r
     const char *kind = hr_str(hr_reported_claim(rep, w->model, "dp_speedup_vs_amp", 1), "dp_kind", "gpus");
     hr_ratios q;
     hr_compute_ratios(w, 4, kind, &q);
-    char rc[512], mc[256], x[64], y[64];
+    const claim_ctx x = {rep, w, &q, NULL, kind};
     fprintf(f, "| quantity | reported | measured | what the difference means |\n|---|---|---|---|\n");
-
-    const cJSON *c = hr_reported_claim(rep, w->model, "amp_time_saving", 1);
-    claim_cell(rc, sizeof rc, rep, c, w->model);
-    if (isfinite(q.amp_time_saving_pct))
-        snprintf(mc, sizeof mc, "%+.1f%% (FP32 %.0f -> AMP %.0f samples/s)", q.amp_time_saving_pct,
-                 w->fp32->samples_per_s, w->amp->samples_per_s);
-    else
-        snprintf(mc, sizeof mc, DASH);
-    row(f, "AMP time saving vs FP32", rc, mc);
-    time_meaning(f, w, &q, c);
-    fprintf(f, " |\n");
-
-    c = hr_reported_claim(rep, w->model, "amp_memory_saving", 1);
-    claim_cell(rc, sizeof rc, rep, c, w->model);
-    if (isfinite(q.amp_memory_saving_pct))
-        snprintf(mc, sizeof mc, "%+.1f%% (FP32 %.2f -> AMP %.2f MB peak, comparable total)", q.amp_memory_saving_pct,
-                 mb(w->fp32->peak_total), mb(w->amp->peak_total));
-    else
-        snprintf(mc, sizeof mc, DASH);
-    row(f, "AMP peak-memory saving vs FP32", rc, mc);
-    memory_meaning(f, w, &q, c);
-    fprintf(f, " |\n");
-
-    c = hr_reported_claim(rep, w->model, "amp_accuracy_delta", 1);
-    claim_cell(rc, sizeof rc, rep, c, w->model);
-    /* the lowest seed's delta, and with several seeds their mean and its interval */
-    char over[160], which[48] = "";
-    seeds_delta_text(over, sizeof over, w, 0, "amp", "points");
-    if (isfinite(q.amp_accuracy_delta)) {
-        if (w->max_seeds > 1 && w->fp32->seed == w->amp->seed)
-            snprintf(which, sizeof which, ", seed %d", w->fp32->seed);
-        else if (w->max_seeds > 1)
-            snprintf(which, sizeof which, ", seeds %d and %d", w->fp32->seed, w->amp->seed);
-        snprintf(mc, sizeof mc, "%+.2f points (FP32 %.2f%% -> AMP %.2f%%%s)%s%s", q.amp_accuracy_delta,
-                 w->fp32->final_accuracy, w->amp->final_accuracy, which, *over ? "; " : "", over);
-    } else {
-        snprintf(mc, sizeof mc, DASH);
-    }
-    row(f, "AMP test-accuracy delta", rc, mc);
-    accuracy_meaning(f, rep, w, &q, c);
-    fprintf(f, " |\n");
-
-    c = hr_reported_claim(rep, w->model, "dp_speedup_vs_amp", 1);
-    claim_cell(rc, sizeof rc, rep, c, w->model);
-    if (isfinite(q.dp_speedup_vs_amp))
-        snprintf(mc, sizeof mc, "%.2fx with %d ranks, efficiency %.0f%% (measured)", q.dp_speedup_vs_amp, q.dp_ranks,
-                 q.dp_efficiency_pct);
-    else
-        snprintf(mc, sizeof mc, DASH);
-    row(f, "data-parallel speed-up over one AMP device, measured", rc, mc);
-    dp_meaning(f, w, &q);
-    fprintf(f, " |\n");
-
-    if (isfinite(q.proj_speedup))
-        snprintf(mc, sizeof mc, "%.2fx at %d %s, efficiency %s%%, epoch %ss (**projected**)", q.proj_speedup, q.proj_n,
-                 q.proj_kind, fmt_num(x, sizeof x, q.proj_efficiency_pct, "%.0f"),
-                 fmt_num(y, sizeof y, q.proj_epoch_time_s, "%.3g "));
-    else
-        snprintf(mc, sizeof mc, DASH);
-    char label[96];
-    snprintf(label, sizeof label, "data-parallel speed-up over one AMP device, 4 %s", kind);
-    row(f, label, rc, mc);
-    projection_meaning(f, w, &q);
-    fprintf(f, " |\n");
-
-    c = hr_reported_claim(rep, w->model, "dp_speedup_vs_fp32", 1);
-    claim_cell(rc, sizeof rc, rep, c, w->model);
-    if (isfinite(q.dp_speedup_vs_fp32) || isfinite(q.proj_speedup_vs_fp32))
-        snprintf(mc, sizeof mc, "%s measured (%d ranks); %s projected (4 %s)",
-                 fmt_num(x, sizeof x, q.dp_speedup_vs_fp32, "%.2fx"), q.dp_ranks,
-                 fmt_num(y, sizeof y, q.proj_speedup_vs_fp32, "%.2fx"), kind);
-    else
-        snprintf(mc, sizeof mc, DASH);
-    row(f, "data-parallel AMP speed-up over one FP32 device", rc, mc);
-    fprintf(f, "Combines the AMP gain and the data-parallel gain; the projected figure multiplies the projected "
-               "speed-up by the measured AMP/FP32 throughput ratio. |\n");
-
-    c = hr_reported_claim(rep, w->model, "dp_time_saving", 1);
-    claim_cell(rc, sizeof rc, rep, c, w->model);
-    snprintf(mc, sizeof mc, "%s measured (%d ranks); %s projected (4 %s)",
-             fmt_num(x, sizeof x, q.dp_time_saving_pct, "%+.1f%%"), q.dp_ranks,
-             fmt_num(y, sizeof y, isfinite(q.proj_speedup) ? 100.0 * (1.0 - 1.0 / q.proj_speedup) : NAN, "%+.1f%%"), kind);
-    row(f, "data-parallel time saving vs one AMP device", rc, mc);
-    fprintf(f, "1 - 1/speed-up. |\n\n");
+    for (size_t k = 0; k < sizeof claim_rows / sizeof claim_rows[0]; k++) claim_row_write(f, &claim_rows[k], &x);
+    fprintf(f, "\n");
 
     seeds_section(f, rep, w);
     absolute_rows(f, rep, rs, w);

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fileio.h"
 #include "harness.h"
 
 double hr_num(const cJSON *o, const char *key, double dflt) {
@@ -27,16 +28,15 @@ static void copy_str(char *dst, size_t n, const char *src) { snprintf(dst, n, "%
 /* The tools whose records the harness reads: ampbench itself and its peers (bench/pytorch/). */
 static int known_tool(const char *t) { return !strcmp(t, "ampbench") || !strcmp(t, "pytorch"); }
 
-const char *const hr_mem_keys[HR_MEM_CATS] = {"parameters", "master_weights", "gradients",
-                                               "optimizer_state", "activations", "workspace"};
-const char *const hr_mem_labels[HR_MEM_CATS] = {"weights (what the forward reads)", "master weights (fp32)",
-                                                 "gradients", "optimizer state", "activations", "workspace"};
+/* In the order of core/mem.h's categories; their JSON keys are the core's (ab_mem_category_name). */
+const char *const hr_mem_labels[] = {"weights (what the forward reads)", "master weights (fp32)", "gradients",
+                                     "optimizer state", "activations", "workspace"};
+_Static_assert(sizeof hr_mem_labels / sizeof hr_mem_labels[0] == HR_MEM_CATS,
+               "a label for each memory category of core/mem.h in the comparable total");
+/* every category but cpu_scratch counts in the comparable total (ab_mem_in_total): the first HR_MEM_CATS */
+_Static_assert(AB_MEM_CPU_SCRATCH == AB_MEM_COUNT - 1, "cpu_scratch must stay the last memory category");
 
-double hr_mem_cat(const hr_run *r, int k) {
-    const double v[HR_MEM_CATS] = {r->peak_parameters, r->peak_master, r->peak_gradients,
-                                   r->peak_optimizer, r->peak_activations, r->peak_workspace};
-    return k >= 0 && k < HR_MEM_CATS ? v[k] : NAN;
-}
+double hr_mem_cat(const hr_run *r, int k) { return k >= 0 && k < HR_MEM_CATS ? r->peak_cat[k] : NAN; }
 
 int hr_read_file(const char *path, char **text) {
     FILE *f = fopen(path, "rb");
@@ -85,23 +85,7 @@ int hr_mkdir_p(const char *path) {
     return 0;
 }
 
-int hr_write_atomic(const char *path, const char *text) {
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return ab_errorf("%s: cannot write: %s", tmp, strerror(errno));
-    const size_t n = strlen(text);
-    const int ok = fwrite(text, 1, n, f) == n;
-    if (fclose(f) != 0 || !ok) {
-        remove(tmp);
-        return ab_errorf("%s: write failed", tmp);
-    }
-    if (rename(tmp, path) != 0) {
-        remove(tmp);
-        return ab_errorf("%s: cannot rename into place: %s", path, strerror(errno));
-    }
-    return 0;
-}
+int hr_write_atomic(const char *path, const char *text) { return ab_write_file_atomic(path, text, strlen(text)); }
 
 /* Fills r from a parsed record; a record missing a required field is an error naming it. */
 static int run_from_json(const char *path, cJSON *j, hr_run *r) {
@@ -168,13 +152,8 @@ static int run_from_json(const char *path, cJSON *j, hr_run *r) {
     r->total_time_s = hr_num(j, "total_time_s", NAN);
     r->samples_per_s = hr_num(j, "samples_per_s", NAN);
     r->peak_total = hr_num(mem, "total", NAN);
-    r->peak_parameters = hr_num(mem, "parameters", 0);
-    r->peak_master = hr_num(mem, "master_weights", 0);
-    r->peak_gradients = hr_num(mem, "gradients", 0);
-    r->peak_activations = hr_num(mem, "activations", 0);
-    r->peak_optimizer = hr_num(mem, "optimizer_state", 0);
-    r->peak_workspace = hr_num(mem, "workspace", 0);
-    r->peak_cpu_scratch = hr_num(mem, "cpu_scratch", NAN);
+    for (int k = 0; k < HR_MEM_CATS; k++) r->peak_cat[k] = hr_num(mem, ab_mem_category_name((ab_mem_category)k), 0);
+    r->peak_cpu_scratch = hr_num(mem, ab_mem_category_name(AB_MEM_CPU_SCRATCH), NAN);
     r->peak_total_with_scratch = hr_num(mem, "total_with_cpu_scratch", NAN);
     copy_str(r->mem_method, sizeof r->mem_method, hr_str(mem, "method", ""));
     /* a peer on a CPU may record no memory at all (total 0): not measured, not zero */
@@ -480,7 +459,7 @@ void hr_mean_sd(const double *v, int n, double *mean, double *sd) {
 }
 
 static void group_stats(hr_seed_group *g) {
-    double acc[HR_MAX_RUNS], loss = 0;
+    double acc[HR_MAX_RUNS] = {0}, loss = 0;
     int n_loss = 0;
     g->acc_min = g->n ? INFINITY : NAN;
     g->acc_max = g->n ? -INFINITY : NAN;
