@@ -73,31 +73,22 @@ Ctrl-C stops at once with the epochs already finished. The record is written ato
 file, rename) after every epoch (complete=false) and at the end.
 """
 import argparse
-import contextlib
-import datetime
 import gc
-import json
-import math
 import os
-import platform
-import signal
-import socket
-import subprocess
 import sys
 import time
-import warnings
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import peer_common as pc  # noqa: E402
 
 PROG = "cifar_resnet50.py"
 MEAN = (0.4914, 0.4822, 0.4465)
 STD = (0.2470, 0.2435, 0.2616)
 RECORD = 3073  # 1 label byte + 3 x 32 x 32 pixel bytes
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's python3-torch lives here, not in a pyenv python
 
 
 def die(msg, status=1):
-    print("%s: %s" % (PROG, msg), file=sys.stderr)
-    sys.exit(status)
+    pc.die(PROG, msg, status)
 
 
 def read_cifar_file(path):
@@ -157,156 +148,30 @@ def parse_args():
                     help="random crop (4-pixel zero padding) + horizontal flip")
     ap.add_argument("--shuffle", action=argparse.BooleanOptionalAction, default=True,
                     help="a seeded permutation per epoch; --no-shuffle keeps the file order")
-    ap.add_argument("--init-scale", type=float, default=65536.0)
-    ap.add_argument("--growth-factor", type=float, default=2.0)
-    ap.add_argument("--backoff-factor", type=float, default=0.5)
-    ap.add_argument("--growth-interval", type=int, default=2000)
-    ap.add_argument("--timing-skip-steps", type=int, default=0,
-                    help="leave the first N steps out of the timings and samples/s")
-    ap.add_argument("--log-interval", type=int, default=100)
-    ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0 = torch default)")
+    pc.add_scaler_options(ap)  # --init-scale ... --growth-interval, --timing-skip-steps, --log-interval, --threads
     ap.add_argument("--out", default="", help="JSON result file (written atomically after each epoch)")
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--dry-run", action="store_true", help="check the data files and stop (no torch needed)")
     a = ap.parse_args()
-    for name in ("epochs", "batch_size", "log_interval"):
-        if getattr(a, name) < 1:
-            die("--%s must be at least 1" % name.replace("_", "-"), 2)
-    for name in ("max_steps", "warmup_steps", "train_subset", "test_subset", "timing_skip_steps", "threads"):
-        if getattr(a, name) < 0:
-            die("--%s must be >= 0" % name.replace("_", "-"), 2)
+    pc.check_counts(PROG, a, ("epochs", "batch_size", "log_interval"),
+                    ("max_steps", "warmup_steps", "train_subset", "test_subset", "timing_skip_steps", "threads"))
     if not a.data:
-        a.data = os.path.normpath(os.path.join(REPO_ROOT, "..", "shared", "data", "cifar10"))
+        a.data = os.path.normpath(os.path.join(pc.REPO_ROOT, "..", "shared", "data", "cifar10"))
     return a
 
 
 def import_torch():
-    try:
-        import torch  # noqa: F401
-        import torchvision  # noqa: F401
-        return
-    except ImportError as e:
-        err = e
-    # `#!/usr/bin/env python3` may find a python (pyenv, venv) without torch while the
-    # distribution's python3 has it (Debian's python3-torch): run there once.
-    if (os.environ.get("AB_PEER_REEXEC") != "1" and os.path.exists(SYSTEM_PYTHON)
-            and os.path.realpath(sys.executable) != os.path.realpath(SYSTEM_PYTHON)):
-        os.environ["AB_PEER_REEXEC"] = "1"
-        print("%s: %s has no torch (%s); running under %s" % (PROG, sys.executable, err, SYSTEM_PYTHON),
-              file=sys.stderr)
-        sys.stderr.flush()
-        os.execv(SYSTEM_PYTHON, [SYSTEM_PYTHON, os.path.abspath(__file__)] + sys.argv[1:])
-    die("PyTorch and torchvision are needed (%s)" % err)
-
-
-def git_info():
-    commit, dirty = "unknown", None
-    try:
-        out = subprocess.run(["git", "-C", REPO_ROOT, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
-        commit = out.stdout.strip() or "unknown"
-        if commit != "unknown":
-            st = subprocess.run(["git", "-C", REPO_ROOT, "status", "--porcelain", "--untracked-files=no"],
-                                capture_output=True, text=True, timeout=10)
-            dirty = bool(st.stdout.strip()) if st.returncode == 0 else None
-    except Exception:
-        pass
-    return commit, dirty
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def proc_status_kb(key):
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-def reset_peak_rss():
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def launcher_env():
-    """(rank, world, local_rank) from torchrun's or mpirun's environment; (0, 1, 0) otherwise."""
-    env = os.environ
-    for r, w, l in (("RANK", "WORLD_SIZE", "LOCAL_RANK"),
-                    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
-                    ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID")):
-        if r in env and w in env:
-            try:
-                rank, world = int(env[r]), int(env[w])
-                local = int(env.get(l, rank))
-            except ValueError:
-                die("%s=%r, %s=%r: not integers" % (r, env[r], w, env[w]), 2)
-            return rank, world, local
-    return 0, 1, 0
-
-
-def lr_at(schedule, base, s, T, W):
-    """ampbench's ab_lr_at: see the module docstring."""
-    if W > 0 and s < W:
-        return base * s / W
-    span = float(T - W) if T > W else 1.0
-    x = (s - W) / span
-    if schedule == "linear":
-        return base * max(0.0, 1.0 - x)
-    if schedule == "cosine":
-        return base * 0.5 * (1.0 + math.cos(math.pi * min(1.0, x)))
-    if schedule == "step":
-        return base * (0.01 if s >= T * 3 // 4 else 0.1 if s >= T // 2 else 1.0)
-    return base
-
-
-def shard(n, B, W, r):
-    """ampbench's ab_shard_step for one micro-batch a step: rank r's [begin, end) of a step of n samples."""
-    begin = min(n, r * B)
-    return begin, min(n, begin + B)
-
-
-def finite_or_none(x):
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: finite_or_none(v) for k, v in x.items()}
-    if isinstance(x, list):
-        return [finite_or_none(v) for v in x]
-    return x
-
-
-def write_atomic(path, rec):
-    text = json.dumps(finite_or_none(rec), indent=2)  # JSON has no NaN
-    tmp = "%s.tmp.%d" % (path, os.getpid())
-    with open(tmp, "w") as f:
-        f.write(text + "\n")
-    os.replace(tmp, path)
+    pc.import_or_reexec(PROG, __file__, ("torch", "torchvision"), "torch", "PyTorch and torchvision are needed (%s)", 1)
 
 
 def main():
     a = parse_args()
-    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    started = pc.utc_now()
     if not a.dry_run:
         import_torch()
-    rank, world, local_rank = launcher_env()
+    rank, world, local_rank = pc.launcher_env(PROG)
     lead = rank == 0
-    say = (lambda *x: print(*x)) if lead and not a.quiet else (lambda *x: None)
+    say = pc.make_say(lead, a.quiet)
 
     # ---- data: checked without torch, then converted ----
     splits = {}
@@ -335,18 +200,7 @@ def main():
     import torchvision
 
     # ---- device, precision, distribution ----
-    if a.device == "auto":
-        a.device = "cuda" if torch.cuda.is_available() else "cpu"
-        if a.device == "cpu" and lead:
-            print("%s: --device auto: no usable GPU; running on the CPU" % PROG, file=sys.stderr)
-    if a.device == "cuda" and not torch.cuda.is_available():
-        die("--device cuda: no usable GPU", 2)
-    if a.threads > 0:
-        torch.set_num_threads(a.threads)
-    cuda = a.device == "cuda"
-    dev = torch.device("cuda", local_rank % max(1, torch.cuda.device_count())) if cuda else torch.device("cpu")
-    if cuda:
-        torch.cuda.set_device(dev)
+    dev, cuda = pc.select_device(PROG, a, lead, local_rank)
     channels_last = cuda if a.channels_last is None else a.channels_last
     mem_fmt = torch.channels_last if channels_last else torch.contiguous_format
     torch.backends.cuda.matmul.allow_tf32 = a.tf32
@@ -355,31 +209,12 @@ def main():
     amp = a.precision == "amp"
     ac_dtype = {"amp": torch.float16, "bf16": torch.bfloat16}.get(a.precision)
 
-    if ac_dtype is not None:  # does this torch autocast to the dtype on this device? (1.13: CPU bf16 only)
-        ok, why = False, ""
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            try:
-                with torch.autocast(dev.type, dtype=ac_dtype):
-                    y = F.conv2d(torch.ones(1, 3, 4, 4, device=dev), torch.ones(2, 3, 3, 3, device=dev))
-                ok = y.dtype == ac_dtype
-            except Exception as e:  # noqa: BLE001 (any failure means: not supported)
-                why = str(e).splitlines()[0] if str(e) else type(e).__name__
-        if not ok:
-            why = why or (str(caught[0].message).splitlines()[0] if caught else "convolutions stay float32")
-            die("--precision %s: PyTorch %s cannot autocast to %s on %s (%s)"
-                % (a.precision, torch.__version__, str(ac_dtype).replace("torch.", ""), dev.type, why), 2)
-    if amp and not cuda and not hasattr(torch.amp, "GradScaler"):
-        die("--precision amp: PyTorch %s has no GradScaler for the CPU" % torch.__version__, 2)
+    # does this torch autocast to the dtype on this device? (1.13: CPU bf16 only)
+    pc.check_precision(PROG, a.precision, dev, cuda, ac_dtype,
+                       lambda: F.conv2d(torch.ones(1, 3, 4, 4, device=dev), torch.ones(2, 3, 3, 3, device=dev)),
+                       "convolutions stay float32")
 
-    if world > 1:
-        import torch.distributed as dist
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", "29500")
-        backend = "nccl" if cuda else "gloo"
-        dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world)
-    else:
-        dist, backend = None, "none"
+    dist, backend = pc.init_distributed(rank, world, cuda)
 
     torch.manual_seed(a.seed)
     perm_gen = torch.Generator().manual_seed(a.seed)  # the same order on every rank
@@ -408,8 +243,7 @@ def main():
     gc.collect()
     tx, ty, vx, vy = tx.to(dev), ty.to(dev), vx.to(dev), vy.to(dev)
     resident_bytes = sum(t.numel() * t.element_size() for t in (tx, ty, vx, vy))
-    rss_base_kb = proc_status_kb("VmRSS")
-    hwm_reset = reset_peak_rss() if not cuda else False
+    meter = pc.MemoryMeter(dev, cuda, resident_bytes)  # VmRSS now; VmHWM reset on the CPU
 
     # ---- model ----
     model = torchvision.models.resnet50(weights=None, num_classes=10)
@@ -445,23 +279,9 @@ def main():
         from torch.nn.parallel import DistributedDataParallel as DDP
         net = DDP(model, device_ids=[dev.index] if cuda else None)
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum, weight_decay=a.weight_decay)
-    scaler = None
-    if amp:
-        kw = dict(init_scale=a.init_scale, growth_factor=a.growth_factor, backoff_factor=a.backoff_factor,
-                  growth_interval=a.growth_interval)
-        if hasattr(torch.amp, "GradScaler"):
-            scaler = torch.amp.GradScaler(dev.type, **kw)
-        else:
-            scaler = torch.cuda.amp.GradScaler(**kw)
-
-    def autocast():
-        if ac_dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(dev.type, dtype=ac_dtype)
-
-    def sync():
-        if cuda:
-            torch.cuda.synchronize(dev)
+    scaler = pc.make_scaler(a, dev, amp)
+    autocast = pc.make_autocast(dev, ac_dtype)
+    sync = pc.make_sync(dev, cuda)
 
     # ---- batches, built on the device ----
     scale_c = torch.tensor([1.0 / (255.0 * s) for s in STD], device=dev).view(1, 3, 1, 1)
@@ -498,35 +318,14 @@ def main():
     if a.model == "resnet50" and total_steps >= steps_per_epoch:
         last = n_train - (steps_per_epoch - 1) * group
         for r in range(world):
-            b0, b1 = shard(last, a.batch_size, world, r)
+            b0, b1 = pc.shard(last, a.batch_size, world, r)
             if b1 - b0 == 1:
                 die("resnet50: the last step of an epoch leaves %s one image, and batch norm after layer4 "
                     "(1x1 at 32x32 input) needs 2 values per channel in training; change --batch-size or "
                     "--train-subset" % ("rank %d" % r if world > 1 else "the batch"), 2)
 
     # ---- stopping ----
-    stop = {"n": 0}
-
-    def on_signal(_signum, _frame):
-        stop["n"] += 1
-        if stop["n"] >= 2:
-            raise KeyboardInterrupt
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
-
-    def stop_requested():
-        if world == 1:
-            return stop["n"] > 0
-        flag = torch.tensor([1 if stop["n"] else 0], device=dev)
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        return bool(flag.item())
-
-    def world_sum(values):
-        t = torch.stack([v.detach().double().reshape(()) for v in values])
-        if world > 1:
-            dist.all_reduce(t)
-        return t.tolist()
+    stop_requested = pc.StopRequest(world, dev, dist)
 
     def evaluate():
         model.eval()
@@ -544,42 +343,15 @@ def main():
         return loss_sum.item() / n_test, 100.0 * correct.item() / n_test
 
     # ---- the record ----
-    commit, dirty = git_info()
-    state = {"epochs": [], "curve": [], "events": [], "changes": [], "scale": scaler.get_scale() if amp else 1.0,
-             "growths": 0, "backoffs": 0, "peak_used": 0, "peak_rss_kb": 0}
-    state["min_scale"] = state["max_scale"] = state["scale"]
-
-    def memory():
-        p_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-        opt_bytes = sum(t.numel() * t.element_size() for s in opt.state.values() for t in s.values()
-                        if torch.is_tensor(t))
-        if cuda:
-            raw_peak = torch.cuda.max_memory_allocated(dev)
-            total = raw_peak - resident_bytes
-            method = ("torch.cuda.max_memory_allocated less the resident data set (%d bytes)" % resident_bytes)
-        else:
-            raw_peak = None
-            hwm = proc_status_kb("VmHWM")
-            if hwm is not None:
-                state["peak_rss_kb"] = max(state["peak_rss_kb"], hwm)
-            total = max(0, (state["peak_rss_kb"] - (rss_base_kb or 0)) * 1024) if rss_base_kb else 0
-            method = ("cpu: peak resident-set growth of the process (VmHWM%s minus VmRSS after the data set was "
-                      "loaded): allocator caches, oneDNN scratch and the Python heap included; not comparable "
-                      "with torch.cuda.max_memory_allocated or ampbench's tracked total"
-                      % (" reset through /proc/self/clear_refs" if hwm_reset else
-                         ", NOT reset: the peak may predate the run"))
-        return raw_peak, {"parameters": p_bytes, "master_weights": 0, "gradients": p_bytes,
-                          "optimizer_state": opt_bytes, "activations": max(0, total - 2 * p_bytes - opt_bytes),
-                          "workspace": 0, "total": total, "method": method}
+    commit, dirty = pc.git_info()
+    state = {"epochs": [], "curve": [], "peak_used": 0}
+    scale_log = pc.LossScaleLog(scaler.get_scale() if amp else 1.0)
 
     def record(complete, interrupted, peaks_per_rank=None):
-        raw_peak, mem = memory()
+        raw_peak, mem = meter.read(model, opt)
         epochs = state["epochs"]
-        total_time = sum(x["time_s"] for x in epochs)
-        timed = sum(x["timed_samples"] for x in epochs)
         rec = {
-            "schema_version": 1, "tool": "pytorch", "git_commit": commit, "started_at": started,
-            "complete": complete, "interrupted": interrupted,
+            **pc.record_head(commit, started, complete, interrupted),
             "workload": {"model": a.model, "dataset": "cifar10", "train_samples": n_train, "test_samples": n_test,
                          "batch_size": a.batch_size, "epochs": a.epochs, "max_steps": a.max_steps,
                          "optimizer": "sgd", "lr": a.lr, "momentum": a.momentum, "weight_decay": a.weight_decay,
@@ -592,25 +364,11 @@ def main():
                          "notes": "batch norm: per-rank batch statistics under data parallelism (DDP without "
                                   "SyncBatchNorm); running statistics from rank 0 (DDP's broadcast_buffers)"},
             "precision": a.precision, "world_size": world,
-            "host": {"hostname": socket.gethostname(), "cpu": cpu_model(), "cores": os.cpu_count(),
-                     "threads": torch.get_num_threads(), "backend": dev.type,
-                     "device": torch.cuda.get_device_name(dev) if cuda else cpu_model(),
-                     "blas": "torch %s, torchvision %s%s" % (
-                         torch.__version__, torchvision.__version__,
-                         (", cuDNN %s" % torch.backends.cudnn.version()) if cuda else
-                         (", oneDNN %s" % ("on" if torch.backends.mkldnn.is_available() else "off")))},
-            "epochs": epochs, "total_time_s": total_time,
-            "samples_per_s": timed / total_time if total_time > 0 else 0.0,
-            "final_test_accuracy": epochs[-1]["test_accuracy"] if epochs else None,
+            "host": pc.host_record(dev, cuda, pc.blas_desc(cuda, "torchvision", torchvision.__version__)),
+            **pc.run_totals(epochs),
             "peak_memory_bytes": mem,
-            "amp": {"enabled": a.precision != "fp32", "dtype": {"amp": "fp16", "bf16": "bf16"}.get(a.precision, "none"),
-                    "dynamic": amp, "init_scale": a.init_scale if amp else 1.0, "growth_factor": a.growth_factor,
-                    "backoff_factor": a.backoff_factor, "growth_interval": a.growth_interval,
-                    "final_scale": state["scale"], "skipped_steps": sum(x["skipped_steps"] for x in epochs),
-                    "overflow_events": state["events"],
-                    "scale_history": {"min": state["min_scale"], "max": state["max_scale"],
-                                      "growths": state["growths"], "backoffs": state["backoffs"],
-                                      "changes": state["changes"]}},
+            "amp": scale_log.amp_record(a.precision, a.init_scale, a.growth_factor, a.backoff_factor,
+                                        a.growth_interval, epochs),
             "loss_curve": state["curve"],
             "peer": {"script": "bench/pytorch/cifar_resnet50.py", "torch": torch.__version__,
                      "torchvision": torchvision.__version__, "channels_last": channels_last,
@@ -621,30 +379,14 @@ def main():
         if dirty is not None:
             rec["git_dirty"] = dirty
         if world > 1:
-            rec["data_parallel"] = {"world_size": world, "accum_steps": 1, "allreduce_dtype": "fp32",
-                                    "engine": "nccl" if backend == "nccl" else "none",
-                                    "torch_backend": backend,
-                                    "peak_memory_bytes_per_rank": peaks_per_rank or [mem["total"]]}
+            rec["data_parallel"] = pc.data_parallel_record(world, 1, backend, peaks_per_rank, mem["total"])
         if cuda:
-            props = torch.cuda.get_device_properties(dev)
-            try:
-                drv = torch._C._cuda_getDriverVersion()
-                drv = "%d.%d" % (drv // 1000, (drv % 1000) // 10)
-            except Exception:  # noqa: BLE001
-                drv = ""
-            rec["gpu"] = {"name": props.name, "compute_capability": "%d.%d" % (props.major, props.minor),
-                          "driver_version": drv, "cuda_runtime_version": torch.version.cuda or "",
-                          "cublas_version": "", "cudnn_version": "cuDNN %s" % torch.backends.cudnn.version(),
-                          "memory_total_bytes": total_mem, "driver_used_bytes_before": total_mem - free0,
-                          "driver_used_bytes_peak": state["peak_used"],
-                          "driver_used_bytes_by_run": state["peak_used"] - (total_mem - free0),
-                          "resident_data_bytes": resident_bytes, "cuda_graph": False,
-                          "torch_max_memory_allocated_bytes": raw_peak}
+            rec["gpu"] = pc.gpu_record(dev, total_mem, free0, state["peak_used"], resident_bytes, raw_peak)
         return rec
 
     def write(complete, interrupted, peaks=None):
         if a.out and lead:
-            write_atomic(a.out, record(complete, interrupted, peaks))
+            pc.write_atomic(a.out, record(complete, interrupted, peaks))
 
     say("%s on %s%s, %s, batch %d%s, %d steps (%d a epoch), lr %g %s, warm-up %d, %s%s"
         % (a.model, dev, " (channels_last)" if channels_last else "", a.precision, a.batch_size,
@@ -678,7 +420,7 @@ def main():
                     break
                 pos = s * group
                 n = min(group, n_train - pos)
-                b0, b1 = shard(n, a.batch_size, world, rank)
+                b0, b1 = pc.shard(n, a.batch_size, world, rank)
                 td = time.perf_counter()
                 if cuda:
                     eb, ee = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -700,25 +442,13 @@ def main():
                     loss_sum = loss_sum * 0.0
                 loss = loss_sum * (world / n)
                 for g in opt.param_groups:
-                    g["lr"] = lr_at(a.lr_schedule, a.lr, step, total_steps, a.warmup_steps)
+                    g["lr"] = pc.lr_at(a.lr_schedule, a.lr, step, total_steps, a.warmup_steps)
                 took = True
                 if amp:
                     scaler.scale(loss).backward()
                     scaler.step(opt)
                     scaler.update()
-                    new = scaler.get_scale()  # one host sync per step, as ampbench's read-back
-                    old = state["scale"]
-                    if new < old:
-                        took = False
-                        state["backoffs"] += 1
-                        state["events"].append({"step": step, "epoch": e, "scale_before": old, "scale_after": new})
-                    elif new > old:
-                        state["growths"] += 1
-                    if new != old:
-                        state["changes"].append({"step": step + 1, "scale": new})
-                    state["scale"] = new
-                    state["min_scale"] = min(state["min_scale"], new)
-                    state["max_scale"] = max(state["max_scale"], new)
+                    took = scale_log.update(scaler.get_scale(), step, e)  # one host sync per step, as ampbench's read-back
                 else:
                     loss.backward()
                     opt.step()
@@ -740,10 +470,10 @@ def main():
                     sync()
                     t0, data_s, ev_pairs, timing = time.perf_counter(), 0.0, [], True
                 if step % a.log_interval == 0 or s == steps_per_epoch - 1:
-                    tot, cnt = world_sum([ival_acc, ival_n])
+                    tot, cnt = pc.world_sum([ival_acc, ival_n], world, dist)
                     cnt /= world
                     mean = tot / cnt if cnt > 0 else float("nan")
-                    state["curve"].append({"step": step, "epoch": e, "loss": mean, "scale": state["scale"]})
+                    state["curve"].append({"step": step, "epoch": e, "loss": mean, "scale": scale_log.scale})
                     ival_acc.zero_()
                     ival_n.zero_()
                     if step % a.log_interval == 0:
@@ -756,7 +486,7 @@ def main():
                 data_s = sum(x.elapsed_time(y) for x, y in ev_pairs) * 1e-3
                 free_now, _ = torch.cuda.mem_get_info(dev)
                 state["peak_used"] = max(state["peak_used"], total_mem - free_now)
-            tot, cnt = world_sum([loss_acc, finite_acc])
+            tot, cnt = pc.world_sum([loss_acc, finite_acc], world, dist)
             cnt /= world
             train_loss = tot / cnt if cnt > 0 else float("nan")
             te = time.perf_counter()
@@ -768,7 +498,7 @@ def main():
                                     "test_accuracy": test_acc, "samples": samples, "timed_samples": timed_samples})
             say("Epoch %d done: %.3f s, %.1f images/s, train loss %.4f, test loss %.4f, test accuracy %.2f%%, "
                 "skipped steps %d, loss scale %g" % (e, time_s, timed_samples / time_s if time_s > 0 else 0.0,
-                                                     train_loss, test_loss, test_acc, skipped, state["scale"]))
+                                                     train_loss, test_loss, test_acc, skipped, scale_log.scale))
             sys.stdout.flush()
             write(False, False)
             if interrupted or (a.max_steps > 0 and step >= a.max_steps):
@@ -781,24 +511,8 @@ def main():
         write(False, True)
         return 130
 
-    peaks = None
-    if world > 1:
-        mine = memory()[1]["total"]
-        peaks = [None] * world
-        dist.all_gather_object(peaks, mine)
-    write(not interrupted, interrupted, peaks)
-    if a.out and lead and not a.quiet:
-        print("result: %s%s" % (a.out, " (interrupted)" if interrupted else ""))
-    if a.out == "" and lead:
-        print(json.dumps(finite_or_none(record(not interrupted, interrupted, peaks)), indent=2))
-    if world > 1:
-        dist.destroy_process_group()
-    return 130 if interrupted else 0
-
+    return pc.finish_run(a, lead, world, dist, lambda: meter.read(model, opt)[1]["total"], record, write,
+                         interrupted)
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:  # before training started, or a second Ctrl-C outside the loop
-        print("%s: interrupted" % PROG, file=sys.stderr)
-        sys.exit(130)
+    pc.run_main(PROG, main)

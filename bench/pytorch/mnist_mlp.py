@@ -19,17 +19,17 @@ gpu.torch_max_memory_allocated_bytes. Overflow events are read from the scaler e
 (one host sync per step, as ampbench's per-step read-back).
 """
 import argparse
-import datetime
 import gzip
 import json
 import math
 import os
 import platform
-import socket
 import struct
-import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import peer_common as pc  # noqa: E402
 
 MEAN, STD = 0.1307, 0.3081
 
@@ -98,22 +98,13 @@ def parse_args():
     return a
 
 
-def git_commit():
-    try:
-        here = os.path.dirname(os.path.abspath(__file__))
-        out = subprocess.run(["git", "-C", here, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
-        return out.stdout.strip() or "unknown"
-    except Exception:
-        return "unknown"
-
-
 def main():
     a = parse_args()
     world = int(os.environ.get("OMPI_COMM_WORLD_SIZE", os.environ.get("PMI_SIZE", os.environ.get("WORLD_SIZE", "1"))))
     if world > 1:
         print("mnist_mlp.py: no data-parallel version of this peer (launched with %d ranks)" % world, file=sys.stderr)
         return 2
-    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    started = pc.utc_now()
     n_train, dim, train_x, train_y = load_split(a.data, "train")
     n_test, dim_t, test_x, test_y = load_split(a.data, "t10k")
     if dim != dim_t:
@@ -185,9 +176,7 @@ def main():
         scaler = torch.cuda.amp.GradScaler(init_scale=a.init_scale, growth_interval=a.growth_interval,
                                            enabled=amp and cuda)
 
-    def sync():
-        if cuda:
-            torch.cuda.synchronize(dev)
+    sync = pc.make_sync(dev, cuda)
 
     def normalise(xb):
         return (xb.float() / 255.0 - MEAN) / STD
@@ -207,10 +196,8 @@ def main():
         model.train()
         return loss_sum.item() / n_test, 100.0 * correct.item() / n_test
 
-    epochs, curve, events, changes = [], [], [], []
-    scale = scaler.get_scale() if amp else 1.0
-    min_scale = max_scale = scale
-    growths = backoffs = 0
+    epochs, curve = [], []
+    scale_log = pc.LossScaleLog(scaler.get_scale() if amp else 1.0)
     step = 0
     peak_used = 0
     for e in range(1, a.epochs + 1):
@@ -255,24 +242,14 @@ def main():
             interval_acc += loss.detach().float()
             took = True
             if amp:
-                new = scaler.get_scale()  # one host sync per step
-                if new < scale:
-                    took = False
-                    backoffs += 1
-                    events.append({"step": step, "epoch": e, "scale_before": scale, "scale_after": new})
-                elif new > scale:
-                    growths += 1
-                if new != scale:
-                    changes.append({"step": step + 1, "scale": new})
-                scale = new
-                min_scale, max_scale = min(min_scale, scale), max(max_scale, scale)
+                took = scale_log.update(scaler.get_scale(), step, e)  # one host sync per step
             steps += 1
             skipped += not took
             samples += yb.shape[0]
             step += 1
             if step % a.log_interval == 0:
                 mean = interval_acc.item() / a.log_interval
-                curve.append({"step": step, "epoch": e, "loss": mean, "scale": scale})
+                curve.append({"step": step, "epoch": e, "loss": mean, "scale": scale_log.scale})
                 interval_acc.zero_()
                 if not a.quiet:
                     print("Epoch: %d [%d/%d (%.0f%%)]\tLoss: %.6f" % (e, samples, n_train, 100.0 * samples / n_train,
@@ -292,7 +269,7 @@ def main():
                        "test_loss": test_loss, "test_accuracy": test_acc, "samples": samples})
         if not a.quiet:
             print("Epoch %d done: %.3f s, train loss %.4f, test loss %.4f, test accuracy %.2f%%, skipped steps %d, "
-                  "loss scale %g" % (e, time_s, train_loss, test_loss, test_acc, skipped, scale))
+                  "loss scale %g" % (e, time_s, train_loss, test_loss, test_acc, skipped, scale_log.scale))
         if a.max_steps and step >= a.max_steps:
             break
 
@@ -307,55 +284,31 @@ def main():
         raw_peak, total = 0, 0
     mem = {"parameters": p_bytes, "master_weights": 0, "gradients": p_bytes, "optimizer_state": opt_bytes,
            "activations": max(0, total - 2 * p_bytes - opt_bytes), "workspace": 0, "total": total}
-    total_time = sum(x["time_s"] for x in epochs)
     rec = {
-        "schema_version": 1, "tool": "pytorch", "git_commit": git_commit(), "started_at": started,
-        "complete": True, "interrupted": False,
+        **pc.record_head(pc.git_info(dirty=False)[0], started, True, False),
         "workload": {"model": "mlp", "dataset": "mnist", "train_samples": n_train, "test_samples": n_test,
                      "batch_size": a.batch_size, "epochs": a.epochs, "max_steps": a.max_steps, "optimizer": "sgd",
                      "lr": a.lr, "momentum": a.momentum, "weight_decay": a.weight_decay, "seed": a.seed, "accum_steps": 1,
                      "parameters": n_params},
         "precision": a.precision, "world_size": 1,
-        "host": {"hostname": socket.gethostname(), "cpu": platform.processor(), "cores": os.cpu_count(),
-                 "threads": torch.get_num_threads(), "backend": dev.type,
-                 "device": torch.cuda.get_device_name(dev) if cuda else platform.processor(),
-                 "blas": "torch %s (%s loader)" % (torch.__version__, a.loader)},
-        "epochs": epochs, "total_time_s": total_time,
-        "samples_per_s": sum(x["samples"] for x in epochs) / total_time if total_time > 0 else 0.0,
-        "final_test_accuracy": epochs[-1]["test_accuracy"] if epochs else None,
+        # platform.processor(), not pc.cpu_model(): this peer's records have always said so
+        "host": pc.host_record(dev, cuda, "torch %s (%s loader)" % (torch.__version__, a.loader),
+                               cpu=platform.processor()),
+        **pc.run_totals(epochs, "samples"),
         "peak_memory_bytes": mem,
-        "amp": {"enabled": a.precision != "fp32", "dtype": {"amp": "fp16", "bf16": "bf16"}.get(a.precision, "none"),
-                "dynamic": amp, "init_scale": a.init_scale if amp else 1.0, "growth_factor": 2.0,
-                "backoff_factor": 0.5, "growth_interval": a.growth_interval, "final_scale": scale,
-                "skipped_steps": sum(x["skipped_steps"] for x in epochs), "overflow_events": events,
-                "scale_history": {"min": min_scale, "max": max_scale, "growths": growths, "backoffs": backoffs,
-                                  "changes": changes}},
+        # this peer's GradScaler keeps torch's growth factor 2 and backoff factor 0.5 (no options)
+        "amp": scale_log.amp_record(a.precision, a.init_scale, 2.0, 0.5, a.growth_interval, epochs),
         "loss_curve": curve,
     }
     if cuda:
-        props = torch.cuda.get_device_properties(dev)
-        try:
-            drv = torch._C._cuda_getDriverVersion()
-            drv = "%d.%d" % (drv // 1000, (drv % 1000) // 10)
-        except Exception:
-            drv = ""
-        rec["gpu"] = {"name": props.name, "compute_capability": "%d.%d" % (props.major, props.minor),
-                      "driver_version": drv, "cuda_runtime_version": torch.version.cuda or "",
-                      "cublas_version": "", "cudnn_version": "cuDNN %s" % torch.backends.cudnn.version(),
-                      "memory_total_bytes": total_mem, "driver_used_bytes_before": total_mem - free0,
-                      "driver_used_bytes_peak": peak_used, "driver_used_bytes_by_run": peak_used - (total_mem - free0),
-                      "resident_data_bytes": resident_bytes, "cuda_graph": False,
-                      "torch_max_memory_allocated_bytes": raw_peak}
+        rec["gpu"] = pc.gpu_record(dev, total_mem, free0, peak_used, resident_bytes, raw_peak)
     for x in epochs:  # JSON has no NaN
         for k, v in x.items():
             if isinstance(v, float) and not math.isfinite(v):
                 x[k] = None
     text = json.dumps(rec, indent=2)
     if a.out:
-        tmp = "%s.tmp.%d" % (a.out, os.getpid())
-        with open(tmp, "w") as f:
-            f.write(text + "\n")
-        os.replace(tmp, a.out)
+        pc.write_text_atomic(a.out, text)
         if not a.quiet:
             print("result: %s" % a.out)
     else:

@@ -1,0 +1,496 @@
+"""What the PyTorch peers (cifar_resnet50.py, bert_glue.py, mnist_mlp.py) share: one copy of each helper.
+
+The peers are run as scripts; each puts its own folder first on sys.path and imports this module
+(`import peer_common as pc`), as bert_glue.py imports st_io. Nothing here imports torch at module level
+(--dry-run and the re-run under the system python happen before torch is imported): the functions that
+need it import it themselves. Messages carry the calling script's name, passed in as `prog`.
+
+  environment  die, utc_now, import_or_reexec, git_info, cpu_model, launcher_env (rank discovery)
+  arguments    add_scaler_options, check_counts
+  set-up       select_device (device and threads), check_precision, make_scaler, init_distributed,
+               make_autocast, make_sync, make_say
+  training     lr_at, shard, shard_blocks, world_sum, StopRequest, LossScaleLog
+  memory       proc_status_kb, reset_peak_rss, MemoryMeter
+  the record   record_head, host_record, blas_desc, run_totals, LossScaleLog.amp_record,
+               data_parallel_record, gpu_record, finite_or_none, write_text_atomic, write_atomic,
+               finish_run, run_main
+"""
+import contextlib
+import datetime
+import json
+import math
+import os
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import warnings
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's python3-torch lives here, not in a pyenv python
+
+
+# ---- environment ----
+
+def die(prog, msg, status=1):
+    print("%s: %s" % (prog, msg), file=sys.stderr)
+    sys.exit(status)
+
+
+def utc_now():
+    """the record's started_at: UTC, to the second"""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def import_or_reexec(prog, script, modules, lacks, need, status):
+    """Import `modules` (names); where one is missing, run `script` once more under SYSTEM_PYTHON
+    (`#!/usr/bin/env python3` may find a python, pyenv or venv, without torch while the distribution's
+    python3 has it: Debian's python3-torch), saying "<python> has no <lacks>"; else die(need % error, status)."""
+    import importlib
+    try:
+        for name in modules:
+            importlib.import_module(name)
+        return
+    except ImportError as e:
+        err = e
+    if (os.environ.get("AB_PEER_REEXEC") != "1" and os.path.exists(SYSTEM_PYTHON)
+            and os.path.realpath(sys.executable) != os.path.realpath(SYSTEM_PYTHON)):
+        os.environ["AB_PEER_REEXEC"] = "1"
+        print("%s: %s has no %s (%s); running under %s" % (prog, sys.executable, lacks, err, SYSTEM_PYTHON),
+              file=sys.stderr)
+        sys.stderr.flush()
+        os.execv(SYSTEM_PYTHON, [SYSTEM_PYTHON, os.path.abspath(script)] + sys.argv[1:])
+    die(prog, need % err, status)
+
+
+def git_info(dirty=True):
+    """(commit, dirty) of the checkout the peers are in: "unknown" and None where git cannot say;
+    dirty (tracked files changed) is None too when not asked for (one git call fewer)."""
+    commit, is_dirty = "unknown", None
+    try:
+        out = subprocess.run(["git", "-C", REPO_ROOT, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        commit = out.stdout.strip() or "unknown"
+        if dirty and commit != "unknown":
+            st = subprocess.run(["git", "-C", REPO_ROOT, "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=10)
+            is_dirty = bool(st.stdout.strip()) if st.returncode == 0 else None
+    except Exception:
+        pass
+    return commit, is_dirty
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def launcher_env(prog):
+    """(rank, world, local_rank) from torchrun's or mpirun's environment; (0, 1, 0) otherwise."""
+    env = os.environ
+    for r, w, l in (("RANK", "WORLD_SIZE", "LOCAL_RANK"),
+                    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
+                    ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID")):
+        if r in env and w in env:
+            try:
+                rank, world = int(env[r]), int(env[w])
+                local = int(env.get(l, rank))
+            except ValueError:
+                die(prog, "%s=%r, %s=%r: not integers" % (r, env[r], w, env[w]), 2)
+            return rank, world, local
+    return 0, 1, 0
+
+
+# ---- arguments ----
+
+def add_scaler_options(ap):
+    """--init-scale, --growth-factor, --backoff-factor, --growth-interval (the AMP loss scaler, ampbench's
+    defaults), --timing-skip-steps, --log-interval, --threads"""
+    ap.add_argument("--init-scale", type=float, default=65536.0)
+    ap.add_argument("--growth-factor", type=float, default=2.0)
+    ap.add_argument("--backoff-factor", type=float, default=0.5)
+    ap.add_argument("--growth-interval", type=int, default=2000)
+    ap.add_argument("--timing-skip-steps", type=int, default=0,
+                    help="leave the first N steps out of the timings and samples/s")
+    ap.add_argument("--log-interval", type=int, default=100)
+    ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0 = torch default)")
+
+
+def check_counts(prog, a, at_least_one, non_negative):
+    """exit 2 with a one-line message where an option of `at_least_one` is < 1 or one of `non_negative` < 0
+    (attribute names; the message spells them as options)"""
+    for name in at_least_one:
+        if getattr(a, name) < 1:
+            die(prog, "--%s must be at least 1" % name.replace("_", "-"), 2)
+    for name in non_negative:
+        if getattr(a, name) < 0:
+            die(prog, "--%s must be >= 0" % name.replace("_", "-"), 2)
+
+
+# ---- set-up ----
+
+def select_device(prog, a, lead, local_rank):
+    """(device, cuda?) from --device cpu|cuda|auto (a.device is resolved in place) and --threads; a rank
+    takes GPU local_rank (modulo the GPUs there are)."""
+    import torch
+    if a.device == "auto":
+        a.device = "cuda" if torch.cuda.is_available() else "cpu"
+        if a.device == "cpu" and lead:
+            print("%s: --device auto: no usable GPU; running on the CPU" % prog, file=sys.stderr)
+    if a.device == "cuda" and not torch.cuda.is_available():
+        die(prog, "--device cuda: no usable GPU", 2)
+    if a.threads > 0:
+        torch.set_num_threads(a.threads)
+    cuda = a.device == "cuda"
+    dev = torch.device("cuda", local_rank % max(1, torch.cuda.device_count())) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(dev)
+    return dev, cuda
+
+
+def check_precision(prog, precision, dev, cuda, ac_dtype, probe, stays):
+    """Exit 2 with one line where this torch cannot autocast to ac_dtype on dev (PyTorch 1.13 autocasts only
+    to bf16 on a CPU) or has no CPU GradScaler for amp. probe() runs one operation under autocast (its
+    result must come out in ac_dtype); `stays` says what stays float32 when it does not and torch says
+    nothing."""
+    import torch
+    if ac_dtype is not None:
+        ok, why = False, ""
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                with torch.autocast(dev.type, dtype=ac_dtype):
+                    y = probe()
+                ok = y.dtype == ac_dtype
+            except Exception as e:  # noqa: BLE001 (any failure means: not supported)
+                why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if not ok:
+            why = why or (str(caught[0].message).splitlines()[0] if caught else stays)
+            die(prog, "--precision %s: PyTorch %s cannot autocast to %s on %s (%s)"
+                % (precision, torch.__version__, str(ac_dtype).replace("torch.", ""), dev.type, why), 2)
+    if precision == "amp" and not cuda and not (hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler")):
+        die(prog, "--precision amp: PyTorch %s has no GradScaler for the CPU" % torch.__version__, 2)
+
+
+def make_scaler(a, dev, amp):
+    """the GradScaler of --init-scale, --growth-factor, --backoff-factor, --growth-interval; None without amp"""
+    if not amp:
+        return None
+    import torch
+    kw = dict(init_scale=a.init_scale, growth_factor=a.growth_factor, backoff_factor=a.backoff_factor,
+              growth_interval=a.growth_interval)
+    if hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler"):
+        return torch.amp.GradScaler(dev.type, **kw)
+    return torch.cuda.amp.GradScaler(**kw)
+
+
+def init_distributed(rank, world, cuda):
+    """(torch.distributed, backend) with the process group started, nccl on cuda and gloo on cpu (mpirun:
+    MASTER_ADDR/MASTER_PORT default to 127.0.0.1:29500); (None, "none") for one process."""
+    if world <= 1:
+        return None, "none"
+    import torch.distributed as dist
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29500")
+    backend = "nccl" if cuda else "gloo"
+    dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world)
+    return dist, backend
+
+
+def make_autocast(dev, ac_dtype):
+    """autocast(): a fresh context, torch.autocast to ac_dtype on dev, or nothing for fp32 (ac_dtype None)"""
+    import torch
+
+    def autocast():
+        if ac_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(dev.type, dtype=ac_dtype)
+    return autocast
+
+
+def make_sync(dev, cuda):
+    """sync(): wait for the GPU's queued work (nothing on the CPU)"""
+    import torch
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize(dev)
+    return sync
+
+
+def make_say(lead, quiet):
+    """print on rank 0 unless --quiet"""
+    return (lambda *x: print(*x)) if lead and not quiet else (lambda *x: None)
+
+
+# ---- training ----
+
+def lr_at(schedule, base, s, T, W):
+    """ampbench's ab_lr_at: the learning rate of optimizer step s (0-based) of T with W warm-up steps; see
+    the peers' docstrings (step: x0.1 from T/2, x0.01 from 3T/4, no warm-up factor)."""
+    if W > 0 and s < W:
+        return base * s / W
+    span = float(T - W) if T > W else 1.0
+    x = (s - W) / span
+    if schedule == "linear":
+        return base * max(0.0, 1.0 - x)
+    if schedule == "cosine":
+        return base * 0.5 * (1.0 + math.cos(math.pi * min(1.0, x)))
+    if schedule == "step":
+        return base * (0.01 if s >= T * 3 // 4 else 0.1 if s >= T // 2 else 1.0)
+    return base
+
+
+def shard(n, B, W, r):
+    """ampbench's ab_shard_step for one micro-batch a step: rank r's [begin, end) of a step of n samples."""
+    begin = min(n, r * B)
+    return begin, min(n, begin + B)
+
+
+def shard_blocks(n, B, W, r):
+    """ampbench's ab_shard_step: rank r's micro-batches [begin, end) of a step of n samples, blocks of B
+    dealt to the ranks in turn (rank r takes blocks r, r + W, ...)."""
+    return [(b0, min(n, b0 + B)) for b0 in range(r * B, n, W * B)]
+
+
+def world_sum(values, world, dist):
+    """[sum over the ranks] of each 0-d tensor of `values`, as float64 Python floats"""
+    import torch
+    t = torch.stack([v.detach().double().reshape(()) for v in values])
+    if world > 1:
+        dist.all_reduce(t)
+    return t.tolist()
+
+
+class StopRequest:
+    """Ctrl-C (or SIGTERM) once: stop after the current step (call the object: True once asked, on any
+    rank); twice: KeyboardInterrupt at once. Installs the handlers when made."""
+
+    def __init__(self, world, dev, dist):
+        self.n, self.world, self.dev, self.dist = 0, world, dev, dist
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGTERM, self._on_signal)
+
+    def _on_signal(self, _signum, _frame):
+        self.n += 1
+        if self.n >= 2:
+            raise KeyboardInterrupt
+
+    def __call__(self):
+        if self.world == 1:
+            return self.n > 0
+        import torch
+        flag = torch.tensor([1 if self.n else 0], device=self.dev)
+        self.dist.all_reduce(flag, op=self.dist.ReduceOp.MAX)
+        return bool(flag.item())
+
+
+class LossScaleLog:
+    """The loss scale read back after every optimizer step (one host sync a step, as ampbench's read-back):
+    a drop is a skipped step (an overflow event), a rise a growth; the record's amp section."""
+
+    def __init__(self, scale):
+        self.scale = self.min_scale = self.max_scale = scale
+        self.growths = self.backoffs = 0
+        self.events, self.changes = [], []
+
+    def update(self, new, step, epoch):
+        """the scale after optimizer step `step` (0-based, of the run) in epoch `epoch`; False where that
+        step was skipped"""
+        old = self.scale
+        took = True
+        if new < old:
+            took = False
+            self.backoffs += 1
+            self.events.append({"step": step, "epoch": epoch, "scale_before": old, "scale_after": new})
+        elif new > old:
+            self.growths += 1
+        if new != old:
+            self.changes.append({"step": step + 1, "scale": new})
+        self.scale = new
+        self.min_scale = min(self.min_scale, new)
+        self.max_scale = max(self.max_scale, new)
+        return took
+
+    def amp_record(self, precision, init_scale, growth_factor, backoff_factor, growth_interval, epochs):
+        amp = precision == "amp"
+        return {"enabled": precision != "fp32", "dtype": {"amp": "fp16", "bf16": "bf16"}.get(precision, "none"),
+                "dynamic": amp, "init_scale": init_scale if amp else 1.0, "growth_factor": growth_factor,
+                "backoff_factor": backoff_factor, "growth_interval": growth_interval,
+                "final_scale": self.scale, "skipped_steps": sum(x["skipped_steps"] for x in epochs),
+                "overflow_events": self.events,
+                "scale_history": {"min": self.min_scale, "max": self.max_scale,
+                                  "growths": self.growths, "backoffs": self.backoffs,
+                                  "changes": self.changes}}
+
+
+# ---- memory ----
+
+def proc_status_kb(key):
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def reset_peak_rss():
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+class MemoryMeter:
+    """peak_memory_bytes (see the peers' docstrings). Made once the data set is resident: it reads VmRSS
+    then and, on the CPU, resets VmHWM through /proc/self/clear_refs."""
+
+    def __init__(self, dev, cuda, resident_bytes):
+        self.dev, self.cuda, self.resident_bytes = dev, cuda, resident_bytes
+        self.rss_base_kb = proc_status_kb("VmRSS")
+        self.hwm_reset = reset_peak_rss() if not cuda else False
+        self.peak_rss_kb = 0
+
+    def read(self, model, opt):
+        """(torch.cuda.max_memory_allocated or None on the CPU, the record's peak_memory_bytes)"""
+        import torch
+        p_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+        opt_bytes = sum(t.numel() * t.element_size() for s in opt.state.values() for t in s.values()
+                        if torch.is_tensor(t))
+        if self.cuda:
+            raw_peak = torch.cuda.max_memory_allocated(self.dev)
+            total = raw_peak - self.resident_bytes
+            method = ("torch.cuda.max_memory_allocated less the resident data set (%d bytes)" % self.resident_bytes)
+        else:
+            raw_peak = None
+            hwm = proc_status_kb("VmHWM")
+            if hwm is not None:
+                self.peak_rss_kb = max(self.peak_rss_kb, hwm)
+            total = max(0, (self.peak_rss_kb - (self.rss_base_kb or 0)) * 1024) if self.rss_base_kb else 0
+            method = ("cpu: peak resident-set growth of the process (VmHWM%s minus VmRSS after the data set was "
+                      "loaded): allocator caches, oneDNN scratch and the Python heap included; not comparable "
+                      "with torch.cuda.max_memory_allocated or ampbench's tracked total"
+                      % (" reset through /proc/self/clear_refs" if self.hwm_reset else
+                         ", NOT reset: the peak may predate the run"))
+        return raw_peak, {"parameters": p_bytes, "master_weights": 0, "gradients": p_bytes,
+                          "optimizer_state": opt_bytes, "activations": max(0, total - 2 * p_bytes - opt_bytes),
+                          "workspace": 0, "total": total, "method": method}
+
+
+# ---- the record ----
+
+def record_head(commit, started, complete, interrupted):
+    return {"schema_version": 1, "tool": "pytorch", "git_commit": commit, "started_at": started,
+            "complete": complete, "interrupted": interrupted}
+
+
+def host_record(dev, cuda, blas, cpu=None):
+    """the record's host; cpu (and device on the CPU) is cpu_model() unless given"""
+    import torch
+    if cpu is None:
+        cpu = cpu_model()
+    return {"hostname": socket.gethostname(), "cpu": cpu, "cores": os.cpu_count(),
+            "threads": torch.get_num_threads(), "backend": dev.type,
+            "device": torch.cuda.get_device_name(dev) if cuda else cpu, "blas": blas}
+
+
+def blas_desc(cuda, lib, version):
+    """"torch V, <lib> <version>" and cuDNN's version on cuda, whether oneDNN is there on the CPU"""
+    import torch
+    return "torch %s, %s %s%s" % (torch.__version__, lib, version,
+                                  (", cuDNN %s" % torch.backends.cudnn.version()) if cuda else
+                                  (", oneDNN %s" % ("on" if torch.backends.mkldnn.is_available() else "off")))
+
+
+def run_totals(epochs, samples_key="timed_samples"):
+    """epochs, total_time_s, samples_per_s (epochs' samples_key over their time_s), final_test_accuracy"""
+    total_time = sum(x["time_s"] for x in epochs)
+    samples = sum(x[samples_key] for x in epochs)
+    return {"epochs": epochs, "total_time_s": total_time,
+            "samples_per_s": samples / total_time if total_time > 0 else 0.0,
+            "final_test_accuracy": epochs[-1]["test_accuracy"] if epochs else None}
+
+
+def data_parallel_record(world, accum_steps, backend, peaks_per_rank, total):
+    return {"world_size": world, "accum_steps": accum_steps, "allreduce_dtype": "fp32",
+            "engine": "nccl" if backend == "nccl" else "none", "torch_backend": backend,
+            "peak_memory_bytes_per_rank": peaks_per_rank or [total]}
+
+
+def gpu_record(dev, total_mem, free0, peak_used, resident_bytes, raw_peak):
+    """the record's gpu: the device, its driver and the memory the run took (free0, total_mem: mem_get_info
+    before the run; peak_used: the most in use seen at an epoch's end)"""
+    import torch
+    props = torch.cuda.get_device_properties(dev)
+    try:
+        drv = torch._C._cuda_getDriverVersion()
+        drv = "%d.%d" % (drv // 1000, (drv % 1000) // 10)
+    except Exception:  # noqa: BLE001
+        drv = ""
+    return {"name": props.name, "compute_capability": "%d.%d" % (props.major, props.minor),
+            "driver_version": drv, "cuda_runtime_version": torch.version.cuda or "",
+            "cublas_version": "", "cudnn_version": "cuDNN %s" % torch.backends.cudnn.version(),
+            "memory_total_bytes": total_mem, "driver_used_bytes_before": total_mem - free0,
+            "driver_used_bytes_peak": peak_used, "driver_used_bytes_by_run": peak_used - (total_mem - free0),
+            "resident_data_bytes": resident_bytes, "cuda_graph": False,
+            "torch_max_memory_allocated_bytes": raw_peak}
+
+
+def finite_or_none(x):
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: finite_or_none(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [finite_or_none(v) for v in x]
+    return x
+
+
+def write_text_atomic(path, text):
+    """text and a newline to path through a temporary file and a rename"""
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    with open(tmp, "w") as f:
+        f.write(text + "\n")
+    os.replace(tmp, path)
+
+
+def write_atomic(path, rec):
+    write_text_atomic(path, json.dumps(finite_or_none(rec), indent=2))  # JSON has no NaN
+
+
+def finish_run(a, lead, world, dist, peak_total, record, write, interrupted):
+    """The end of a run: every rank's peak (peak_total()) gathered under data parallelism, the record
+    written (--out) or printed, the process group closed; the exit status (130 when interrupted)."""
+    peaks = None
+    if world > 1:
+        mine = peak_total()
+        peaks = [None] * world
+        dist.all_gather_object(peaks, mine)
+    write(not interrupted, interrupted, peaks)
+    if a.out and lead and not a.quiet:
+        print("result: %s%s" % (a.out, " (interrupted)" if interrupted else ""))
+    if a.out == "" and lead:
+        print(json.dumps(finite_or_none(record(not interrupted, interrupted, peaks)), indent=2))
+    if world > 1:
+        dist.destroy_process_group()
+    return 130 if interrupted else 0
+
+
+def run_main(prog, main):
+    """sys.exit(main()); a Ctrl-C outside the training loop exits 130 with one line"""
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # before training started, or a second Ctrl-C outside the loop
+        print("%s: interrupted" % prog, file=sys.stderr)
+        sys.exit(130)
