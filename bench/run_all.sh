@@ -181,7 +181,9 @@ if [ "$MPI_OK" = 1 ]; then
 fi
 RANK_THREADS=$(( CORES / NP )); [ "$RANK_THREADS" -ge 1 ] || RANK_THREADS=1
 
-GIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+# the source: this checkout's commit, else (an exported tree, a bundle) the one ampbench was built from
+GIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || "$AMPBENCH" --version 2>/dev/null | sed -n 's/^ampbench //p')
+[ -n "$GIT" ] || GIT=unknown
 [ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ] && GIT="$GIT (uncommitted changes)"
 echo "machine: $HOST, $CPU, $CORES cores; GPUs: $GPU_NAMES; MPI: $MPI_IMPL; device: $DEVICE"
 [ -n "$PROBE_WHY" ] && echo "note: $PROBE_WHY"
