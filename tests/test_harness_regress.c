@@ -20,6 +20,8 @@ static const char *tool, *conf;
 
 #define CHECK AB_CHECK /* tests/tolerances.h */
 
+#include "json_edit.h"
+
 static const char *const files[] = {"resnet50-fp32.json", "resnet50-amp.json", "resnet50-dp-amp.json", "run.json"};
 
 static int sh(const char *cmd) {
@@ -35,14 +37,9 @@ static void copy_run(const char *from, const char *to) {
 
 /* Multiplies (or, with add, shifts) a top-level number and the same field of every epoch. */
 static void edit(const char *dir, const char *file, const char *key, double factor, double add) {
-    char path[1200], *text;
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    if (hr_read_file(path, &text) != 0) {
-        CHECK(0, "%s", ab_error());
-        return;
-    }
-    cJSON *j = cJSON_Parse(text);
-    free(text);
+    char path[1200];
+    cJSON *j = json_load(dir, file, path, sizeof path);
+    if (!j) return;
     cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
     if (cJSON_IsNumber(v)) cJSON_SetNumberValue(v, v->valuedouble * factor + add);
     const char *ep_key = !strcmp(key, "total_time_s") ? "time_s" : !strcmp(key, "final_test_accuracy") ? "test_accuracy" : NULL;
@@ -51,10 +48,7 @@ static void edit(const char *dir, const char *file, const char *key, double fact
         cJSON *x = ep_key ? cJSON_GetObjectItemCaseSensitive(e, ep_key) : NULL;
         if (cJSON_IsNumber(x)) cJSON_SetNumberValue(x, x->valuedouble * factor + add);
     }
-    char *out = cJSON_Print(j);
-    CHECK(out && hr_write_atomic(path, out) == 0, "cannot rewrite %s", path);
-    free(out);
-    cJSON_Delete(j);
+    json_store(path, j);
 }
 
 /* Runs the tool; returns its exit status and its output (stdout + stderr) in out. */

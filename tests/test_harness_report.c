@@ -19,6 +19,8 @@ static int failures = 0;
 
 #define CHECK AB_CHECK /* tests/tolerances.h */
 
+#include "json_edit.h"
+
 /* Ratios are printed with one or two decimals: compare at 1e-9 relative on the computed value. */
 static void check_close(const char *what, double got, double want) {
     CHECK(isfinite(got) && fabs(got - want) <= 1e-9 * fmax(1.0, fabs(want)), "%s: got %.12g, want %.12g", what, got,
@@ -72,23 +74,15 @@ static int starts_with(const char *s, const char *prefix) { return strncmp(s, pr
 
 /* Sets a result's final test accuracy (and its last epoch's) to v. */
 static void set_accuracy(const char *dir, const char *file, double v) {
-    char path[1200], *text;
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    if (hr_read_file(path, &text) != 0) {
-        CHECK(0, "%s", ab_error());
-        return;
-    }
-    cJSON *j = cJSON_Parse(text);
-    free(text);
+    char path[1200];
+    cJSON *j = json_load(dir, file, path, sizeof path);
+    if (!j) return;
     cJSON_SetNumberValue(cJSON_GetObjectItemCaseSensitive(j, "final_test_accuracy"), v);
     cJSON *ep = cJSON_GetObjectItemCaseSensitive(j, "epochs");
     cJSON_SetNumberValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(ep, cJSON_GetArraySize(ep) - 1),
                                                           "test_accuracy"),
                          v);
-    char *out = cJSON_Print(j);
-    CHECK(out && hr_write_atomic(path, out) == 0, "cannot rewrite %s", path);
-    free(out);
-    cJSON_Delete(j);
+    json_store(path, j);
 }
 
 /* Mean and sample standard deviation of v[0..n), computed here rather than by the harness. */
