@@ -486,10 +486,9 @@ static int fits(const ab_train_config *c, int batch, double *peak, double *need,
     if (rc == 0 && strcmp(rec.backend, "cpu") != 0) {
         const int n = ab_trainer_train_samples(tr);
         int32_t *order = malloc((size_t)batch * sizeof *order);
-        double loss;
-        int took;
+        ab_step_result r;
         for (int i = 0; order && i < batch; i++) order[i] = i % n;
-        rc = order ? ab_trainer_step(tr, order, batch, 0, 1, &loss, &took) : ab_errorf("out of host memory");
+        rc = order ? ab_trainer_step(tr, order, batch, 0, 1, &r) : ab_errorf("out of host memory");
         free(order);
     }
     if (tr) ab_trainer_destroy(tr);

@@ -24,16 +24,17 @@ int ab_linear_forward(const ab_params *p, const ab_linear *l, int B, const void 
                             ab_param_w(p, l->b), epi, 0.0f, t, y, l->out);
 }
 
-int ab_linear_backward(const ab_params *p, const ab_linear *l, int B, const void *x, const void *dy, void *dx) {
+int ab_linear_backward(const ab_params *p, const ab_grad_sink *g, const ab_linear *l, int B, const void *x, const void *dy, void *dx) {
     const ab_dtype t = p->cdt;
     const ab_backend_ops *ops = p->be->ops;
+    AB_TRY(ab_grad_observe(g, l->w, t, (size_t)B * l->out, dy));
     /* d_weight (out, in) = dy^T (out, B) @ x (B, in) */
     AB_TRY(ops->gemm(p->be, 1, 0, l->out, l->in, B, 1.0f, t, dy, l->out, t, x, l->in, NULL, AB_EPI_NONE,
-                     ab_param_gbeta(p, l->w), t, ab_param_g(p, l->w), l->in));
-    AB_TRY(ab_param_grad_fold(p, l->w));
+                     ab_param_gbeta(p, g, l->w), t, ab_param_g(p, l->w), l->in));
+    AB_TRY(ab_param_grad_fold(p, g, l->w));
     /* d_bias (out) = sum over the batch of dy */
-    AB_TRY(ops->col_sum(p->be, B, l->out, t, dy, ab_param_gbeta(p, l->b), t, ab_param_g(p, l->b)));
-    AB_TRY(ab_param_grad_fold(p, l->b));
+    AB_TRY(ops->col_sum(p->be, B, l->out, t, dy, ab_param_gbeta(p, g, l->b), t, ab_param_g(p, l->b)));
+    AB_TRY(ab_param_grad_fold(p, g, l->b));
     /* dx (B, in) = dy (B, out) @ W (out, in) */
     if (dx)
         AB_TRY(ops->gemm(p->be, 0, 0, B, l->in, l->out, 1.0f, t, dy, l->out, t, ab_param_w(p, l->w), l->in, NULL,
@@ -60,11 +61,12 @@ int ab_conv_forward(const ab_params *p, const ab_conv *c, int B, const void *x, 
     return p->be->ops->conv2d_forward(p->be, &s, p->cdt, x, ab_param_w(p, c->w), y);
 }
 
-int ab_conv_backward(const ab_params *p, const ab_conv *c, int B, const void *x, const void *dy, void *dx) {
+int ab_conv_backward(const ab_params *p, const ab_grad_sink *g, const ab_conv *c, int B, const void *x, const void *dy, void *dx) {
     ab_conv_shape s = c->shape;
     s.N = B;
-    AB_TRY(p->be->ops->conv2d_backward_filter(p->be, &s, p->cdt, x, dy, ab_param_gbeta(p, c->w), ab_param_g(p, c->w)));
-    AB_TRY(ab_param_grad_fold(p, c->w));
+    AB_TRY(ab_grad_observe(g, c->w, p->cdt, (size_t)B * s.P * s.Q * s.K, dy));
+    AB_TRY(p->be->ops->conv2d_backward_filter(p->be, &s, p->cdt, x, dy, ab_param_gbeta(p, g, c->w), ab_param_g(p, c->w)));
+    AB_TRY(ab_param_grad_fold(p, g, c->w));
     if (dx) AB_TRY(p->be->ops->conv2d_backward_data(p->be, &s, p->cdt, dy, ab_param_w(p, c->w), dx));
     return 0;
 }
@@ -107,9 +109,11 @@ int ab_batchnorm_forward(const ab_params *p, const ab_batchnorm *bn, int M, cons
                                            ab_param_buf(p, bn->var), bn->eps, relu, y);
 }
 
-int ab_batchnorm_backward(const ab_params *p, const ab_batchnorm *bn, int M, const void *x, const void *dy, void *dx) {
+int ab_batchnorm_backward(const ab_params *p, const ab_grad_sink *g, const ab_batchnorm *bn, int M, const void *x,
+                          const void *dy, void *dx) {
+    AB_TRY(ab_grad_observe(g, bn->gamma, p->cdt, (size_t)M * bn->C, dy));
     return p->be->ops->batchnorm_backward(p->be, M, bn->C, p->cdt, x, dy, ab_param_w(p, bn->gamma), bn->save_mean,
-                                          bn->save_invstd, ab_param_gbeta(p, bn->gamma), ab_param_g(p, bn->gamma),
+                                          bn->save_invstd, ab_param_gbeta(p, g, bn->gamma), ab_param_g(p, bn->gamma),
                                           ab_param_g(p, bn->beta), dx);
 }
 
@@ -135,10 +139,11 @@ int ab_layernorm_forward(const ab_params *p, const ab_layernorm *ln, int R, ab_d
                                          ln->eps, mean, rstd, yt, y);
 }
 
-int ab_layernorm_backward(const ab_params *p, const ab_layernorm *ln, int R, ab_dtype xt, const void *x, ab_dtype yt,
+int ab_layernorm_backward(const ab_params *p, const ab_grad_sink *g, const ab_layernorm *ln, int R, ab_dtype xt, const void *x, ab_dtype yt,
                           const void *dy, const float *mean, const float *rstd, void *dx) {
+    AB_TRY(ab_grad_observe(g, ln->gamma, yt, (size_t)R * ln->C, dy));
     return p->be->ops->layernorm_backward(p->be, R, ln->C, xt, x, yt, dy, ab_param_w(p, ln->gamma), mean, rstd,
-                                          ab_param_gbeta(p, ln->gamma), ab_param_g(p, ln->gamma),
+                                          ab_param_gbeta(p, g, ln->gamma), ab_param_g(p, ln->gamma),
                                           ab_param_g(p, ln->beta), dx);
 }
 

@@ -19,7 +19,7 @@ void ab_linear_bind(ab_linear *l, const ab_param_spec *w, const ab_param_spec *b
 /* x (B, in) -> y (B, out); epi fuses a ReLU into the product's epilogue */
 int ab_linear_forward(const ab_params *p, const ab_linear *l, int B, const void *x, void *y, ab_epilogue epi);
 /* dy (B, out), x (B, in) -> d_weight, d_bias (ab_param_g, folded); dx (B, in) unless NULL */
-int ab_linear_backward(const ab_params *p, const ab_linear *l, int B, const void *x, const void *dy, void *dx);
+int ab_linear_backward(const ab_params *p, const ab_grad_sink *g, const ab_linear *l, int B, const void *x, const void *dy, void *dx);
 
 /* A 2-D convolution without bias: filter (K, R, S, C) at a spec of the compute region,
  * initialised as torchvision's ResNets do (Kaiming normal, fan-out). Channels-last
@@ -35,7 +35,7 @@ int ab_conv_bind(ab_conv *c, const ab_param_spec *w, int max_batch, int H, int W
 /* x (B, H, W, C) -> y (B, P, Q, K) */
 int ab_conv_forward(const ab_params *p, const ab_conv *c, int B, const void *x, void *y);
 /* dy (B, P, Q, K) -> d_weight (ab_param_g, folded); dx (B, H, W, C) unless NULL */
-int ab_conv_backward(const ab_params *p, const ab_conv *c, int B, const void *x, const void *dy, void *dx);
+int ab_conv_backward(const ab_params *p, const ab_grad_sink *g, const ab_conv *c, int B, const void *x, const void *dy, void *dx);
 /* multiply-adds of one sample */
 double ab_conv_macs(const ab_conv *c);
 
@@ -56,7 +56,7 @@ void ab_batchnorm_bind(ab_batchnorm *bn, const ab_param_spec s[4]);
  * relu: the ReLU that follows, fused */
 int ab_batchnorm_forward(const ab_params *p, const ab_batchnorm *bn, int M, const void *x, void *y, int training,
                          int relu);
-int ab_batchnorm_backward(const ab_params *p, const ab_batchnorm *bn, int M, const void *x, const void *dy, void *dx);
+int ab_batchnorm_backward(const ab_params *p, const ab_grad_sink *g, const ab_batchnorm *bn, int M, const void *x, const void *dy, void *dx);
 
 /* Layer normalisation over rows of C (Hugging Face's "LayerNorm": weight, bias in the fp32
  * region, excluded from weight decay); statistics in fp32 whatever the storage types. */
@@ -73,7 +73,7 @@ void ab_layernorm_bind(ab_layernorm *ln, const ab_param_spec s[2], float eps);
 int ab_layernorm_forward(const ab_params *p, const ab_layernorm *ln, int R, ab_dtype xt, const void *x, float *mean,
                          float *rstd, ab_dtype yt, void *y);
 /* dy (R, C, yt) -> d_weight, d_bias (fp32 region) and dx (R, C, xt; may alias dy when xt == yt) */
-int ab_layernorm_backward(const ab_params *p, const ab_layernorm *ln, int R, ab_dtype xt, const void *x, ab_dtype yt,
+int ab_layernorm_backward(const ab_params *p, const ab_grad_sink *g, const ab_layernorm *ln, int R, ab_dtype xt, const void *x, ab_dtype yt,
                           const void *dy, const float *mean, const float *rstd, void *dx);
 
 /* Multi-head scaled dot-product attention without its projections, as BERT's self-attention:

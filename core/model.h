@@ -10,13 +10,28 @@
 
 typedef struct ab_model ab_model;
 
+/* What one forward pass is for. A training pass keeps what backward needs, uses batch
+ * statistics and draws its random choices (dropout) from seed and index: index counts the run's
+ * training passes from 0 (micro-batches, not optimizer steps), so a pass's masks are the same on
+ * every backend and in a resumed run. */
+typedef struct {
+    int training;
+    long index;
+    uint64_t seed;
+} ab_pass;
+
+static inline ab_pass ab_pass_eval(void) { return (ab_pass){.training = 0}; }
+static inline ab_pass ab_pass_train(long index, uint64_t seed) {
+    return (ab_pass){.training = 1, .index = index, .seed = seed};
+}
+
 typedef struct {
     const char *name;
-    /* x: a batch of B samples as ab_dataset fill wrote it -> m->logits (B, n_classes) in
-     * p->cdt; training = 1 keeps what backward needs and uses batch statistics, 0 evaluates */
-    int (*forward)(ab_model *m, const ab_params *p, const void *x, int B, int training);
-    /* dlogits (B, n_classes) in p->cdt -> gradients (ab_param_g, with ab_param_gbeta) */
-    int (*backward)(ab_model *m, const ab_params *p, const void *x, const void *dlogits, int B);
+    /* x: a batch of B samples as ab_dataset fill wrote it -> m->logits (B, n_classes) in p->cdt */
+    int (*forward)(ab_model *m, const ab_params *p, const void *x, int B, const ab_pass *pass);
+    /* dlogits (B, n_classes) in p->cdt, the gradient of the loss for the last training forward
+     * -> the weight gradients, delivered as g says (core/params.h) */
+    int (*backward)(ab_model *m, const ab_params *p, const ab_grad_sink *g, const void *x, const void *dlogits, int B);
     /* allocates activations (m->arena) once the parameters are laid out */
     int (*bind)(ab_model *m, const ab_params *p);
     void (*destroy)(ab_model *m);
@@ -33,7 +48,8 @@ struct ab_model {
     int n_specs;
     int n_classes, max_batch;
     double macs_per_sample; /* multiply-adds of one sample's forward pass */
-    long forward_steps;     /* training forward passes so far (batch norm's num_batches_tracked) */
+    long batches_tracked;   /* batch norm's num_batches_tracked: training passes of a model with batch norm,
+                               counted by its forward, read from and written to checkpoints */
     const char *notes;      /* for the record: how the model trains under data parallelism, ... */
     void *logits;           /* (max_batch, n_classes) in compute type */
     ab_arena arena;
@@ -51,7 +67,6 @@ typedef struct {
     int blocks[4]; /* ResNet: bottleneck blocks per stage */
     const char *arch; /* BERT: the checkpoint folder or file whose config.json gives the architecture */
     float dropout;    /* BERT: hidden and attention dropout; < 0: the architecture's */
-    uint64_t seed;    /* dropout masks */
 } ab_model_config;
 
 static inline int ab_model_bind(ab_model *m, const ab_params *p) { return m->ops->bind(m, p); }

@@ -67,8 +67,28 @@ typedef struct ab_params {
     void *gradc;      /* (n_gradc) cdt: one tensor's gradient before its fold; == grad under fp32 */
     size_t n_gradc;   /* the largest compute-region tensor (n under fp32) */
     float *bufs;      /* (n_bufs) fp32, or NULL */
-    int accumulating; /* 1 from the second micro-batch of a step on: gradients add to grad */
 } ab_params;
+
+/* What a backward pass does with the weight gradients it produces, said by the trainer for each
+ * micro-batch and handed to every layer's backward as an argument:
+ *   AB_GRAD_WRITE       the step's first micro-batch: each gradient is written into grad over
+ *                       whatever it held (beta 0: what zeroing grad and adding would give, without
+ *                       a pass over the memory);
+ *   AB_GRAD_ACCUMULATE  every later micro-batch: each gradient is added to what grad holds. */
+typedef enum { AB_GRAD_WRITE = 0, AB_GRAD_ACCUMULATE = 1 } ab_grad_mode;
+
+/* Where one backward pass delivers its gradients. observe (optional, NULL: none) is shown the
+ * gradient arriving at the output of each layer that has weights (named by that weight's spec),
+ * in the compute type, before the layer's backward reads it; it reads and never writes.
+ * A layer's weight gradient is final, for the step, at its ab_param_grad_fold in the last
+ * micro-batch: that is where a bucketed all-reduce could start and overlap the rest of
+ * backward (as DDP's gradient hooks do); today the all-reduce waits for the whole backward
+ * (sync_gradients in core/train.c). */
+typedef struct ab_grad_sink {
+    ab_grad_mode mode;
+    int (*observe)(void *ctx, const ab_param_spec *w, ab_dtype t, size_t n, const void *dy);
+    void *ctx;
+} ab_grad_sink;
 
 /* Lays out the specs (offsets), allocates the buffers and initialises the weights on the host
  * with the given RNG in spec order. */
@@ -101,12 +121,18 @@ static inline void *ab_param_g(const ab_params *p, const ab_param_spec *s) {
     return s->region == AB_REGION_COMPUTE ? ab_at(p->gradc, p->cdt, s->offset) : (void *)(p->grad + s->offset);
 }
 /* beta for writing s's gradient at ab_param_g: 1 to add into what earlier micro-batches left
- * in the fp32 gradient; the scratch is always overwritten */
-static inline float ab_param_gbeta(const ab_params *p, const ab_param_spec *s) {
-    return !ab_param_via_scratch(p, s) && p->accumulating ? 1.0f : 0.0f;
+ * in the fp32 gradient (AB_GRAD_ACCUMULATE); the scratch is always overwritten */
+static inline float ab_param_gbeta(const ab_params *p, const ab_grad_sink *g, const ab_param_spec *s) {
+    return !ab_param_via_scratch(p, s) && g->mode == AB_GRAD_ACCUMULATE ? 1.0f : 0.0f;
+}
+/* shows g's observer the gradient dy (n elements of type t) arriving at the output of the layer
+ * whose weight is w */
+static inline int ab_grad_observe(const ab_grad_sink *g, const ab_param_spec *w, ab_dtype t, size_t n,
+                                  const void *dy) {
+    return g->observe ? g->observe(g->ctx, w, t, n, dy) : 0;
 }
 /* after s's gradient is written at ab_param_g: adds the scratch into the fp32 gradient
  * (overwrites it on a step's first micro-batch); nothing to do otherwise */
-int ab_param_grad_fold(const ab_params *p, const ab_param_spec *s);
+int ab_param_grad_fold(const ab_params *p, const ab_grad_sink *g, const ab_param_spec *s);
 
 #endif

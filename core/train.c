@@ -1,13 +1,17 @@
-/* The training loop. One optimizer step, top to bottom:
- *   gather + normalise a batch (data) -> refresh the fp16/bf16 weight copy -> model forward
- *   -> softmax cross-entropy in fp32, gradient pre-multiplied by the loss scale -> backward into
- *   the compute-type gradient buffer -> fold into the fp32 gradients -> unscale and check
- *   finite -> loss-scaler decision -> optimizer step on the fp32 master weights.
- * Accumulation over micro-batches happens in the fp32 gradient buffer. Data parallel (W ranks,
- * core/comm.h): each rank takes its shard of the step's samples (ab_shard_step), and after the
- * last micro-batch the fp32 gradients (or their fp16 copy) are all-reduced once, summed (each
- * rank's loss gradient already carries 1/n, n the world's samples); the
- * overflow flag and the loss are all-reduced too, so every rank takes the same decision. */
+/* The training loop. One optimizer step (ab_trainer_step) is three parts, each read top to
+ * bottom below:
+ *   1. micro_batches: per micro-batch of this rank's shard, gather + normalise the samples,
+ *      forward, softmax cross-entropy in fp32 (its gradient pre-multiplied by the loss scale),
+ *      backward. Gradients: the first micro-batch writes the fp32 gradients (AB_GRAD_WRITE),
+ *      every later one adds to them (AB_GRAD_ACCUMULATE); under amp/bf16 each tensor passes
+ *      through the compute-type scratch (ab_param_grad_fold, core/params.h).
+ *   2. synchronise: the all-reduce of the gradients (W ranks, core/comm.h: summed, each rank's
+ *      loss gradient already carries 1/n, n the world's samples), unscale and the overflow
+ *      flag, the gradient norm, one read-back of the step's scalars and one all-reduce of the
+ *      flag, the loss and the stop request, so that every rank takes the same decision.
+ *   3. update: the loss scaler decides, clipping, the schedule's learning rate, the optimizer
+ *      on the fp32 master weights.
+ * Around it: setup (world, model, buffers), the epoch loop, evaluation and the record. */
 #include "train.h"
 
 #include <math.h>
@@ -45,6 +49,13 @@ typedef struct {
     float grad_sq; /* sum of the squared (unscaled) gradients, when clipping */
 } step_stats;
 
+/* what a step's synchronisation leaves for its update: the same on every rank */
+typedef struct {
+    int found_inf;    /* some gradient of some rank is inf or NaN */
+    double loss;      /* the world's mean (unscaled) loss */
+    double grad_norm; /* of the unscaled gradients (0 when not clipping) */
+} step_sync;
+
 struct ab_trainer {
     const ab_train_config *cfg;
     ab_run_record *rec;
@@ -52,19 +63,21 @@ struct ab_trainer {
     ab_model *model;
     ab_params params;
     ab_optimizer opt;
+    ab_scaler scaler; /* the live loss scaler; the record gets a copy when it is written */
     ab_dataset *train, *test;
     void *x;               /* one micro-batch as the data set assembles it, in compute type */
     int32_t *labels;       /* (B) */
     step_stats *stats;     /* backend memory */
-    int32_t *perm, *iota;  /* host */
+    int32_t *perm;         /* host: the epoch's sample order */
+    int32_t *eval_order;   /* host: 0, 1, ... (test samples), the test set's order */
     size_t x_bytes;
-    double data_time; /* seconds spent assembling batches in the current epoch */
+    long passes;           /* training forward passes so far: the next one's index (ab_pass) */
+    double data_host_s;    /* host seconds spent assembling batches since the data clock restarted */
     ab_comm *comm;
     int32_t *shard; /* (batch * accum steps) this rank's samples of the step, host */
-    void *wire;        /* fp16 all-reduce bucket (wire_elems), under --allreduce-dtype fp16 */
-    size_t wire_elems;
+    void *fp16_bucket;     /* fp16 all-reduce bucket (bucket_elems), under --allreduce-dtype fp16 */
+    size_t bucket_elems;
     int stop_any;   /* some rank was asked to stop (all-reduced each step) */
-    int clipped;    /* the last step's gradients were clipped */
     int32_t *pred;  /* (test samples) predicted classes, for a data set with its own metric */
     void *logits_h; /* (batch, classes) host copy of a batch's logits */
 };
@@ -149,7 +162,8 @@ static int check_world_config(trainer *t) {
                      cm->rank, cm->size, desc, others[0] ? others : "?");
 }
 
-static int setup(trainer *t, ab_run_record *rec) {
+/* the communicator, then the backend on the GPU it chose */
+static int open_world(trainer *t) {
     const ab_train_config *c = t->cfg;
     if (!c->workload) return ab_errorf("no workload provider in the training configuration");
     if (c->epochs < 1 || c->batch_size < 1 || c->accum_steps < 1 || c->log_interval < 1 || !(c->lr > 0.0f) ||
@@ -163,14 +177,20 @@ static int setup(trainer *t, ab_run_record *rec) {
     AB_TRY(ab_comm_parse(c->comm, &kind));
     /* the communicator first: a GPU rank's device is its node-local rank */
     AB_TRY(ab_comm_create(kind, c->device, c->comm_timeout_s, &t->comm));
-    /* the fallback notice of --device auto is printed even with --quiet: it changes what is measured */
     /* the GPU the communicator chose (node-local rank modulo the GPUs this process sees), so that
-     * the backend and the nccl engine share it, also under a per-rank CUDA_VISIBLE_DEVICES */
+     * the backend and the nccl engine share it, also under a per-rank CUDA_VISIBLE_DEVICES; the
+     * fallback notice of --device auto is printed even with --quiet: it changes what is measured */
     const int gpu = t->comm->device >= 0 ? t->comm->device : t->comm->local_rank;
     t->be = ab_backend_create_on(c->device, gpu, c->threads, t->comm->rank > 0);
     if (!t->be) return -1;
     t->be->mem.limit = c->memory_limit;
     ab_comm_bind(t->comm, t->be);
+    return 0;
+}
+
+/* the data, the model and its weights (initialised, or from --init-from), the same on every rank */
+static int build_model(trainer *t, ab_run_record *rec) {
+    const ab_train_config *c = t->cfg;
     AB_TRY(load_data(t));
     AB_TRY(c->workload->create_model(c, &t->train->info, &t->model));
     ab_rng rng;
@@ -193,23 +213,30 @@ static int setup(trainer *t, ab_run_record *rec) {
             AB_TRY(t->comm->ops->broadcast(t->comm, t->params.bufs, t->params.n_bufs * sizeof(float), 0));
         AB_TRY(ab_params_refresh(&t->params));
     }
+    return 0;
+}
+
+/* the optimizer, the scaler and what a step needs: the batch, its labels, the step's scalars,
+ * the fp16 all-reduce bucket, the sample orders */
+static int alloc_step(trainer *t) {
+    const ab_train_config *c = t->cfg;
     AB_TRY(ab_optimizer_init(&t->opt, t->be, c->optimizer, t->params.n, c->lr, c->momentum, c->weight_decay));
     if (c->wd_exclude) AB_TRY(ab_optimizer_exclude(&t->opt, t->params.specs, t->params.n_specs));
-    AB_TRY(ab_scaler_init(&rec->scaler, c->precision == AB_PREC_AMP, c->init_scale, c->growth_factor,
+    AB_TRY(ab_scaler_init(&t->scaler, c->precision == AB_PREC_AMP, c->init_scale, c->growth_factor,
                           c->backoff_factor, c->growth_interval));
-    const ab_dtype cdt = t->params.cdt;
-    t->x_bytes = t->train->ops->batch_bytes(t->train, c->batch_size, cdt);
+    t->x_bytes = t->train->ops->batch_bytes(t->train, c->batch_size, t->params.cdt);
     ab_mem_label(&t->be->mem, "a batch of %d samples", c->batch_size);
     t->x = ab_alloc(t->be, AB_MEM_ACTIVATIONS, t->x_bytes);
     t->labels = ab_alloc(t->be, AB_MEM_ACTIVATIONS, (size_t)c->batch_size * sizeof(int32_t));
     t->stats = ab_alloc(t->be, AB_MEM_WORKSPACE, sizeof(step_stats));
     if (t->comm->size > 1 && c->allreduce_dtype == AB_F16) {
-        t->wire_elems = t->params.n_compute < AB_ALLREDUCE_BUCKET_ELEMS ? t->params.n_compute
-                                                                        : AB_ALLREDUCE_BUCKET_ELEMS;
-        if (!(t->wire = ab_alloc(t->be, AB_MEM_WORKSPACE, (t->wire_elems ? t->wire_elems : 1) * 2))) return -1;
+        const size_t nc = t->params.n_compute;
+        t->bucket_elems = nc < AB_ALLREDUCE_BUCKET_ELEMS ? nc : AB_ALLREDUCE_BUCKET_ELEMS;
+        t->fp16_bucket = ab_alloc(t->be, AB_MEM_WORKSPACE, (t->bucket_elems ? t->bucket_elems : 1) * 2);
+        if (!t->fp16_bucket) return -1;
     }
     t->perm = malloc((size_t)t->train->n * sizeof(int32_t));
-    t->iota = malloc((size_t)t->test->n * sizeof(int32_t));
+    t->eval_order = malloc((size_t)t->test->n * sizeof(int32_t));
     t->shard = malloc((size_t)c->batch_size * (size_t)c->accum_steps * sizeof(int32_t));
     if (t->test->ops->score) {
         t->pred = malloc((size_t)t->test->n * sizeof(int32_t));
@@ -218,9 +245,14 @@ static int setup(trainer *t, ab_run_record *rec) {
     }
     ab_mem_label(&t->be->mem, "%s", "");
     if (!t->x || !t->labels || !t->stats) return -1;
-    if (!t->perm || !t->iota || !t->shard) return ab_errorf("out of host memory for the sample order");
-    for (int i = 0; i < t->test->n; i++) t->iota[i] = i;
+    if (!t->perm || !t->eval_order || !t->shard) return ab_errorf("out of host memory for the sample order");
+    for (int i = 0; i < t->test->n; i++) t->eval_order[i] = i;
+    return 0;
+}
 
+/* what the record says of the run before it starts */
+static void describe_run(trainer *t, ab_run_record *rec) {
+    const ab_train_config *c = t->cfg;
     rec->parameters = (long)t->params.n;
     rec->macs_per_sample = t->model->macs_per_sample;
     snprintf(rec->metric, sizeof rec->metric, "%s", t->test->metric ? t->test->metric : "accuracy");
@@ -237,16 +269,33 @@ static int setup(trainer *t, ab_run_record *rec) {
     rec->world_size = t->comm->size;
     rec->rank = t->comm->rank;
     snprintf(rec->comm_engine, sizeof rec->comm_engine, "%s", t->comm->size > 1 ? t->comm->ops->name : "none");
+}
+
+static int setup(trainer *t, ab_run_record *rec) {
+    AB_TRY(open_world(t));
+    AB_TRY(build_model(t, rec));
+    AB_TRY(alloc_step(t));
+    describe_run(t, rec);
     return 0;
 }
 
+/* The record's copy of the trainer's state before it is written: the scaler (its event arrays
+ * stay the trainer's until teardown hands them over) and the memory counts. */
+static void snapshot_record(trainer *t) {
+    t->rec->scaler = t->scaler;
+    if (t->be) t->rec->mem = t->be->mem;
+}
+
 static void teardown(trainer *t) {
+    snapshot_record(t);
+    memset(&t->scaler, 0, sizeof t->scaler); /* the record owns the scaler's history now */
     ab_backend *be = t->be;
     if (be) {
         ab_release(be, AB_MEM_ACTIVATIONS, t->x, t->x_bytes);
         ab_release(be, AB_MEM_ACTIVATIONS, t->labels, (size_t)t->cfg->batch_size * sizeof(int32_t));
         ab_release(be, AB_MEM_WORKSPACE, t->stats, sizeof(step_stats));
-        if (t->wire) ab_release(be, AB_MEM_WORKSPACE, t->wire, (t->wire_elems ? t->wire_elems : 1) * 2);
+        if (t->fp16_bucket)
+            ab_release(be, AB_MEM_WORKSPACE, t->fp16_bucket, (t->bucket_elems ? t->bucket_elems : 1) * 2);
         ab_model_destroy(t->model);
         ab_optimizer_free(&t->opt);
         ab_params_free(&t->params);
@@ -261,7 +310,7 @@ static void teardown(trainer *t) {
     ab_dataset_destroy(t->train);
     ab_dataset_destroy(t->test);
     free(t->perm);
-    free(t->iota);
+    free(t->eval_order);
     free(t->shard);
     free(t->pred);
     free(t->logits_h);
@@ -288,8 +337,9 @@ static int evaluate(trainer *t, double *loss, double *accuracy, double *metric) 
     AB_TRY(be->ops->zero(be, t->stats, sizeof(step_stats)));
     for (int pos = 0; pos < N; pos += B) {
         const int b = N - pos < B ? N - pos : B;
-        AB_TRY(t->test->ops->fill(t->test, t->iota + pos, b, 0, cdt, t->x, t->labels));
-        AB_TRY(t->model->ops->forward(t->model, &t->params, t->x, b, 0));
+        AB_TRY(t->test->ops->fill(t->test, t->eval_order + pos, b, 0, cdt, t->x, t->labels));
+        const ab_pass pass = ab_pass_eval();
+        AB_TRY(t->model->ops->forward(t->model, &t->params, t->x, b, &pass));
         if (scored) { /* argmax of each row, the first on ties, as softmax_xent counts hits */
             AB_TRY(be->ops->download(be, t->logits_h, t->model->logits, (size_t)b * C * ab_dtype_size(cdt)));
             for (int i = 0; i < b; i++) {
@@ -318,8 +368,68 @@ int ab_shard_step(const int32_t *order, int n, int B, int W, int r, int32_t *out
     return m;
 }
 
-/* The data-parallel part of a step, between the last micro-batch and the unscale: one
- * all-reduce (average) of the gradients, in fp32 or through the fp16 gradient buffer. */
+/* ---- the data clock: seconds spent assembling batches, by the device's clock where the
+ * backend keeps one (data_mark/data_time: the host sees only the launch), else the host's ---- */
+
+static int data_clock_restart(trainer *t) {
+    t->data_host_s = 0.0;
+    double spent;
+    return t->be->ops->data_time ? t->be->ops->data_time(t->be, &spent) : 0;
+}
+
+static int data_clock_read(trainer *t, double *seconds) {
+    *seconds = t->data_host_s;
+    return t->be->ops->data_time ? t->be->ops->data_time(t->be, seconds) : 0;
+}
+
+/* one micro-batch of samples idx[0 .. b) into t->x and t->labels, on the data clock */
+static int fill_batch(trainer *t, const int32_t *idx, int b, int epoch) {
+    ab_backend *be = t->be;
+    const double t0 = ab_now();
+    if (be->ops->data_mark) be->ops->data_mark(be, 1);
+    AB_TRY(t->train->ops->fill(t->train, idx, b, aug_seed(t, epoch), t->params.cdt, t->x, t->labels));
+    if (be->ops->data_mark) be->ops->data_mark(be, 0);
+    t->data_host_s += ab_now() - t0;
+    return 0;
+}
+
+/* ---- 1. the micro-batches ---- */
+
+/* This rank's m samples mine[0 .. m) of a step over n samples in the world: forward, loss and
+ * backward per micro-batch of B. Each rank's loss gradient is scaled by 1/n and the all-reduce
+ * sums: the mean over all n samples even when a last, short step leaves the ranks unequal
+ * shares, and each rank's fp16 gradients are the very tensors one process accumulating the same
+ * micro-batches would hold (a factor W would make them, and the fp16 sum on the wire, W times
+ * larger: other roundings near fp16's subnormals, overflow W times sooner). */
+static int micro_batches(trainer *t, const int32_t *mine, int m, int n, int epoch, float scale) {
+    ab_backend *be = t->be;
+    ab_params *p = &t->params;
+    ab_model *model = t->model;
+    const int B = t->cfg->batch_size, C = model->n_classes;
+    AB_TRY(be->ops->zero(be, t->stats, sizeof(step_stats)));
+    AB_TRY(ab_params_refresh(p));
+    if (m == 0) AB_TRY(be->ops->zero(be, p->grad, p->n * sizeof(float))); /* a rank with no samples adds 0 */
+    for (int pos = 0; pos < m; pos += B) {
+        const int b = m - pos < B ? m - pos : B;
+        AB_TRY(fill_batch(t, mine + pos, b, epoch));
+        const ab_pass pass = ab_pass_train(t->passes++, t->cfg->seed);
+        AB_TRY(model->ops->forward(model, p, t->x, b, &pass));
+        /* the loss gradient d(scale * sum of the group's losses / n) / dlogits (the op divides by
+         * b itself) is written over the logits it comes from: dlogits is the same buffer */
+        void *const dlogits = model->logits;
+        AB_TRY(be->ops->softmax_xent(be, b, C, p->cdt, model->logits, t->labels, scale * (float)b / (float)n, p->cdt,
+                                     dlogits, &t->stats->loss_sum, NULL));
+        const ab_grad_sink sink = {.mode = pos == 0 ? AB_GRAD_WRITE : AB_GRAD_ACCUMULATE};
+        AB_TRY(model->ops->backward(model, p, &sink, t->x, dlogits, b));
+    }
+    return 0;
+}
+
+/* ---- 2. the synchronisation ---- */
+
+/* The gradient all-reduce (sum), in fp32 or through the fp16 bucket. It starts once the whole
+ * backward is done; ab_grad_sink (core/params.h) says where it could start per tensor instead,
+ * overlapping the rest of backward. */
 static int allreduce_grads(trainer *t) {
     ab_comm *cm = t->comm;
     ab_params *p = &t->params;
@@ -329,11 +439,11 @@ static int allreduce_grads(trainer *t) {
     if (t->cfg->allreduce_dtype == AB_F16) { /* still loss-scaled here, as fp16 gradients are */
         /* through an fp16 bucket, as DDP's fp16 compression hook sends its buckets */
         const size_t nc = p->n_compute, n32 = p->n - nc;
-        for (size_t off = 0; off < nc; off += t->wire_elems) {
-            const size_t k = nc - off < t->wire_elems ? nc - off : t->wire_elems;
-            AB_TRY(be->ops->cast(be, k, AB_F32, p->grad + off, AB_F16, t->wire));
-            AB_TRY(cm->ops->allreduce(cm, t->wire, k, AB_F16, AB_RED_SUM));
-            AB_TRY(be->ops->accumulate(be, k, AB_F16, t->wire, p->grad + off, 0));
+        for (size_t off = 0; off < nc; off += t->bucket_elems) {
+            const size_t k = nc - off < t->bucket_elems ? nc - off : t->bucket_elems;
+            AB_TRY(be->ops->cast(be, k, AB_F32, p->grad + off, AB_F16, t->fp16_bucket));
+            AB_TRY(cm->ops->allreduce(cm, t->fp16_bucket, k, AB_F16, AB_RED_SUM));
+            AB_TRY(be->ops->accumulate(be, k, AB_F16, t->fp16_bucket, p->grad + off, 0));
         }
         /* the fp32 region (batch-norm scale and shift) has no fp16 copy: it travels in fp32 */
         if (n32) AB_TRY(cm->ops->allreduce(cm, p->grad + nc, n32, AB_F32, AB_RED_SUM));
@@ -350,91 +460,81 @@ static int allreduce_grads(trainer *t) {
     return 0;
 }
 
-int ab_trainer_step(ab_trainer *t, const int32_t *order, int n, long step, int epoch, double *loss, int *took) {
-    ab_run_record *rec = t->rec;
-    *took = 0;
+/* fault injection (--inject-inf-step): one gradient element becomes +inf. Planted after the
+ * all-reduce, so that with one inject rank only the all-reduced flag can make the others skip. */
+static int inject_fault(trainer *t, long step) {
+    const ab_train_config *c = t->cfg;
+    if (step != c->inject_inf_step || (c->inject_inf_rank >= 0 && c->inject_inf_rank != t->comm->rank)) return 0;
+    const float inf = INFINITY;
+    return t->be->ops->upload(t->be, t->params.grad + t->params.n / 2, &inf, sizeof inf);
+}
+
+/* the gradients reduced over the world and unscaled; the overflow flag, the loss, the norm and
+ * the stop request read back once and agreed on by every rank */
+static int synchronise(trainer *t, long step, int n, float scale, step_sync *out) {
     ab_backend *be = t->be;
-    const ab_backend_ops *ops = be->ops;
     ab_params *p = &t->params;
     ab_comm *cm = t->comm;
-    const int B = t->cfg->batch_size, C = t->model->n_classes, W = cm->size;
-    const float scale = rec->scaler.scale;
-    /* order[0 .. n) is the world's step; this rank trains on its shard. Each rank's loss gradient
-     * is scaled by 1/n, n the world's samples, and the all-reduce sums: the mean over all n samples
-     * even when a last, short step leaves the ranks unequal shares, and each rank's fp16 gradients
-     * are the very tensors one process accumulating the same micro-batches would hold (a factor W
-     * would make them, and the fp16 sum on the wire, W times larger: other roundings near fp16's
-     * subnormals, overflow W times sooner). */
-    if (W > 1 && (long)n > (long)W * B * t->cfg->accum_steps)
-        return ab_errorf("a step of %d samples exceeds world %d x batch %d x accum steps %d", n, W, B,
-                         t->cfg->accum_steps);
-    const int m = W > 1 ? ab_shard_step(order, n, B, W, cm->rank, t->shard) : n;
-    const int32_t *mine = W > 1 ? t->shard : order;
-    AB_TRY(ops->zero(be, t->stats, sizeof(step_stats)));
-    AB_TRY(ab_params_refresh(p));
-    if (m == 0) AB_TRY(ops->zero(be, p->grad, p->n * sizeof(float)));
-    for (int pos = 0, k = 0; pos < m; pos += B, k++) {
-        const int b = m - pos < B ? m - pos : B;
-        const double td = ab_now();
-        if (ops->data_mark) ops->data_mark(be, 1); /* device clock: the host one sees only the launch */
-        AB_TRY(t->train->ops->fill(t->train, mine + pos, b, aug_seed(t, epoch), p->cdt, t->x, t->labels));
-        if (ops->data_mark) ops->data_mark(be, 0);
-        t->data_time += ab_now() - td;
-        AB_TRY(t->model->ops->forward(t->model, p, t->x, b, 1));
-        t->model->forward_steps++;
-        /* d(scale * sum of the group's losses / n) / dlogits; the op divides by b itself */
-        AB_TRY(ops->softmax_xent(be, b, C, p->cdt, t->model->logits, t->labels, scale * (float)b / (float)n, p->cdt,
-                                 t->model->logits, &t->stats->loss_sum, NULL));
-        /* backward adds each micro-batch into the fp32 gradients (under amp/bf16 one tensor at a
-         * time through the compute-type scratch, ab_param_grad_fold) */
-        p->accumulating = k > 0;
-        AB_TRY(t->model->ops->backward(t->model, p, t->x, t->model->logits, b));
-    }
-    if (W > 1) AB_TRY(allreduce_grads(t));
-    /* fault injection: one gradient element becomes +inf. Planted after the all-reduce, so that
-     * with one inject rank only the all-reduced flag below can make the other ranks skip too. */
-    if (step == t->cfg->inject_inf_step && (t->cfg->inject_inf_rank < 0 || t->cfg->inject_inf_rank == cm->rank)) {
-        const float inf = INFINITY;
-        AB_TRY(ops->upload(be, p->grad + p->n / 2, &inf, sizeof inf));
-    }
-    if (rec->scaler.enabled) AB_TRY(ops->unscale_check(be, p->n, p->grad, 1.0f / scale, &t->stats->found_inf));
-    /* the global norm of the unscaled gradients, in the same read-back as the overflow flag */
-    if (t->cfg->clip_grad_norm > 0.0f) AB_TRY(ops->sum_squares(be, p->n, p->grad, &t->stats->grad_sq));
+    if (cm->size > 1) AB_TRY(allreduce_grads(t));
+    AB_TRY(inject_fault(t, step));
+    if (t->scaler.enabled) AB_TRY(be->ops->unscale_check(be, p->n, p->grad, 1.0f / scale, &t->stats->found_inf));
+    if (t->cfg->clip_grad_norm > 0.0f) AB_TRY(be->ops->sum_squares(be, p->n, p->grad, &t->stats->grad_sq));
     step_stats s;
-    AB_TRY(ops->download(be, &s, t->stats, sizeof s));
+    AB_TRY(be->ops->download(be, &s, t->stats, sizeof s));
     int found_inf = s.found_inf != 0;
     double sums[2] = {s.loss_sum, ab_stop_requested != 0};
-    if (W > 1) { /* every rank takes the same decision and logs the world's loss */
+    if (cm->size > 1) {
         const double t0 = ab_now();
         AB_TRY(ab_comm_flag_max(cm, &found_inf));
         AB_TRY(cm->ops->allreduce_f64(cm, sums, 2, AB_RED_SUM));
-        rec->comm_time_s += ab_now() - t0;
+        t->rec->comm_time_s += ab_now() - t0;
     }
     t->stop_any = sums[1] > 0;
-    *loss = sums[0] / n;
-    if (!rec->scaler.enabled && !isfinite(*loss))
+    *out = (step_sync){.found_inf = found_inf, .loss = sums[0] / n, .grad_norm = sqrt((double)s.grad_sq)};
+    return 0;
+}
+
+/* ---- 3. the update ---- */
+
+/* the scaler's decision; when the step is taken: clipping, the schedule's rate, the optimizer */
+static int update(trainer *t, const step_sync *sy, long step, int epoch, ab_step_result *out) {
+    const ab_train_config *c = t->cfg;
+    ab_params *p = &t->params;
+    if (!t->scaler.enabled && !isfinite(sy->loss))
         return ab_errorf("loss is %s at epoch %d step %ld (%s has no loss scaler to absorb it): diverged; "
                          "lower the learning rate",
-                         isnan(*loss) ? "NaN" : "infinite", epoch, step, ab_precision_name(p->prec));
-    const int r = ab_scaler_update(&rec->scaler, found_inf, step, epoch);
+                         isnan(sy->loss) ? "NaN" : "infinite", epoch, step, ab_precision_name(p->prec));
+    const int r = ab_scaler_update(&t->scaler, sy->found_inf, step, epoch);
     if (r < 0) return -1;
-    if (rec->scaler.enabled && rec->scaler.scale < 0x1.0p-24f)
+    if (t->scaler.enabled && t->scaler.scale < 0x1.0p-24f)
         return ab_errorf("loss scale fell below 2^-24 at epoch %d step %ld: gradients are non-finite whatever the "
                          "scale (NaN in the data or a diverged model)",
                          epoch, step);
-    *took = r;
-    t->clipped = 0;
-    if (r) {
-        /* clip_grad_norm_'s rule: scale by max / (norm + 1e-6) when that is below 1 */
-        const double norm = sqrt((double)s.grad_sq);
-        if (t->cfg->clip_grad_norm > 0.0f && isfinite(norm) && norm > t->cfg->clip_grad_norm) {
-            AB_TRY(ops->scale(be, p->n, p->grad, (float)(t->cfg->clip_grad_norm / (norm + 1e-6))));
-            t->clipped = 1;
-        }
-        t->opt.lr = ab_lr_at(t->cfg->lr_schedule, t->cfg->lr, step, rec->total_steps, t->cfg->warmup_steps);
-        AB_TRY(ab_optimizer_step(&t->opt, p->master, p->grad));
+    out->applied = r;
+    if (!r) return 0;
+    /* clip_grad_norm_'s rule: scale by max / (norm + 1e-6) when that is below 1 */
+    if (c->clip_grad_norm > 0.0f && isfinite(sy->grad_norm) && sy->grad_norm > c->clip_grad_norm) {
+        AB_TRY(t->be->ops->scale(t->be, p->n, p->grad, (float)(c->clip_grad_norm / (sy->grad_norm + 1e-6))));
+        out->clipped = 1;
     }
-    return 0;
+    t->opt.lr = ab_lr_at(c->lr_schedule, c->lr, step, t->rec->total_steps, c->warmup_steps);
+    return ab_optimizer_step(&t->opt, p->master, p->grad);
+}
+
+int ab_trainer_step(ab_trainer *t, const int32_t *order, int n, long step, int epoch, ab_step_result *out) {
+    const int B = t->cfg->batch_size, W = t->comm->size;
+    *out = (ab_step_result){.scale = t->scaler.scale};
+    if (W > 1 && (long)n > (long)W * B * t->cfg->accum_steps)
+        return ab_errorf("a step of %d samples exceeds world %d x batch %d x accum steps %d", n, W, B,
+                         t->cfg->accum_steps);
+    /* order[0 .. n) is the world's step; this rank trains on its shard */
+    const int m = W > 1 ? ab_shard_step(order, n, B, W, t->comm->rank, t->shard) : n;
+    const int32_t *mine = W > 1 ? t->shard : order;
+    AB_TRY(micro_batches(t, mine, m, n, epoch, out->scale));
+    step_sync sy;
+    AB_TRY(synchronise(t, step, n, out->scale, &sy));
+    out->loss = sy.loss;
+    return update(t, &sy, step, epoch, out);
 }
 
 /* The recipe a run uses, as one line: the optimizer, the learning rate and how warm-up and schedule
@@ -493,14 +593,12 @@ static int gather_peaks(trainer *t) {
     return t->comm->ops->allgather_i64(t->comm, (int64_t)t->be->mem.peak_total, rec->peak_memory_per_rank);
 }
 
-int ab_train_run(const ab_train_config *cfg, ab_run_record *rec) {
-    memset(rec, 0, sizeof *rec);
-    utc_now(rec->started_at, sizeof rec->started_at);
-    trainer t = {.cfg = cfg, .rec = rec};
-    int rc = setup(&t, rec);
-    if (rc == 0 && !(rec->epochs = calloc((size_t)cfg->epochs, sizeof *rec->epochs)))
-        rc = ab_errorf("out of host memory");
-    if (rc == 0 && strcmp(rec->backend, "cpu") == 0) {
+static int verbose(const trainer *t) { return !t->cfg->quiet && t->rec->rank == 0; }
+
+/* the machine the run is on, for the record: the CPU and its BLAS, or the device */
+static int describe_device(trainer *t) {
+    ab_run_record *rec = t->rec;
+    if (strcmp(rec->backend, "cpu") == 0) {
         char cpu[160] = "unknown CPU";
         FILE *f = fopen("/proc/cpuinfo", "r");
         char line[512];
@@ -515,126 +613,188 @@ int ab_train_run(const ab_train_config *cfg, ab_run_record *rec) {
         snprintf(rec->device_name, sizeof rec->device_name, "%s", cpu);
         snprintf(rec->blas, sizeof rec->blas, "%s", ab_backend_cpu_blas_info());
     }
-    if (rc == 0 && t.be->ops->describe && (rc = t.be->ops->describe(t.be, &rec->device)) == 0) {
+    if (t->be->ops->describe) {
+        AB_TRY(t->be->ops->describe(t->be, &rec->device));
         snprintf(rec->device_name, sizeof rec->device_name, "%s", rec->device.name);
         snprintf(rec->blas, sizeof rec->blas, "%s, %s", rec->device.blas, rec->device.dnn);
     }
-    /* a step covers batch * accum steps samples on each rank: world * that in all */
-    const int W = rc == 0 ? t.comm->size : 1, verbose = !cfg->quiet && rec->rank == 0;
-    if (rc == 0 && verbose)
-        printf("Model %s: %ld parameters, %.4g M multiply-adds per sample; %s, %d train and %d test samples\n",
-               cfg->model, rec->parameters, rec->macs_per_sample / 1e6, cfg->dataset, t.train->n, t.test->n);
-    if (rc == 0 && verbose) {
-        char recipe[1024];
-        ab_recipe_describe(cfg, rec->total_steps, W, recipe, sizeof recipe);
-        printf("Recipe: %s\n", recipe);
+    return 0;
+}
+
+/* the record's epochs and machine; the run's first two lines: the model and the recipe */
+static int start_run(trainer *t) {
+    const ab_train_config *c = t->cfg;
+    ab_run_record *rec = t->rec;
+    if (!(rec->epochs = calloc((size_t)c->epochs, sizeof *rec->epochs))) return ab_errorf("out of host memory");
+    AB_TRY(describe_device(t));
+    if (!verbose(t)) return 0;
+    printf("Model %s: %ld parameters, %.4g M multiply-adds per sample; %s, %d train and %d test samples\n", c->model,
+           rec->parameters, rec->macs_per_sample / 1e6, c->dataset, t->train->n, t->test->n);
+    char recipe[1024];
+    ab_recipe_describe(c, rec->total_steps, t->comm->size, recipe, sizeof recipe);
+    printf("Recipe: %s\n", recipe);
+    return 0;
+}
+
+/* what an epoch adds up between its steps */
+typedef struct {
+    double loss_sum, interval_sum; /* the finite step losses: the epoch's, the log interval's */
+    long finite_steps, interval_n;
+    double t0; /* when the epoch's clock started (again after the run's set-up steps) */
+} epoch_tally;
+
+/* the sample order of epoch e: a seeded permutation, or the data set's order */
+static void epoch_order(trainer *t, int e) {
+    const int N = t->train->n;
+    if (t->cfg->shuffle) {
+        ab_rng r;
+        ab_rng_seed(&r, t->cfg->seed * 1000003ull + (uint64_t)e);
+        ab_rng_permutation(&r, t->perm, (size_t)N);
+    } else {
+        for (int i = 0; i < N; i++) t->perm[i] = i;
     }
-    const int N = rc == 0 ? t.train->n : 0, B = cfg->batch_size, group = B * cfg->accum_steps * W;
+}
+
+/* a step's counts; the run's set-up steps (--timing-skip-steps) end at step `skip`, where the
+ * epoch's clocks start again once the device is done */
+static int count_step(trainer *t, ab_epoch_record *er, epoch_tally *et, const ab_step_result *r, int n, long step) {
+    er->steps++;
+    er->samples += n;
+    er->skipped_steps += !r->applied;
+    er->clipped_steps += r->clipped;
+    if (isfinite(r->loss)) {
+        et->loss_sum += r->loss;
+        et->finite_steps++;
+        et->interval_sum += r->loss;
+        et->interval_n++;
+    }
+    const long skip = t->cfg->timing_skip_steps;
+    if (step > skip) {
+        er->timed_samples += n;
+    } else if (step == skip) {
+        AB_TRY(t->be->ops->sync(t->be));
+        AB_TRY(data_clock_restart(t));
+        et->t0 = ab_now();
+    }
+    return 0;
+}
+
+/* every log interval and at the epoch's last step: a point of the loss curve (the interval's
+ * mean), and on an interval the progress line */
+static int log_step(trainer *t, epoch_tally *et, const ab_step_result *r, long step, int e, int done, int last) {
+    const int every = t->cfg->log_interval, N = t->train->n;
+    if (step % every != 0 && !last) return 0;
+    const double mean = et->interval_n ? et->interval_sum / et->interval_n : NAN;
+    const int rc = record_curve(t->rec, step, e, mean, t->scaler.scale);
+    if (verbose(t) && step % every == 0)
+        printf("Epoch: %d [%d/%d (%.0f%%)]\tLoss: %.6f%s\n", e, done, N, 100.0 * done / N, r->loss,
+               r->applied ? "" : "\t(step skipped: gradient overflow)");
+    et->interval_sum = 0.0;
+    et->interval_n = 0;
+    return rc;
+}
+
+/* the steps of epoch e and their times; *step counts the run's steps */
+static int train_epoch(trainer *t, int e, long *step) {
+    const ab_train_config *c = t->cfg;
+    ab_run_record *rec = t->rec;
+    ab_epoch_record *er = &rec->epochs[e - 1];
+    *er = (ab_epoch_record){.epoch = e};
+    const int W = t->comm->size, N = t->train->n, group = c->batch_size * c->accum_steps * W;
     const long steps_per_epoch = (N + group - 1) / group;
+    epoch_order(t, e);
+    epoch_tally et = {0};
+    AB_TRY(data_clock_restart(t));
+    et.t0 = ab_now();
+    for (long s = 0; s < steps_per_epoch; s++) {
+        /* under W > 1 ranks stop together, on the all-reduced request of the previous step */
+        const int stop = W > 1 ? t->stop_any : ab_stop_requested != 0;
+        if (stop || (c->max_steps > 0 && *step >= c->max_steps)) {
+            rec->interrupted = stop;
+            break;
+        }
+        const int pos = (int)(s * group), n = N - pos < group ? N - pos : group;
+        ab_step_result r;
+        AB_TRY(ab_trainer_step(t, t->perm + pos, n, *step, e, &r));
+        ++*step;
+        AB_TRY(count_step(t, er, &et, &r, n, *step));
+        AB_TRY(log_step(t, &et, &r, *step, e, pos + n, s == steps_per_epoch - 1));
+    }
+    AB_TRY(t->be->ops->sync(t->be));
+    er->time_s = ab_now() - et.t0;
+    double data_s;
+    AB_TRY(data_clock_read(t, &data_s));
+    er->data_time_s = data_s;
+    er->compute_time_s = er->time_s - data_s;
+    er->train_loss = et.finite_steps ? et.loss_sum / et.finite_steps : NAN;
+    return 0;
+}
+
+/* after epoch e: the test set, the epoch's line, the record rewritten */
+static int finish_epoch(trainer *t, int e) {
+    const ab_train_config *c = t->cfg;
+    ab_run_record *rec = t->rec;
+    ab_epoch_record *er = &rec->epochs[e - 1];
+    const double te = ab_now();
+    AB_TRY(evaluate(t, &er->test_loss, &er->test_accuracy, &er->test_metric));
+    er->eval_time_s = ab_now() - te;
+    rec->n_epochs = e;
+    snapshot_record(t);
+    if (t->be->ops->describe) AB_TRY(t->be->ops->describe(t->be, &rec->device));
+    AB_TRY(gather_peaks(t));
+    if (verbose(t))
+        printf("Epoch %d done: %.3f s, train loss %.4f, test loss %.4f, test accuracy %.2f%%, skipped steps %ld, "
+               "loss scale %g\n",
+               e, er->time_s, er->train_loss, er->test_loss, er->test_accuracy, er->skipped_steps,
+               (double)t->scaler.scale);
+    fflush(stdout);
+    if (c->out_path && rec->rank == 0) AB_TRY(ab_result_write(c->out_path, c, rec));
+    return 0;
+}
+
+/* the end of a run that did not fail: the device's last word, the weights (also of an
+ * interrupted run: they are what it trained), the complete record */
+static int finish_run(trainer *t) {
+    const ab_train_config *c = t->cfg;
+    ab_run_record *rec = t->rec;
+    snapshot_record(t);
+    if (t->be->ops->describe) AB_TRY(t->be->ops->describe(t->be, &rec->device));
+    AB_TRY(gather_peaks(t));
+    if (c->save_path) {
+        if (!c->workload->save_weights) return ab_errorf("--save: this build writes no weights files");
+        AB_TRY(sync_buffers(t));
+        if (rec->rank == 0) AB_TRY(c->workload->save_weights(c->save_path, t->model, &t->params));
+    }
+    rec->complete = !rec->interrupted;
+    if (c->out_path && rec->rank == 0) AB_TRY(ab_result_write(c->out_path, c, rec));
+    return 0;
+}
+
+/* a run that did not fit still leaves its record: what was asked for and what it held */
+static void keep_refused_record(trainer *t) {
+    const ab_train_config *c = t->cfg;
+    if (!t->be || !t->be->mem.oom || !c->out_path || t->rec->rank != 0) return;
+    char why[1024];
+    snprintf(why, sizeof why, "%s", ab_error());
+    snapshot_record(t);
+    if (ab_result_write(c->out_path, c, t->rec) != 0) fprintf(stderr, "ampbench: %s\n", ab_error());
+    ab_errorf("%s", why);
+}
+
+int ab_train_run(const ab_train_config *cfg, ab_run_record *rec) {
+    memset(rec, 0, sizeof *rec);
+    utc_now(rec->started_at, sizeof rec->started_at);
+    trainer t = {.cfg = cfg, .rec = rec};
+    int rc = setup(&t, rec);
+    if (rc == 0) rc = start_run(&t);
     long step = 0;
     for (int e = 1; rc == 0 && e <= cfg->epochs && !rec->interrupted; e++) {
-        ab_epoch_record *er = &rec->epochs[e - 1];
-        *er = (ab_epoch_record){.epoch = e};
-        if (cfg->shuffle) {
-            ab_rng r;
-            ab_rng_seed(&r, cfg->seed * 1000003ull + (uint64_t)e);
-            ab_rng_permutation(&r, t.perm, (size_t)N);
-        } else {
-            for (int i = 0; i < N; i++) t.perm[i] = i;
-        }
-        double loss_sum = 0.0, interval_sum = 0.0;
-        long finite_steps = 0, interval_n = 0;
-        t.data_time = 0.0;
-        double device_data_s; /* a device-timed data count restarts with the epoch */
-        if (t.be->ops->data_time && (rc = t.be->ops->data_time(t.be, &device_data_s)) != 0) break;
-        double t0 = ab_now();
-        for (long s = 0; rc == 0 && s < steps_per_epoch; s++) {
-            /* under W > 1 ranks stop together, on the all-reduced request of the previous step */
-            const int stop = W > 1 ? t.stop_any : ab_stop_requested != 0;
-            if (stop || (cfg->max_steps > 0 && step >= cfg->max_steps)) {
-                rec->interrupted = stop;
-                break;
-            }
-            const int pos = (int)(s * group), n = N - pos < group ? N - pos : group;
-            double loss;
-            int took;
-            rc = ab_trainer_step(&t, t.perm + pos, n, step, e, &loss, &took);
-            if (rc) break;
-            er->steps++;
-            er->samples += n;
-            er->skipped_steps += !took;
-            er->clipped_steps += t.clipped;
-            if (isfinite(loss)) {
-                loss_sum += loss;
-                finite_steps++;
-                interval_sum += loss;
-                interval_n++;
-            }
-            step++;
-            if (step > cfg->timing_skip_steps) {
-                er->timed_samples += n;
-            } else if (step == cfg->timing_skip_steps) {
-                /* the set-up steps end here: the epoch's clocks start now, once the device is done */
-                if ((rc = t.be->ops->sync(t.be)) != 0) break;
-                if (t.be->ops->data_time && (rc = t.be->ops->data_time(t.be, &device_data_s)) != 0) break;
-                t.data_time = 0.0;
-                t0 = ab_now();
-            }
-            if (step % cfg->log_interval == 0 || s == steps_per_epoch - 1) {
-                const double mean = interval_n ? interval_sum / interval_n : NAN;
-                rc = record_curve(rec, step, e, mean, rec->scaler.scale);
-                if (verbose && step % cfg->log_interval == 0)
-                    printf("Epoch: %d [%d/%d (%.0f%%)]\tLoss: %.6f%s\n", e, pos + n, N, 100.0 * (pos + n) / N, loss,
-                           took ? "" : "\t(step skipped: gradient overflow)");
-                interval_sum = 0.0;
-                interval_n = 0;
-            }
-        }
-        if (rc) break;
-        if ((rc = t.be->ops->sync(t.be)) != 0) break;
-        er->time_s = ab_now() - t0;
-        if (t.be->ops->data_time && (rc = t.be->ops->data_time(t.be, &t.data_time)) != 0) break;
-        er->data_time_s = t.data_time;
-        er->compute_time_s = er->time_s - t.data_time;
-        er->train_loss = finite_steps ? loss_sum / finite_steps : NAN;
-        const double te = ab_now();
-        rc = evaluate(&t, &er->test_loss, &er->test_accuracy, &er->test_metric);
-        er->eval_time_s = ab_now() - te;
-        if (rc) break;
-        rec->n_epochs = e;
-        rec->mem = t.be->mem;
-        if (t.be->ops->describe && (rc = t.be->ops->describe(t.be, &rec->device)) != 0) break;
-        if ((rc = gather_peaks(&t)) != 0) break;
-        if (verbose)
-            printf("Epoch %d done: %.3f s, train loss %.4f, test loss %.4f, test accuracy %.2f%%, skipped steps %ld, "
-                   "loss scale %g\n",
-                   e, er->time_s, er->train_loss, er->test_loss, er->test_accuracy, er->skipped_steps,
-                   (double)rec->scaler.scale);
-        fflush(stdout);
-        if (cfg->out_path && rec->rank == 0 && (rc = ab_result_write(cfg->out_path, cfg, rec)) != 0) break;
+        rc = train_epoch(&t, e, &step);
+        if (rc == 0) rc = finish_epoch(&t, e);
         if (cfg->max_steps > 0 && step >= cfg->max_steps) break;
     }
-    if (t.be) rec->mem = t.be->mem;
-    if (rc == 0 && t.be && t.be->ops->describe) rc = t.be->ops->describe(t.be, &rec->device);
-    if (rc == 0) rc = gather_peaks(&t);
-    /* the weights are written whether or not the run was interrupted: they are what it trained */
-    if (rc == 0 && cfg->save_path) {
-        if (!cfg->workload->save_weights) rc = ab_errorf("--save: this build writes no weights files");
-        if (rc == 0) rc = sync_buffers(&t);
-        if (rc == 0 && rec->rank == 0) rc = cfg->workload->save_weights(cfg->save_path, t.model, &t.params);
-    }
-    if (rc == 0) {
-        rec->complete = !rec->interrupted;
-        if (cfg->out_path && rec->rank == 0) rc = ab_result_write(cfg->out_path, cfg, rec);
-    }
-    /* a run that did not fit still leaves its record: what was asked for and what it held */
-    if (rc != 0 && t.be && t.be->mem.oom && cfg->out_path && rec->rank == 0) {
-        char why[1024];
-        snprintf(why, sizeof why, "%s", ab_error());
-        rec->mem = t.be->mem;
-        if (ab_result_write(cfg->out_path, cfg, rec) != 0) fprintf(stderr, "ampbench: %s\n", ab_error());
-        ab_errorf("%s", why);
-    }
+    if (rc == 0) rc = finish_run(&t);
+    if (rc != 0) keep_refused_record(&t);
     teardown(&t);
     return rc;
 }
@@ -647,8 +807,7 @@ int ab_trainer_create(const ab_train_config *cfg, ab_run_record *rec, ab_trainer
     t->cfg = cfg;
     t->rec = rec;
     if (setup(t, rec) != 0) {
-        if (t->be) rec->mem = t->be->mem; /* what it held, and an out-of-memory refusal */
-        teardown(t);
+        teardown(t); /* the record keeps what it held, and an out-of-memory refusal */
         free(t);
         return -1;
     }
@@ -657,6 +816,7 @@ int ab_trainer_create(const ab_train_config *cfg, ab_run_record *rec, ab_trainer
 }
 
 const ab_params *ab_trainer_params(const ab_trainer *t) { return &t->params; }
+const ab_scaler *ab_trainer_scaler(const ab_trainer *t) { return &t->scaler; }
 ab_comm *ab_trainer_comm(const ab_trainer *t) { return t->comm; }
 int ab_trainer_train_samples(const ab_trainer *t) { return t->train->n; }
 
@@ -671,7 +831,6 @@ int ab_trainer_evaluate(ab_trainer *t, double *loss, double *accuracy) {
 
 void ab_trainer_destroy(ab_trainer *t) {
     if (!t) return;
-    t->rec->mem = t->be ? t->be->mem : t->rec->mem;
     teardown(t);
     free(t);
 }

@@ -147,10 +147,20 @@ typedef struct ab_trainer ab_trainer;
 struct ab_params;
 /* cfg (and what it points to) must outlive the trainer: it is kept, not copied */
 int ab_trainer_create(const ab_train_config *cfg, ab_run_record *rec, ab_trainer **out);
+/* What one optimizer step did. */
+typedef struct {
+    double loss; /* the world's mean unscaled loss */
+    int applied; /* 1: the optimizer stepped; 0: the loss scaler skipped the step (gradient overflow) */
+    int clipped; /* the gradients were clipped to the configured norm */
+    float scale; /* the loss scale the step's backward used */
+} ab_step_result;
 /* One optimizer step over the training samples order[0 .. n) (n <= batch * accum steps), the
  * whole world's: under W ranks each rank trains on its shard (ab_shard_step), n <= W * that.
- * *loss: mean unscaled loss; *took: 1 if the optimizer stepped, 0 if the scaler skipped it. */
-int ab_trainer_step(ab_trainer *t, const int32_t *order, int n, long step, int epoch, double *loss, int *took);
+ * step: the run's 0-based optimizer step (schedule, fault injection, scaler events). */
+int ab_trainer_step(ab_trainer *t, const int32_t *order, int n, long step, int epoch, ab_step_result *out);
+/* the live loss scaler (the record holds a copy from its last write, and the scaler after the
+ * trainer is destroyed) */
+const ab_scaler *ab_trainer_scaler(const ab_trainer *t);
 int ab_trainer_weights(ab_trainer *t, float *host); /* fp32 master weights, params.n floats */
 int ab_trainer_evaluate(ab_trainer *t, double *loss, double *accuracy);
 const struct ab_params *ab_trainer_params(const ab_trainer *t);

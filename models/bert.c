@@ -146,7 +146,6 @@ typedef struct {
     ab_bert_config cfg;
     int L, n_labels;
     float hdrop, adrop;
-    uint64_t seed;
     ab_param_spec *specs;
     char (*names)[96];
     int n_specs;
@@ -164,7 +163,8 @@ typedef struct {
     float *gemb;          /* (B, L, H) fp32 */
     void *gcls;           /* (B, H) x 2 */
     int32_t *cls_rows;    /* host: b * L */
-    long fwd_step;        /* the training step of the last training forward: its masks are backward's */
+    long fwd_step;        /* the last training pass's index and seed: its masks are backward's */
+    uint64_t fwd_seed;
 } bert;
 
 static uint64_t mix64(uint64_t x) {
@@ -177,8 +177,8 @@ static uint64_t mix64(uint64_t x) {
 /* the dropout seed of one site of one layer at the current training step: each field hashed on
  * its own, so no (step, layer, site) meets another's seed whatever the depth (a packed
  * step * 64 + layer * 8 + site gave layer 8 + k at step s the key of layer k at step s + 1) */
-static uint64_t site_seed(const bert *b, long step, int layer, int site) {
-    return mix64(b->seed ^ mix64(mix64((uint64_t)step) ^ mix64(((uint64_t)layer << 8 | (uint64_t)site) + 1)));
+static uint64_t site_seed(uint64_t seed, long step, int layer, int site) {
+    return mix64(seed ^ mix64(mix64((uint64_t)step) ^ mix64(((uint64_t)layer << 8 | (uint64_t)site) + 1)));
 }
 
 /* a spec named prefix + "." + what */
@@ -316,7 +316,7 @@ static int bert_bind(ab_model *m, const ab_params *p) {
 }
 
 /* x: ids (B, L), types (B, L), mask (B, L), int32, as the text data set fills a batch */
-static int bert_forward(ab_model *m, const ab_params *p, const void *x, int B, int training) {
+static int bert_forward(ab_model *m, const ab_params *p, const void *x, int B, const ab_pass *pass) {
     bert *b = m->impl;
     const ab_bert_config *c = &b->cfg;
     ab_backend *be = p->be;
@@ -324,8 +324,10 @@ static int bert_forward(ab_model *m, const ab_params *p, const void *x, int B, i
     const int L = b->L, H = c->hidden, R = B * L;
     if (B > m->max_batch) return ab_errorf("bert: batch %d exceeds the bound %d", B, m->max_batch);
     const int32_t *ids = x, *types = ids + (size_t)R, *mask = types + (size_t)R;
-    const long step = m->forward_steps;
-    if (training) b->fwd_step = step;
+    const int training = pass->training;
+    const long step = pass->index;
+    const uint64_t seed = pass->seed;
+    if (training) b->fwd_step = step, b->fwd_seed = seed;
     const float hd = training ? b->hdrop : 0.0f;
     const size_t BLH = (size_t)R * H;
     AB_TRY(be->ops->embedding_forward(be, R, L, H, ids, types, p->master + p->specs[b->word].offset, c->vocab,
@@ -333,7 +335,7 @@ static int bert_forward(ab_model *m, const ab_params *p, const void *x, int B, i
                                       c->type_vocab, b->emb));
     void *x0 = c->layers ? b->layer[0].x : b->out;
     AB_TRY(ab_layernorm_forward(p, &b->ln_emb, R, AB_F32, b->emb, b->me, b->re, t, x0));
-    AB_TRY(be->ops->dropout_forward(be, BLH, t, hd, site_seed(b, step, 0, SITE_EMB), x0, x0));
+    AB_TRY(be->ops->dropout_forward(be, BLH, t, hd, site_seed(seed, step, 0, SITE_EMB), x0, x0));
     const ab_attention att = {c->heads, training ? b->adrop : 0.0f};
     for (int l = 0; l < c->layers; l++) {
         bert_layer *y = &b->layer[l];
@@ -342,15 +344,15 @@ static int bert_forward(ab_model *m, const ab_params *p, const void *x, int B, i
         AB_TRY(ab_linear_forward(p, &y->k, R, y->x, y->ka, AB_EPI_NONE));
         AB_TRY(ab_linear_forward(p, &y->v, R, y->x, y->va, AB_EPI_NONE));
         AB_TRY(ab_attention_forward(p, &att, B, L, H, y->qa, y->ka, y->va, mask, training,
-                                    site_seed(b, step, l, SITE_ATTN), y->probs, y->drop, y->ctx));
+                                    site_seed(seed, step, l, SITE_ATTN), y->probs, y->drop, y->ctx));
         AB_TRY(ab_linear_forward(p, &y->ao, R, y->ctx, y->s1, AB_EPI_NONE));
-        AB_TRY(be->ops->dropout_forward(be, BLH, t, hd, site_seed(b, step, l, SITE_ATTN_OUT), y->s1, y->s1));
+        AB_TRY(be->ops->dropout_forward(be, BLH, t, hd, site_seed(seed, step, l, SITE_ATTN_OUT), y->s1, y->s1));
         AB_TRY(be->ops->add(be, BLH, t, y->s1, y->x, 0, y->s1));
         AB_TRY(ab_layernorm_forward(p, &y->ln1, R, t, y->s1, y->m1, y->r1, t, y->a));
         AB_TRY(ab_linear_forward(p, &y->fi, R, y->a, y->h, AB_EPI_NONE));
         AB_TRY(be->ops->gelu_forward(be, (size_t)R * c->ffn, t, y->h, y->g));
         AB_TRY(ab_linear_forward(p, &y->fo, R, y->g, y->s2, AB_EPI_NONE));
-        AB_TRY(be->ops->dropout_forward(be, BLH, t, hd, site_seed(b, step, l, SITE_FFN_OUT), y->s2, y->s2));
+        AB_TRY(be->ops->dropout_forward(be, BLH, t, hd, site_seed(seed, step, l, SITE_FFN_OUT), y->s2, y->s2));
         AB_TRY(be->ops->add(be, BLH, t, y->s2, y->a, 0, y->s2));
         AB_TRY(ab_layernorm_forward(p, &y->ln2, R, t, y->s2, y->m2, y->r2, t, next));
     }
@@ -358,12 +360,13 @@ static int bert_forward(ab_model *m, const ab_params *p, const void *x, int B, i
     AB_TRY(be->ops->gather_rows(be, B, (size_t)H * ab_dtype_size(t), b->out, b->cls_rows, b->cls_in));
     AB_TRY(ab_linear_forward(p, &b->pool, B, b->cls_in, b->pooled, AB_EPI_NONE));
     AB_TRY(be->ops->tanh_forward(be, (size_t)B * H, t, b->pooled, b->pooled));
-    AB_TRY(be->ops->dropout_forward(be, (size_t)B * H, t, hd, site_seed(b, step, c->layers, SITE_POOLED), b->pooled,
+    AB_TRY(be->ops->dropout_forward(be, (size_t)B * H, t, hd, site_seed(seed, step, c->layers, SITE_POOLED), b->pooled,
                                     b->pooled_d));
     return ab_linear_forward(p, &b->cls, B, b->pooled_d, m->logits, AB_EPI_NONE);
 }
 
-static int bert_backward(ab_model *m, const ab_params *p, const void *x, const void *dlogits, int B) {
+static int bert_backward(ab_model *m, const ab_params *p, const ab_grad_sink *g, const void *x, const void *dlogits,
+                         int B) {
     bert *b = m->impl;
     const ab_bert_config *c = &b->cfg;
     ab_backend *be = p->be;
@@ -372,14 +375,15 @@ static int bert_backward(ab_model *m, const ab_params *p, const void *x, const v
     const size_t es = ab_dtype_size(t), BLH = (size_t)R * H;
     const int32_t *ids = x, *types = ids + (size_t)R;
     const long step = b->fwd_step; /* the masks of the training forward this backward follows */
+    const uint64_t seed = b->fwd_seed;
     const float hd = b->hdrop;
     const ab_attention att = {c->heads, b->adrop};
     void *dcls = b->gcls, *dpool = (char *)b->gcls + (size_t)B * H * es;
     /* head: classifier, dropout, tanh, pooler dense; the [CLS] rows of the encoder's output */
-    AB_TRY(ab_linear_backward(p, &b->cls, B, b->pooled_d, dlogits, dpool));
-    AB_TRY(be->ops->dropout_backward(be, (size_t)B * H, t, hd, site_seed(b, step, c->layers, SITE_POOLED), dpool, dpool));
+    AB_TRY(ab_linear_backward(p, g, &b->cls, B, b->pooled_d, dlogits, dpool));
+    AB_TRY(be->ops->dropout_backward(be, (size_t)B * H, t, hd, site_seed(seed, step, c->layers, SITE_POOLED), dpool, dpool));
     AB_TRY(be->ops->tanh_backward(be, (size_t)B * H, t, b->pooled, dpool, dpool));
-    AB_TRY(ab_linear_backward(p, &b->pool, B, b->cls_in, dpool, dcls));
+    AB_TRY(ab_linear_backward(p, g, &b->pool, B, b->cls_in, dpool, dcls));
     void *G = b->gb[0];
     AB_TRY(be->ops->zero(be, G, BLH * es));
     for (int i = 0; i < B; i++)
@@ -389,32 +393,32 @@ static int bert_backward(ab_model *m, const ab_params *p, const void *x, const v
     for (int l = c->layers - 1; l >= 0; l--) {
         bert_layer *y = &b->layer[l];
         /* G: the gradient of this layer's output */
-        AB_TRY(ab_layernorm_backward(p, &y->ln2, R, t, y->s2, t, G, y->m2, y->r2, T1)); /* ds2 */
-        AB_TRY(be->ops->dropout_backward(be, BLH, t, hd, site_seed(b, step, l, SITE_FFN_OUT), T1, T2));
-        AB_TRY(ab_linear_backward(p, &y->fo, R, y->g, T2, b->gf));
+        AB_TRY(ab_layernorm_backward(p, g, &y->ln2, R, t, y->s2, t, G, y->m2, y->r2, T1)); /* ds2 */
+        AB_TRY(be->ops->dropout_backward(be, BLH, t, hd, site_seed(seed, step, l, SITE_FFN_OUT), T1, T2));
+        AB_TRY(ab_linear_backward(p, g, &y->fo, R, y->g, T2, b->gf));
         AB_TRY(be->ops->gelu_backward(be, (size_t)R * c->ffn, t, y->h, b->gf, b->gf));
-        AB_TRY(ab_linear_backward(p, &y->fi, R, y->a, b->gf, T2));
+        AB_TRY(ab_linear_backward(p, g, &y->fi, R, y->a, b->gf, T2));
         AB_TRY(be->ops->add(be, BLH, t, T1, T2, 0, T1)); /* da: through the FFN and the residual */
-        AB_TRY(ab_layernorm_backward(p, &y->ln1, R, t, y->s1, t, T1, y->m1, y->r1, T1)); /* ds1, also dx's residual */
-        AB_TRY(be->ops->dropout_backward(be, BLH, t, hd, site_seed(b, step, l, SITE_ATTN_OUT), T1, T2));
-        AB_TRY(ab_linear_backward(p, &y->ao, R, y->ctx, T2, T3)); /* dctx */
+        AB_TRY(ab_layernorm_backward(p, g, &y->ln1, R, t, y->s1, t, T1, y->m1, y->r1, T1)); /* ds1, also dx's residual */
+        AB_TRY(be->ops->dropout_backward(be, BLH, t, hd, site_seed(seed, step, l, SITE_ATTN_OUT), T1, T2));
+        AB_TRY(ab_linear_backward(p, g, &y->ao, R, y->ctx, T2, T3)); /* dctx */
         AB_TRY(ab_attention_backward(p, &att, B, L, H, y->qa, y->ka, y->va, y->probs, y->drop, 1,
-                                     site_seed(b, step, l, SITE_ATTN), T3, b->gp, T2, T4, T5)); /* dq, dk, dv */
-        AB_TRY(ab_linear_backward(p, &y->q, R, y->x, T2, G));
+                                     site_seed(seed, step, l, SITE_ATTN), T3, b->gp, T2, T4, T5)); /* dq, dk, dv */
+        AB_TRY(ab_linear_backward(p, g, &y->q, R, y->x, T2, G));
         AB_TRY(be->ops->add(be, BLH, t, T1, G, 0, T1));
-        AB_TRY(ab_linear_backward(p, &y->k, R, y->x, T4, G));
+        AB_TRY(ab_linear_backward(p, g, &y->k, R, y->x, T4, G));
         AB_TRY(be->ops->add(be, BLH, t, T1, G, 0, T1));
-        AB_TRY(ab_linear_backward(p, &y->v, R, y->x, T5, G));
+        AB_TRY(ab_linear_backward(p, g, &y->v, R, y->x, T5, G));
         AB_TRY(be->ops->add(be, BLH, t, T1, G, 0, T1));
         void *swap = G; /* T1 is now the gradient of this layer's input */
         G = T1;
         T1 = swap;
     }
     /* embeddings: dropout, layer norm (fp32 in, compute type out), the tables */
-    AB_TRY(be->ops->dropout_backward(be, BLH, t, hd, site_seed(b, step, 0, SITE_EMB), G, G));
-    AB_TRY(ab_layernorm_backward(p, &b->ln_emb, R, AB_F32, b->emb, t, G, b->me, b->re, b->gemb));
+    AB_TRY(be->ops->dropout_backward(be, BLH, t, hd, site_seed(seed, step, 0, SITE_EMB), G, G));
+    AB_TRY(ab_layernorm_backward(p, g, &b->ln_emb, R, AB_F32, b->emb, t, G, b->me, b->re, b->gemb));
     const ab_param_spec *sw = &p->specs[b->word], *sp = &p->specs[b->pos], *st = &p->specs[b->type];
-    return be->ops->embedding_backward(be, R, L, H, ids, types, b->gemb, c->vocab, c->type_vocab, p->accumulating,
+    return be->ops->embedding_backward(be, R, L, H, ids, types, b->gemb, c->vocab, c->type_vocab, g->mode == AB_GRAD_ACCUMULATE,
                                        ab_param_g(p, sw), ab_param_g(p, sp), ab_param_g(p, st));
 }
 
@@ -599,7 +603,6 @@ int ab_bert_create(const ab_model_config *cfg, const ab_bert_config *arch, ab_mo
     b->n_labels = si->n_classes;
     b->hdrop = cfg->dropout >= 0.0f ? cfg->dropout : arch->hidden_dropout;
     b->adrop = cfg->dropout >= 0.0f ? cfg->dropout : arch->attention_dropout;
-    b->seed = cfg->seed;
     build(b);
     const double L = si->seq_len, H = arch->hidden, F = arch->ffn;
     /* per sequence: 4 H x H projections and 2 H x F per position, 2 L x L x H attention products,

@@ -127,7 +127,7 @@ int ab_checkpoint_load(const char *path, ab_model *m, ab_params *p, const char *
     if (rc == 0) rc = be->ops->upload(be, p->master, host, p->n * sizeof(float));
     if (rc == 0 && p->n_bufs) rc = be->ops->upload(be, p->bufs, host + p->n, p->n_bufs * sizeof(float));
     if (rc == 0) {
-        if (nbt >= 0) m->forward_steps = (long)nbt;
+        if (nbt >= 0) m->batches_tracked = (long)nbt;
         char types[32] = "";
         for (int d = 0, l = 0; d < AB_ST_DTYPE_COUNT; d++)
             if (dtypes_seen >> d & 1) l += snprintf(types + l, sizeof types - (size_t)l, "%s%s", l ? "+" : "", ab_st_dtype_name((ab_st_dtype)d));
@@ -149,7 +149,7 @@ int ab_checkpoint_save(const char *path, const ab_model *m, const ab_params *p) 
     int rc = (!host || !torch || !e || !names) ? ab_errorf("%s: out of host memory", path) : 0;
     if (rc == 0) rc = be->ops->download(be, host, p->master, p->n * sizeof(float));
     if (rc == 0 && p->n_bufs) rc = be->ops->download(be, host + p->n, p->bufs, p->n_bufs * sizeof(float));
-    const int64_t steps = m->forward_steps;
+    const int64_t steps = m->batches_tracked;
     int n = 0;
     for (int i = 0; rc == 0 && i < p->n_specs; i++) {
         const ab_param_spec *s = &p->specs[i];

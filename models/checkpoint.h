@@ -1,7 +1,7 @@
 /* Weights files in PyTorch's names: a model's spec table is its state_dict (the names are the
  * keys, the shapes PyTorch's after the layout's permutation), so one loader and one writer
  * serve every model. Batch norm's num_batches_tracked (int64, one per batch-norm prefix, as
- * torchvision writes it) is the model's forward_steps. */
+ * torchvision writes it) is the model's batches_tracked. */
 #ifndef AB_CHECKPOINT_H
 #define AB_CHECKPOINT_H
 

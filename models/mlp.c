@@ -15,18 +15,19 @@ typedef struct {
     void *dh; /* (B, hidden) */
 } mlp;
 
-static int mlp_forward(ab_model *m, const ab_params *p, const void *x, int B, int training) {
-    (void)training;
+static int mlp_forward(ab_model *m, const ab_params *p, const void *x, int B, const ab_pass *pass) {
+    (void)pass;
     mlp *s = m->impl;
     AB_TRY(ab_linear_forward(p, &s->fc1, B, x, s->h, AB_EPI_RELU));
     return ab_linear_forward(p, &s->fc2, B, s->h, m->logits, AB_EPI_NONE);
 }
 
-static int mlp_backward(ab_model *m, const ab_params *p, const void *x, const void *dlogits, int B) {
+static int mlp_backward(ab_model *m, const ab_params *p, const ab_grad_sink *g, const void *x, const void *dlogits,
+                        int B) {
     mlp *s = m->impl;
-    AB_TRY(ab_linear_backward(p, &s->fc2, B, s->h, dlogits, s->dh));
+    AB_TRY(ab_linear_backward(p, g, &s->fc2, B, s->h, dlogits, s->dh));
     AB_TRY(p->be->ops->relu_backward(p->be, (size_t)B * (size_t)s->fc1.out, p->cdt, s->h, s->dh, s->dh));
-    return ab_linear_backward(p, &s->fc1, B, x, s->dh, NULL);
+    return ab_linear_backward(p, g, &s->fc1, B, x, s->dh, NULL);
 }
 
 static int mlp_bind(ab_model *m, const ab_params *p) {

@@ -222,8 +222,9 @@ static int unit_forward(const ab_params *p, unit *u, int B, const void *x, void 
     return ab_batchnorm_forward(p, &u->bn, M, u->out, act, training, relu);
 }
 
-static int resnet_forward(ab_model *m, const ab_params *p, const void *x, int B, int training) {
+static int resnet_forward(ab_model *m, const ab_params *p, const void *x, int B, const ab_pass *pass) {
     resnet *r = m->impl;
+    const int training = pass->training;
     ab_backend *be = p->be;
     const ab_dtype t = p->cdt;
     if (B > m->max_batch) return ab_errorf("resnet: batch %d exceeds the bound %d", B, m->max_batch);
@@ -248,25 +249,28 @@ static int resnet_forward(ab_model *m, const ab_params *p, const void *x, int B,
     }
     const block *last = &r->blk[r->n_blocks - 1];
     AB_TRY(be->ops->avgpool_forward(be, B, last->u[2].H * last->u[2].W, r->fc.in, t, last->u[2].act, r->feat));
-    return ab_linear_forward(p, &r->fc, B, r->feat, m->logits, AB_EPI_NONE);
+    AB_TRY(ab_linear_forward(p, &r->fc, B, r->feat, m->logits, AB_EPI_NONE));
+    m->batches_tracked += training; /* batch norm's num_batches_tracked */
+    return 0;
 }
 
 /* ---- backward ---- */
 
 /* dy: the gradient of the unit's bn output (after relu's backward where there is one), in dyb;
  * writes the gradient of the unit's input to dx (NULL: none); dyb is overwritten */
-static int unit_backward(const ab_params *p, unit *u, int B, const void *x, void *dyb, void *dx) {
+static int unit_backward(const ab_params *p, const ab_grad_sink *g, unit *u, int B, const void *x, void *dyb, void *dx) {
     const int M = B * u->H * u->W;
-    AB_TRY(ab_batchnorm_backward(p, &u->bn, M, u->out, dyb, dyb));
-    return ab_conv_backward(p, &u->conv, B, x, dyb, dx);
+    AB_TRY(ab_batchnorm_backward(p, g, &u->bn, M, u->out, dyb, dyb));
+    return ab_conv_backward(p, g, &u->conv, B, x, dyb, dx);
 }
 
-static int resnet_backward(ab_model *m, const ab_params *p, const void *x, const void *dlogits, int B) {
+static int resnet_backward(ab_model *m, const ab_params *p, const ab_grad_sink *g, const void *x, const void *dlogits,
+                           int B) {
     resnet *r = m->impl;
     ab_backend *be = p->be;
     const ab_dtype t = p->cdt;
     const block *last = &r->blk[r->n_blocks - 1];
-    AB_TRY(ab_linear_backward(p, &r->fc, B, r->feat, dlogits, r->dfeat));
+    AB_TRY(ab_linear_backward(p, g, &r->fc, B, r->feat, dlogits, r->dfeat));
     void *d_out = r->d_end[0]; /* the gradient at the block's output */
     void *d_in = r->d_end[1];  /* the gradient at the block's input: the main path's, + the shortcut's */
     AB_TRY(be->ops->avgpool_backward(be, B, last->u[2].H * last->u[2].W, r->fc.in, t, r->dfeat, d_out));
@@ -282,15 +286,15 @@ static int resnet_backward(ab_model *m, const ab_params *p, const void *x, const
         /* through the block's final relu: d_out is now at the sum, bn3's output and the shortcut's */
         AB_TRY(be->ops->relu_backward(be, n_out, t, k->u[2].act, d_out, d_out));
         /* main path: bn3 + conv3, relu + bn2 + conv2, relu + bn1 + conv1; d_out stays for the shortcut */
-        AB_TRY(ab_batchnorm_backward(p, &k->u[2].bn, B * k->u[2].H * k->u[2].W, k->u[2].out, d_out, d_conv3));
-        AB_TRY(ab_conv_backward(p, &k->u[2].conv, B, k->u[1].act, d_conv3, d_conv2));
+        AB_TRY(ab_batchnorm_backward(p, g, &k->u[2].bn, B * k->u[2].H * k->u[2].W, k->u[2].out, d_out, d_conv3));
+        AB_TRY(ab_conv_backward(p, g, &k->u[2].conv, B, k->u[1].act, d_conv3, d_conv2));
         AB_TRY(be->ops->relu_backward(be, unit_elems(&k->u[1], B), t, k->u[1].act, d_conv2, d_conv2));
-        AB_TRY(unit_backward(p, &k->u[1], B, k->u[0].act, d_conv2, d_conv1));
+        AB_TRY(unit_backward(p, g, &k->u[1], B, k->u[0].act, d_conv2, d_conv1));
         AB_TRY(be->ops->relu_backward(be, unit_elems(&k->u[0], B), t, k->u[0].act, d_conv1, d_conv1));
-        AB_TRY(unit_backward(p, &k->u[0], B, k->in, d_conv1, d_in)); /* even block 0: the stem needs it */
+        AB_TRY(unit_backward(p, g, &k->u[0], B, k->in, d_conv1, d_in)); /* even block 0: the stem needs it */
         const size_t n_in = (size_t)B * k->in_H * k->in_W * k->in_C;
         if (k->has_down) {
-            AB_TRY(unit_backward(p, &k->down, B, k->in, d_out, d_down)); /* d_out: spent, overwritten */
+            AB_TRY(unit_backward(p, g, &k->down, B, k->in, d_out, d_down)); /* d_out: spent, overwritten */
             AB_TRY(be->ops->add(be, n_in, t, d_in, d_down, 0, d_in));
         } else {
             AB_TRY(be->ops->add(be, n_in, t, d_in, d_out, 0, d_in));
@@ -309,7 +313,7 @@ static int resnet_backward(ab_model *m, const ab_params *p, const void *x, const
         AB_TRY(be->ops->maxpool_backward(be, &ps, t, r->stem.act, r->pooled, d_out, d_stem));
     }
     AB_TRY(be->ops->relu_backward(be, unit_elems(&r->stem, B), t, r->stem.act, d_stem, d_stem));
-    return unit_backward(p, &r->stem, B, x, d_stem, NULL);
+    return unit_backward(p, g, &r->stem, B, x, d_stem, NULL);
 }
 
 static void resnet_destroy(ab_model *m) {

@@ -43,7 +43,7 @@ int main(int argc, char **argv) {
     const int N = (int)ti->shape[0], L = (int)ti->shape[1], classes = atoi(argv[2]);
     ab_bert_config arch;
     if (ab_bert_config_read(argv[1], &arch) != 0) return fail("config");
-    ab_model_config mc = {.name = "bert", .max_batch = N, .arch = argv[1], .dropout = 0.0f, .seed = 1,
+    ab_model_config mc = {.name = "bert", .max_batch = N, .arch = argv[1], .dropout = 0.0f,
                           .sample = {.kind = AB_SAMPLE_TOKENS, .seq_len = L, .vocab = arch.vocab, .n_classes = classes}};
     ab_backend *be = ab_backend_cpu_create(0);
     ab_model *m = NULL;
@@ -61,12 +61,14 @@ int main(int argc, char **argv) {
     memcpy(x, ids, (size_t)N * L * sizeof *x);
     memcpy(x + (size_t)N * L, types, (size_t)N * L * sizeof *x);
     memcpy(x + 2 * (size_t)N * L, mask, (size_t)N * L * sizeof *x);
-    if (m->ops->forward(m, &p, x, N, 1) != 0) return fail("forward");
+    const ab_pass pass = ab_pass_train(0, 1);
+    if (m->ops->forward(m, &p, x, N, &pass) != 0) return fail("forward");
     float *logits = malloc((size_t)N * classes * sizeof *logits), stats[4] = {0};
     memcpy(logits, m->logits, (size_t)N * classes * sizeof *logits);
     if (be->ops->softmax_xent(be, N, classes, AB_F32, m->logits, y, 1.0f, AB_F32, m->logits, stats, NULL) != 0)
         return fail("loss");
-    if (m->ops->backward(m, &p, x, m->logits, N) != 0) return fail("backward");
+    const ab_grad_sink sink = {.mode = AB_GRAD_WRITE};
+    if (m->ops->backward(m, &p, &sink, x, m->logits, N) != 0) return fail("backward");
     const float loss = stats[0] / (float)N;
     ab_st_entry *e = calloc((size_t)p.n_specs + 2, sizeof *e);
     char (*names)[160] = calloc((size_t)p.n_specs, sizeof *names);

@@ -108,10 +108,9 @@ static inline int dp_train(const ab_train_config *c, int group, int steps, float
     }
     *skipped = 0;
     for (int s = 0, pos = 0; rc == 0 && s < steps && pos < N; s++, pos += group) {
-        double loss;
-        int took;
-        rc = ab_trainer_step(t, perm + pos, N - pos < group ? N - pos : group, s, 1, &loss, &took);
-        *skipped += !took;
+        ab_step_result r;
+        rc = ab_trainer_step(t, perm + pos, N - pos < group ? N - pos : group, s, 1, &r);
+        *skipped += !r.applied;
     }
     if (rc == 0) rc = ab_trainer_weights(t, *w);
     free(perm);

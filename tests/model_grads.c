@@ -69,12 +69,14 @@ int main(int argc, char **argv) {
         y[n] = (int32_t)v;
     }
     float stats[4] = {0};
-    if (m->ops->forward(m, &p, x, N, 1) != 0) return fail("forward");
+    const ab_pass pass = ab_pass_train(0, 1);
+    if (m->ops->forward(m, &p, x, N, &pass) != 0) return fail("forward");
     float *logits = malloc((size_t)N * 10 * sizeof *logits);
     memcpy(logits, m->logits, (size_t)N * 10 * sizeof *logits);
     if (be->ops->softmax_xent(be, N, 10, AB_F32, m->logits, y, 1.0f, AB_F32, m->logits, stats, NULL) != 0)
         return fail("loss");
-    if (m->ops->backward(m, &p, x, m->logits, N) != 0) return fail("backward");
+    const ab_grad_sink sink = {.mode = AB_GRAD_WRITE};
+    if (m->ops->backward(m, &p, &sink, x, m->logits, N) != 0) return fail("backward");
     const float loss = stats[0] / (float)N;
     /* grads (and running statistics) in PyTorch's layout through the checkpoint writer's shapes */
     ab_st_entry *e = calloc((size_t)p.n_specs + 2, sizeof *e);

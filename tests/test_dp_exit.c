@@ -46,9 +46,8 @@ int main(int argc, char **argv) {
             if (strcmp(argv[1], "exit") == 0) exit(code); /* no MPI_Finalize, on purpose */
             sleep(600);
         }
-        double loss;
-        int took;
-        rc = ab_trainer_step(t, order + s * 32, 32, s, 1, &loss, &took);
+        ab_step_result r;
+        rc = ab_trainer_step(t, order + s * 32, 32, s, 1, &r);
     }
     fprintf(stderr, "test_dp_exit: rank %d: %s\n", rank, ab_error());
     fflush(stderr);

@@ -63,7 +63,7 @@ static void run_linear(ab_backend *be, ab_precision prec, int relu, const float 
     be->ops->cast(be, B * OUT, AB_F32, R32, t, dyc);
     AB_CHECK(ab_linear_forward(&p, &l, B, xc, yc, relu ? AB_EPI_RELU : AB_EPI_NONE) == 0, "%s", ab_error());
     if (relu) be->ops->relu_backward(be, B * OUT, t, yc, dyc, dyc);
-    AB_CHECK(ab_linear_backward(&p, &l, B, xc, dyc, dxc) == 0, "%s", ab_error());
+    AB_CHECK(ab_linear_backward(&p, &(ab_grad_sink){.mode = AB_GRAD_WRITE}, &l, B, xc, dyc, dxc) == 0, "%s", ab_error());
     be->ops->cast(be, B * OUT, t, yc, AB_F32, y);
     be->ops->cast(be, B * IN, t, dxc, AB_F32, dx);
     memcpy(dw, p.grad + specs[0].offset, sizeof(float) * OUT * IN);

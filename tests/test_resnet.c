@@ -124,12 +124,12 @@ static void test_memory_and_step(const char *dir) {
                 continue;
             }
             const int32_t order[4] = {0, 1, 2, 3};
-            double loss = NAN;
-            int took = 0;
-            AB_CHECK(ab_trainer_step(t, order, 4, 0, 1, &loss, &took) == 0, "%s step: %s", models[i], ab_error());
+            ab_step_result r = {.loss = NAN};
+            AB_CHECK(ab_trainer_step(t, order, 4, 0, 1, &r) == 0, "%s step: %s", models[i], ab_error());
+            const double loss = r.loss;
             AB_CHECK(isfinite(loss) && loss > 0.5 && loss < 20.0, "%s %s: loss %g after one step", models[i],
                      ab_precision_name(prec), loss);
-            AB_CHECK(took, "%s %s: the first step was skipped", models[i], ab_precision_name(prec));
+            AB_CHECK(r.applied, "%s %s: the first step was skipped", models[i], ab_precision_name(prec));
             printf("%s %s batch 4: one step, loss %.4f\n", models[i], ab_precision_name(prec), loss);
             ab_trainer_destroy(t);
             ab_run_record_free(&rec);

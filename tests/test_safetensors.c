@@ -177,13 +177,13 @@ static void test_checkpoint(void) {
     ab_model *ma = model("resnet-tiny", be, &a, 1), *mb = model("resnet-tiny", be, &b, 2);
     if (!ma || !mb) return;
     for (size_t i = 0; i < a.n_bufs; i++) a.bufs[i] = (float)i * 0.25f; /* running statistics that are not 0/1 */
-    ma->forward_steps = 42;
+    ma->batches_tracked = 42;
     AB_CHECK(ab_checkpoint_save(path, ma, &a) == 0, "%s", ab_error());
     char from[512];
     AB_CHECK(ab_checkpoint_load(path, mb, &b, NULL, from, sizeof from) == 0, "%s", ab_error());
     AB_CHECK(memcmp(a.master, b.master, a.n * sizeof(float)) == 0 && memcmp(a.bufs, b.bufs, a.n_bufs * sizeof(float)) == 0,
              "resnet-tiny: weights or buffers differ after save and load");
-    AB_CHECK(mb->forward_steps == 42, "num_batches_tracked %ld, saved 42", mb->forward_steps);
+    AB_CHECK(mb->batches_tracked == 42, "num_batches_tracked %ld, saved 42", mb->batches_tracked);
     AB_CHECK(strstr(from, "tensors from") && strstr(from, "F32"), "account of the load: '%s'", from);
     /* the file has PyTorch's layout: conv1.weight (K, C, R, S), and every batch norm's step count */
     ab_safetensors st;

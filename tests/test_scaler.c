@@ -73,26 +73,28 @@ static void test_skip_in_training(void) {
     float *w0 = malloc(n * 4), *w1 = malloc(n * 4), *w2 = malloc(n * 4);
     int32_t order[32];
     for (int i = 0; i < 32; i++) order[i] = i * 7;
-    double loss;
-    int took;
-    AB_CHECK(ab_trainer_step(t, order, 32, 0, 1, &loss, &took) == 0 && took == 1, "clean step 0: %s", ab_error());
-    AB_CHECK(isfinite(loss) && loss > 0.5 && loss < 5.0, "first loss %g", loss);
+    ab_step_result r;
+    const ab_scaler *sc = ab_trainer_scaler(t);
+    AB_CHECK(ab_trainer_step(t, order, 32, 0, 1, &r) == 0 && r.applied == 1, "clean step 0: %s", ab_error());
+    AB_CHECK(isfinite(r.loss) && r.loss > 0.5 && r.loss < 5.0, "first loss %g", r.loss);
     ab_trainer_weights(t, w0);
-    const float scale0 = rec.scaler.scale;
-    AB_CHECK(ab_trainer_step(t, order, 32, 1, 1, &loss, &took) == 0, "%s", ab_error());
+    const float scale0 = sc->scale;
+    AB_CHECK(ab_trainer_step(t, order, 32, 1, 1, &r) == 0, "%s", ab_error());
     ab_trainer_weights(t, w1);
-    AB_CHECK(took == 0, "step with an injected inf must be skipped");
+    AB_CHECK(r.applied == 0, "step with an injected inf must be skipped");
     AB_CHECK(memcmp(w0, w1, n * 4) == 0, "weights bit-identical after the skipped step");
-    AB_CHECK(rec.scaler.scale == scale0 * 0.5f, "scale halved: %g -> %g", scale0, rec.scaler.scale);
-    AB_CHECK(rec.scaler.n_events == 1 && rec.scaler.events[0].step == 1 && rec.scaler.events[0].scale_before == scale0,
+    AB_CHECK(r.scale == scale0 && sc->scale == scale0 * 0.5f, "scale halved: %g -> %g", scale0, sc->scale);
+    AB_CHECK(sc->n_events == 1 && sc->events[0].step == 1 && sc->events[0].scale_before == scale0,
              "overflow event recorded");
-    AB_CHECK(ab_trainer_step(t, order, 32, 2, 1, &loss, &took) == 0 && took == 1, "clean step 2");
+    AB_CHECK(ab_trainer_step(t, order, 32, 2, 1, &r) == 0 && r.applied == 1, "clean step 2");
     ab_trainer_weights(t, w2);
     AB_CHECK(memcmp(w1, w2, n * 4) != 0, "a clean step changes the weights");
-    AB_CHECK(ab_trainer_step(t, order, 32, 3, 1, &loss, &took) == 0 && took == 1, "clean step 3");
-    AB_CHECK(rec.scaler.scale == scale0, "scale doubles again after growth_interval = 2 clean steps: %g",
-             rec.scaler.scale);
+    AB_CHECK(ab_trainer_step(t, order, 32, 3, 1, &r) == 0 && r.applied == 1, "clean step 3");
+    AB_CHECK(sc->scale == scale0, "scale doubles again after growth_interval = 2 clean steps: %g", sc->scale);
     ab_trainer_destroy(t);
+    /* the record holds the scaler's history once the trainer is gone */
+    AB_CHECK(rec.scaler.scale == scale0 && rec.scaler.n_events == 1 && rec.scaler.events[0].step == 1,
+             "the record's scaler: scale %g, %zu events", rec.scaler.scale, rec.scaler.n_events);
     ab_run_record_free(&rec);
     free(w0);
     free(w1);
@@ -107,9 +109,9 @@ static void test_fp32_fault_is_an_error(void) {
     if (!t) return;
     int32_t order[32];
     for (int i = 0; i < 32; i++) order[i] = i;
-    double loss;
-    int took, rc = 0;
-    for (long s = 0; s < 3 && rc == 0; s++) rc = ab_trainer_step(t, order, 32, s, 1, &loss, &took);
+    ab_step_result r;
+    int rc = 0;
+    for (long s = 0; s < 3 && rc == 0; s++) rc = ab_trainer_step(t, order, 32, s, 1, &r);
     AB_CHECK(rc != 0 && strstr(ab_error(), "loss is NaN") != NULL, "fp32 NaN loss must stop the run: rc=%d, '%s'", rc,
              ab_error());
     ab_trainer_destroy(t);

@@ -166,19 +166,20 @@ static void parity_of(const workload *wl, ab_precision prec, const int32_t *orde
     free(w0g);
     int clipped = 0, clip_failures = 0;
     for (int s = 0; s < wl->steps; s++) {
-        double lc = 0, lg = 0;
-        int tc = 0, tg = 0;
-        if (ab_trainer_step(ct, order + s * wl->batch, wl->batch, s, 1, &lc, &tc) != 0 ||
-            ab_trainer_step(gt, order + s * wl->batch, wl->batch, s, 1, &lg, &tg) != 0) {
+        ab_step_result rc = {0}, rg = {0};
+        if (ab_trainer_step(ct, order + s * wl->batch, wl->batch, s, 1, &rc) != 0 ||
+            ab_trainer_step(gt, order + s * wl->batch, wl->batch, s, 1, &rg) != 0) {
             fprintf(stderr, "FAIL %s %s step %d: %s\n", wl->model, ab_precision_name(prec), s, ab_error());
             failures++;
             goto out;
         }
-        AB_CHECK(tc == tg, "%s %s step %d: cpu took=%d, gpu took=%d", wl->model, ab_precision_name(prec), s, tc, tg);
+        const double lc = rc.loss, lg = rg.loss;
+        AB_CHECK(rc.applied == rg.applied, "%s %s step %d: cpu applied=%d, gpu applied=%d", wl->model,
+                 ab_precision_name(prec), s, rc.applied, rg.applied);
         const double ltol = prec == AB_PREC_FP32 ? wl->loss_fp32 : wl->loss_lowp;
         AB_CHECK(fabs(lc - lg) <= ltol * fabs(lc), "%s %s step %d: loss cpu %.9g gpu %.9g", wl->model,
                  ab_precision_name(prec), s, lc, lg);
-        if (wl->clip > 0.0f && tc && tg) {
+        if (wl->clip > 0.0f && rc.applied && rg.applied) {
             /* a clipped gradient has norm clip * norm / (norm + 1e-6): clip to 2e-6 relative here
              * (norm > clip = 0.5), whatever the two backends' gradients were; one not clipped
              * stays below clip */
@@ -243,39 +244,40 @@ static void scaler_skip_and_halve(const int32_t *order) {
         return;
     }
     const size_t n = ab_trainer_params(t)->n;
-    const float scale0 = rec.scaler.scale;
+    const ab_scaler *sc = ab_trainer_scaler(t);
+    const float scale0 = sc->scale;
     for (int s = 0; s < STEPS; s++) {
         float *before = weights(t);
-        double loss = 0;
-        int took = -1;
-        if (ab_trainer_step(t, order + s * BATCH, BATCH, s, 1, &loss, &took) != 0) {
+        ab_step_result r = {.applied = -1};
+        if (ab_trainer_step(t, order + s * BATCH, BATCH, s, 1, &r) != 0) {
             fprintf(stderr, "FAIL amp step %d: %s\n", s, ab_error());
             failures++;
             free(before);
             break;
         }
         float *after = weights(t);
+        const double loss = r.loss;
         const int same = memcmp(before, after, n * sizeof(float)) == 0;
         if (s == inject) {
-            AB_CHECK(took == 0, "step %d with an injected inf was taken", s);
+            AB_CHECK(r.applied == 0, "step %d with an injected inf was taken", s);
             AB_CHECK(same, "step %d was skipped but the weights changed", s);
-            AB_CHECK(rec.scaler.scale == scale0 * c.backoff_factor, "scale after the overflow: %g, expected %g",
-                     (double)rec.scaler.scale, (double)(scale0 * c.backoff_factor));
+            AB_CHECK(sc->scale == scale0 * c.backoff_factor, "scale after the overflow: %g, expected %g",
+                     (double)sc->scale, (double)(scale0 * c.backoff_factor));
         } else {
-            AB_CHECK(took == 1, "clean step %d was skipped (loss %g, scale %g)", s, loss, (double)rec.scaler.scale);
+            AB_CHECK(r.applied == 1, "clean step %d was skipped (loss %g, scale %g)", s, loss, (double)sc->scale);
             AB_CHECK(!same, "clean step %d left the weights as they were", s);
         }
         AB_CHECK(isfinite(loss), "step %d loss %g", s, loss);
         free(before);
         free(after);
     }
-    AB_CHECK(rec.scaler.skipped == 1 && rec.scaler.n_events == 1, "skipped %ld, overflow events %zu (expected 1, 1)",
-             rec.scaler.skipped, rec.scaler.n_events);
-    if (rec.scaler.n_events == 1)
-        AB_CHECK(rec.scaler.events[0].step == inject && rec.scaler.events[0].scale_before == scale0 &&
-                     rec.scaler.events[0].scale_after == scale0 * c.backoff_factor,
-                 "overflow event: step %ld, %g -> %g", rec.scaler.events[0].step,
-                 (double)rec.scaler.events[0].scale_before, (double)rec.scaler.events[0].scale_after);
+    AB_CHECK(sc->skipped == 1 && sc->n_events == 1, "skipped %ld, overflow events %zu (expected 1, 1)", sc->skipped,
+             sc->n_events);
+    if (sc->n_events == 1)
+        AB_CHECK(sc->events[0].step == inject && sc->events[0].scale_before == scale0 &&
+                     sc->events[0].scale_after == scale0 * c.backoff_factor,
+                 "overflow event: step %ld, %g -> %g", sc->events[0].step, (double)sc->events[0].scale_before,
+                 (double)sc->events[0].scale_after);
     ab_trainer_destroy(t);
     ab_run_record_free(&rec);
 }
