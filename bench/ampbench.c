@@ -18,7 +18,7 @@
 
 #include "comm.h"
 #include "glue.h"
-#include "models.h"
+#include "workloads.h"
 #include "wordpiece.h"
 #include "train.h"
 #include "version.h"

@@ -98,15 +98,15 @@ void ab_params_free(ab_params *p);
 int ab_params_refresh(ab_params *p);
 /* index of the spec named name, or -1 */
 int ab_params_find(const ab_params *p, const char *name);
-/* element pointer into a buffer of type t */
+/* element pointer into a buffer of type t, and the same into a read-only one */
 static inline void *ab_at(void *base, ab_dtype t, size_t off) { return (char *)base + off * ab_dtype_size(t); }
-static inline const void *ab_cat(const void *base, ab_dtype t, size_t off) {
+static inline const void *ab_at_const(const void *base, ab_dtype t, size_t off) {
     return (const char *)base + off * ab_dtype_size(t);
 }
 /* The weight of s as the forward reads it (compute copy, or fp32 master for the fp32 region),
  * and a buffer-region tensor. */
 static inline const void *ab_param_w(const ab_params *p, const ab_param_spec *s) {
-    return s->region == AB_REGION_COMPUTE ? ab_cat(p->wc, p->cdt, s->offset) : (const void *)(p->master + s->offset);
+    return s->region == AB_REGION_COMPUTE ? ab_at_const(p->wc, p->cdt, s->offset) : (const void *)(p->master + s->offset);
 }
 static inline float *ab_param_buf(const ab_params *p, const ab_param_spec *s) { return p->bufs + s->offset; }
 /* 1 when s's gradient goes through the compute-type scratch (amp/bf16, compute region) */

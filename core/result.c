@@ -136,7 +136,7 @@ static cJSON *build(const ab_train_config *c, const ab_run_record *r) {
     cJSON_AddNumberToObject(w, "seed", (double)c->seed);
     cJSON_AddNumberToObject(w, "accum_steps", c->accum_steps);
     cJSON_AddNumberToObject(w, "parameters", (double)r->parameters);
-    cJSON_AddNumberToObject(w, "macs_per_image", r->macs_per_sample);
+    cJSON_AddNumberToObject(w, "macs_per_sample", r->macs_per_sample);
     cJSON_AddStringToObject(w, "lr_schedule", ab_lr_schedule_name(c->lr_schedule));
     cJSON_AddNumberToObject(w, "warmup_steps", (double)c->warmup_steps);
     cJSON_AddNumberToObject(w, "timing_skip_steps", (double)c->timing_skip_steps);

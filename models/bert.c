@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 
 #include "layers.h"
-#include "models.h"
+#include "workloads.h"
 #include "safetensors.h"
 
 /* ---- configuration ---- */

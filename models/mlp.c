@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "layers.h"
-#include "models.h"
+#include "workloads.h"
 
 enum { FC1_W, FC1_B, FC2_W, FC2_B, MLP_NSPECS };
 

@@ -13,7 +13,7 @@
 #include "wordpiece.h"
 #include "idx.h"
 #include "image_dataset.h"
-#include "models.h"
+#include "workloads.h"
 
 /* ---- models ---- */
 

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "layers.h"
-#include "models.h"
+#include "workloads.h"
 
 typedef struct {
     int conv_spec, bn_spec; /* spec table indices (build_specs): the filter, batch norm's first of four */

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models.h"
+#include "workloads.h"
 #include "safetensors.h"
 
 static int fail(const char *what) {

@@ -12,7 +12,7 @@
 
 #include "params.h"
 #include "rng.h"
-#include "models.h"
+#include "workloads.h"
 #include "train.h"
 
 static inline int dp_write_idx(const char *path, const uint8_t *data, int ndim, const int *dims) {

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "checkpoint.h"
-#include "models.h"
+#include "workloads.h"
 #include "safetensors.h"
 
 static int fail(const char *what) {

@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "models.h"
+#include "workloads.h"
 #include "tolerances.h"
 #include "train.h"
 

@@ -131,8 +131,8 @@ sed -n 2p "$tmp/out" | grep -qx 'Recipe: sgd (no momentum), lr 0.01, constant, n
   --batch-size 16 --out "$tmp/rt.json" >"$tmp/out2" 2>"$tmp/err" || fail "resnet-tiny run failed: $(cat "$tmp/err")"
 sed -n 2p "$tmp/out2" | grep -qx 'Recipe: sgd (momentum 0.9), lr 0.1, linear warm-up from 0 over 100 steps, then constant; 3 steps in all (the warm-up outlasts the run: the rate never reaches lr), weight decay 0.0005 (L2, on every parameter); batch 16 x 1 micro-batch x 1 rank; amp (fp16 compute, fp32 master weights; dynamic loss scale from 65536, x2 after 2000 clean steps, x0.5 on an overflow)' ||
   fail "second line of a resnet-tiny amp run: $(sed -n 2p "$tmp/out2")"
-[ "$(field "$tmp/m.json" parameters)" = 203530 ] && [ "$(field "$tmp/m.json" macs_per_image)" = 203264 ] ||
-  fail "record: parameters $(field "$tmp/m.json" parameters), macs_per_image $(field "$tmp/m.json" macs_per_image)"
+[ "$(field "$tmp/m.json" parameters)" = 203530 ] && [ "$(field "$tmp/m.json" macs_per_sample)" = 203264 ] ||
+  fail "record: parameters $(field "$tmp/m.json" parameters), macs_per_sample $(field "$tmp/m.json" macs_per_sample)"
 "$AMPBENCH" train "${tiny[@]}" >"$tmp/out" 2>&1 && ! grep -q '^Model' "$tmp/out" || fail "--quiet still prints the model line"
 # --width and --blocks reach the model: each changes resnet-tiny's parameter count
 p=()

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "tolerances.h"
-#include "models.h"
+#include "workloads.h"
 #include "train.h"
 
 static int failures = 0;

@@ -16,7 +16,7 @@
 
 #include "checkpoint.h"
 #include "half.h"
-#include "models.h"
+#include "workloads.h"
 #include "safetensors.h"
 #include "tolerances.h"
 

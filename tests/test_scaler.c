@@ -9,7 +9,7 @@
 
 #include "params.h"
 #include "tolerances.h"
-#include "models.h"
+#include "workloads.h"
 #include "train.h"
 
 static int failures = 0;

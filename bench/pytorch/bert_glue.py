@@ -708,7 +708,7 @@ def main():
                          "optimizer": "adamw", "lr": a.lr, "adam_betas": [0.9, 0.999], "adam_eps": 1e-8,
                          "weight_decay": a.weight_decay, "weight_decay_parameters": n_decay,
                          "seed": a.seed, "accum_steps": a.accum_steps, "parameters": n_params,
-                         "macs_per_image": macs_per_sample, "lr_schedule": a.lr_schedule,
+                         "macs_per_sample": macs_per_sample, "lr_schedule": a.lr_schedule,
                          "warmup_steps": a.warmup_steps, "timing_skip_steps": a.timing_skip_steps,
                          "total_steps": total_steps, "shuffle": a.shuffle, "augment": False,
                          "train_subset": a.train_subset, "test_subset": a.test_subset,

@@ -270,9 +270,9 @@ def main():
     for h in hooks:
         h.remove()
     model.train()
-    macs_per_image = macs[0]
+    macs_per_sample = macs[0]
     say("model %s: %s parameters, %s multiply-adds per 32x32 image (forward)"
-        % (a.model, format(n_params, ","), format(macs_per_image, ",")))
+        % (a.model, format(n_params, ","), format(macs_per_sample, ",")))
 
     net = model
     if world > 1:
@@ -356,7 +356,7 @@ def main():
                          "batch_size": a.batch_size, "epochs": a.epochs, "max_steps": a.max_steps,
                          "optimizer": "sgd", "lr": a.lr, "momentum": a.momentum, "weight_decay": a.weight_decay,
                          "seed": a.seed, "accum_steps": 1, "parameters": n_params,
-                         "macs_per_image": macs_per_image, "lr_schedule": a.lr_schedule,
+                         "macs_per_sample": macs_per_sample, "lr_schedule": a.lr_schedule,
                          "warmup_steps": a.warmup_steps, "total_steps": total_steps, "shuffle": a.shuffle,
                          "augment": a.augment, "train_subset": a.train_subset, "test_subset": a.test_subset,
                          "train_data": train_desc, "test_data": test_desc,

@@ -20,7 +20,7 @@
 #include "params.h"
 #include "rng.h"
 #include "tolerances.h"
-#include "models.h"
+#include "workloads.h"
 #include "train.h"
 
 static int failures = 0;

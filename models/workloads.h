@@ -1,9 +1,9 @@
-/* The models and the workload registry: what turns the names of a training configuration
- * (--model, --dataset) into a model and its data sets. A new workload adds its model here, its
- * reader in data_loaders/, and a line in each table of registry.c; the training core is not
- * touched. */
-#ifndef AB_MODELS_H
-#define AB_MODELS_H
+/* The workloads: the models and the registry that turns the names of a training configuration
+ * (--model, --dataset) into a model and its data sets (the model interface itself is
+ * core/model.h). A new workload adds its model here, its reader in data_loaders/, and a line in
+ * each table of registry.c; the training core is not touched. */
+#ifndef AB_WORKLOADS_H
+#define AB_WORKLOADS_H
 
 #include "model.h"
 #include "train.h"
