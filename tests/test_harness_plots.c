@@ -19,6 +19,7 @@
 static int failures = 0;
 
 #define CHECK AB_CHECK /* tests/tolerances.h */
+#include "json_edit.h"
 
 /* Reads path with libpng; returns 0 and the size and the share of pixels that differ from the
  * top-left (background) pixel, or -1 with a message. */
@@ -140,12 +141,8 @@ static void check_seeds(const char *fixtures, const hr_reported *rep, const char
     snprintf(dir, sizeof dir, "%s/run-seeds", fixtures);
     snprintf(out, sizeof out, "%s/seeds", tmp);
     snprintf(dd, sizeof dd, "%s/data", out);
-    hr_runset *rs = calloc(1, sizeof *rs);
-    if (!rs || hr_runset_load(dir, rs) != 0) {
-        CHECK(0, "%s: %s", dir, ab_error());
-        free(rs);
-        return;
-    }
+    hr_runset *rs = runset_open(dir);
+    if (!rs) return;
     char drawn[32][128];
     int n = 0;
     CHECK(hr_draw_plots(rs, rep, gp, out, drawn, 32, &n) == 0, "run-seeds: hr_draw_plots: %s", ab_error());
@@ -162,8 +159,7 @@ static void check_seeds(const char *fixtures, const hr_reported *rep, const char
     for (struct dirent *de; d && (de = readdir(d));) loss_files += !strncmp(de->d_name, "loss_mlp_", 9);
     if (d) closedir(d);
     CHECK(loss_files == 2, "run-seeds: %d loss series, want 2 (one seed per mode)", loss_files);
-    hr_runset_free(rs);
-    free(rs);
+    runset_close(rs);
 }
 
 int main(int argc, char **argv) {

@@ -104,18 +104,13 @@ static void check_interval_cell(const char *what, const char *cell, double lo, d
 
 /* Writes REPORT.md for the run folder dir into out_dir and returns its text (NULL on error). */
 static char *report_of(const char *dir, const hr_reported *rep, const char *out_dir) {
-    hr_runset *rs = calloc(1, sizeof *rs);
     char path[1300], *md = NULL;
     snprintf(path, sizeof path, "%s/REPORT.md", out_dir);
-    if (!rs || hr_runset_load(dir, rs) != 0) {
-        CHECK(0, "%s: %s", dir, ab_error());
-        free(rs);
-        return NULL;
-    }
+    hr_runset *rs = runset_open(dir);
+    if (!rs) return NULL;
     CHECK(hr_write_report(rs, rep, path, NULL, NULL, 0) == 0, "%s: hr_write_report: %s", dir, ab_error());
     if (hr_read_file(path, &md) != 0) md = NULL;
-    hr_runset_free(rs);
-    free(rs);
+    runset_close(rs);
     return md;
 }
 
@@ -123,12 +118,8 @@ static char *report_of(const char *dir, const hr_reported *rep, const char *out_
 static void check_seeds(const char *fixtures, const hr_reported *rep, const char *tmp) {
     char dir[1100];
     snprintf(dir, sizeof dir, "%s/run-seeds", fixtures);
-    hr_runset *rs = calloc(1, sizeof *rs);
-    if (!rs || hr_runset_load(dir, rs) != 0) {
-        CHECK(0, "%s: %s", dir, ab_error());
-        free(rs);
-        return;
-    }
+    hr_runset *rs = runset_open(dir);
+    if (!rs) return;
     CHECK(rs->n_runs == 9, "run-seeds: %d results, want 9", rs->n_runs);
     hr_workload *ws = calloc(HR_MAX_WORKLOADS, sizeof *ws);
     int nw = 0;
@@ -143,8 +134,7 @@ static void check_seeds(const char *fixtures, const hr_reported *rep, const char
         CHECK(w->n_all == 6 && w->n_peer == 3, "run-seeds: %d ampbench and %d peer runs", w->n_all, w->n_peer);
     }
     free(ws);
-    hr_runset_free(rs);
-    free(rs);
+    runset_close(rs);
 
     /* the figures, read from the files here */
     double f[3], a[3], p[3], lf[3], la[3], lp[3];
