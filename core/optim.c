@@ -7,7 +7,10 @@
 
 #include "params.h"
 
+/* each schedule's name and what it does after the warm-up, as the recipe line says it */
 static const char *const schedule_names[] = {"constant", "linear", "cosine", "step"};
+static const char *const schedule_shapes[] = {"constant", "linear decay to 0", "cosine decay to 0",
+                                              "step (x0.1 from 50%, x0.01 from 75% of the steps)"};
 
 int ab_lr_schedule_parse(const char *s, ab_lr_schedule *out) {
     for (int i = 0; i < 4; i++)
@@ -19,6 +22,7 @@ int ab_lr_schedule_parse(const char *s, ab_lr_schedule *out) {
 }
 
 const char *ab_lr_schedule_name(ab_lr_schedule s) { return (unsigned)s < 4 ? schedule_names[s] : "?"; }
+const char *ab_lr_schedule_shape(ab_lr_schedule s) { return (unsigned)s < 4 ? schedule_shapes[s] : "?"; }
 
 float ab_lr_at(ab_lr_schedule s, float base, long t, long T, long W) {
     if (W > 0 && t < W) return base * (float)((double)t / (double)W);

@@ -33,6 +33,8 @@ typedef struct {
 typedef enum { AB_LR_CONSTANT = 0, AB_LR_LINEAR, AB_LR_COSINE, AB_LR_STEP } ab_lr_schedule;
 int ab_lr_schedule_parse(const char *s, ab_lr_schedule *out);
 const char *ab_lr_schedule_name(ab_lr_schedule s);
+/* what the schedule does after the warm-up, in words: "cosine decay to 0" */
+const char *ab_lr_schedule_shape(ab_lr_schedule s);
 float ab_lr_at(ab_lr_schedule s, float base, long t, long T, long W);
 
 int ab_optimizer_parse(const char *s, ab_optimizer_kind *out);

@@ -546,10 +546,7 @@ void ab_recipe_describe(const ab_train_config *c, long total_steps, int world, c
     if (c->optimizer == AB_OPT_SGD && c->momentum > 0) snprintf(opt, sizeof opt, "sgd (momentum %g)", c->momentum);
     else if (c->optimizer == AB_OPT_SGD) snprintf(opt, sizeof opt, "sgd (no momentum)");
     else snprintf(opt, sizeof opt, "adamw (betas 0.9, 0.999, eps 1e-8)");
-    const char *shape = c->lr_schedule == AB_LR_CONSTANT ? "constant"
-                        : c->lr_schedule == AB_LR_LINEAR ? "linear decay to 0"
-                        : c->lr_schedule == AB_LR_COSINE ? "cosine decay to 0"
-                                                         : "step (x0.1 from 50%, x0.01 from 75% of the steps)";
+    const char *shape = ab_lr_schedule_shape(c->lr_schedule);
     const char *steps = total_steps == 1 ? "step" : "steps";
     if (c->warmup_steps > 0)
         snprintf(sched, sizeof sched, "lr %g, linear warm-up from 0 over %ld steps, then %s; %ld %s in all%s", c->lr,
