@@ -4,40 +4,14 @@
  * (up to summation order). Element-wise ops run the shared AB_HD math of core/kernel_math.h. */
 #include <cblas.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "backend.h"
-#include "cpu_features.h"
 #include "cpu_internal.h"
 #include "kernel_math.h"
-
-static float f16_table[65536];
-static pthread_once_t f16_table_once = PTHREAD_ONCE_INIT;
-static void f16_table_init(void) {
-    for (uint32_t i = 0; i < 65536; i++) f16_table[i] = ab_f16_to_f32((uint16_t)i);
-}
-
-static void *cpu_alloc(ab_backend *be, ab_mem_category cat, size_t bytes) {
-    if (ab_mem_admit(&be->mem, cat, bytes) != 0) return NULL;
-    const size_t rounded = (bytes + 63) & ~(size_t)63;
-    void *p = aligned_alloc(64, rounded ? rounded : 64);
-    if (!p) {
-        ab_errorf("out of host memory allocating %zu bytes for %s", bytes, ab_mem_category_name(cat));
-        return NULL;
-    }
-    ab_mem_charge(&be->mem, cat, bytes);
-    return p;
-}
-
-static void cpu_release(ab_backend *be, ab_mem_category cat, void *p, size_t bytes) {
-    if (!p) return;
-    free(p);
-    ab_mem_release(&be->mem, cat, bytes);
-}
 
 static int cpu_copy(ab_backend *be, void *dst, const void *src, size_t bytes) {
     (void)be;
@@ -69,91 +43,12 @@ static void cpu_unmap_data(ab_backend *be, const void *mapped, size_t bytes) {
     (void)bytes;
 }
 
-static float *scratch_get(ab_backend *be, int slot, size_t n) {
-    cpu_state *st = be->impl;
-    scratch_buf *s = &st->scratch[slot];
-    const size_t bytes = n * sizeof(float);
-    if (s->bytes < bytes) {
-        cpu_release(be, AB_MEM_CPU_SCRATCH, s->p, s->bytes);
-        s->p = cpu_alloc(be, AB_MEM_CPU_SCRATCH, bytes);
-        s->bytes = s->p ? bytes : 0;
-    }
-    return s->p;
-}
-
-static void widen_f16_f16c(size_t n, const uint16_t *src, float *dst);
-
-static void widen(size_t n, ab_dtype t, const void *src, float *dst) {
-    if (t == AB_F16) {
-        const uint16_t *s = src;
-        if (ab_cpu_has_f16c()) {
-            widen_f16_f16c(n, s, dst);
-            return;
-        }
-        pthread_once(&f16_table_once, f16_table_init);
-        for (size_t i = 0; i < n; i++) dst[i] = f16_table[s[i]];
-    } else if (t == AB_BF16) {
-        const uint16_t *s = src;
-        for (size_t i = 0; i < n; i++) dst[i] = ab_bf16_to_f32(s[i]);
-    } else {
-        memcpy(dst, src, n * sizeof(float));
-    }
-}
-
-/* fp32 -> fp16 in bulk. Where the CPU has F16C its conversion instruction is used: it rounds
- * to nearest even with IEEE overflow, subnormal and NaN handling, bit-identical to
- * ab_f32_to_f16 (tests/test_half.c checks the two against each other on every tested value).
- * fp16 -> fp32 likewise: exact for every finite value and infinity; a block holding a NaN takes
- * the scalar path, which keeps a signalling NaN's bits where the instruction would quieten it
- * (tests/test_layers.c compares all 65536 values). */
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-__attribute__((target("avx,f16c"))) static void widen_f16_f16c(size_t n, const uint16_t *src, float *dst) {
-    const __m128i expmask = _mm_set1_epi16(0x7c00);
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const __m128i h = _mm_loadu_si128((const __m128i *)(src + i));
-        if (_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(h, expmask), expmask))) {
-            for (size_t k = i; k < i + 8; k++) dst[k] = ab_f16_to_f32(src[k]);
-        } else {
-            _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
-        }
-    }
-    for (; i < n; i++) dst[i] = ab_f16_to_f32(src[i]);
-}
-__attribute__((target("avx,f16c"))) static void narrow_f16_f16c(size_t n, const float *src, uint16_t *dst) {
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm_storeu_si128((__m128i *)(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
-    for (; i < n; i++) dst[i] = ab_f32_to_f16(src[i]);
-}
-#else
-static void narrow_f16_f16c(size_t n, const float *src, uint16_t *dst) { (void)n, (void)src, (void)dst; }
-static void widen_f16_f16c(size_t n, const uint16_t *src, float *dst) { (void)n, (void)src, (void)dst; }
-#endif
-
-static void narrow(size_t n, const float *src, ab_dtype t, void *dst) {
-    if (t == AB_F16) {
-        uint16_t *d = dst;
-        if (ab_cpu_has_f16c()) {
-            narrow_f16_f16c(n, src, d);
-            return;
-        }
-        for (size_t i = 0; i < n; i++) d[i] = ab_f32_to_f16(src[i]);
-    } else if (t == AB_BF16) {
-        uint16_t *d = dst;
-        for (size_t i = 0; i < n; i++) d[i] = ab_f32_to_bf16(src[i]);
-    } else {
-        memcpy(dst, src, n * sizeof(float));
-    }
-}
-
 /* fp32 view of a stored matrix of `rows` rows of leading dimension ld, `cols` used */
 static const float *as_f32(ab_backend *be, int slot, ab_dtype t, const void *X, int rows, int cols, int ld) {
     if (t == AB_F32) return X;
     const size_t n = (size_t)(rows - 1) * (size_t)ld + (size_t)cols;
-    float *w = scratch_get(be, slot, n);
-    if (w) widen(n, t, X, w);
+    float *w = cpu_scratch_get(be, slot, n);
+    if (w) cpu_widen(n, t, X, w);
     return w;
 }
 
@@ -168,9 +63,9 @@ static int cpu_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float a
         cpu_sgemm(be, ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, C, ldc);
         return 0;
     }
-    float *acc = scratch_get(be, 2, (size_t)M * (size_t)N);
+    float *acc = cpu_scratch_get(be, 2, (size_t)M * (size_t)N);
     const float *bias32 = bias ? as_f32(be, 3, bt, bias, 1, N, N) : NULL;
-    float *old = beta != 0.0f ? scratch_get(be, 4, (size_t)N) : NULL;
+    float *old = beta != 0.0f ? cpu_scratch_get(be, 4, (size_t)N) : NULL;
     if (!acc || (bias && !bias32) || (beta != 0.0f && !old)) return -1;
     cpu_sgemm(be, ta, tb, M, N, K, alpha, a, lda, b, ldb, 0.0f, acc, N);
     for (int i = 0; i < M; i++) {
@@ -181,10 +76,10 @@ static int cpu_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float a
         if (epi == AB_EPI_RELU) /* NaN stays NaN */
             for (int j = 0; j < N; j++) row[j] = row[j] < 0.0f ? 0.0f : row[j];
         if (old) {
-            widen((size_t)N, ct, out, old);
+            cpu_widen((size_t)N, ct, out, old);
             for (int j = 0; j < N; j++) row[j] += beta * old[j];
         }
-        narrow((size_t)N, row, ct, out);
+        cpu_narrow((size_t)N, row, ct, out);
     }
     return 0;
 }
@@ -194,9 +89,9 @@ static int cpu_cast(ab_backend *be, size_t n, ab_dtype st, const void *src, ab_d
     if (st == dt) {
         memmove(dst, src, n * ab_dtype_size(st));
     } else if (st == AB_F32) {
-        narrow(n, src, dt, dst);
+        cpu_narrow(n, src, dt, dst);
     } else if (dt == AB_F32) {
-        widen(n, st, src, dst);
+        cpu_widen(n, st, src, dst);
     } else {
         for (size_t i = 0; i < n; i++) ab_store(dst, i, dt, ab_load(src, i, st));
     }
@@ -206,9 +101,9 @@ static int cpu_cast(ab_backend *be, size_t n, ab_dtype st, const void *src, ab_d
 static int cpu_accumulate(ab_backend *be, size_t n, ab_dtype st, const void *src, float *dst, int accumulate) {
     (void)be;
     if (!accumulate) {
-        widen(n, st, src, dst);
+        cpu_widen(n, st, src, dst);
     } else if (st == AB_F16) {
-        pthread_once(&f16_table_once, f16_table_init);
+        const float *f16_table = cpu_f16_table();
         const uint16_t *s = src;
         for (size_t i = 0; i < n; i++) dst[i] += f16_table[s[i]];
     } else {
@@ -287,19 +182,19 @@ static int cpu_relu_backward(ab_backend *be, size_t n, ab_dtype t, const void *y
 }
 
 static int cpu_col_sum(ab_backend *be, int M, int N, ab_dtype xt, const void *X, float beta, ab_dtype ot, void *out) {
-    float *acc = scratch_get(be, 2, 2 * (size_t)N);
+    float *acc = cpu_scratch_get(be, 2, 2 * (size_t)N);
     if (!acc) return -1;
     float *row = acc + N;
     for (int j = 0; j < N; j++) acc[j] = 0.0f;
     for (int i = 0; i < M; i++) {
-        widen((size_t)N, xt, (const char *)X + (size_t)i * N * ab_dtype_size(xt), row);
+        cpu_widen((size_t)N, xt, (const char *)X + (size_t)i * N * ab_dtype_size(xt), row);
         for (int j = 0; j < N; j++) acc[j] += row[j];
     }
     if (beta != 0.0f) {
-        widen((size_t)N, ot, out, row);
+        cpu_widen((size_t)N, ot, out, row);
         for (int j = 0; j < N; j++) acc[j] += beta * row[j];
     }
-    narrow((size_t)N, acc, ot, out);
+    cpu_narrow((size_t)N, acc, ot, out);
     return 0;
 }
 
@@ -363,14 +258,14 @@ static int cpu_gather_normalize(ab_backend *be, int B, int D, const uint8_t *dat
                                 const int32_t *idx, float mean, float std, ab_dtype ot, void *out, int32_t *labels_out) {
     float lut[256];
     for (int v = 0; v < 256; v++) lut[v] = ((float)v / 255.0f - mean) / std;
-    float *row = ot == AB_F32 ? NULL : scratch_get(be, 4, (size_t)D);
+    float *row = ot == AB_F32 ? NULL : cpu_scratch_get(be, 4, (size_t)D);
     if (ot != AB_F32 && !row) return -1;
     for (int b = 0; b < B; b++) {
         const uint8_t *src = data + (size_t)idx[b] * (size_t)D;
         const size_t off = (size_t)b * (size_t)D;
         float *dst = ot == AB_F32 ? (float *)out + off : row;
         for (int d = 0; d < D; d++) dst[d] = lut[src[d]];
-        if (ot != AB_F32) narrow((size_t)D, row, ot, (uint16_t *)out + off);
+        if (ot != AB_F32) cpu_narrow((size_t)D, row, ot, (uint16_t *)out + off);
         if (labels_out) labels_out[b] = labels[idx[b]];
     }
     return 0;
@@ -458,11 +353,6 @@ ab_backend *ab_backend_cpu_create(int threads) {
     pool_threads = st->threads;
     return be;
 }
-
-/* the helpers layers_cpu.c shares (cpu_internal.h) */
-float *cpu_scratch_get(ab_backend *be, int slot, size_t n) { return scratch_get(be, slot, n); }
-void cpu_widen(size_t n, ab_dtype t, const void *src, float *dst) { widen(n, t, src, dst); }
-void cpu_narrow(size_t n, const float *src, ab_dtype t, void *dst) { narrow(n, src, t, dst); }
 
 const char *ab_backend_cpu_blas_info(void) {
     static char buf[160];

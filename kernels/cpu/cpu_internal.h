@@ -1,59 +1,10 @@
-/* Private to kernels/cpu: the CPU backend's state and what its two files share: scratch buffers
- * charged to AB_MEM_CPU_SCRATCH (allocated once, grown, kept until destroy), the exact
- * fp16/bf16 <-> fp32 conversions, a small thread pool for the loops around the GEMMs, and the
- * convolutional-layer ops of layers_cpu.c. */
+/* Private to kernels/cpu: the ops of layers_cpu.c and transformer_cpu.c that backend_cpu.c puts
+ * in its table. All three files stand on the runtime of runtime_cpu.h. */
 #ifndef AB_CPU_INTERNAL_H
 #define AB_CPU_INTERNAL_H
 
 #include "backend.h"
-
-typedef struct {
-    void *p;
-    size_t bytes;
-} scratch_buf;
-
-/* Scratch slots. 0-4 belong to backend_cpu.c (gemm: widened A, widened B, fp32 product,
- * widened bias, old C row; col_sum and gather_normalize reuse 2 and 4); the rest to
- * layers_cpu.c, one per role so that an op's buffers never alias each other. */
-enum {
-    CPU_SLOT_LAYER_X = 5,  /* fp32 input chunk (widened x, or dy for backward_filter's x) */
-    CPU_SLOT_LAYER_COL,    /* im2col columns / dcol */
-    CPU_SLOT_LAYER_W,      /* widened filter */
-    CPU_SLOT_LAYER_OUT,    /* fp32 result chunk before the one rounding */
-    CPU_SLOT_LAYER_DY,     /* widened dy chunk */
-    CPU_SLOT_LAYER_ACC,    /* fp32 accumulators: dw, per-thread partial sums */
-    CPU_SCRATCH_COUNT
-};
-
-typedef struct cpu_pool cpu_pool;
-
-typedef struct {
-    scratch_buf scratch[CPU_SCRATCH_COUNT];
-    int threads;    /* threads for the loops around the GEMMs (OpenBLAS's own count) */
-    cpu_pool *pool; /* started on first use, NULL with one thread */
-} cpu_state;
-
-/* fp32 scratch of at least n elements in slot (grown, never shrunk); NULL with ab_error. */
-float *cpu_scratch_get(ab_backend *be, int slot, size_t n);
-/* dst = src exactly (fp16/bf16 -> fp32) */
-void cpu_widen(size_t n, ab_dtype t, const void *src, float *dst);
-/* dst = src rounded once to nearest even (fp32 -> fp16/bf16), F16C where the CPU has it */
-void cpu_narrow(size_t n, const float *src, ab_dtype t, void *dst);
-
-/* Runs fn(ctx, part, lo, hi) over [0, n) cut into `part`s 0, 1, ... of contiguous ranges, at
- * most st->threads of them and none under min_per_thread items, the calling thread taking part 0;
- * returns when all are done. part indexes per-thread scratch. The split depends only on n and the
- * thread count, and callers keep their sums independent of it. */
-typedef void (*cpu_range_fn)(void *ctx, int part, size_t lo, size_t hi);
-void cpu_parallel_for(ab_backend *be, size_t n, size_t min_per_thread, cpu_range_fn fn, void *ctx);
-void cpu_pool_free(cpu_state *st);
-
-/* C = alpha op(A) op(B) + beta C, row-major, over the pool: OpenBLAS itself runs single-threaded
- * (its spinning workers would otherwise compete with the pool's for the same cores) and each part
- * of the pool takes a block of C's rows, or of its columns when there are few rows, so that every
- * element comes from one sgemm call. */
-void cpu_sgemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
-               const float *B, int ldb, float beta, float *C, int ldc);
+#include "runtime_cpu.h"
 
 /* layers_cpu.c: the convolutional-layer ops, as core/backend.h describes them */
 int cpu_gather_images(ab_backend *be, int B, const ab_image_layout *L, const ab_image_aug *aug, const uint8_t *data,

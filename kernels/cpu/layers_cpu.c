@@ -12,177 +12,12 @@
  * products, all charged to AB_MEM_CPU_SCRATCH) stays under CONV_SCRATCH_FLOATS whatever N is.
  *
  * Why im2col over OpenBLAS and not oneDNN: see the comment block at "convolution" below. */
-#include <cblas.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu_internal.h"
 #include "half.h"
-
-/* ---- thread pool: the loops around the GEMMs (im2col, col2im, conversions, batch norm,
- * pooling) run on the same number of threads as OpenBLAS, through plain pthreads (OpenMP's
- * spinning workers would compete with OpenBLAS's own threads for the same cores). ---- */
-
-typedef struct {
-    cpu_pool *pool;
-    int index;
-} cpu_worker;
-
-struct cpu_pool {
-    pthread_mutex_t mu;
-    pthread_cond_t go, done;
-    int nworkers, started, stop, pending;
-    unsigned long generation;
-    pthread_t *tid;
-    cpu_worker *workers;
-    cpu_range_fn fn; /* the current job */
-    void *ctx;
-    size_t n;
-    int parts;
-};
-
-static void run_part(cpu_range_fn fn, void *ctx, size_t n, int parts, int i) {
-    const size_t lo = n * (size_t)i / (size_t)parts, hi = n * (size_t)(i + 1) / (size_t)parts;
-    if (lo < hi) fn(ctx, i, lo, hi);
-}
-
-static void *pool_worker(void *arg) {
-    cpu_worker *me = arg;
-    cpu_pool *pl = me->pool;
-    unsigned long seen = 0;
-    pthread_mutex_lock(&pl->mu);
-    for (;;) {
-        while (!pl->stop && pl->generation == seen) pthread_cond_wait(&pl->go, &pl->mu);
-        if (pl->stop) break;
-        seen = pl->generation;
-        const cpu_range_fn fn = pl->fn;
-        void *ctx = pl->ctx;
-        const size_t n = pl->n;
-        const int parts = pl->parts;
-        pthread_mutex_unlock(&pl->mu);
-        if (me->index < parts) run_part(fn, ctx, n, parts, me->index);
-        pthread_mutex_lock(&pl->mu);
-        if (--pl->pending == 0) pthread_cond_signal(&pl->done);
-    }
-    pthread_mutex_unlock(&pl->mu);
-    return NULL;
-}
-
-static cpu_pool *pool_start(int nworkers) {
-    cpu_pool *pl = calloc(1, sizeof *pl);
-    if (!pl) return NULL;
-    pl->tid = calloc((size_t)nworkers, sizeof *pl->tid);
-    pl->workers = calloc((size_t)nworkers, sizeof *pl->workers);
-    if (!pl->tid || !pl->workers) {
-        free(pl->tid);
-        free(pl->workers);
-        free(pl);
-        return NULL;
-    }
-    pthread_mutex_init(&pl->mu, NULL);
-    pthread_cond_init(&pl->go, NULL);
-    pthread_cond_init(&pl->done, NULL);
-    for (int i = 0; i < nworkers; i++) {
-        pl->workers[i] = (cpu_worker){pl, i + 1};
-        if (pthread_create(&pl->tid[i], NULL, pool_worker, &pl->workers[i]) != 0) break;
-        pl->started++;
-    }
-    pl->nworkers = pl->started;
-    return pl;
-}
-
-void cpu_pool_free(cpu_state *st) {
-    cpu_pool *pl = st->pool;
-    if (!pl) return;
-    pthread_mutex_lock(&pl->mu);
-    pl->stop = 1;
-    pthread_cond_broadcast(&pl->go);
-    pthread_mutex_unlock(&pl->mu);
-    for (int i = 0; i < pl->started; i++) pthread_join(pl->tid[i], NULL);
-    pthread_mutex_destroy(&pl->mu);
-    pthread_cond_destroy(&pl->go);
-    pthread_cond_destroy(&pl->done);
-    free(pl->tid);
-    free(pl->workers);
-    free(pl);
-    st->pool = NULL;
-}
-
-/* parts used for n items: what cpu_parallel_for will split into (per-part scratch is sized by it) */
-static int parallel_parts(ab_backend *be, size_t n, size_t min_per_thread) {
-    const cpu_state *st = be->impl;
-    size_t parts = st->threads > 1 ? (size_t)st->threads : 1;
-    if (min_per_thread < 1) min_per_thread = 1;
-    if (n / min_per_thread < parts) parts = n / min_per_thread;
-    return parts < 1 ? 1 : (int)parts;
-}
-
-void cpu_parallel_for(ab_backend *be, size_t n, size_t min_per_thread, cpu_range_fn fn, void *ctx) {
-    cpu_state *st = be->impl;
-    int parts = parallel_parts(be, n, min_per_thread);
-    if (parts > 1 && !st->pool) st->pool = pool_start(st->threads - 1); /* on failure: serial */
-    cpu_pool *pl = st->pool;
-    if (pl && parts > pl->nworkers + 1) parts = pl->nworkers + 1;
-    if (parts <= 1 || !pl) {
-        /* the same split as in parallel, so that results never depend on the threads */
-        for (int i = 0; i < parts; i++) run_part(fn, ctx, n, parts, i);
-        return;
-    }
-    pthread_mutex_lock(&pl->mu);
-    pl->fn = fn;
-    pl->ctx = ctx;
-    pl->n = n;
-    pl->parts = parts;
-    pl->pending = pl->nworkers;
-    pl->generation++;
-    pthread_cond_broadcast(&pl->go);
-    pthread_mutex_unlock(&pl->mu);
-    run_part(fn, ctx, n, parts, 0);
-    pthread_mutex_lock(&pl->mu);
-    while (pl->pending > 0) pthread_cond_wait(&pl->done, &pl->mu);
-    pthread_mutex_unlock(&pl->mu);
-}
-
-/* ---- matrix products over the pool ---- */
-
-typedef struct {
-    int ta, tb, M, N, K, lda, ldb, ldc, by_rows;
-    float alpha, beta;
-    const float *A, *B;
-    float *C;
-} sgemm_job;
-
-static void sgemm_range(void *ctx, int part, size_t lo, size_t hi) {
-    (void)part;
-    const sgemm_job *j = ctx;
-    const int n = (int)(hi - lo), o = (int)lo;
-    if (j->by_rows) { /* rows o.. of op(A) and C */
-        const float *a = j->ta ? j->A + o : j->A + (size_t)o * j->lda;
-        cblas_sgemm(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans, j->tb ? CblasTrans : CblasNoTrans, n, j->N, j->K,
-                    j->alpha, a, j->lda, j->B, j->ldb, j->beta, j->C + (size_t)o * j->ldc, j->ldc);
-    } else { /* columns o.. of op(B) and C */
-        const float *b = j->tb ? j->B + (size_t)o * j->ldb : j->B + o;
-        cblas_sgemm(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans, j->tb ? CblasTrans : CblasNoTrans, j->M, n, j->K,
-                    j->alpha, j->A, j->lda, b, j->ldb, j->beta, j->C + o, j->ldc);
-    }
-}
-
-/* below this many multiply-adds one call does it: a second thread's start costs more */
-enum { SGEMM_PAR_MIN_MACS = 1 << 18, SGEMM_MIN_SPLIT = 32 };
-
-void cpu_sgemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
-               const float *B, int ldb, float beta, float *C, int ldc) {
-    const cpu_state *st = be->impl;
-    sgemm_job j = {ta, tb, M, N, K, lda, ldb, ldc, M >= N, alpha, beta, A, B, C};
-    const size_t along = j.by_rows ? (size_t)M : (size_t)N;
-    if (st->threads <= 1 || (double)M * N * K < SGEMM_PAR_MIN_MACS || along < 2 * SGEMM_MIN_SPLIT) {
-        sgemm_range(&j, 0, 0, along);
-        return;
-    }
-    cpu_parallel_for(be, along, SGEMM_MIN_SPLIT, sgemm_range, &j);
-}
 
 /* ---- conversions in parallel ---- */
 
@@ -545,7 +380,7 @@ static int bn_setup(ab_backend *be, const char *op, int M, int C, ab_dtype t, bn
     j->C = C;
     j->t = t;
     j->rows_per_block = BN_BLOCK_ELEMS / C > 0 ? BN_BLOCK_ELEMS / C : 1;
-    const int parts = parallel_parts(be, bn_blocks(j), 1);
+    const int parts = cpu_parallel_parts(be, bn_blocks(j), 1);
     /* doubles (blocks * 2 * C) and per-thread widening buffers in one slot */
     const size_t nd = bn_blocks(j) * 2 * (size_t)C;
     const size_t nbuf = (size_t)parts * 2 * j->rows_per_block * C;
@@ -768,7 +603,7 @@ static void maxpool_fwd_range(void *ctx, int part, size_t lo, size_t hi) {
 int cpu_maxpool_forward(ab_backend *be, const ab_pool_shape *s, ab_dtype t, const void *x, void *y) {
     AB_TRY(pool_check("maxpool_forward", s, t));
     const size_t HWC = (size_t)s->H * s->W * s->C, PQC = (size_t)s->P * s->Q * s->C;
-    const int parts = parallel_parts(be, (size_t)s->N, 1);
+    const int parts = cpu_parallel_parts(be, (size_t)s->N, 1);
     pool_job j = {s, t, x, NULL, NULL, y, NULL, t == AB_F32 ? 0 : HWC + PQC};
     if (t != AB_F32 && !(j.buf = cpu_scratch_get(be, CPU_SLOT_LAYER_X, (size_t)parts * j.buf_per_part))) return -1;
     cpu_parallel_for(be, (size_t)s->N, 1, maxpool_fwd_range, &j);
@@ -826,7 +661,7 @@ int cpu_maxpool_backward(ab_backend *be, const ab_pool_shape *s, ab_dtype t, con
                          const void *dy, void *dx) {
     AB_TRY(pool_check("maxpool_backward", s, t));
     const size_t HWC = (size_t)s->H * s->W * s->C, PQC = (size_t)s->P * s->Q * s->C;
-    const int parts = parallel_parts(be, (size_t)s->N, 1);
+    const int parts = cpu_parallel_parts(be, (size_t)s->N, 1);
     /* per part: x, dx (HWC each), y, dy (PQC each) in fp32, then C bytes of flags */
     const size_t per_part = (t == AB_F32 ? 0 : 2 * HWC + 2 * PQC) + ((size_t)s->C + 3) / 4;
     pool_job j = {s, t, x, y, dy, dx, NULL, per_part};
@@ -864,7 +699,7 @@ static void avgpool_fwd_range(void *ctx, int part, size_t lo, size_t hi) {
 int cpu_avgpool_forward(ab_backend *be, int N, int HW, int C, ab_dtype t, const void *x, void *y) {
     AB_TRY(check_dtype("avgpool_forward", t));
     if (N < 1 || HW < 1 || C < 1) return ab_errorf("avgpool_forward: bad shape N=%d HW=%d C=%d", N, HW, C);
-    const int parts = parallel_parts(be, (size_t)N, 1);
+    const int parts = cpu_parallel_parts(be, (size_t)N, 1);
     avg_job j = {HW, C, t, x, y, cpu_scratch_get(be, CPU_SLOT_LAYER_X, (size_t)parts * 2 * C)};
     if (!j.buf) return -1;
     cpu_parallel_for(be, (size_t)N, 1, avgpool_fwd_range, &j);
@@ -888,7 +723,7 @@ static void avgpool_bwd_range(void *ctx, int part, size_t lo, size_t hi) {
 int cpu_avgpool_backward(ab_backend *be, int N, int HW, int C, ab_dtype t, const void *dy, void *dx) {
     AB_TRY(check_dtype("avgpool_backward", t));
     if (N < 1 || HW < 1 || C < 1) return ab_errorf("avgpool_backward: bad shape N=%d HW=%d C=%d", N, HW, C);
-    const int parts = parallel_parts(be, (size_t)N, 1);
+    const int parts = cpu_parallel_parts(be, (size_t)N, 1);
     avg_job j = {HW, C, t, dy, dx, cpu_scratch_get(be, CPU_SLOT_LAYER_X, (size_t)parts * 2 * C)};
     if (!j.buf) return -1;
     cpu_parallel_for(be, (size_t)N, 1, avgpool_bwd_range, &j);

@@ -1,0 +1,287 @@
+/* The CPU backend's runtime, below its ops: host memory charged to the tracker, scratch buffers
+ * (allocated once, grown, kept until destroy), the exact fp16/bf16 <-> fp32 conversions, the
+ * thread pool the loops around the GEMMs run on, and sgemm over that pool. backend_cpu.c,
+ * layers_cpu.c and transformer_cpu.c call it; it calls none of them. */
+#include <cblas.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_features.h"
+#include "half.h"
+#include "runtime_cpu.h"
+
+static float f16_table[65536];
+static pthread_once_t f16_table_once = PTHREAD_ONCE_INIT;
+static void f16_table_init(void) {
+    for (uint32_t i = 0; i < 65536; i++) f16_table[i] = ab_f16_to_f32((uint16_t)i);
+}
+
+const float *cpu_f16_table(void) {
+    pthread_once(&f16_table_once, f16_table_init);
+    return f16_table;
+}
+
+/* ---- host memory and scratch ---- */
+
+void *cpu_alloc(ab_backend *be, ab_mem_category cat, size_t bytes) {
+    if (ab_mem_admit(&be->mem, cat, bytes) != 0) return NULL;
+    const size_t rounded = (bytes + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, rounded ? rounded : 64);
+    if (!p) {
+        ab_errorf("out of host memory allocating %zu bytes for %s", bytes, ab_mem_category_name(cat));
+        return NULL;
+    }
+    ab_mem_charge(&be->mem, cat, bytes);
+    return p;
+}
+
+void cpu_release(ab_backend *be, ab_mem_category cat, void *p, size_t bytes) {
+    if (!p) return;
+    free(p);
+    ab_mem_release(&be->mem, cat, bytes);
+}
+
+float *cpu_scratch_get(ab_backend *be, int slot, size_t n) {
+    cpu_state *st = be->impl;
+    scratch_buf *s = &st->scratch[slot];
+    const size_t bytes = n * sizeof(float);
+    if (s->bytes < bytes) {
+        cpu_release(be, AB_MEM_CPU_SCRATCH, s->p, s->bytes);
+        s->p = cpu_alloc(be, AB_MEM_CPU_SCRATCH, bytes);
+        s->bytes = s->p ? bytes : 0;
+    }
+    return s->p;
+}
+
+/* ---- conversions ---- */
+
+static void widen_f16_f16c(size_t n, const uint16_t *src, float *dst);
+
+void cpu_widen(size_t n, ab_dtype t, const void *src, float *dst) {
+    if (t == AB_F16) {
+        const uint16_t *s = src;
+        if (ab_cpu_has_f16c()) {
+            widen_f16_f16c(n, s, dst);
+            return;
+        }
+        pthread_once(&f16_table_once, f16_table_init);
+        for (size_t i = 0; i < n; i++) dst[i] = f16_table[s[i]];
+    } else if (t == AB_BF16) {
+        const uint16_t *s = src;
+        for (size_t i = 0; i < n; i++) dst[i] = ab_bf16_to_f32(s[i]);
+    } else {
+        memcpy(dst, src, n * sizeof(float));
+    }
+}
+
+/* fp32 -> fp16 in bulk. Where the CPU has F16C its conversion instruction is used: it rounds
+ * to nearest even with IEEE overflow, subnormal and NaN handling, bit-identical to
+ * ab_f32_to_f16 (tests/test_half.c checks the two against each other on every tested value).
+ * fp16 -> fp32 likewise: exact for every finite value and infinity; a block holding a NaN takes
+ * the scalar path, which keeps a signalling NaN's bits where the instruction would quieten it
+ * (tests/test_layers.c compares all 65536 values). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+__attribute__((target("avx,f16c"))) static void widen_f16_f16c(size_t n, const uint16_t *src, float *dst) {
+    const __m128i expmask = _mm_set1_epi16(0x7c00);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m128i h = _mm_loadu_si128((const __m128i *)(src + i));
+        if (_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(h, expmask), expmask))) {
+            for (size_t k = i; k < i + 8; k++) dst[k] = ab_f16_to_f32(src[k]);
+        } else {
+            _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+        }
+    }
+    for (; i < n; i++) dst[i] = ab_f16_to_f32(src[i]);
+}
+__attribute__((target("avx,f16c"))) static void narrow_f16_f16c(size_t n, const float *src, uint16_t *dst) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) dst[i] = ab_f32_to_f16(src[i]);
+}
+#else
+static void narrow_f16_f16c(size_t n, const float *src, uint16_t *dst) { (void)n, (void)src, (void)dst; }
+static void widen_f16_f16c(size_t n, const uint16_t *src, float *dst) { (void)n, (void)src, (void)dst; }
+#endif
+
+void cpu_narrow(size_t n, const float *src, ab_dtype t, void *dst) {
+    if (t == AB_F16) {
+        uint16_t *d = dst;
+        if (ab_cpu_has_f16c()) {
+            narrow_f16_f16c(n, src, d);
+            return;
+        }
+        for (size_t i = 0; i < n; i++) d[i] = ab_f32_to_f16(src[i]);
+    } else if (t == AB_BF16) {
+        uint16_t *d = dst;
+        for (size_t i = 0; i < n; i++) d[i] = ab_f32_to_bf16(src[i]);
+    } else {
+        memcpy(dst, src, n * sizeof(float));
+    }
+}
+
+/* ---- thread pool: the loops around the GEMMs (im2col, col2im, conversions, batch norm,
+ * pooling) run on the same number of threads as OpenBLAS, through plain pthreads (OpenMP's
+ * spinning workers would compete with OpenBLAS's own threads for the same cores). ---- */
+
+typedef struct {
+    cpu_pool *pool;
+    int index;
+} cpu_worker;
+
+struct cpu_pool {
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    int nworkers, started, stop, pending;
+    unsigned long generation;
+    pthread_t *tid;
+    cpu_worker *workers;
+    cpu_range_fn fn; /* the current job */
+    void *ctx;
+    size_t n;
+    int parts;
+};
+
+static void run_part(cpu_range_fn fn, void *ctx, size_t n, int parts, int i) {
+    const size_t lo = n * (size_t)i / (size_t)parts, hi = n * (size_t)(i + 1) / (size_t)parts;
+    if (lo < hi) fn(ctx, i, lo, hi);
+}
+
+static void *pool_worker(void *arg) {
+    cpu_worker *me = arg;
+    cpu_pool *pl = me->pool;
+    unsigned long seen = 0;
+    pthread_mutex_lock(&pl->mu);
+    for (;;) {
+        while (!pl->stop && pl->generation == seen) pthread_cond_wait(&pl->go, &pl->mu);
+        if (pl->stop) break;
+        seen = pl->generation;
+        const cpu_range_fn fn = pl->fn;
+        void *ctx = pl->ctx;
+        const size_t n = pl->n;
+        const int parts = pl->parts;
+        pthread_mutex_unlock(&pl->mu);
+        if (me->index < parts) run_part(fn, ctx, n, parts, me->index);
+        pthread_mutex_lock(&pl->mu);
+        if (--pl->pending == 0) pthread_cond_signal(&pl->done);
+    }
+    pthread_mutex_unlock(&pl->mu);
+    return NULL;
+}
+
+static cpu_pool *pool_start(int nworkers) {
+    cpu_pool *pl = calloc(1, sizeof *pl);
+    if (!pl) return NULL;
+    pl->tid = calloc((size_t)nworkers, sizeof *pl->tid);
+    pl->workers = calloc((size_t)nworkers, sizeof *pl->workers);
+    if (!pl->tid || !pl->workers) {
+        free(pl->tid);
+        free(pl->workers);
+        free(pl);
+        return NULL;
+    }
+    pthread_mutex_init(&pl->mu, NULL);
+    pthread_cond_init(&pl->go, NULL);
+    pthread_cond_init(&pl->done, NULL);
+    for (int i = 0; i < nworkers; i++) {
+        pl->workers[i] = (cpu_worker){pl, i + 1};
+        if (pthread_create(&pl->tid[i], NULL, pool_worker, &pl->workers[i]) != 0) break;
+        pl->started++;
+    }
+    pl->nworkers = pl->started;
+    return pl;
+}
+
+void cpu_pool_free(cpu_state *st) {
+    cpu_pool *pl = st->pool;
+    if (!pl) return;
+    pthread_mutex_lock(&pl->mu);
+    pl->stop = 1;
+    pthread_cond_broadcast(&pl->go);
+    pthread_mutex_unlock(&pl->mu);
+    for (int i = 0; i < pl->started; i++) pthread_join(pl->tid[i], NULL);
+    pthread_mutex_destroy(&pl->mu);
+    pthread_cond_destroy(&pl->go);
+    pthread_cond_destroy(&pl->done);
+    free(pl->tid);
+    free(pl->workers);
+    free(pl);
+    st->pool = NULL;
+}
+
+/* parts used for n items: what cpu_parallel_for will split into (per-part scratch is sized by it) */
+int cpu_parallel_parts(ab_backend *be, size_t n, size_t min_per_thread) {
+    const cpu_state *st = be->impl;
+    size_t parts = st->threads > 1 ? (size_t)st->threads : 1;
+    if (min_per_thread < 1) min_per_thread = 1;
+    if (n / min_per_thread < parts) parts = n / min_per_thread;
+    return parts < 1 ? 1 : (int)parts;
+}
+
+void cpu_parallel_for(ab_backend *be, size_t n, size_t min_per_thread, cpu_range_fn fn, void *ctx) {
+    cpu_state *st = be->impl;
+    int parts = cpu_parallel_parts(be, n, min_per_thread);
+    if (parts > 1 && !st->pool) st->pool = pool_start(st->threads - 1); /* on failure: serial */
+    cpu_pool *pl = st->pool;
+    if (pl && parts > pl->nworkers + 1) parts = pl->nworkers + 1;
+    if (parts <= 1 || !pl) {
+        /* the same split as in parallel, so that results never depend on the threads */
+        for (int i = 0; i < parts; i++) run_part(fn, ctx, n, parts, i);
+        return;
+    }
+    pthread_mutex_lock(&pl->mu);
+    pl->fn = fn;
+    pl->ctx = ctx;
+    pl->n = n;
+    pl->parts = parts;
+    pl->pending = pl->nworkers;
+    pl->generation++;
+    pthread_cond_broadcast(&pl->go);
+    pthread_mutex_unlock(&pl->mu);
+    run_part(fn, ctx, n, parts, 0);
+    pthread_mutex_lock(&pl->mu);
+    while (pl->pending > 0) pthread_cond_wait(&pl->done, &pl->mu);
+    pthread_mutex_unlock(&pl->mu);
+}
+
+/* ---- matrix products over the pool ---- */
+
+typedef struct {
+    int ta, tb, M, N, K, lda, ldb, ldc, by_rows;
+    float alpha, beta;
+    const float *A, *B;
+    float *C;
+} sgemm_job;
+
+static void sgemm_range(void *ctx, int part, size_t lo, size_t hi) {
+    (void)part;
+    const sgemm_job *j = ctx;
+    const int n = (int)(hi - lo), o = (int)lo;
+    if (j->by_rows) { /* rows o.. of op(A) and C */
+        const float *a = j->ta ? j->A + o : j->A + (size_t)o * j->lda;
+        cblas_sgemm(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans, j->tb ? CblasTrans : CblasNoTrans, n, j->N, j->K,
+                    j->alpha, a, j->lda, j->B, j->ldb, j->beta, j->C + (size_t)o * j->ldc, j->ldc);
+    } else { /* columns o.. of op(B) and C */
+        const float *b = j->tb ? j->B + (size_t)o * j->ldb : j->B + o;
+        cblas_sgemm(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans, j->tb ? CblasTrans : CblasNoTrans, j->M, n, j->K,
+                    j->alpha, j->A, j->lda, b, j->ldb, j->beta, j->C + o, j->ldc);
+    }
+}
+
+/* below this many multiply-adds one call does it: a second thread's start costs more */
+enum { SGEMM_PAR_MIN_MACS = 1 << 18, SGEMM_MIN_SPLIT = 32 };
+
+void cpu_sgemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+               const float *B, int ldb, float beta, float *C, int ldc) {
+    const cpu_state *st = be->impl;
+    sgemm_job j = {ta, tb, M, N, K, lda, ldb, ldc, M >= N, alpha, beta, A, B, C};
+    const size_t along = j.by_rows ? (size_t)M : (size_t)N;
+    if (st->threads <= 1 || (double)M * N * K < SGEMM_PAR_MIN_MACS || along < 2 * SGEMM_MIN_SPLIT) {
+        sgemm_range(&j, 0, 0, along);
+        return;
+    }
+    cpu_parallel_for(be, along, SGEMM_MIN_SPLIT, sgemm_range, &j);
+}

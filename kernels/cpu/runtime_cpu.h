@@ -1,0 +1,67 @@
+/* Private to kernels/cpu: the runtime under the CPU backend's ops (runtime_cpu.c): its state,
+ * host memory charged to the backend's tracker, scratch buffers charged to AB_MEM_CPU_SCRATCH
+ * (allocated once, grown, kept until destroy), the exact fp16/bf16 <-> fp32 conversions, a
+ * small thread pool for the loops around the GEMMs, and sgemm over that pool. */
+#ifndef AB_RUNTIME_CPU_H
+#define AB_RUNTIME_CPU_H
+
+#include "backend.h"
+
+typedef struct {
+    void *p;
+    size_t bytes;
+} scratch_buf;
+
+/* Scratch slots. 0-4 belong to backend_cpu.c (gemm: widened A, widened B, fp32 product,
+ * widened bias, old C row; col_sum and gather_normalize reuse 2 and 4); the rest to
+ * layers_cpu.c, one per role so that an op's buffers never alias each other. */
+enum {
+    CPU_SLOT_LAYER_X = 5,  /* fp32 input chunk (widened x, or dy for backward_filter's x) */
+    CPU_SLOT_LAYER_COL,    /* im2col columns / dcol */
+    CPU_SLOT_LAYER_W,      /* widened filter */
+    CPU_SLOT_LAYER_OUT,    /* fp32 result chunk before the one rounding */
+    CPU_SLOT_LAYER_DY,     /* widened dy chunk */
+    CPU_SLOT_LAYER_ACC,    /* fp32 accumulators: dw, per-thread partial sums */
+    CPU_SCRATCH_COUNT
+};
+
+typedef struct cpu_pool cpu_pool;
+
+typedef struct {
+    scratch_buf scratch[CPU_SCRATCH_COUNT];
+    int threads;    /* threads for the loops around the GEMMs (OpenBLAS's own count) */
+    cpu_pool *pool; /* started on first use, NULL with one thread */
+} cpu_state;
+
+/* Host memory of bytes (64-byte aligned) charged to category cat of be->mem, or NULL with
+ * ab_error (out of memory, or over the memory limit); release credits it back. */
+void *cpu_alloc(ab_backend *be, ab_mem_category cat, size_t bytes);
+void cpu_release(ab_backend *be, ab_mem_category cat, void *p, size_t bytes);
+
+/* fp32 scratch of at least n elements in slot (grown, never shrunk); NULL with ab_error. */
+float *cpu_scratch_get(ab_backend *be, int slot, size_t n);
+/* every fp16 bit pattern's fp32 value (65536 entries), built on first use */
+const float *cpu_f16_table(void);
+/* dst = src exactly (fp16/bf16 -> fp32) */
+void cpu_widen(size_t n, ab_dtype t, const void *src, float *dst);
+/* dst = src rounded once to nearest even (fp32 -> fp16/bf16), F16C where the CPU has it */
+void cpu_narrow(size_t n, const float *src, ab_dtype t, void *dst);
+
+/* Runs fn(ctx, part, lo, hi) over [0, n) cut into `part`s 0, 1, ... of contiguous ranges, at
+ * most st->threads of them and none under min_per_thread items, the calling thread taking part 0;
+ * returns when all are done. part indexes per-thread scratch. The split depends only on n and the
+ * thread count, and callers keep their sums independent of it. */
+typedef void (*cpu_range_fn)(void *ctx, int part, size_t lo, size_t hi);
+void cpu_parallel_for(ab_backend *be, size_t n, size_t min_per_thread, cpu_range_fn fn, void *ctx);
+/* the parts cpu_parallel_for splits n items into (per-part scratch is sized by it) */
+int cpu_parallel_parts(ab_backend *be, size_t n, size_t min_per_thread);
+void cpu_pool_free(cpu_state *st);
+
+/* C = alpha op(A) op(B) + beta C, row-major, over the pool: OpenBLAS itself runs single-threaded
+ * (its spinning workers would otherwise compete with the pool's for the same cores) and each part
+ * of the pool takes a block of C's rows, or of its columns when there are few rows, so that every
+ * element comes from one sgemm call. */
+void cpu_sgemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+               const float *B, int ldb, float beta, float *C, int ldc);
+
+#endif
