@@ -18,6 +18,7 @@
 
 #include "comm.h"
 #include "glue.h"
+#include "params.h"
 #include "workloads.h"
 #include "wordpiece.h"
 #include "train.h"
@@ -433,9 +434,11 @@ static int run_bench(ab_train_config *c, int repeats) {
         printf("ampbench bench: model %s, %s, precision %s, device %s, batch %d, %d run(s) of %d epoch(s)\n", c->model,
            c->dataset, ab_precision_name(c->precision), c->device, c->batch_size, repeats, c->epochs);
     int rc = 0;
+    ab_device_info dev = {0}; /* what the runs ran on, as the backend described itself */
     for (int r = 0; r < repeats && rc == 0 && !ab_stop_requested; r++) {
         ab_run_record rec;
         rc = ab_train_run(c, &rec);
+        if (rc == 0) dev = rec.device;
         if (rc == 0 && lead) {
             double t = 0.0, n = 0.0;
             for (int e = 0; e < rec.n_epochs; e++) {
@@ -460,10 +463,9 @@ static int run_bench(ab_train_config *c, int repeats) {
         const double med_epoch = median(epoch_s, repeats), med_sps = median(sps, repeats); /* sorts both */
         printf("median: %.3f s/epoch (min %.3f, max %.3f), %.0f samples/s\n", med_epoch, epoch_s[0],
                epoch_s[repeats - 1], med_sps);
-        if (strcmp(c->device, "cpu") == 0) {
-            const char *hint = ab_backend_cpu_blas_hint();
-            printf("BLAS: %s\n", ab_backend_cpu_blas_info());
-            if (hint) printf("note: %s\n", hint);
+        if (dev.is_host) {
+            printf("BLAS: %s\n", dev.blas);
+            if (dev.note[0]) printf("note: %s\n", dev.note);
         }
     }
     free(epoch_s);
@@ -483,7 +485,7 @@ static int fits(const ab_train_config *c, int batch, double *peak, double *need,
     ab_run_record rec;
     ab_trainer *tr = NULL;
     int rc = ab_trainer_create(&t, &rec, &tr);
-    if (rc == 0 && strcmp(rec.backend, "cpu") != 0) {
+    if (rc == 0 && !ab_trainer_params(tr)->be->ops->is_host) {
         const int n = ab_trainer_train_samples(tr);
         int32_t *order = malloc((size_t)batch * sizeof *order);
         ab_step_result r;

@@ -1,6 +1,7 @@
 /* The backend interface: a table of operations plus a context. The CPU backend
  * (kernels/cpu) is the reference every other backend is checked against. Pointers handed to
- * an op live in the backend's memory space (host for cpu, device for cuda). Matrices are
+ * an op live in the backend's memory space (the host's when is_host, else the device's). The
+ * core asks the table what a backend can do and never names one. Matrices are
  * row-major. Element types are explicit per operand; matrix products accumulate in fp32 and
  * round once to the output type, as tensor-core GEMMs with fp32 accumulation do. */
 #ifndef AB_BACKEND_H
@@ -57,12 +58,17 @@ typedef struct {
     const int32_t *aug; /* (B, 3): dy, dx, flip */
 } ab_image_aug;
 
-/* What a device backend reports about itself and the driver's view of its memory (bytes).
- * Filled by the optional describe op; the CPU backend has none. */
+/* What a backend reports about itself (the describe op), for the record: what computes, with
+ * which libraries, and for a device the driver's view of its memory (bytes). A host backend
+ * fills is_host, name, blas and note and leaves the device fields 0. */
 typedef struct {
-    char name[128];                      /* "NVIDIA H200" */
+    int is_host;                         /* as the backend's ops->is_host: name is the host CPU's */
+    char name[160];                      /* "AMD EPYC 7B13" (/proc/cpuinfo's model name), "NVIDIA H200" */
+    char blas[160], dnn[32];             /* "OpenBLAS 0.3.21 ..., single-threaded calls in a pool of 2 threads",
+                                            "cuBLASLt 13.0.0"; "cuDNN 9.13.0" ("" when none) */
+    char note[256];                      /* a set-up that costs speed, in one line (OpenBLAS on
+                                            generic kernels), or "" */
     char driver[32], runtime[32];        /* CUDA driver and runtime versions, "13.0" */
-    char blas[64], dnn[32];              /* "cuBLASLt 13.0.0", "cuDNN 9.13.0" */
     int cc_major, cc_minor;              /* compute capability */
     size_t mem_total;                    /* device memory, as the driver counts it */
     size_t mem_used_start;               /* in use (all processes) when the backend started */
@@ -72,7 +78,10 @@ typedef struct {
 } ab_device_info;
 
 typedef struct ab_backend_ops {
-    const char *name;
+    const char *name; /* for people (the record's backend field); the core never compares it */
+    /* 1: the backend's memory is the host's, so the host reads and writes its buffers directly
+     * (upload and download are copies); 0: device memory, reached through upload and download */
+    int is_host;
     void (*destroy)(ab_backend *be);
 
     /* memory: every allocation is charged to a category of be->mem */
@@ -247,7 +256,7 @@ typedef struct ab_backend_ops {
     /* x *= s */
     int (*scale)(ab_backend *be, size_t n, float *x, float s);
 
-    /* Optional (NULL on the CPU backend): fills info; 0 or -1. */
+    /* fills info (above); 0 or -1 */
     int (*describe)(ab_backend *be, ab_device_info *info);
     /* Optional timing of batch assembly on the device's own clock (NULL: the caller times with
      * the host clock). data_mark(be, 1) / data_mark(be, 0) bracket one batch's gather; data_time

@@ -166,13 +166,13 @@ static cJSON *build(const ab_train_config *c, const ab_run_record *r) {
     char hostname[256] = "unknown";
     gethostname(hostname, sizeof hostname - 1);
     cJSON_AddStringToObject(h, "hostname", hostname);
-    cJSON_AddStringToObject(h, "cpu", strcmp(r->backend, "cpu") == 0 ? r->device_name : "");
+    cJSON_AddStringToObject(h, "cpu", r->device.is_host ? r->device_name : "");
     cJSON_AddNumberToObject(h, "cores", (double)sysconf(_SC_NPROCESSORS_ONLN));
     cJSON_AddNumberToObject(h, "threads", c->threads);
     cJSON_AddStringToObject(h, "backend", r->backend);
     cJSON_AddStringToObject(h, "device", r->device_name);
     cJSON_AddStringToObject(h, "blas", r->blas);
-    if (r->device.name[0]) add_gpu(o, &r->device);
+    if (r->device.name[0] && !r->device.is_host) add_gpu(o, &r->device);
 
     cJSON *ep = cJSON_AddArrayToObject(o, "epochs");
     double total = 0.0, samples = 0.0;

@@ -126,8 +126,8 @@ static uint64_t fnv1a(const char *s) {
 static int gather_gpus(trainer *t) {
     ab_run_record *rec = t->rec;
     if (!(rec->gpu_per_rank = calloc((size_t)t->comm->size, sizeof(int64_t)))) return ab_errorf("out of host memory");
-    const int on_cpu = strcmp(t->be->ops->name, "cpu") == 0 || t->comm->device < 0;
-    return t->comm->ops->allgather_i64(t->comm, on_cpu ? -1 : (int64_t)t->comm->device, rec->gpu_per_rank);
+    const int on_host = t->be->ops->is_host || t->comm->device < 0;
+    return t->comm->ops->allgather_i64(t->comm, on_host ? -1 : (int64_t)t->comm->device, rec->gpu_per_rank);
 }
 
 /* Every rank must train the same model the same way: a hash of what must agree, all-reduced
@@ -592,29 +592,14 @@ static int gather_peaks(trainer *t) {
 
 static int verbose(const trainer *t) { return !t->cfg->quiet && t->rec->rank == 0; }
 
-/* the machine the run is on, for the record: the CPU and its BLAS, or the device */
+/* the machine the run is on, for the record: what computes (the CPU's model, or the GPU's) and
+ * its libraries, as the backend describes itself */
 static int describe_device(trainer *t) {
     ab_run_record *rec = t->rec;
-    if (strcmp(rec->backend, "cpu") == 0) {
-        char cpu[160] = "unknown CPU";
-        FILE *f = fopen("/proc/cpuinfo", "r");
-        char line[512];
-        while (f && fgets(line, sizeof line, f))
-            if (strncmp(line, "model name", 10) == 0) {
-                const char *v = strchr(line, ':');
-                if (v) snprintf(cpu, sizeof cpu, "%s", v + 2);
-                cpu[strcspn(cpu, "\n")] = 0;
-                break;
-            }
-        if (f) fclose(f);
-        snprintf(rec->device_name, sizeof rec->device_name, "%s", cpu);
-        snprintf(rec->blas, sizeof rec->blas, "%s", ab_backend_cpu_blas_info());
-    }
-    if (t->be->ops->describe) {
-        AB_TRY(t->be->ops->describe(t->be, &rec->device));
-        snprintf(rec->device_name, sizeof rec->device_name, "%s", rec->device.name);
-        snprintf(rec->blas, sizeof rec->blas, "%s, %s", rec->device.blas, rec->device.dnn);
-    }
+    AB_TRY(t->be->ops->describe(t->be, &rec->device));
+    snprintf(rec->device_name, sizeof rec->device_name, "%s", rec->device.name);
+    if (rec->device.dnn[0]) snprintf(rec->blas, sizeof rec->blas, "%s, %s", rec->device.blas, rec->device.dnn);
+    else snprintf(rec->blas, sizeof rec->blas, "%s", rec->device.blas);
     return 0;
 }
 

@@ -120,7 +120,7 @@ typedef struct {
     size_t n_curve, cap_curve;
     ab_scaler scaler;
     ab_mem mem;
-    ab_device_info device; /* from the backend's describe op; device.name[0] == 0 when it has none */
+    ab_device_info device; /* from the backend's describe op (is_host: the CPU; else the device) */
     int complete, interrupted;
     /* data parallelism: world_size 1 and engine "none" for a single process */
     int world_size, rank;

@@ -271,6 +271,29 @@ static int cpu_gather_normalize(ab_backend *be, int B, int D, const uint8_t *dat
     return 0;
 }
 
+/* the host CPU's model as /proc/cpuinfo names it, OpenBLAS's build and the pool, and whether
+ * OpenBLAS runs generic kernels on a CPU with wider vectors */
+static int cpu_describe(ab_backend *be, ab_device_info *info) {
+    (void)be;
+    *info = (ab_device_info){.is_host = 1};
+    char cpu[160] = "unknown CPU";
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[512];
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "model name", 10) == 0) {
+            const char *v = strchr(line, ':');
+            if (v) snprintf(cpu, sizeof cpu, "%s", v + 2);
+            cpu[strcspn(cpu, "\n")] = 0;
+            break;
+        }
+    if (f) fclose(f);
+    snprintf(info->name, sizeof info->name, "%s", cpu);
+    snprintf(info->blas, sizeof info->blas, "%s", ab_backend_cpu_blas_info());
+    const char *hint = ab_backend_cpu_blas_hint();
+    if (hint) snprintf(info->note, sizeof info->note, "%s", hint);
+    return 0;
+}
+
 static void cpu_destroy(ab_backend *be) {
     if (!be) return;
     cpu_state *st = be->impl;
@@ -282,6 +305,7 @@ static void cpu_destroy(ab_backend *be) {
 
 static const ab_backend_ops cpu_ops = {
     .name = "cpu",
+    .is_host = 1,
     .destroy = cpu_destroy,
     .alloc = cpu_alloc,
     .release = cpu_release,
@@ -330,6 +354,7 @@ static const ab_backend_ops cpu_ops = {
     .gather_rows = cpu_gather_rows,
     .sum_squares = cpu_sum_squares,
     .scale = cpu_scale,
+    .describe = cpu_describe,
 };
 
 static int default_threads, pool_threads; /* OpenBLAS's own default, before it is set to 1; the last backend's */

@@ -947,6 +947,7 @@ static ab_backend_ops make_ops(void) {
     ab_backend_ops o;
     memset(&o, 0, sizeof o);
     o.name = "cuda";
+    o.is_host = 0; /* device memory: the host reaches it through upload and download */
     o.destroy = cuda_destroy;
     o.alloc = cuda_alloc;
     o.release = cuda_release;

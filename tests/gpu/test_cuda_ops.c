@@ -496,12 +496,14 @@ static void test_memory_and_describe(void) {
     AB_CHECK(gpu->ops->zero(gpu, p, 12345) == 0, "zero: %s", ab_error());
     ab_release(gpu, AB_MEM_ACTIVATIONS, p, 12345);
     AB_CHECK(gpu->mem.current[AB_MEM_ACTIVATIONS] == before, "release credited");
-    if (!gpu->ops->describe) { /* the CPU stand-in */
-        AB_CHECK(strcmp(gpu->ops->name, "cpu") == 0, "the %s backend has no describe op", gpu->ops->name);
-        return;
-    }
     ab_device_info info;
     AB_CHECK(gpu->ops->describe(gpu, &info) == 0, "describe");
+    AB_CHECK(info.is_host == gpu->ops->is_host, "describe says is_host %d, the ops %d", info.is_host, gpu->ops->is_host);
+    if (gpu->ops->is_host) { /* the CPU stand-in: the host CPU and its BLAS, no device fields */
+        AB_CHECK(info.name[0] && info.blas[0] && info.mem_total == 0, "describe of the host: '%s', '%s', %zu", info.name,
+                 info.blas, info.mem_total);
+        return;
+    }
     AB_CHECK(info.name[0] && info.mem_total > 0 && info.mem_used_peak >= info.mem_used_start, "describe: '%s' total %zu",
              info.name, info.mem_total);
     printf("device: %s (cc %d.%d), driver %s, runtime %s, %s, %s\n", info.name, info.cc_major, info.cc_minor,
