@@ -16,11 +16,13 @@
 
 #include <cjson/cJSON.h>
 
-#include "comm.h"
+#include "backend_cpu.h"
+#include "comm_engines.h"
 #include "glue.h"
 #include "params.h"
-#include "workloads.h"
+#include "platform.h"
 #include "wordpiece.h"
+#include "workloads.h"
 #include "train.h"
 #include "version.h"
 
@@ -615,7 +617,7 @@ static int line_probes(fit_search *s, double limit) {
 }
 
 static int find_max_batch(const ab_train_config *c) {
-    if (!c->memory_limit && strcmp(c->device, "cpu") == 0)
+    if (!c->memory_limit && ab_device_is_host(c->device) == 1)
         return ab_errorf("--find-max-batch on the CPU needs --memory-limit SIZE (the memory to fit in)");
     fit_search s = {.c = c, .probes = cJSON_CreateArray()};
     int rc = c->memory_limit ? line_probes(&s, (double)c->memory_limit) : 0;
@@ -758,6 +760,7 @@ int main(int argc, char **argv) {
     cli opts = {.repeats = 5};
     ab_train_config_defaults(&opts.cfg);
     opts.cfg.workload = &ab_workloads;
+    opts.cfg.platform = &ab_platform;
     /* two passes: the first only learns --model, whose recipe then sets the defaults that the
      * second pass's options override */
     cli first = opts;

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "backend_cpu.h"
 #include "rng.h"
 #include "timer.h"
 

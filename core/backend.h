@@ -272,17 +272,6 @@ struct ab_backend {
     void *impl; /* backend-private state */
 };
 
-/* CPU backend; threads <= 0 leaves OpenBLAS's default. Never fails except on allocation. */
-ab_backend *ab_backend_cpu_create(int threads);
-/* A short description of the CPU's BLAS ("OpenBLAS 0.3.21 ..."). */
-const char *ab_backend_cpu_blas_info(void);
-/* A one-line note when OpenBLAS fell back to generic kernels on a CPU with wider vectors, or NULL. */
-const char *ab_backend_cpu_blas_hint(void);
-/* "SkylakeX" or "Haswell" when OpenBLAS fell back to generic kernels on a CPU that has AVX-512 or
- * AVX2 (OpenBLAS chooses when it loads, from the CPU models it knows; virtual machines often report
- * others); NULL when its choice is already right */
-const char *ab_backend_cpu_blas_better_core(void);
-
 /* Tracked helpers over be->ops */
 void *ab_alloc(ab_backend *be, ab_mem_category cat, size_t bytes);
 void ab_release(ab_backend *be, ab_mem_category cat, void *p, size_t bytes);

@@ -1,10 +1,13 @@
 /* The communicator: the collectives data-parallel training needs, behind one table of
- * operations, with three engines:
- *   self  world size 1, no MPI at all (no launcher, no MPI_Init);
- *   mpi   OpenMPI collectives on host buffers (device buffers are staged through the host);
- *   nccl  NCCL collectives on device buffers, bootstrapped over MPI (kernels/cuda/comm_nccl.cu).
- * Buffer collectives (allreduce, broadcast) take pointers in the backend's memory space; the
- * small host-side reductions (overflow flag, loss, config check, timings) always go over MPI. */
+ * operations. The core sees only this table; the engines live in comm/ (comm/comm_engines.h):
+ *   self  world size 1, no MPI at all (no launcher, no MPI_Init)       comm/comm_self.c
+ *   mpi   OpenMPI collectives on host buffers (device buffers are      comm/comm_mpi.c
+ *         staged through the host)
+ *   nccl  NCCL collectives on device buffers, bootstrapped over MPI    comm/comm_nccl.cu
+ * and the program's platform (ab_platform_ops in train.h; platform/platform.c) picks one by
+ * kind and device. Buffer collectives (allreduce, broadcast) take pointers in the backend's
+ * memory space; the small host-side reductions (overflow flag, loss, config check, timings)
+ * always go over MPI. */
 #ifndef AB_COMM_H
 #define AB_COMM_H
 
@@ -72,14 +75,11 @@ struct ab_comm {
 int ab_comm_parse(const char *s, ab_comm_kind *out);
 const char *ab_comm_kind_name(ab_comm_kind k);
 
-/* auto: nccl when launched by mpirun with more than one rank and device is cuda, mpi when
- * launched by mpirun with more than one rank, else self. nccl with device "cpu" is refused (NCCL
- * reduces GPU buffers). timeout_s <= 0 means 300 s. The engine is created before the backend, so
- * that the caller can put the backend on GPU comm->device; then ab_comm_bind hands it the backend. */
-int ab_comm_create(ab_comm_kind kind, const char *device, double timeout_s, ab_comm **out);
 /* The GPU of node-local rank local_rank among gpus visible ones: local_rank % gpus; -1 when
  * gpus <= 0. */
 int ab_comm_gpu_index(int local_rank, int gpus);
+/* The engine is created before the backend (ab_platform_ops.comm_create), so that the caller
+ * can put the backend on GPU comm->device; then ab_comm_bind hands it the backend. */
 static inline void ab_comm_bind(ab_comm *c, ab_backend *be) { c->be = be; }
 void ab_comm_destroy(ab_comm *c);
 
@@ -92,19 +92,6 @@ int ab_comm_launched(int *world);
 /* this process's rank as the launcher's environment gives it (0 outside a launcher): known
  * before any communicator exists */
 int ab_comm_launcher_rank(void);
-
-/* Process-level MPI state, for main() only. ab_mpi_abort ends every rank of the job with code
- * when MPI is running in this process (it does not return then) and returns otherwise;
- * ab_mpi_finalize calls MPI_Finalize once when this library initialised MPI. */
-void ab_mpi_abort(int code);
-void ab_mpi_finalize(void);
-
-/* Engine constructors (comm.c and kernels/cuda); each fills *out or returns -1 with ab_error(). */
-int ab_comm_self_create(ab_comm **out);
-int ab_comm_mpi_create(ab_comm **out);
-int ab_comm_nccl_create(ab_comm **out);
-/* The mpi engine is also the NCCL engine's bootstrap and host-side channel: with c->be NULL its
- * buffer collectives read host memory. */
 
 #ifdef __cplusplus
 }

@@ -22,7 +22,6 @@
 #include <unistd.h>
 
 #include "comm.h"
-#include "device.h"
 #include "kernel_math.h"
 #include "params.h"
 #include "rng.h"
@@ -166,6 +165,7 @@ static int check_world_config(trainer *t) {
 static int open_world(trainer *t) {
     const ab_train_config *c = t->cfg;
     if (!c->workload) return ab_errorf("no workload provider in the training configuration");
+    if (!c->platform) return ab_errorf("no platform (backends and communicators) in the training configuration");
     if (c->epochs < 1 || c->batch_size < 1 || c->accum_steps < 1 || c->log_interval < 1 || !(c->lr > 0.0f) ||
         c->train_subset < 0 || c->test_subset < 0 || c->warmup_steps < 0 || c->timing_skip_steps < 0)
         return ab_errorf("need epochs >= 1, batch size >= 1, accum steps >= 1, log interval >= 1, lr > 0, "
@@ -176,12 +176,12 @@ static int open_world(trainer *t) {
     ab_comm_kind kind;
     AB_TRY(ab_comm_parse(c->comm, &kind));
     /* the communicator first: a GPU rank's device is its node-local rank */
-    AB_TRY(ab_comm_create(kind, c->device, c->comm_timeout_s, &t->comm));
+    AB_TRY(c->platform->comm_create(kind, c->device, c->comm_timeout_s, &t->comm));
     /* the GPU the communicator chose (node-local rank modulo the GPUs this process sees), so that
      * the backend and the nccl engine share it, also under a per-rank CUDA_VISIBLE_DEVICES; the
      * fallback notice of --device auto is printed even with --quiet: it changes what is measured */
     const int gpu = t->comm->device >= 0 ? t->comm->device : t->comm->local_rank;
-    t->be = ab_backend_create_on(c->device, gpu, c->threads, t->comm->rank > 0);
+    t->be = c->platform->backend_create(c->device, gpu, c->threads, t->comm->rank > 0);
     if (!t->be) return -1;
     t->be->mem.limit = c->memory_limit;
     ab_comm_bind(t->comm, t->be);

@@ -8,6 +8,7 @@
 
 #include "ab.h"
 #include "backend.h"
+#include "comm.h"
 #include "dataset.h"
 #include "model.h"
 #include "optim.h"
@@ -31,8 +32,22 @@ typedef struct ab_workload_ops {
     int (*save_weights)(const char *path, const ab_model *m, const ab_params *p);
 } ab_workload_ops;
 
+/* The platform: what turns the device and communicator names of a configuration into a backend
+ * and a communicator engine. The core calls no backend's or engine's constructor; ampbench and
+ * the tests hand it the table of what this build has (platform/platform.c). */
+typedef struct ab_platform_ops {
+    /* the engine of kind for device (AB_COMM_AUTO: the platform's choice), its timeout set
+     * (timeout_s <= 0: 300 s) and comm->device the GPU its rank is to use (-1: none). Called
+     * before backend_create, which then puts the backend on that GPU. */
+    int (*comm_create)(ab_comm_kind kind, const char *device, double timeout_s, ab_comm **out);
+    /* the backend device names, on GPU index where it is a GPU's, threads for the CPU's loops;
+     * NULL with ab_error(). quiet: no notice on stderr when "auto" falls back to the CPU. */
+    ab_backend *(*backend_create)(const char *device, int index, int threads, int quiet);
+} ab_platform_ops;
+
 struct ab_train_config {
     const ab_workload_ops *workload; /* required */
+    const ab_platform_ops *platform; /* required */
     const char *model;    /* "mlp" | "resnet50" | "resnet50-cifar" | ... (the provider's names) */
     const char *dataset;  /* "mnist" | "fashion-mnist" | "cifar10" | ... */
     const char *data_dir; /* folder holding the data set's files; NULL = the provider's default */

@@ -13,6 +13,7 @@
 #include "params.h"
 #include "rng.h"
 #include "workloads.h"
+#include "platform.h"
 #include "train.h"
 
 static inline int dp_write_idx(const char *path, const uint8_t *data, int ndim, const int *dims) {
@@ -62,6 +63,7 @@ static inline ab_train_config dp_config(const char *dir, ab_precision prec, int 
     ab_train_config c;
     ab_train_config_defaults(&c);
     c.workload = &ab_workloads;
+    c.platform = &ab_platform;
     c.precision = prec;
     c.quiet = 1;
     c.data_dir = dir;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_cpu.h"
 #include "checkpoint.h"
 #include "workloads.h"
 #include "safetensors.h"

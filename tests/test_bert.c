@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "workloads.h"
+#include "platform.h"
 #include "tolerances.h"
 #include "train.h"
 
@@ -23,6 +24,7 @@ static int failures = 0;
 static void base_config(ab_train_config *c, const char *model, ab_precision prec, int batch, int L) {
     ab_train_config_defaults(c);
     c->workload = &ab_workloads;
+    c->platform = &ab_platform;
     c->model = model;
     ab_recipe_apply(ab_workload_recipe(model), c);
     c->precision = prec;

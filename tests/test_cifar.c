@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backend.h"
+#include "backend_cpu.h"
 #include "cifar10.h"
 #include "image_dataset.h"
 #include "rng.h"

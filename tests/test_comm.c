@@ -18,9 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm.h"
-#include "device.h"
+#include "backend_cpu.h"
+#include "backend_cuda.h"
+#include "comm_engines.h"
 #include "half.h"
+#include "platform.h"
 #include "rng.h"
 #include "tolerances.h"
 

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "comm.h"
+#include "comm_engines.h"
 #include "dp_util.h"
 #include "tolerances.h"
 

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "comm.h"
+#include "comm_engines.h"
 #include "dp_util.h"
 
 int main(int argc, char **argv) {

@@ -10,6 +10,7 @@
 
 #include "tolerances.h"
 #include "workloads.h"
+#include "platform.h"
 #include "train.h"
 
 static int failures = 0;
@@ -36,6 +37,7 @@ static double run(ab_precision prec, const char *out, ab_run_record *rec) {
     ab_train_config c;
     ab_train_config_defaults(&c);
     c.workload = &ab_workloads;
+    c.platform = &ab_platform;
     c.precision = prec;
     c.quiet = 1;
     c.out_path = out;
@@ -99,6 +101,7 @@ int main(void) {
         ab_train_config c;
         ab_train_config_defaults(&c);
         c.workload = &ab_workloads;
+        c.platform = &ab_platform;
         c.precision = k ? AB_PREC_AMP : AB_PREC_FP32;
         c.quiet = 1;
         c.max_steps = 150;

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "backend_cpu.h"
 #include "half.h"
 #include "rng.h"
 #include "tolerances.h"

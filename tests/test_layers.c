@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "backend_cpu.h"
 #include "fd_check.h"
 #include "half.h"
 #include "rng.h"

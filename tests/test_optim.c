@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_cpu.h"
 #include "half.h"
 #include "layers.h"
 #include "optim.h"

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backend_cpu.h"
 #include "dp_util.h"
 #include "tolerances.h"
 
@@ -24,6 +25,7 @@ static ab_model *make_model(const char *name, int C, int H, int W, int B) {
     ab_train_config c;
     ab_train_config_defaults(&c);
     c.workload = &ab_workloads;
+    c.platform = &ab_platform;
     c.model = name;
     c.batch_size = B;
     ab_sample_info si = {.kind = AB_SAMPLE_IMAGE, .C = C, .H = H, .W = W, .n_classes = 10};
@@ -145,6 +147,7 @@ static void test_learns(void) {
         ab_train_config c;
         ab_train_config_defaults(&c);
         c.workload = &ab_workloads;
+        c.platform = &ab_platform;
         c.model = "resnet-tiny";
         c.dataset = "cifar10";
         c.train_subset = 1000;

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend_cpu.h"
 #include "checkpoint.h"
 #include "half.h"
 #include "workloads.h"

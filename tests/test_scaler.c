@@ -10,6 +10,7 @@
 #include "params.h"
 #include "tolerances.h"
 #include "workloads.h"
+#include "platform.h"
 #include "train.h"
 
 static int failures = 0;
@@ -45,6 +46,7 @@ static ab_train_config base_config(ab_precision prec) {
     ab_train_config c;
     ab_train_config_defaults(&c);
     c.workload = &ab_workloads;
+    c.platform = &ab_platform;
     c.precision = prec;
     c.quiet = 1;
     c.batch_size = 32;

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "backend.h"
+#include "backend_cpu.h"
 #include "cpu_internal.h"
 #include "kernel_math.h"
 

@@ -23,7 +23,7 @@
 
 extern "C" {
 #include "backend.h"
-#include "device.h"
+#include "backend_cuda.h"
 #include "kernel_math.h"
 }
 

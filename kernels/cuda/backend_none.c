@@ -1,5 +1,5 @@
 /* Built without the CUDA toolkit: the CUDA backend reports that it is absent. */
-#include "device.h"
+#include "backend_cuda.h"
 
 ab_backend *ab_backend_cuda_create(int index) {
     (void)index;

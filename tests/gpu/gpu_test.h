@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "device.h"
+#include "backend_cpu.h"
+#include "backend_cuda.h"
 #include "rng.h"
 #include "tolerances.h"
 

@@ -16,11 +16,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "device.h"
+#include "backend_cuda.h"
 #include "params.h"
 #include "rng.h"
 #include "tolerances.h"
 #include "workloads.h"
+#include "platform.h"
 #include "train.h"
 
 static int failures = 0;
@@ -80,6 +81,7 @@ static const workload BERT = {"bert-tiny", "sst2", BERT_BATCH, BERT_STEPS, AB_TO
 static void config_for(ab_train_config *c, const char *device, ab_precision prec, const workload *w) {
     ab_train_config_defaults(c);
     c->workload = &ab_workloads;
+    c->platform = &ab_platform;
     c->device = device;
     c->precision = prec;
     c->model = w->model;

@@ -1,6 +1,6 @@
 /* Built without NCCL (no CUDA toolkit or no libnccl at configure time): the nccl engine reports
  * that it is absent. */
-#include "comm.h"
+#include "comm_engines.h"
 
 int ab_comm_nccl_create(ab_comm **out) {
     *out = NULL;

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "comm.h"
+#include "comm_engines.h"
 extern "C" {
 #include "half.h"
 #include "timer.h"

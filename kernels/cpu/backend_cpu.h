@@ -1,0 +1,19 @@
+/* The CPU backend's constructor and what it says about OpenBLAS, for the platform (platform/)
+ * and for programs and tests that want the CPU backend itself. */
+#ifndef AB_BACKEND_CPU_H
+#define AB_BACKEND_CPU_H
+
+#include "backend.h"
+
+/* CPU backend; threads <= 0 leaves OpenBLAS's default. Never fails except on allocation. */
+ab_backend *ab_backend_cpu_create(int threads);
+/* A short description of the CPU's BLAS ("OpenBLAS 0.3.21 ..."). */
+const char *ab_backend_cpu_blas_info(void);
+/* A one-line note when OpenBLAS fell back to generic kernels on a CPU with wider vectors, or NULL. */
+const char *ab_backend_cpu_blas_hint(void);
+/* "SkylakeX" or "Haswell" when OpenBLAS fell back to generic kernels on a CPU that has AVX-512 or
+ * AVX2 (OpenBLAS chooses when it loads, from the CPU models it knows; virtual machines often report
+ * others); NULL when its choice is already right */
+const char *ab_backend_cpu_blas_better_core(void);
+
+#endif
