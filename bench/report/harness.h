@@ -63,6 +63,10 @@ typedef struct {
     int overflow_events;
     long skipped_steps;
     double init_scale, final_scale;
+    /* amp.loss_scale_mode "static" (--loss-scale S, the ablation's runs): S; 0 under a dynamic
+     * scale or none. Such a run is AMP without the scaler's growth and backoff: kept out of the
+     * AMP slots and all[], so that the ratios and tables stay those of GradScaler's AMP. */
+    double static_scale;
     int has_projection;
     /* a run refused for want of memory ("fits_in_memory": false): kept out of the ratios */
     int did_not_fit;
@@ -127,6 +131,9 @@ typedef struct {
     /* ampbench's runs that did not fit (fp32, amp, data-parallel), and the largest-batch searches */
     const hr_run *oom_fp32, *oom_amp, *oom_dp;
     const hr_fit *fit_fp32, *fit_amp;
+    /* the loss-scale ablation: ampbench's and the peer's single-process AMP runs under a static
+     * scale (the lowest seed), NULL when none ran */
+    const hr_run *amp_static, *peer_amp_static;
 } hr_workload;
 
 /* One workload per model with any result (ampbench's or the peer's), in the order first seen. */

@@ -163,6 +163,7 @@ static int run_from_json(const char *path, cJSON *j, hr_run *r) {
     r->skipped_steps = (long)hr_num(amp, "skipped_steps", 0);
     r->init_scale = hr_num(amp, "init_scale", NAN);
     r->final_scale = hr_num(amp, "final_scale", NAN);
+    r->static_scale = strcmp(hr_str(amp, "loss_scale_mode", "dynamic"), "static") == 0 ? r->init_scale : 0.0;
     const cJSON *proj = cJSON_GetObjectItemCaseSensitive(j, "projection");
     r->has_projection = cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(proj, "points"));
     r->did_not_fit = cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(j, "fits_in_memory"));
@@ -414,6 +415,11 @@ int hr_group_workloads(const hr_runset *rs, hr_workload *out, int max, int *n) {
             if (r->world_size == 1 && !strcmp(r->precision, "fp32")) w->oom_fp32 = r;
             if (r->world_size == 1 && !strcmp(r->precision, "amp")) w->oom_amp = r;
             if (r->world_size > 1 && !strcmp(r->precision, "amp")) w->oom_dp = r;
+            continue;
+        }
+        if (r->static_scale > 0) { /* the ablation: beside AMP, not in its place */
+            const hr_run **st = r->peer ? &w->peer_amp_static : &w->amp_static;
+            if (r->world_size == 1) *st = pick(*st, r);
             continue;
         }
         if (r->peer) {
