@@ -48,6 +48,8 @@ typedef struct {
     int repeats;       /* bench: number of runs */
     int find_max_batch;
     int help, version; /* print and exit */
+    const char *loss_scale; /* --loss-scale as given (NULL: not given) */
+    unsigned char given[96]; /* rows[i] was given on the command line */
 } cli;
 
 typedef struct option_row option_row;
@@ -180,6 +182,26 @@ static int set_size(const option_row *o, const char *v, cli *c) {
     return 0;
 }
 
+/* dynamic | S: S a finite number in [2^-24, FLT_MAX], kept as a static scale */
+static int set_loss_scale(const option_row *o, const char *v, cli *c) {
+    (void)o;
+    c->loss_scale = v;
+    if (strcmp(v, "dynamic") == 0) {
+        c->cfg.loss_scale = 0.0f;
+        return 0;
+    }
+    char *end;
+    const double x = strtod(v, &end);
+    if (end == v || *end) return ab_errorf("'%s' is neither dynamic nor a number", v);
+    if (!(x > 0.0) || !isfinite(x)) return ab_errorf("'%s' is not a positive finite scale (or dynamic)", v);
+    if (x > FLT_MAX) return ab_errorf("'%s' is beyond the range of a float (%g)", v, (double)FLT_MAX);
+    if (x < AB_SCALER_STATIC_MIN)
+        return ab_errorf("'%s' is below 2^-24 (%g): every scaled loss gradient would round to zero in fp16", v,
+                         (double)AB_SCALER_STATIC_MIN);
+    c->cfg.loss_scale = (float)x;
+    return 0;
+}
+
 static int set_lr_schedule(const option_row *o, const char *v, cli *c) {
     (void)o;
     return ab_lr_schedule_parse(v, &c->cfg.lr_schedule);
@@ -300,6 +322,12 @@ static const option_row rows[] = {
                             "unscaling (0 = off)", "bert* 1, else 0", FLOAT(cfg.clip_grad_norm)},
 
     SECTION("AMP loss scaler"),
+    {"loss-scale", "dynamic|S", "dynamic: GradScaler's (the four options below); a number S: a\n"
+                                "static scale (1 = AMP without loss scaling): an overflowing step is\n"
+                                "still skipped and recorded, S never changes. A static S needs\n"
+                                "--precision amp and none of the four options below (exit 2\n"
+                                "otherwise); under fp32 and bf16, dynamic means no loss scale", "dynamic",
+     CALL(set_loss_scale)},
     {"init-scale", "S", "loss scale at start", "65536", FLOAT(cfg.init_scale)},
     {"growth-factor", "F", "scale multiplier after growth-interval clean steps", "2", FLOAT(cfg.growth_factor)},
     {"backoff-factor", "F", "scale multiplier on an overflow (the step is skipped)", "0.5", FLOAT(cfg.backoff_factor)},
@@ -327,6 +355,27 @@ static const option_row rows[] = {
     {"repeats", "N", "bench: number of runs", "5", INT(repeats, 1, 1000)},
 };
 enum { N_ROWS = sizeof rows / sizeof rows[0] };
+_Static_assert(N_ROWS <= sizeof((cli *)0)->given, "cli.given has a flag for every row");
+
+static int given(const cli *c, const char *name) {
+    for (int i = 0; i < N_ROWS; i++)
+        if (rows[i].name && strcmp(rows[i].name, name) == 0) return c->given[i];
+    return 0;
+}
+
+/* What the options say together: a static loss scale belongs to amp, and excludes the dynamic
+ * scaler's options. 0, or -1 with a one-line ab_error(). */
+static int check_combination(const cli *c) {
+    if (c->cfg.loss_scale > 0.0f && c->cfg.precision != AB_PREC_AMP)
+        return ab_errorf("--loss-scale %s: a static loss scale needs --precision amp (%s trains without a loss scale)",
+                         c->loss_scale, ab_precision_name(c->cfg.precision));
+    static const char *const dynamic_only[] = {"init-scale", "growth-factor", "backoff-factor", "growth-interval"};
+    for (size_t i = 0; c->cfg.loss_scale > 0.0f && i < sizeof dynamic_only / sizeof dynamic_only[0]; i++)
+        if (given(c, dynamic_only[i]))
+            return ab_errorf("--loss-scale %s is static: --%s belongs to the dynamic scaler", c->loss_scale,
+                             dynamic_only[i]);
+    return 0;
+}
 
 /* One row: --name ARG, the help from column 27 (a '\n' continues it below), the default at
  * the end of the help's last line from column 79, or on a line of its own when too long; then
@@ -394,6 +443,7 @@ static int parse_args(int argc, char **argv, cli *c) {
             snprintf(why, sizeof why, "%s", ab_error());
             return ab_errorf("--%s: %s", o->name, why);
         }
+        c->given[o - rows] = 1;
     }
     if (!c->help && !c->version && optind < argc)
         return ab_errorf("unexpected argument '%s' (options start with --; see ampbench --help)", argv[optind]);
@@ -768,7 +818,7 @@ int main(int argc, char **argv) {
         const ab_recipe *r = ab_workload_recipe(first.cfg.model);
         if (r) ab_recipe_apply(r, &opts.cfg);
     }
-    if (parse_args(argc - 1, argv + 1, &opts) != 0) {
+    if (parse_args(argc - 1, argv + 1, &opts) != 0 || (!opts.help && !opts.version && check_combination(&opts) != 0)) {
         fprintf(stderr, "ampbench: %s\n", ab_error());
         return 2;
     }

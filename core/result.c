@@ -225,11 +225,14 @@ static cJSON *build(const ab_train_config *c, const ab_run_record *r) {
     cJSON *a = cJSON_AddObjectToObject(o, "amp");
     cJSON_AddBoolToObject(a, "enabled", c->precision != AB_PREC_FP32);
     cJSON_AddStringToObject(a, "dtype", c->precision == AB_PREC_AMP ? "fp16" : c->precision == AB_PREC_BF16 ? "bf16" : "none");
-    cJSON_AddBoolToObject(a, "dynamic", s->enabled);
+    cJSON_AddBoolToObject(a, "dynamic", s->enabled && s->dynamic);
+    cJSON_AddStringToObject(a, "loss_scale_mode", ab_scaler_mode(s));
     cJSON_AddNumberToObject(a, "init_scale", s->init_scale);
-    cJSON_AddNumberToObject(a, "growth_factor", c->growth_factor);
-    cJSON_AddNumberToObject(a, "backoff_factor", c->backoff_factor);
-    cJSON_AddNumberToObject(a, "growth_interval", c->growth_interval);
+    if (s->dynamic || !s->enabled) { /* a static scale has no growth or backoff */
+        cJSON_AddNumberToObject(a, "growth_factor", c->growth_factor);
+        cJSON_AddNumberToObject(a, "backoff_factor", c->backoff_factor);
+        cJSON_AddNumberToObject(a, "growth_interval", c->growth_interval);
+    }
     cJSON_AddNumberToObject(a, "final_scale", s->scale);
     cJSON_AddNumberToObject(a, "skipped_steps", (double)s->skipped);
     cJSON *ev = cJSON_AddArrayToObject(a, "overflow_events");

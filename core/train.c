@@ -216,14 +216,24 @@ static int build_model(trainer *t, ab_run_record *rec) {
     return 0;
 }
 
+/* the loss scaler: a static scale under --loss-scale S (amp only), else GradScaler's dynamic one */
+static int init_scaler(trainer *t) {
+    const ab_train_config *c = t->cfg;
+    if (c->loss_scale > 0.0f && c->precision != AB_PREC_AMP)
+        return ab_errorf("a static loss scale (%g) needs precision amp: %s trains without a loss scale",
+                         (double)c->loss_scale, ab_precision_name(c->precision));
+    if (c->loss_scale > 0.0f) return ab_scaler_init_static(&t->scaler, c->loss_scale);
+    return ab_scaler_init(&t->scaler, c->precision == AB_PREC_AMP, c->init_scale, c->growth_factor, c->backoff_factor,
+                          c->growth_interval);
+}
+
 /* the optimizer, the scaler and what a step needs: the batch, its labels, the step's scalars,
  * the fp16 all-reduce bucket, the sample orders */
 static int alloc_step(trainer *t) {
     const ab_train_config *c = t->cfg;
     AB_TRY(ab_optimizer_init(&t->opt, t->be, c->optimizer, t->params.n, c->lr, c->momentum, c->weight_decay));
     if (c->wd_exclude) AB_TRY(ab_optimizer_exclude(&t->opt, t->params.specs, t->params.n_specs));
-    AB_TRY(ab_scaler_init(&t->scaler, c->precision == AB_PREC_AMP, c->init_scale, c->growth_factor,
-                          c->backoff_factor, c->growth_interval));
+    AB_TRY(init_scaler(t));
     t->x_bytes = t->train->ops->batch_bytes(t->train, c->batch_size, t->params.cdt);
     ab_mem_label(&t->be->mem, "a batch of %d samples", c->batch_size);
     t->x = ab_alloc(t->be, AB_MEM_ACTIVATIONS, t->x_bytes);
@@ -537,6 +547,24 @@ int ab_trainer_step(ab_trainer *t, const int32_t *order, int n, long step, int e
     return update(t, &sy, step, epoch, out);
 }
 
+/* the recipe line's precision part, with its loss scaling */
+static void describe_precision(const ab_train_config *c, char *prec, size_t n) {
+    if (c->precision == AB_PREC_AMP && c->loss_scale > 0.0f)
+        snprintf(prec, n,
+                 "amp (fp16 compute, fp32 master weights; static loss scale %g%s: a step with an inf/NaN gradient "
+                 "is skipped, the scale never changes)",
+                 c->loss_scale, c->loss_scale == 1.0f ? ", i.e. no loss scaling" : "");
+    else if (c->precision == AB_PREC_AMP)
+        snprintf(prec, n,
+                 "amp (fp16 compute, fp32 master weights; dynamic loss scale from %g, x%g after %d clean steps, "
+                 "x%g on an overflow)",
+                 c->init_scale, c->growth_factor, c->growth_interval, c->backoff_factor);
+    else if (c->precision == AB_PREC_BF16)
+        snprintf(prec, n, "bf16 (bf16 compute, fp32 master weights, no loss scaling)");
+    else
+        snprintf(prec, n, "fp32 (no loss scaling)");
+}
+
 /* The recipe a run uses, as one line: the optimizer, the learning rate and how warm-up and schedule
  * combine (a linear ramp from 0 over the warm-up steps, then the schedule over the steps left),
  * weight decay and what it leaves out, clipping, the batch, and the precision with its loss
@@ -562,15 +590,7 @@ void ab_recipe_describe(const ab_train_config *c, long total_steps, int world, c
         snprintf(wd, sizeof wd, "no weight decay");
     if (c->clip_grad_norm > 0) snprintf(clip, sizeof clip, ", gradients clipped to norm %g", c->clip_grad_norm);
     else clip[0] = 0;
-    if (c->precision == AB_PREC_AMP)
-        snprintf(prec, sizeof prec,
-                 "amp (fp16 compute, fp32 master weights; dynamic loss scale from %g, x%g after %d clean steps, "
-                 "x%g on an overflow)",
-                 c->init_scale, c->growth_factor, c->growth_interval, c->backoff_factor);
-    else if (c->precision == AB_PREC_BF16)
-        snprintf(prec, sizeof prec, "bf16 (bf16 compute, fp32 master weights, no loss scaling)");
-    else
-        snprintf(prec, sizeof prec, "fp32 (no loss scaling)");
+    describe_precision(c, prec, sizeof prec);
     snprintf(buf, n, "%s, %s, %s%s; batch %d x %d micro-batch%s x %d rank%s; %s", opt, sched, wd, clip,
              c->batch_size, c->accum_steps, c->accum_steps == 1 ? "" : "es", world, world == 1 ? "" : "s", prec);
 }

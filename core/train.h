@@ -73,8 +73,9 @@ struct ab_train_config {
     const char *vocab; /* vocab.txt; NULL: the checkpoint's, else the bert-base-uncased one */
     float dropout;     /* hidden and attention dropout; < 0: the architecture's */
     uint64_t seed;
-    float init_scale, growth_factor, backoff_factor;
+    float init_scale, growth_factor, backoff_factor; /* the dynamic loss scaler (amp) */
     int growth_interval;
+    float loss_scale; /* > 0: a static loss scale instead (amp only; ab_scaler_init_static); 0: dynamic */
     int log_interval; /* print and record the loss every this many steps */
     int threads;      /* CPU BLAS threads; 0 = library default */
     size_t memory_limit; /* > 0: the comparable total may not pass it (an 8 GB GPU, on any backend) */

@@ -48,6 +48,23 @@ expect_error 2 "--warmup-steps: '-1' is not an integer" -- train --warmup-steps 
 expect_error 2 "--lr-schedule: unknown learning-rate schedule 'exp'" -- train --lr-schedule exp
 expect_error 2 "--comm-timeout: '0' must be positive" -- train --comm-timeout=0
 expect_error 2 "--repeats: '0' is not an integer" -- bench --repeats 0
+# --loss-scale dynamic|S: a bad S names the flag and the value; a static S belongs to amp alone and
+# excludes the dynamic scaler's options
+for v in 0 -1 -0.5 nan inf -inf; do
+  expect_error 2 "--loss-scale: '$v' is not a positive finite scale (or dynamic)" -- train --precision amp --loss-scale "$v"
+done
+expect_error 2 "--loss-scale: '12abc' is neither dynamic nor a number" -- train --precision amp --loss-scale 12abc
+expect_error 2 "--loss-scale: 'Dynamic' is neither dynamic nor a number" -- train --precision amp --loss-scale=Dynamic
+expect_error 2 "--loss-scale: '1e39' is beyond the range of a float" -- train --precision amp --loss-scale 1e39
+expect_error 2 "--loss-scale: '1e-9' is below 2^-24" -- train --precision amp --loss-scale 1e-9
+expect_error 2 "--loss-scale 1024: a static loss scale needs --precision amp (fp32 trains without a loss scale)" -- \
+  train --loss-scale 1024
+expect_error 2 "--loss-scale 1: a static loss scale needs --precision amp (bf16 trains without a loss scale)" -- \
+  train --loss-scale 1 --precision bf16
+expect_error 2 "--loss-scale 8 is static: --init-scale belongs to the dynamic scaler" -- \
+  train --precision amp --init-scale 8 --loss-scale 8
+expect_error 2 "--loss-scale 8 is static: --growth-interval belongs to the dynamic scaler" -- \
+  train --precision amp --loss-scale=8 --growth-interval 10
 expect_error 2 "unknown command 'fly'" -- fly
 expect_error 1 "unknown model 'vgg'" -- train --model vgg --max-steps 1 --quiet
 models=$(sed -n "s/.*(available: \(.*\))$/\1/p" "$tmp/err" | tr -d ,)
@@ -117,6 +134,39 @@ if "$AMPBENCH" train "${tiny[@]}" --lr=0.5 --lr-schedule=cosine --warmup-steps 2
 else
   fail "tiny MNIST runs failed: $(cat "$tmp/err")"
 fi
+# a static loss scale: the recipe line states it, the record names the mode and keeps the scale
+# through an overflow, which is skipped and recorded (an injected inf at step 2); dynamic, given or
+# not, is today's scaler, and under fp32 it changes nothing
+small=(--train-subset 256 --test-subset 64 --batch-size 32)
+"$AMPBENCH" train "${small[@]}" --precision amp --loss-scale 1024 --max-steps 4 --inject-inf-step 2 --log-interval 1 \
+  --out "$tmp/ls.json" >"$tmp/out" 2>"$tmp/err" || fail "static loss scale run failed: $(cat "$tmp/err")"
+sed -n 2p "$tmp/out" | grep -qF 'amp (fp16 compute, fp32 master weights; static loss scale 1024: a step with an inf/NaN gradient is skipped, the scale never changes)' ||
+  fail "recipe line of a static scale: $(sed -n 2p "$tmp/out")"
+[ "$(grep -c 'step skipped: gradient overflow' "$tmp/out")" -eq 1 ] || fail "static scale: not one skipped step: $(cat "$tmp/out")"
+for kv in loss_scale_mode='"static"' dynamic=false init_scale=1024 final_scale=1024 skipped_steps=1; do
+  [ "$(field "$tmp/ls.json" "${kv%%=*}")" = "${kv#*=}" ] ||
+    fail "static scale record: ${kv%%=*} is $(field "$tmp/ls.json" "${kv%%=*}"), expected ${kv#*=}"
+done
+flat=$(tr -d '[:space:]' <"$tmp/ls.json")
+grep -qF '"overflow_events":[{"step":2,"epoch":1,"scale_before":1024,"scale_after":1024}]' <<<"$flat" ||
+  fail "static scale: the overflow event is not recorded with the scale unchanged"
+grep -qF '"changes":[{"step":0,"scale":1024}]' <<<"$flat" || fail "static scale: the scale changed"
+grep -q '"growth_interval"' "$tmp/ls.json" && fail "static scale record keeps the dynamic scaler's growth_interval"
+"$AMPBENCH" train "${small[@]}" --precision amp --loss-scale 1 --max-steps 2 --out "$tmp/ls1.json" >"$tmp/out" 2>"$tmp/err" ||
+  fail "--loss-scale 1 run failed: $(cat "$tmp/err")"
+sed -n 2p "$tmp/out" | grep -qF 'static loss scale 1, i.e. no loss scaling' || fail "recipe line at scale 1: $(sed -n 2p "$tmp/out")"
+[ "$(field "$tmp/ls1.json" loss_scale_mode)" = '"static"' ] && [ "$(field "$tmp/ls1.json" final_scale)" = 1 ] ||
+  fail "--loss-scale 1: mode $(field "$tmp/ls1.json" loss_scale_mode), final scale $(field "$tmp/ls1.json" final_scale)"
+for p in amp fp32; do
+  "$AMPBENCH" train "${small[@]}" --quiet --precision $p --max-steps 3 --log-interval 1 --out "$tmp/d0-$p.json" 2>"$tmp/err" &&
+    "$AMPBENCH" train "${small[@]}" --quiet --precision $p --loss-scale dynamic --max-steps 3 --log-interval 1 \
+      --out "$tmp/d1-$p.json" 2>>"$tmp/err" || fail "--loss-scale dynamic $p: $(cat "$tmp/err")"
+  mode=$([ $p = amp ] && echo '"dynamic"' || echo '"none"')
+  [ "$(field "$tmp/d1-$p.json" loss_scale_mode)" = "$mode" ] || fail "$p: loss_scale_mode $(field "$tmp/d1-$p.json" loss_scale_mode)"
+  [ "$(sed -n '/"loss_curve"/,$p' "$tmp/d0-$p.json")" = "$(sed -n '/"loss_curve"/,$p' "$tmp/d1-$p.json")" ] ||
+    fail "--loss-scale dynamic ($p) changed the losses"
+done
+
 # the first line of a run names the model, its parameter count and multiply-adds per sample
 # (784 x 256 + 256 x 10 = 203,264 for the MLP), as the record has them; --quiet drops it
 "$AMPBENCH" train --max-steps 1 --train-subset 64 --test-subset 64 --batch-size 32 --out "$tmp/m.json" \

@@ -1,7 +1,9 @@
 /* The dynamic loss scaler: growth after the interval, backoff on overflow; and in the real
  * training step, an injected inf in one gradient skips the step, leaves every weight
  * bit-identical, halves the scale and records the event. Without a scaler (fp32) the same
- * fault ends the run with a clear error instead of training on NaN. */
+ * fault ends the run with a clear error instead of training on NaN. A static scale: never grows
+ * or backs off, yet skips and records an overflowing step (unit and in training, at scale 1 and
+ * 1024); bad static scales are refused. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +41,50 @@ static void test_scaler_unit(void) {
     AB_CHECK(ab_scaler_update(&d, 1, 0, 1) == 1 && d.scale == 1.0f, "disabled scaler never skips");
     ab_scaler_free(&d);
     AB_CHECK(ab_scaler_init(&d, 1, 65536.0f, 0.5f, 0.5f, 3) != 0, "growth factor < 1 rejected");
+    ab_scaler_free(&d);
+}
+
+static void test_static_unit(void) {
+    ab_scaler s;
+    AB_CHECK(ab_scaler_init_static(&s, 1024.0f) == 0, "%s", ab_error());
+    AB_CHECK(s.enabled && !s.dynamic && strcmp(ab_scaler_mode(&s), "static") == 0, "mode %s", ab_scaler_mode(&s));
+    AB_CHECK(s.scale == 1024.0f && s.init_scale == 1024.0f && s.min_scale == 1024.0f && s.max_scale == 1024.0f,
+             "scale %g", s.scale);
+    /* far more clean steps than any growth interval: no growth */
+    for (long k = 0; k < 5000; k++)
+        if (ab_scaler_update(&s, 0, k, 1) != 1) {
+            AB_CHECK(0, "clean step %ld not taken", k);
+            break;
+        }
+    AB_CHECK(s.scale == 1024.0f && s.growths == 0, "static scale grew to %g", s.scale);
+    /* an overflow: skipped, recorded with the same scale before and after, no backoff */
+    AB_CHECK(ab_scaler_update(&s, 1, 5000, 3) == 0, "overflowing step taken");
+    AB_CHECK(ab_scaler_update(&s, 1, 5001, 3) == 0, "second overflowing step taken");
+    AB_CHECK(ab_scaler_update(&s, 0, 5002, 3) == 1, "clean step after overflows skipped");
+    AB_CHECK(s.scale == 1024.0f && s.backoffs == 0 && s.skipped == 2, "scale %g backoffs %ld skipped %ld", s.scale,
+             s.backoffs, s.skipped);
+    AB_CHECK(s.n_events == 2 && s.events[0].step == 5000 && s.events[0].epoch == 3 &&
+                 s.events[0].scale_before == 1024.0f && s.events[0].scale_after == 1024.0f && s.events[1].step == 5001,
+             "events: %zu", s.n_events);
+    AB_CHECK(s.n_changes == 1 && s.changes[0].step == 0 && s.changes[0].scale == 1024.0f, "changes: %zu", s.n_changes);
+    ab_scaler_free(&s);
+    AB_CHECK(ab_scaler_init_static(&s, 1.0f) == 0 && s.scale == 1.0f, "scale 1: %s", ab_error());
+    AB_CHECK(ab_scaler_update(&s, 1, 0, 1) == 0 && s.scale == 1.0f && s.n_events == 1, "scale 1 still skips");
+    ab_scaler_free(&s);
+    const float bad[] = {0.0f, -1.0f, NAN, INFINITY, -INFINITY, 0x1.0p-25f};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        AB_CHECK(ab_scaler_init_static(&s, bad[i]) != 0 && strstr(ab_error(), "static scale") != NULL,
+                 "static scale %g accepted", (double)bad[i]);
+        ab_scaler_free(&s);
+    }
+    AB_CHECK(ab_scaler_init_static(&s, 0x1.0p-24f) == 0, "2^-24 refused: %s", ab_error());
+    ab_scaler_free(&s);
+    ab_scaler d;
+    ab_scaler_init(&d, 1, 65536.0f, 2.0f, 0.5f, 3);
+    AB_CHECK(d.dynamic && strcmp(ab_scaler_mode(&d), "dynamic") == 0, "dynamic mode %s", ab_scaler_mode(&d));
+    ab_scaler_free(&d);
+    ab_scaler_init(&d, 0, 65536.0f, 2.0f, 0.5f, 3);
+    AB_CHECK(!d.dynamic && strcmp(ab_scaler_mode(&d), "none") == 0, "disabled mode %s", ab_scaler_mode(&d));
     ab_scaler_free(&d);
 }
 
@@ -103,6 +149,52 @@ static void test_skip_in_training(void) {
     free(w2);
 }
 
+/* A static scale in the real step: the injected inf skips the step with every weight unchanged,
+ * the scale stays, the event is recorded, clean steps are taken; fp32 refuses a static scale */
+static void test_static_skip_in_training(float scale) {
+    ab_train_config c = base_config(AB_PREC_AMP);
+    c.loss_scale = scale;
+    c.inject_inf_step = 1;
+    ab_run_record rec;
+    ab_trainer *t = make_trainer(&c, &rec);
+    if (!t) return;
+    const size_t n = ab_trainer_params(t)->n;
+    float *w0 = malloc(n * 4), *w1 = malloc(n * 4);
+    int32_t order[32];
+    for (int i = 0; i < 32; i++) order[i] = i * 7;
+    ab_step_result r;
+    const ab_scaler *sc = ab_trainer_scaler(t);
+    AB_CHECK(ab_trainer_step(t, order, 32, 0, 1, &r) == 0 && r.applied == 1, "static %g: step 0: %s", (double)scale,
+             ab_error());
+    AB_CHECK(isfinite(r.loss) && r.loss > 0.5 && r.loss < 5.0, "static %g: first loss %g", (double)scale, r.loss);
+    ab_trainer_weights(t, w0);
+    AB_CHECK(ab_trainer_step(t, order, 32, 1, 1, &r) == 0 && r.applied == 0 && r.scale == scale,
+             "static %g: the step with an injected inf must be skipped", (double)scale);
+    ab_trainer_weights(t, w1);
+    AB_CHECK(memcmp(w0, w1, n * 4) == 0, "static %g: weights bit-identical after the skipped step", (double)scale);
+    AB_CHECK(sc->scale == scale && sc->skipped == 1 && sc->n_events == 1 && sc->events[0].step == 1 &&
+                 sc->events[0].scale_before == scale && sc->events[0].scale_after == scale,
+             "static %g: scale %g, skipped %ld, events %zu", (double)scale, sc->scale, sc->skipped, sc->n_events);
+    for (long k = 2; k < 5; k++)
+        AB_CHECK(ab_trainer_step(t, order, 32, k, 1, &r) == 0 && r.applied == 1, "static %g: clean step %ld",
+                 (double)scale, k);
+    AB_CHECK(sc->scale == scale && sc->n_changes == 1, "static %g: the scale moved to %g", (double)scale, sc->scale);
+    ab_trainer_destroy(t);
+    /* the record holds the static scaler's history once the trainer is gone */
+    AB_CHECK(rec.scaler.scale == scale && !rec.scaler.dynamic && rec.scaler.n_events == 1 && rec.scaler.skipped == 1,
+             "static %g: the record's scaler: scale %g, %zu events", (double)scale, rec.scaler.scale,
+             rec.scaler.n_events);
+    ab_run_record_free(&rec);
+    free(w0);
+    free(w1);
+    /* a static scale belongs to amp */
+    c = base_config(AB_PREC_FP32);
+    c.loss_scale = scale;
+    AB_CHECK(ab_trainer_create(&c, &rec, &t) != 0 && strstr(ab_error(), "needs precision amp") != NULL,
+             "fp32 with a static scale: '%s'", ab_error());
+    ab_run_record_free(&rec);
+}
+
 static void test_fp32_fault_is_an_error(void) {
     ab_train_config c = base_config(AB_PREC_FP32);
     c.inject_inf_step = 0;
@@ -122,7 +214,10 @@ static void test_fp32_fault_is_an_error(void) {
 
 int main(void) {
     test_scaler_unit();
+    test_static_unit();
     test_skip_in_training();
+    test_static_skip_in_training(1.0f);
+    test_static_skip_in_training(1024.0f);
     test_fp32_fault_is_an_error();
     printf("loss scaler: %d failures\n", failures);
     return failures ? 1 : 0;
