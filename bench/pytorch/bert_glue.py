@@ -68,8 +68,10 @@ which is ampbench's ab_lr_at and Hugging Face's get_{linear,cosine}_schedule_wit
 
 Precision (--precision): fp32 (no TF32 unless --tf32: ampbench's fp32 is plain fp32); amp =
 torch.autocast(float16) + GradScaler (init scale 65536, growth 2, backoff 0.5, interval 2000, as
-ampbench; the scale is read back every step to record overflow events); bf16 = autocast(bfloat16),
-no scaler. Where the installed PyTorch cannot autocast to the dtype on the device (PyTorch 1.13
+ampbench; the scale is read back every step to record overflow events), or with --loss-scale S a
+static scale (peer_common.StaticScaler: loss times S, gradients divided by S, a step with an inf/NaN
+gradient skipped and recorded, S never changed; S = 1 is AMP without loss scaling); bf16 =
+autocast(bfloat16), no scaler. Where the installed PyTorch cannot autocast to the dtype on the device (PyTorch 1.13
 autocasts only to bf16 on a CPU) the script says so in one line and exits 2. --attn-implementation
 passes eager or sdpa to transformers (transformers >= 4.36; 4.30 has eager only); auto keeps the
 library's default (4.30: eager; 5.x: sdpa), recorded in peer.attn_implementation.
@@ -405,6 +407,7 @@ def parse_args():
     a = ap.parse_args()
     pc.check_counts(PROG, a, ("epochs", "batch_size", "log_interval", "accum_steps"),
                     ("max_steps", "warmup_steps", "train_subset", "test_subset", "timing_skip_steps", "threads"))
+    pc.check_loss_scale(PROG, a)
     if a.max_seq_len < 8:
         die("--max-seq-len must be at least 8", 2)
     if a.clip_grad_norm < 0 or not math.isfinite(a.clip_grad_norm):
@@ -727,7 +730,7 @@ def main():
             "memory_limit_bytes": limit or None, "memory_limit_enforced": bool(limit and cuda),
             "fits_in_memory": state.get("oom") is None,
             "amp": scale_log.amp_record(a.precision, a.init_scale, a.growth_factor, a.backoff_factor,
-                                        a.growth_interval, epochs),
+                                        a.growth_interval, epochs, a.loss_scale),
             "loss_curve": state["curve"],
             "peer": {"script": "bench/pytorch/bert_glue.py", "torch": torch.__version__,
                      "transformers": transformers.__version__, "tokenizer": tok_class, "tokenizer_slow": slow,
@@ -824,7 +827,8 @@ def main():
                         torch.nn.utils.clip_grad_norm_(params, a.clip_grad_norm)
                     scaler.step(opt)
                     scaler.update()
-                    took = scale_log.update(scaler.get_scale(), step, e)  # one host sync per step, as ampbench's read-back
+                    # one host sync per step, as ampbench's read-back; a static scale says itself whether it skipped
+                    took = scale_log.update(scaler.get_scale(), step, e, getattr(scaler, "last_skipped", None))
                 else:
                     if a.clip_grad_norm > 0:
                         torch.nn.utils.clip_grad_norm_(params, a.clip_grad_norm)

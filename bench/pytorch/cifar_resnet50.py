@@ -26,8 +26,10 @@ normalise), as ampbench does, so that the framework is measured and not a data l
 
 Precision (--precision): fp32 (no TF32 unless --tf32: ampbench's fp32 is plain fp32); amp =
 torch.autocast(float16) + GradScaler (init scale 65536, growth 2, backoff 0.5, interval 2000, as
-ampbench; the scale is read back every step to record overflow events); bf16 = autocast(bfloat16),
-no scaler. Where the installed PyTorch cannot autocast to the dtype on the device (PyTorch 1.13
+ampbench; the scale is read back every step to record overflow events), or with --loss-scale S a
+static scale (peer_common.StaticScaler: loss times S, gradients divided by S, a step with an inf/NaN
+gradient skipped and recorded, S never changed; S = 1 is AMP without loss scaling); bf16 =
+autocast(bfloat16), no scaler. Where the installed PyTorch cannot autocast to the dtype on the device (PyTorch 1.13
 autocasts only to bf16 on a CPU) the script says so in one line and exits 2.
 --channels-last (default on for cuda, off for cpu) puts the model and the inputs in channels_last.
 
@@ -155,6 +157,7 @@ def parse_args():
     a = ap.parse_args()
     pc.check_counts(PROG, a, ("epochs", "batch_size", "log_interval"),
                     ("max_steps", "warmup_steps", "train_subset", "test_subset", "timing_skip_steps", "threads"))
+    pc.check_loss_scale(PROG, a)
     if not a.data:
         a.data = os.path.normpath(os.path.join(pc.REPO_ROOT, "..", "shared", "data", "cifar10"))
     return a
@@ -368,7 +371,7 @@ def main():
             **pc.run_totals(epochs),
             "peak_memory_bytes": mem,
             "amp": scale_log.amp_record(a.precision, a.init_scale, a.growth_factor, a.backoff_factor,
-                                        a.growth_interval, epochs),
+                                        a.growth_interval, epochs, a.loss_scale),
             "loss_curve": state["curve"],
             "peer": {"script": "bench/pytorch/cifar_resnet50.py", "torch": torch.__version__,
                      "torchvision": torchvision.__version__, "channels_last": channels_last,
@@ -448,7 +451,8 @@ def main():
                     scaler.scale(loss).backward()
                     scaler.step(opt)
                     scaler.update()
-                    took = scale_log.update(scaler.get_scale(), step, e)  # one host sync per step, as ampbench's read-back
+                    # one host sync per step, as ampbench's read-back; a static scale says itself whether it skipped
+                    took = scale_log.update(scaler.get_scale(), step, e, getattr(scaler, "last_skipped", None))
                 else:
                     loss.backward()
                     opt.step()

@@ -3,9 +3,9 @@
 
 784 -> Linear(256) -> ReLU -> Linear(10), cross-entropy, SGD lr 0.01, batch 64, inputs
 normalised with mean 0.1307 and std 0.3081; precision fp32, amp (torch.autocast fp16 +
-GradScaler) or bf16 (autocast bf16, no scaler). Reads the IDX files (.gz or raw) directly, no
-torchvision download. Writes the same JSON fields as `ampbench train` (results/schema), with
-tool = "pytorch", so the two are compared side by side.
+GradScaler, or a static scale with --loss-scale S) or bf16 (autocast bf16, no scaler). Reads
+the IDX files (.gz or raw) directly, no torchvision download. Writes the same JSON fields as
+`ampbench train` (results/schema), with tool = "pytorch", so the two are compared side by side.
 
 Data loading, --loader:
   resident    (default) the uint8 data set lives on the device; a batch is an index_select and a
@@ -84,6 +84,7 @@ def parse_args():
     ap.add_argument("--data", default=os.environ.get("AB_MNIST_DIR", ""),
                     help="folder with the MNIST IDX files [$AB_MNIST_DIR or ../shared/data/mnist]")
     ap.add_argument("--loader", default="resident", choices=["resident", "dataloader"])
+    pc.add_loss_scale_option(ap)
     ap.add_argument("--init-scale", type=float, default=65536.0)
     ap.add_argument("--growth-interval", type=int, default=2000)
     ap.add_argument("--log-interval", type=int, default=100)
@@ -92,6 +93,7 @@ def parse_args():
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--dry-run", action="store_true", help="read the data and stop (no torch needed)")
     a = ap.parse_args()
+    pc.check_loss_scale("mnist_mlp.py", a)
     if not a.data:
         here = os.path.dirname(os.path.abspath(__file__))
         a.data = os.path.normpath(os.path.join(here, "..", "..", "..", "shared", "data", "mnist"))
@@ -169,7 +171,9 @@ def main():
             print("mnist_mlp.py: --precision %s: PyTorch %s cannot autocast to %s on %s (%s)"
                   % (a.precision, torch.__version__, ac_dtype, dev.type, str(ex).splitlines()[0]), file=sys.stderr)
             return 2
-    if hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler"):
+    if amp and a.loss_scale != "dynamic":
+        scaler = pc.StaticScaler(a.loss_scale)
+    elif hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler"):
         scaler = torch.amp.GradScaler(dev.type, init_scale=a.init_scale, growth_interval=a.growth_interval,
                                       enabled=amp)
     else:  # PyTorch before 2.3: the CUDA scaler (amp runs only on CUDA there)
@@ -242,7 +246,8 @@ def main():
             interval_acc += loss.detach().float()
             took = True
             if amp:
-                took = scale_log.update(scaler.get_scale(), step, e)  # one host sync per step
+                # one host sync per step; a static scale says itself whether it skipped
+                took = scale_log.update(scaler.get_scale(), step, e, getattr(scaler, "last_skipped", None))
             steps += 1
             skipped += not took
             samples += yb.shape[0]
@@ -297,7 +302,7 @@ def main():
         **pc.run_totals(epochs, "samples"),
         "peak_memory_bytes": mem,
         # this peer's GradScaler keeps torch's growth factor 2 and backoff factor 0.5 (no options)
-        "amp": scale_log.amp_record(a.precision, a.init_scale, 2.0, 0.5, a.growth_interval, epochs),
+        "amp": scale_log.amp_record(a.precision, a.init_scale, 2.0, 0.5, a.growth_interval, epochs, a.loss_scale),
         "loss_curve": curve,
     }
     if cuda:

@@ -6,8 +6,8 @@ The peers are run as scripts; each puts its own folder first on sys.path and imp
 need it import it themselves. Messages carry the calling script's name, passed in as `prog`.
 
   environment  die, utc_now, import_or_reexec, git_info, cpu_model, launcher_env (rank discovery)
-  arguments    add_scaler_options, check_counts
-  set-up       select_device (device and threads), check_precision, make_scaler, init_distributed,
+  arguments    add_scaler_options, check_counts, check_loss_scale
+  set-up       select_device (device and threads), check_precision, make_scaler, StaticScaler, init_distributed,
                make_autocast, make_sync, make_say
   training     lr_at, shard, shard_blocks, world_sum, StopRequest, LossScaleLog
   memory       proc_status_kb, reset_peak_rss, MemoryMeter
@@ -109,9 +109,18 @@ def launcher_env(prog):
 
 # ---- arguments ----
 
+def add_loss_scale_option(ap):
+    """--loss-scale dynamic|S, as ampbench's (check_loss_scale reads it)"""
+    ap.add_argument("--loss-scale", default="dynamic", metavar="dynamic|S",
+                    help="dynamic: GradScaler's; a number S: a static scale (1 = AMP without loss scaling): the loss "
+                         "times S, gradients divided by S, a step with an inf/NaN gradient skipped and recorded, S never "
+                         "changed; S needs --precision amp and none of the dynamic scaler's options [dynamic]")
+
+
 def add_scaler_options(ap):
-    """--init-scale, --growth-factor, --backoff-factor, --growth-interval (the AMP loss scaler, ampbench's
-    defaults), --timing-skip-steps, --log-interval, --threads"""
+    """--loss-scale, --init-scale, --growth-factor, --backoff-factor, --growth-interval (the AMP loss scaler,
+    ampbench's defaults), --timing-skip-steps, --log-interval, --threads"""
+    add_loss_scale_option(ap)
     ap.add_argument("--init-scale", type=float, default=65536.0)
     ap.add_argument("--growth-factor", type=float, default=2.0)
     ap.add_argument("--backoff-factor", type=float, default=0.5)
@@ -131,6 +140,38 @@ def check_counts(prog, a, at_least_one, non_negative):
     for name in non_negative:
         if getattr(a, name) < 0:
             die(prog, "--%s must be >= 0" % name.replace("_", "-"), 2)
+
+
+STATIC_SCALE_MIN = 2.0 ** -24  # ampbench's AB_SCALER_STATIC_MIN: below it every scaled fp16 loss gradient is 0
+FLT_MAX = 3.4028234663852886e38
+
+
+def check_loss_scale(prog, a, argv=None):
+    """Reads a.loss_scale in place: "dynamic", or the static scale as a float. Exit 2 with ampbench's one-line
+    messages for a value that is neither, a static scale without --precision amp, or a static scale beside one
+    of the dynamic scaler's options (named on the command line, argv: sys.argv[1:])."""
+    v = a.loss_scale
+    if v == "dynamic":
+        return
+    try:
+        x = float(v)
+    except ValueError:
+        die(prog, "--loss-scale: '%s' is neither dynamic nor a number" % v, 2)
+    if not (x > 0.0) or not math.isfinite(x):
+        die(prog, "--loss-scale: '%s' is not a positive finite scale (or dynamic)" % v, 2)
+    if x > FLT_MAX:
+        die(prog, "--loss-scale: '%s' is beyond the range of a float (%g)" % (v, FLT_MAX), 2)
+    if x < STATIC_SCALE_MIN:
+        die(prog, "--loss-scale: '%s' is below 2^-24 (%g): every scaled loss gradient would round to zero in fp16"
+            % (v, STATIC_SCALE_MIN), 2)
+    if a.precision != "amp":
+        die(prog, "--loss-scale %s: a static loss scale needs --precision amp (%s trains without a loss scale)"
+            % (v, a.precision), 2)
+    words = sys.argv[1:] if argv is None else argv
+    for opt in ("--init-scale", "--growth-factor", "--backoff-factor", "--growth-interval"):
+        if any(w == opt or w.startswith(opt + "=") for w in words):
+            die(prog, "--loss-scale %s is static: %s belongs to the dynamic scaler" % (v, opt), 2)
+    a.loss_scale = x
 
 
 # ---- set-up ----
@@ -178,10 +219,58 @@ def check_precision(prog, precision, dev, cuda, ac_dtype, probe, stays):
         die(prog, "--precision amp: PyTorch %s has no GradScaler for the CPU" % torch.__version__, 2)
 
 
+class StaticScaler:
+    """--loss-scale S: GradScaler's interface (scale, unscale_, step, update, get_scale) with a scale that never
+    changes. The loss is multiplied by S; unscale_ divides the gradients by S (in fp32, by the float 1/S, as
+    ampbench's unscale; not at all at S = 1, which is GradScaler(enabled=False) plus the inf check) and looks for
+    inf/NaN in the result; step skips the optimizer step when it found one. last_skipped says whether the last
+    step was skipped (LossScaleLog.update takes it, the scale not dropping). Under DDP the gradients are
+    all-reduced before unscale_, so every rank decides alike."""
+
+    def __init__(self, scale):
+        self._scale = float(scale)
+        self._unscaled = False
+        self._found_inf = False
+        self.last_skipped = False
+
+    def get_scale(self):
+        return self._scale
+
+    def scale(self, loss):
+        return loss * self._scale if self._scale != 1.0 else loss
+
+    def unscale_(self, opt):
+        if self._unscaled:
+            return
+        import torch
+        grads = [p.grad for g in opt.param_groups for p in g["params"] if p.grad is not None]
+        inv = 1.0 / self._scale
+        bad = []
+        for g in grads:
+            if inv != 1.0:
+                g.mul_(inv)
+            bad.append(torch.logical_not(torch.isfinite(g)).any())
+        self._found_inf = bool(torch.stack(bad).any().item()) if bad else False  # one host sync a step
+        self._unscaled = True
+
+    def step(self, opt):
+        self.unscale_(opt)
+        self.last_skipped = self._found_inf
+        if not self._found_inf:
+            opt.step()
+
+    def update(self):
+        self._unscaled = False
+        self._found_inf = False
+
+
 def make_scaler(a, dev, amp):
-    """the GradScaler of --init-scale, --growth-factor, --backoff-factor, --growth-interval; None without amp"""
+    """the GradScaler of --init-scale, --growth-factor, --backoff-factor, --growth-interval, or a StaticScaler
+    under --loss-scale S (after check_loss_scale); None without amp"""
     if not amp:
         return None
+    if getattr(a, "loss_scale", "dynamic") != "dynamic":
+        return StaticScaler(a.loss_scale)
     import torch
     kw = dict(init_scale=a.init_scale, growth_factor=a.growth_factor, backoff_factor=a.backoff_factor,
               growth_interval=a.growth_interval)
@@ -300,11 +389,16 @@ class LossScaleLog:
         self.growths = self.backoffs = 0
         self.events, self.changes = [], []
 
-    def update(self, new, step, epoch):
+    def update(self, new, step, epoch, skipped=None):
         """the scale after optimizer step `step` (0-based, of the run) in epoch `epoch`; False where that
-        step was skipped"""
+        step was skipped. skipped: None (a dynamic scaler: a drop of the scale is a skipped step) or whether a
+        static scaler skipped it (StaticScaler.last_skipped: recorded with the scale before and after alike)"""
         old = self.scale
         took = True
+        if skipped is not None:
+            if skipped:
+                self.events.append({"step": step, "epoch": epoch, "scale_before": old, "scale_after": new})
+            return not skipped
         if new < old:
             took = False
             self.backoffs += 1
@@ -318,16 +412,24 @@ class LossScaleLog:
         self.max_scale = max(self.max_scale, new)
         return took
 
-    def amp_record(self, precision, init_scale, growth_factor, backoff_factor, growth_interval, epochs):
+    def amp_record(self, precision, init_scale, growth_factor, backoff_factor, growth_interval, epochs,
+                   loss_scale="dynamic"):
+        """the record's amp section; loss_scale: "dynamic" or the static scale (check_loss_scale's a.loss_scale)"""
         amp = precision == "amp"
-        return {"enabled": precision != "fp32", "dtype": {"amp": "fp16", "bf16": "bf16"}.get(precision, "none"),
-                "dynamic": amp, "init_scale": init_scale if amp else 1.0, "growth_factor": growth_factor,
-                "backoff_factor": backoff_factor, "growth_interval": growth_interval,
-                "final_scale": self.scale, "skipped_steps": sum(x["skipped_steps"] for x in epochs),
-                "overflow_events": self.events,
-                "scale_history": {"min": self.min_scale, "max": self.max_scale,
-                                  "growths": self.growths, "backoffs": self.backoffs,
-                                  "changes": self.changes}}
+        static = amp and loss_scale != "dynamic"
+        rec = {"enabled": precision != "fp32", "dtype": {"amp": "fp16", "bf16": "bf16"}.get(precision, "none"),
+               "dynamic": amp and not static,
+               "loss_scale_mode": "static" if static else "dynamic" if amp else "none",
+               "init_scale": float(loss_scale) if static else init_scale if amp else 1.0}
+        if not static:  # a static scale has no growth or backoff
+            rec.update({"growth_factor": growth_factor, "backoff_factor": backoff_factor,
+                        "growth_interval": growth_interval})
+        rec.update({"final_scale": self.scale, "skipped_steps": sum(x["skipped_steps"] for x in epochs),
+                    "overflow_events": self.events,
+                    "scale_history": {"min": self.min_scale, "max": self.max_scale,
+                                      "growths": self.growths, "backoffs": self.backoffs,
+                                      "changes": self.changes}})
+        return rec
 
 
 # ---- memory ----
