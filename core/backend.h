@@ -255,6 +255,14 @@ typedef struct ab_backend_ops {
     int (*sum_squares)(ab_backend *be, size_t n, const float *x, float *out);
     /* x *= s */
     int (*scale)(ab_backend *be, size_t n, float *x, float s);
+    /* The gradient census's histogram: ADDS into counts (int64, backend memory, nbins + 2) the
+     * binary exponents of x (n elements of type t, read as stored): counts[b] += the finite non-zero
+     * values with floor(log2 |x|) == log2_min + b, those below 2^log2_min going to counts[0] and
+     * those at or above 2^(log2_min + nbins - 1) to counts[nbins - 1]; counts[nbins] += the zeros
+     * (+0 and -0), counts[nbins + 1] += the infinities and NaNs. Subnormals count by their own
+     * exponent (fp16's smallest, 2^-24, in the bin of -24): ab_log2_slot, core/kernel_math.h.
+     * Adding lets tensors be pooled. 1 <= nbins <= AB_LOG2_HIST_MAX_BINS and |log2_min| <= 256. */
+    int (*log2_hist)(ab_backend *be, size_t n, ab_dtype t, const void *x, int log2_min, int nbins, int64_t *counts);
 
     /* fills info (above); 0 or -1 */
     int (*describe)(ab_backend *be, ab_device_info *info);

@@ -34,6 +34,23 @@ static inline AB_HD void ab_adamw_update(float *w, float g, float *m, float *v, 
 
 static inline AB_HD int ab_is_finite(float x) { return (ab_f32_bits(x) & 0x7f800000u) != 0x7f800000u; }
 
+/* The census bin of one value (the log2_hist op of core/backend.h): floor(log2 |v|) - log2_min,
+ * clamped to [0, nbins - 1]; nbins for a zero (either sign), nbins + 1 for an infinity or a NaN.
+ * Exact, from the bits: a normal float's biased exponent less 127; a subnormal is m * 2^-149 (m its
+ * mantissa bits, not 0), and floor(log2 m) is the exponent of m's exact conversion to float. fp16
+ * and bf16 values widen to float exactly, so their subnormals land in their own bins too. No
+ * branch: every term is computed and one selected, so a loop over it vectorizes. */
+#define AB_LOG2_HIST_MAX_BINS 512
+static inline AB_HD int ab_log2_slot(float v, int log2_min, int nbins) {
+    const uint32_t ax = ab_f32_bits(v) & 0x7fffffffu;
+    const int e = (int)(ax >> 23);
+    const int sub = (int)(ab_f32_bits((float)(int32_t)(ax & 0x7fffffu)) >> 23) - 127 - 149;
+    int b = (e ? e - 127 : sub) - log2_min;
+    b = b < 0 ? 0 : b;
+    b = b > nbins - 1 ? nbins - 1 : b;
+    return ax == 0 ? nbins : e == 255 ? nbins + 1 : b;
+}
+
 /* Softmax cross-entropy of one row of C logits (type lt) with label y, in fp32.
  * Returns the loss; when drow != NULL writes drow[j] = gscale * (p_j - [j == y]) in type dt.
  * *argmax receives the index of the largest logit (first one on ties). */

@@ -234,6 +234,40 @@ static int cpu_unscale_check(ab_backend *be, size_t n, float *g, float inv_scale
     return 0;
 }
 
+/* The census histogram: a block's slots first (widened to fp32 by cpu_widen, F16C where there is one,
+ * then ab_log2_slot: a loop without stores into the counts, which vectorizes), then counted into
+ * four copies in turn, so that runs of equal slots (most gradients share a few exponents) do not
+ * wait on each other's increments; the copies are added into counts at the end. */
+static int cpu_log2_hist(ab_backend *be, size_t n, ab_dtype t, const void *x, int log2_min, int nbins,
+                         int64_t *counts) {
+    (void)be;
+    if (nbins < 1 || nbins > AB_LOG2_HIST_MAX_BINS || log2_min < -256 || log2_min > 256)
+        return ab_errorf("log2_hist: nbins %d or log2_min %d out of range", nbins, log2_min);
+    if (t != AB_F32 && t != AB_F16 && t != AB_BF16) return ab_errorf("log2_hist: unknown element type %d", (int)t);
+    enum { BLOCK = 1024 };
+    float buf[BLOCK];
+    uint16_t slot[BLOCK];
+    int64_t part[4][AB_LOG2_HIST_MAX_BINS + 2];
+    memset(part, 0, sizeof part);
+    const size_t es = ab_dtype_size(t);
+    for (size_t i0 = 0; i0 < n; i0 += BLOCK) {
+        const size_t m = n - i0 < BLOCK ? n - i0 : BLOCK;
+        const float *v = t == AB_F32 ? (const float *)x + i0 : buf;
+        if (t != AB_F32) cpu_widen(m, t, (const char *)x + i0 * es, buf);
+        for (size_t i = 0; i < m; i++) slot[i] = (uint16_t)ab_log2_slot(v[i], log2_min, nbins);
+        size_t i = 0;
+        for (; i + 4 <= m; i += 4) {
+            part[0][slot[i]]++;
+            part[1][slot[i + 1]]++;
+            part[2][slot[i + 2]]++;
+            part[3][slot[i + 3]]++;
+        }
+        for (; i < m; i++) part[0][slot[i]]++;
+    }
+    for (int b = 0; b < nbins + 2; b++) counts[b] += part[0][b] + part[1][b] + part[2][b] + part[3][b];
+    return 0;
+}
+
 static int cpu_sgd_step(ab_backend *be, size_t n, float *w, const float *g, float *buf, float lr, float momentum,
                         float weight_decay, int first_step) {
     (void)be;
@@ -354,6 +388,7 @@ static const ab_backend_ops cpu_ops = {
     .gather_rows = cpu_gather_rows,
     .sum_squares = cpu_sum_squares,
     .scale = cpu_scale,
+    .log2_hist = cpu_log2_hist,
     .describe = cpu_describe,
 };
 

@@ -474,6 +474,48 @@ static int cuda_unscale_check(ab_backend *be, size_t n, float *g, float inv_scal
     return 0;
 }
 
+/* The census histogram (core/backend.h's log2_hist): each warp counts into its own copy of the bins
+ * in shared memory (fewer threads contending for one address: most gradients share a few exponents),
+ * the block adds its copies and makes one 64-bit atomicAdd per non-empty bin into counts. The grid is
+ * capped at LOG2_HIST_BLOCKS, so the global atomics stay a few per bin and block whatever n is; the
+ * grid-stride loop covers the rest. Shared counters are 32-bit: a warp's copy counts at most
+ * 32 * ceil(n / (blocks * THREADS)) values, below 2^32 for any n under 2^45. */
+enum { LOG2_HIST_BLOCKS = 1024 };
+
+__global__ void k_log2_hist(size_t n, ab_dtype t, const void *x, int log2_min, int nbins,
+                            unsigned long long *counts) {
+    extern __shared__ unsigned int s_hist[]; /* (THREADS / 32, nbins + 2) */
+    const int slots = nbins + 2, warps = (int)(blockDim.x / 32);
+    for (int b = threadIdx.x; b < warps * slots; b += blockDim.x) s_hist[b] = 0;
+    __syncthreads();
+    unsigned int *mine = s_hist + (threadIdx.x / 32) * slots;
+    GRID_STRIDE(i, n) atomicAdd(&mine[ab_log2_slot(ab_load(x, i, t), log2_min, nbins)], 1u);
+    __syncthreads();
+    for (int b = threadIdx.x; b < slots; b += blockDim.x) {
+        unsigned long long c = 0;
+        for (int w = 0; w < warps; w++) c += s_hist[w * slots + b];
+        if (c) atomicAdd(&counts[b], c);
+    }
+}
+
+static int cuda_log2_hist(ab_backend *be, size_t n, ab_dtype t, const void *x, int log2_min, int nbins,
+                          int64_t *counts) {
+    if (nbins < 1 || nbins > AB_LOG2_HIST_MAX_BINS || log2_min < -256 || log2_min > 256)
+        return ab_errorf("log2_hist: nbins %d or log2_min %d out of range", nbins, log2_min);
+    if (!dtype_ok(t)) return ab_errorf("log2_hist: unknown element type %d", (int)t);
+    if (!n) return 0;
+    if (!x || !counts) return ab_errorf("log2_hist: NULL argument");
+    AB_TRY(on_device(st_of(be)));
+    unsigned blocks = blocks_for(n);
+    if (blocks > LOG2_HIST_BLOCKS) blocks = LOG2_HIST_BLOCKS;
+    const size_t shared = (size_t)(THREADS / 32) * (size_t)(nbins + 2) * sizeof(unsigned int);
+    static_assert(sizeof(unsigned long long) == sizeof(int64_t), "64-bit atomics on int64 counts");
+    k_log2_hist<<<blocks, THREADS, shared, st_of(be)->stream>>>(n, t, x, log2_min, nbins,
+                                                                 reinterpret_cast<unsigned long long *>(counts));
+    LAUNCH_CHECK("k_log2_hist");
+    return 0;
+}
+
 static int cuda_sgd_step(ab_backend *be, size_t n, float *w, const float *g, float *buf, float lr, float momentum,
                          float weight_decay, int first_step) {
     if (!n) return 0;
@@ -996,6 +1038,7 @@ static ab_backend_ops make_ops(void) {
     o.gather_rows = ab_cuda_gather_rows;
     o.sum_squares = ab_cuda_sum_squares;
     o.scale = ab_cuda_scale;
+    o.log2_hist = cuda_log2_hist;
     o.describe = cuda_describe;
     o.data_mark = cuda_data_mark;
     o.data_time = cuda_data_time;

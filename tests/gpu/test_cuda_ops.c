@@ -10,7 +10,8 @@
  * alignment from 256 bytes down to one element, labels outside [0, C) (NaN loss and a NaN
  * gradient row on both backends), same-type casts between overlapping buffers (memmove), and a
  * gather straight after a large data set is mapped, and NaN through cuBLASLt's own ReLU epilogues
- * (beta 0: the MLP's fc1 forward), checked element by element against the CPU's NaN positions.
+ * (beta 0: the MLP's fc1 forward), checked element by element against the CPU's NaN positions; the
+ * gradient census's log2 histogram, count for count.
  * Buffers held on both backends and their comparisons: gpu_pair.h.
  * Without a usable GPU it prints SKIPPED and exits 77 (CTest SKIP_RETURN_CODE). */
 #include "gpu_pair.h"
@@ -428,6 +429,73 @@ static void test_unscale_and_optimizers(void) {
     }
 }
 
+/* The census histogram: counts bit for bit those of the CPU backend, in the census's 80 bins and in
+ * 300 that clamp nothing; each type over random magnitudes across the census range with the specials
+ * planted (65504, 65520, +-inf, NaN, +-0, the smallest subnormals), then every fp16 and bf16 pattern;
+ * the counts start non-zero and take a second call (the op adds); n = 1,000,003 passes the kernel's
+ * grid cap (1024 blocks of 256 threads), so its grid-stride loop runs too. */
+static int64_t *counts_dev(size_t slots, const int64_t *init) {
+    int64_t *d = ab_alloc(gpu, AB_MEM_WORKSPACE, slots * sizeof(int64_t));
+    if (!d || gpu->ops->upload(gpu, d, init, slots * sizeof(int64_t)) != 0) die("counts buffer");
+    return d;
+}
+
+static void check_hist(const char *what, size_t n, ab_dtype t, const void *h, const void *d, int log2_min, int nbins) {
+    const size_t slots = (size_t)nbins + 2;
+    int64_t *ref = malloc(slots * sizeof *ref), *got = malloc(slots * sizeof *got);
+    if (!ref || !got) die("host buffer");
+    for (size_t b = 0; b < slots; b++) ref[b] = (int64_t)(b * 7 + 1);
+    int64_t *dc = counts_dev(slots, ref);
+    for (int call = 0; call < 2; call++)
+        op_ok(what, cpu->ops->log2_hist(cpu, n, t, h, log2_min, nbins, ref),
+              gpu->ops->log2_hist(gpu, n, t, d, log2_min, nbins, dc));
+    if (gpu->ops->sync(gpu) != 0 || gpu->ops->download(gpu, got, dc, slots * sizeof *got) != 0) die(what);
+    for (size_t b = 0; b < slots; b++)
+        if (got[b] != ref[b]) {
+            fprintf(stderr, "FAIL %s: slot %zu of %zu (%s) got %lld, expected %lld\n", what, b, slots,
+                    b < (size_t)nbins ? "bin" : b == (size_t)nbins ? "zeros" : "non-finite", (long long)got[b],
+                    (long long)ref[b]);
+            failures++;
+            break;
+        }
+    ab_release(gpu, AB_MEM_WORKSPACE, dc, slots * sizeof(int64_t));
+    free(ref);
+    free(got);
+}
+
+static void test_log2_hist(void) {
+    if (!have("log2_hist", (void *)cpu->ops->log2_hist, (void *)gpu->ops->log2_hist)) return;
+    const size_t n = 1000003;
+    const int layouts[2][2] = {{-64, 80}, {-160, 300}};
+    char what[128];
+    for (int s = 0; s < 3; s++) {
+        pair x = pair_new(n, TYPES[s], 0.0f, 1.0f);
+        for (size_t i = 0; i < n; i++) /* magnitudes 2^-80 .. 2^20, both signs */
+            ab_store(x.h, i, x.t, (i & 1 ? -1.0f : 1.0f) * ldexpf(ab_rng_uniform_range(&rng, 1.0f, 2.0f),
+                                                                  (int)ab_rng_below(&rng, 101) - 80));
+        pair_push(&x);
+        plant_specials(&x);
+        const float more[] = {0x1.0p-24f, 0x1.0p-149f, 0x1.0p-133f, 0x1.0p-14f, 0x1.ff8p-15f, -0x1.0p-64f, 0x1.0p15f};
+        for (size_t k = 0; k < sizeof more / sizeof more[0]; k++) pair_set(&x, 5 + k * 11, more[k]);
+        for (int l = 0; l < 2; l++) {
+            snprintf(what, sizeof what, "log2_hist %s, %zu values (log2_min %d, %d bins)", ab_dtype_name(x.t), n,
+                     layouts[l][0], layouts[l][1]);
+            check_hist(what, n, x.t, x.h, x.d, layouts[l][0], layouts[l][1]);
+        }
+        snprintf(what, sizeof what, "log2_hist %s, 5 values", ab_dtype_name(x.t));
+        check_hist(what, 5, x.t, x.h, x.d, -64, 80);
+        pair_free(&x);
+    }
+    for (int s = 1; s < 3; s++) { /* every fp16 and bf16 bit pattern */
+        pair x = pair_new(65536, TYPES[s], 0.0f, 1.0f);
+        for (uint32_t u = 0; u < 65536; u++) ((uint16_t *)x.h)[u] = (uint16_t)u;
+        pair_push(&x);
+        snprintf(what, sizeof what, "log2_hist every %s pattern", ab_dtype_name(x.t));
+        check_hist(what, 65536, x.t, x.h, x.d, -160, 300);
+        pair_free(&x);
+    }
+}
+
 static void test_gather(void) {
     const int N = 1000, D = 784;
     uint8_t *data = malloc((size_t)N * D), *labels = malloc((size_t)N);
@@ -521,6 +589,7 @@ int main(void) {
     test_softmax_xent_bad_labels();
     test_overlapping_cast();
     test_unscale_and_optimizers();
+    test_log2_hist();
     test_gather();
     return gpu_test_end("test_cuda_ops", "ops");
 }
