@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "census.h"
 #include "fileio.h"
 #include "train.h"
 #include "version.h"
@@ -268,6 +269,7 @@ static cJSON *build(const ab_train_config *c, const ab_run_record *r) {
         cJSON_AddNumberToObject(j, "scale", r->curve[i].scale);
         cJSON_AddItemToArray(lc, j);
     }
+    if (r->census) cJSON_AddItemToObject(o, "grad_census", ab_census_json(r->census));
     return o;
 }
 

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "census.h"
 #include "comm.h"
 #include "kernel_math.h"
 #include "params.h"
@@ -842,6 +843,7 @@ void ab_run_record_free(ab_run_record *rec) {
     free(rec->curve);
     free(rec->peak_memory_per_rank);
     free(rec->gpu_per_rank);
+    ab_census_free(rec->census);
     ab_scaler_free(&rec->scaler);
     memset(rec, 0, sizeof *rec);
 }

@@ -147,6 +147,8 @@ typedef struct {
     long allreduce_calls;
     int64_t *peak_memory_per_rank; /* (world_size) peak_total of every rank, gathered */
     int64_t *gpu_per_rank;          /* (world_size) the GPU index each rank ran on, -1 on the CPU */
+    struct ab_census *census;       /* the gradient census (core/census.h), NULL when none was taken;
+                                     * freed with the record, written as grad_census */
 } ab_run_record;
 
 /* Set from a signal handler: the run stops after the current step and keeps what it measured. */

@@ -5,10 +5,11 @@
 # (bench/pytorch) and the reference of tests/torch_check.py; Hugging Face transformers 4.30 (the
 # last to support Debian's PyTorch 1.13, from PyPI: Debian has none) is the BERT peer's and the
 # reference of tests/bert_check.py and the tokenizer test. Without PyPI those say so and skip.
+# python3-jsonschema checks result records against results/schema (tests/schema_check.py).
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libcjson-dev libopenblas-dev zlib1g-dev libpng-dev
       openmpi-bin libopenmpi-dev gnuplot-nox dataset-fashion-mnist curl ca-certificates
-      python3-torch python3-torchvision python3-pip clang libclang-rt-14-dev)
+      python3-torch python3-torchvision python3-pip python3-jsonschema clang libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,25 +1,32 @@
-/* The CPU backend's log2_hist op, the gradient census's histogram: every fp16 and every bf16 bit
- * pattern, a million random fp32 bit patterns and planted values (each bin edge 2^k and the float
- * just below it, +-0, the fp32 and fp16 smallest subnormals, 65504, 65520, values beyond both ends of
- * the bins, +-inf, NaN) against a count written here from first principles (the stored bits decoded
- * with ldexp, the exponent from frexp); three bin layouts (the census's 80 bins, 300 bins that clamp
- * nothing, 1 bin); counts added to, over two calls as over one; bad arguments refused. */
+/* The gradient census (core/census.h) and the CPU backend's log2_hist op it counts with.
+ *   log2_hist: every fp16 and every bf16 bit pattern, a million random fp32 bit patterns and planted
+ *     values (each bin edge 2^k and the float just below it, +-0, the fp32 and fp16 smallest
+ *     subnormals, 65504, 65520, values beyond both ends of the bins, +-inf, NaN) against a count
+ *     written here from first principles (the stored bits decoded with ldexp, the exponent from
+ *     frexp); three bin layouts (the census's 80 bins, 300 bins that clamp nothing, 1 bin); counts
+ *     added to, over two calls as over one; bad arguments refused.
+ *   derived figures on hand-made histograms: the shift of log2 S bins (down, from the loss scale to
+ *     scale 1), the exact flush and subnormal edges, the overflow bin (may vs certain), a fractional
+ *     shift, the 99.9% rule of the safe scale and its overflow bound.
+ *   the census: records through begin/add/end on the CPU backend (pooling by name, more tensors than
+ *     device slots, errors), the one-line summary, and the result record's grad_census read back
+ *     with cJSON: keys, 80-long histograms, the derived figures. With a path argument the record is
+ *     also written there (tests/test_result_schema.sh validates it against the schema). */
+#include <cjson/cJSON.h>
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#include "backend.h"
 #include "backend_cpu.h"
+#include "census.h"
 #include "half.h"
 #include "kernel_math.h"
 #include "rng.h"
 #include "tolerances.h"
-
-/* the census's layout (core/census.h) */
-#define AB_CENSUS_LOG2_MIN (-64)
-#define AB_CENSUS_BINS 80
+#include "train.h"
 
 static int failures = 0;
 static ab_backend *be;
@@ -206,14 +213,341 @@ static void test_log2_hist(void) {
     AB_CHECK(be->ops->log2_hist(be, 4, AB_DTYPE_COUNT, planted, -64, 80, c) != 0, "a bad type accepted");
 }
 
-int main(void) {
+/* ---- derived figures on hand-made histograms ---- */
+
+enum { NB = AB_CENSUS_BINS, LMIN = AB_CENSUS_LOG2_MIN };
+
+static void put(int64_t *h, int log2, int64_t count) { h[log2 - LMIN] += count; }
+
+static int near(double a, double b) { return fabs(a - b) <= 1e-12; }
+
+static void test_shares(void) {
+    int64_t h[NB] = {0};
+    ab_census_shares s;
+    /* values stored at loss scale 2^16 with floor(log2) -10: at scale 1 they are 2^-26, flushed; as
+     * stored, normal. Shifting the other way would put them at 2^6. */
+    put(h, -10, 8);
+    ab_census_shares_at(h, LMIN, NB, AB_F16, 65536.0, 1.0, &s);
+    AB_CHECK(near(s.flush, 1.0) && near(s.subnormal, 0.0), "2^-10 at scale 2^16 -> 2^-26 at scale 1: flush %g", s.flush);
+    ab_census_shares_at(h, LMIN, NB, AB_F16, 65536.0, 65536.0, &s);
+    AB_CHECK(near(s.flush, 0.0) && near(s.subnormal, 0.0) && near(s.overflow, 0.0), "2^-10 as stored: normal");
+    /* the edges 2^-25 and 2^-14 are exact at an integer shift; fp32 values in the last bin may
+     * reach 65520 */
+    memset(h, 0, sizeof h);
+    put(h, -26, 1), put(h, -25, 2), put(h, -15, 4), put(h, -14, 8), put(h, 15, 16), put(h, 14, 32);
+    ab_census_shares_at(h, LMIN, NB, AB_F32, 1.0, 1.0, &s);
+    AB_CHECK(near(s.flush, 1 / 63.0) && near(s.subnormal, 6 / 63.0), "edges: flush %g subnormal %g", s.flush * 63,
+             s.subnormal * 63);
+    AB_CHECK(near(s.overflow, 0.0) && near(s.may_overflow, 16 / 63.0), "bin 15 may overflow: %g certain, %g may",
+             s.overflow * 63, s.may_overflow * 63);
+    /* fp16 values in the last bin are at most 65504: none overflows at scale 1 */
+    ab_census_shares_at(h, LMIN, NB, AB_F16, 1.0, 1.0, &s);
+    AB_CHECK(near(s.overflow, 0.0) && near(s.may_overflow, 0.0) && near(s.flush, 1 / 63.0),
+             "fp16 at scale 1: %g certain, %g may overflow", s.overflow * 63, s.may_overflow * 63);
+    /* at twice the scale the bin of 15 is at 16: certain overflow, and 14 moves to the uncertain bin */
+    ab_census_shares_at(h, LMIN, NB, AB_F32, 1.0, 2.0, &s);
+    AB_CHECK(near(s.overflow, 16 / 63.0) && near(s.may_overflow, 32 / 63.0) && near(s.flush, 0.0) &&
+                 near(s.subnormal, 3 / 63.0),
+             "x2: overflow %g may %g flush %g subnormal %g", s.overflow * 63, s.may_overflow * 63, s.flush * 63,
+             s.subnormal * 63);
+    /* fp32's first bin reaches down to 2^-149, its last up to FLT_MAX: flushed and may overflow over
+     * a wide range of scales */
+    memset(h, 0, sizeof h);
+    h[0] = 3, h[NB - 1] = 1;
+    ab_census_shares_at(h, LMIN, NB, AB_F32, 1.0, 0x1.0p40, &s);
+    AB_CHECK(near(s.flush, 0.75) && near(s.overflow, 0.25), "first bin at 2^40: flush %g, last overflow %g", s.flush,
+             s.overflow);
+    ab_census_shares_at(h, LMIN, NB, AB_F32, 1.0, 0x1.0p-30, &s); /* the last bin from 2^-15 to 2^98 */
+    AB_CHECK(near(s.flush, 0.75) && near(s.subnormal, 0.25) && near(s.may_overflow, 0.25),
+             "last bin at 2^-30: subnormal %g, may overflow %g", s.subnormal, s.may_overflow);
+    ab_census_shares_at(h, LMIN, NB, AB_F32, 1.0, 0x1.0p130, &s); /* 2^-149 x 2^130 = 2^-19: subnormal */
+    AB_CHECK(near(s.flush, 0.0) && near(s.subnormal, 0.75), "first bin at 2^130: flush %g subnormal %g", s.flush,
+             s.subnormal);
+    /* a fractional shift (loss scale 1000): a bin is classed by the smallest value it can hold */
+    memset(h, 0, sizeof h);
+    put(h, -15, 1), put(h, -16, 1); /* at scale 1: from 2^-24.97 and from 2^-25.97 */
+    ab_census_shares_at(h, LMIN, NB, AB_F32, 1000.0, 1.0, &s);
+    AB_CHECK(near(s.flush, 0.5) && near(s.subnormal, 0.5), "scale 1000: flush %g subnormal %g", s.flush, s.subnormal);
+    /* no values: NaN shares */
+    memset(h, 0, sizeof h);
+    ab_census_shares_at(h, LMIN, NB, AB_F32, 1.0, 1.0, &s);
+    AB_CHECK(isnan(s.flush) && isnan(s.overflow), "no values: shares %g", s.flush);
+}
+
+static void test_safe_scale(void) {
+    int lo, hi;
+    /* at scale 1: 998 values at 2^-30, one at 2^-40 (1 in 1000: it may stay flushed), the largest at
+     * 2^-2. Safe from 2^5 (2^-30 x 2^5 = 2^-25, the flush edge); [2^-2, 2^-1) x 2^17 may reach 65520 */
+    int64_t h[NB] = {0};
+    put(h, -30, 998), put(h, -40, 1), put(h, -2, 1);
+    AB_CHECK(ab_census_safe_scale(h, LMIN, NB, AB_F32, 1.0, &lo, &hi) == 1 && lo == 5 && hi == 16,
+             "99.9%% rule: safe from 2^%d (expected 2^5), no overflow up to 2^%d (expected 2^16)", lo, hi);
+    /* the same values stored at loss scale 2^16 (16 bins up): the same scales, which apply to the
+     * values at scale 1 */
+    int64_t g[NB] = {0};
+    put(g, -14, 998), put(g, -24, 1), put(g, 14, 1);
+    AB_CHECK(ab_census_safe_scale(g, LMIN, NB, AB_F16, 65536.0, &lo, &hi) == 1 && lo == 5 && hi == 16,
+             "stored at 2^16: safe from 2^%d (expected 2^5), no overflow up to 2^%d (expected 2^16)", lo, hi);
+    /* two in 1000 at 2^-40 (0.2%): 2^-40 must leave the flush range too, from 2^15, where a value at
+     * 2^0 may overflow: no safe scale */
+    int64_t k[NB] = {0};
+    put(k, -30, 997), put(k, -40, 2), put(k, 0, 1);
+    AB_CHECK(ab_census_safe_scale(k, LMIN, NB, AB_F32, 1.0, &lo, &hi) == 0 && lo == 15 && hi == 14,
+             "0.2%% at 2^-40: %d..%d, expected 15..14 and no safe scale", lo, hi);
+    /* a value in the last bin: in fp32 it may be as large as FLT_MAX, so only scales below 2^-112 keep
+     * it from 65520 and no scale is safe; in fp16 (at most 65504, stored at 2^16: 1 at scale 1) 2^16
+     * still is */
+    put(h, AB_CENSUS_LOG2_MAX, 1);
+    AB_CHECK(ab_census_safe_scale(h, LMIN, NB, AB_F32, 1.0, &lo, &hi) == 0 && hi == -113,
+             "fp32 in the last bin: no overflow up to 2^%d, expected 2^-113", hi);
+    put(g, AB_CENSUS_LOG2_MAX, 1);
+    AB_CHECK(ab_census_safe_scale(g, LMIN, NB, AB_F16, 65536.0, &lo, &hi) == 1 && lo == 5 && hi == 16,
+             "fp16 in the last bin: safe from 2^%d, no overflow up to 2^%d, expected 2^5 and 2^16", lo, hi);
+    /* no values: none */
+    memset(h, 0, sizeof h);
+    AB_CHECK(ab_census_safe_scale(h, LMIN, NB, AB_F32, 1.0, &lo, &hi) == 0 && lo == INT32_MAX && hi == INT32_MAX,
+             "no values: a safe scale");
+}
+
+/* ---- the census through the CPU backend ---- */
+
+static ab_census *make_census(void) {
+    ab_census *c;
+    if (ab_census_create(100, &c) != 0) {
+        fprintf(stderr, "FAIL census: %s\n", ab_error());
+        exit(1);
+    }
+    return c;
+}
+
+static void test_census_records(void) {
+    ab_census *c = make_census();
+    AB_CHECK(c->interval == 100 && c->log2_min == -64 && c->log2_max == 15, "layout");
+    AB_CHECK(ab_census_due(c, 1) && !ab_census_due(c, 2) && !ab_census_due(c, 100) && ab_census_due(c, 101) &&
+                 ab_census_due(c, 201) && !ab_census_due(c, 0),
+             "due at 1, 101, 201");
+    ab_census *bad;
+    AB_CHECK(ab_census_create(0, &bad) != 0, "interval 0 accepted");
+    /* weights in fp32 at scale 1 (fp32 mode): 2^-30 (flushed in fp16), 2^-20 (subnormal), zeros */
+    float w[6] = {0x1.0p-30f, -0x1.0p-30f, 0x1.0p-20f, 0.0f, -0.0f, 0.5f};
+    uint16_t a[4]; /* an activation gradient in fp16: 2^-24, 1, inf, 0 */
+    ab_store(a, 0, AB_F16, 0x1.0p-24f), ab_store(a, 1, AB_F16, 1.0f), ab_store(a, 2, AB_F16, INFINITY),
+        ab_store(a, 3, AB_F16, 0.0f);
+    AB_CHECK(ab_census_add(c, "fc1.weight", AB_CENSUS_WEIGHT, 6, AB_F32, w) != 0, "add before begin accepted");
+    AB_CHECK(ab_census_begin(c, be, 0, 1.0) != 0, "step 0 accepted");
+    AB_CHECK(ab_census_begin(c, be, 1, 0.0) != 0, "loss scale 0 accepted");
+    const size_t ws0 = be->mem.current[AB_MEM_WORKSPACE];
+    AB_CHECK(ab_census_begin(c, be, 1, 1.0) == 0, "begin: %s", ab_error());
+    AB_CHECK(ab_census_begin(c, be, 1, 1.0) != 0, "begin twice accepted");
+    AB_CHECK(ab_census_add(c, "fc1.weight", AB_CENSUS_WEIGHT, 6, AB_F32, w) == 0, "%s", ab_error());
+    AB_CHECK(ab_census_add(c, "fc1", AB_CENSUS_ACTIVATION, 4, AB_F16, a) == 0, "%s", ab_error());
+    AB_CHECK(ab_census_add(c, "fc1", AB_CENSUS_ACTIVATION, 4, AB_F16, a) == 0, "pooled: %s", ab_error());
+    AB_CHECK(ab_census_add(c, "fc1", AB_CENSUS_WEIGHT, 4, AB_F16, a) != 0, "one name, two kinds accepted");
+    /* more tensors than device slots: downloads in between */
+    for (int k = 0; k < 2 * AB_CENSUS_SLOTS + 3; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "many.%d.weight", k);
+        AB_CHECK(ab_census_add(c, name, AB_CENSUS_WEIGHT, 1, AB_F32, &w[k % 6]) == 0, "%s: %s", name, ab_error());
+    }
+    AB_CHECK(ab_census_add(c, "fc1", AB_CENSUS_ACTIVATION, 2, AB_F16, a) == 0, "pooled after downloads: %s", ab_error());
+    AB_CHECK(be->mem.current[AB_MEM_WORKSPACE] > ws0, "the census's counts are charged to the workspace");
+    AB_CHECK(ab_census_end(c) == 0, "end: %s", ab_error());
+    AB_CHECK(be->mem.current[AB_MEM_WORKSPACE] == ws0 && c->be == NULL, "end releases the counts");
+    AB_CHECK(ab_census_end(c) == 0, "end again");
+    AB_CHECK(c->n_records == 1, "records %zu", c->n_records);
+    const ab_census_record *r = &c->records[0];
+    AB_CHECK(r->n_tensors == 2 + 2 * AB_CENSUS_SLOTS + 3, "tensors %zu", r->n_tensors);
+    const ab_census_tensor *tw = &r->tensors[0], *ta = &r->tensors[1];
+    AB_CHECK(strcmp(tw->name, "fc1.weight") == 0 && tw->n == 6 && tw->zeros == 2 && tw->nonfinite == 0 &&
+                 tw->hist[-30 - LMIN] == 2 && tw->hist[-20 - LMIN] == 1 && tw->hist[-1 - LMIN] == 1,
+             "fc1.weight: n %lld zeros %lld", (long long)tw->n, (long long)tw->zeros);
+    AB_CHECK(strcmp(ta->name, "fc1") == 0 && ta->kind == AB_CENSUS_ACTIVATION && ta->n == 10 && ta->zeros == 2 &&
+                 ta->nonfinite == 2 && ta->hist[-24 - LMIN] == 3 && ta->hist[0 - LMIN] == 3,
+             "fc1 pooled over three adds: n %lld zeros %lld nonfinite %lld 2^-24 %lld 2^0 %lld", (long long)ta->n,
+             (long long)ta->zeros, (long long)ta->nonfinite, (long long)ta->hist[-24 - LMIN], (long long)ta->hist[-LMIN]);
+    const ab_census_tensor *t7 = &r->tensors[2 + 7];
+    AB_CHECK(strcmp(t7->name, "many.7.weight") == 0 && t7->n == 1 && t7->hist[-30 - LMIN] == 1, "many.7.weight");
+    ab_census_figures f;
+    ab_census_figures_of(c, r, AB_CENSUS_WEIGHT, &f);
+    AB_CHECK(f.tensors == 1 + 2 * AB_CENSUS_SLOTS + 3 && f.n == 6 + 2 * AB_CENSUS_SLOTS + 3, "weights pooled: %lld",
+             (long long)f.tensors);
+    ab_census_figures_of(c, r, AB_CENSUS_ACTIVATION, &f);
+    /* 2^-24 is subnormal in fp16 (at scale 1, the values' own), 1 is normal */
+    AB_CHECK(f.tensors == 1 && f.nonzero == 6 && near(f.at_scale_1.subnormal, 0.5) && near(f.at_scale_1.flush, 0.0),
+             "activation figures: nonzero %lld subnormal %g", (long long)f.nonzero, f.at_scale_1.subnormal);
+    /* no flushed value allowed (6 values): 2^-24 x 2^-1 = 2^-25 is the edge; [1, 2) x 2^15 may overflow */
+    AB_CHECK(f.has_safe && f.safe_log2 == -1 && f.max_log2 == 14, "activation safe scale 2^%d..2^%d", f.safe_log2,
+             f.max_log2);
+    char line[2048];
+    ab_census_summary(c, r, line, sizeof line);
+    static const char head[] = "Census step 1 (loss scale 1): weight gradients 137 values";
+    AB_CHECK(strncmp(line, head, sizeof head - 1) == 0 && !strchr(line, '\n') &&
+                 strstr(line, "activation gradients 10 values in 1 tensors (20% zero, 2 non-finite)") &&
+                 strstr(line, "at scale 1 0%/50%/0% (+0%)") &&
+                 strstr(line, "smallest safe scale 2^-1 (no overflow up to 2^14)"),
+             "summary: %s", line);
+    char tiny[16];
+    ab_census_summary(c, r, tiny, sizeof tiny);
+    AB_CHECK(strlen(tiny) == 15, "a short buffer: '%s'", tiny);
+    ab_census_free(c);
+    ab_census_free(NULL);
+}
+
+/* ---- the result record ---- */
+
+static const cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
+
+static void test_result_json(const char *out_path) {
+    ab_train_config cfg;
+    ab_train_config_defaults(&cfg);
+    cfg.precision = AB_PREC_AMP;
+    ab_run_record rec;
+    memset(&rec, 0, sizeof rec);
+    snprintf(rec.started_at, sizeof rec.started_at, "2026-12-02T00:00:00Z");
+    snprintf(rec.backend, sizeof rec.backend, "cpu");
+    ab_epoch_record ep = {.epoch = 1, .time_s = 1.0, .steps = 2, .samples = 128, .timed_samples = 128,
+                          .train_loss = 2.0, .test_loss = 1.9, .test_accuracy = 50.0, .test_metric = 50.0};
+    rec.epochs = &ep;
+    rec.n_epochs = 1;
+    rec.world_size = 1;
+    rec.complete = 1;
+    AB_CHECK(ab_scaler_init(&rec.scaler, 1, 65536.0f, 2.0f, 0.5f, 2000) == 0, "%s", ab_error());
+    AB_CHECK(ab_census_create(50, &rec.census) == 0, "%s", ab_error());
+    /* two censuses: at step 1 (scale 2^16) and at step 51 */
+    uint16_t g[512];
+    float w[300];
+    ab_rng r;
+    ab_rng_seed(&r, 7);
+    /* activation gradients at scale 2^16 whose values at scale 1 span [2^-21, 2^-1): some subnormal
+     * there, a safe scale exists */
+    for (int k = 0; k < 512; k++)
+        ab_store(g, (size_t)k, AB_F16, 65536.0f * (float)ldexp(0.5 + 0.5 * ab_rng_uniform(&r), -(k % 20) - 1));
+    for (int k = 0; k < 300; k++) w[k] = 65536.0f * (float)ldexp(ab_rng_uniform_range(&r, -1.0f, 1.0f), -(k % 30));
+    for (long step = 1; step <= 51; step += 50) {
+        AB_CHECK(ab_census_begin(rec.census, be, step, 65536.0) == 0, "%s", ab_error());
+        AB_CHECK(ab_census_add(rec.census, "fc1.weight", AB_CENSUS_WEIGHT, 200, AB_F32, w) == 0 &&
+                     ab_census_add(rec.census, "fc1.bias", AB_CENSUS_WEIGHT, 100, AB_F32, w + 200) == 0 &&
+                     ab_census_add(rec.census, "fc1", AB_CENSUS_ACTIVATION, 512, AB_F16, g) == 0,
+                 "%s", ab_error());
+        AB_CHECK(ab_census_end(rec.census) == 0, "%s", ab_error());
+    }
+    char tmp[] = "/tmp/ab_census_XXXXXX";
+    const int fd = mkstemp(tmp);
+    AB_CHECK(fd >= 0, "mkstemp");
+    if (fd >= 0) close(fd);
+    const char *path = out_path ? out_path : tmp;
+    AB_CHECK(ab_result_write(path, &cfg, &rec) == 0, "%s", ab_error());
+    FILE *f = fopen(path, "rb");
+    char *text = NULL;
+    long len = 0;
+    if (f && fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0 &&
+        (text = calloc((size_t)len + 1, 1)) && fread(text, 1, (size_t)len, f) != (size_t)len) {
+        free(text);
+        text = NULL;
+    }
+    if (f) fclose(f);
+    remove(tmp);
+    cJSON *o = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    AB_CHECK(o != NULL, "the record does not parse");
+    const cJSON *gc = get(o, "grad_census");
+    AB_CHECK(cJSON_IsObject(gc), "no grad_census");
+    if (!o || !cJSON_IsObject(gc)) {
+        cJSON_Delete(o);
+        return;
+    }
+    AB_CHECK(get(gc, "interval")->valuedouble == 50 && get(gc, "log2_min")->valuedouble == -64 &&
+                 get(gc, "log2_max")->valuedouble == 15,
+             "interval, log2_min, log2_max");
+    const cJSON *recs = get(gc, "records");
+    AB_CHECK(cJSON_GetArraySize(recs) == 2, "records: %d", cJSON_GetArraySize(recs));
+    const cJSON *r0 = cJSON_GetArrayItem(recs, 0), *r1 = cJSON_GetArrayItem(recs, 1);
+    AB_CHECK(get(r0, "step")->valuedouble == 1 && get(r1, "step")->valuedouble == 51 &&
+                 get(r0, "loss_scale")->valuedouble == 65536.0,
+             "steps and loss scale");
+    const cJSON *ts = get(r0, "tensors");
+    AB_CHECK(cJSON_GetArraySize(ts) == 3, "tensors: %d", cJSON_GetArraySize(ts));
+    static const char *const keys[] = {"name", "kind", "dtype", "n", "zeros", "nonfinite", "hist"};
+    const cJSON *t;
+    int64_t total = 0;
+    cJSON_ArrayForEach(t, ts) {
+        for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) AB_CHECK(get(t, keys[k]), "tensor lacks %s", keys[k]);
+        AB_CHECK(cJSON_GetArraySize(get(t, "hist")) == 80, "hist of %d", cJSON_GetArraySize(get(t, "hist")));
+        int64_t sum = 0;
+        const cJSON *b;
+        cJSON_ArrayForEach(b, get(t, "hist")) sum += (int64_t)b->valuedouble;
+        AB_CHECK(sum + (int64_t)get(t, "zeros")->valuedouble + (int64_t)get(t, "nonfinite")->valuedouble ==
+                     (int64_t)get(t, "n")->valuedouble,
+                 "%s: hist + zeros + nonfinite != n", get(t, "name")->valuestring);
+        total += (int64_t)get(t, "n")->valuedouble;
+    }
+    AB_CHECK(total == 812, "values %lld", (long long)total);
+    AB_CHECK(strcmp(get(cJSON_GetArrayItem(ts, 2), "kind")->valuestring, "activation") == 0 &&
+                 strcmp(get(cJSON_GetArrayItem(ts, 0), "kind")->valuestring, "weight") == 0 &&
+                 strcmp(get(cJSON_GetArrayItem(ts, 2), "dtype")->valuestring, "fp16") == 0 &&
+                 strcmp(get(cJSON_GetArrayItem(ts, 0), "dtype")->valuestring, "fp32") == 0,
+             "kinds and types");
+    const cJSON *d = get(r0, "derived");
+    static const char *const dkeys[] = {"tensors", "dtype", "n", "zeros", "nonfinite", "nonzero", "at_scale_1", "at_loss_scale",
+                                        "safe_scale", "safe_scale_log2", "max_scale_without_overflow",
+                                        "max_scale_without_overflow_log2"};
+    for (int kind = 0; kind < 2; kind++) {
+        const cJSON *k = get(d, kind ? "activation" : "weight");
+        AB_CHECK(cJSON_IsObject(k), "derived lacks %s", kind ? "activation" : "weight");
+        for (size_t i = 0; k && i < sizeof dkeys / sizeof dkeys[0]; i++)
+            AB_CHECK(get(k, dkeys[i]), "derived.%s lacks %s", kind ? "activation" : "weight", dkeys[i]);
+        for (int at = 0; k && at < 2; at++) {
+            const cJSON *s = get(k, at ? "at_loss_scale" : "at_scale_1");
+            AB_CHECK(cJSON_IsNumber(get(s, "flush")) && cJSON_IsNumber(get(s, "subnormal")) &&
+                         cJSON_IsNumber(get(s, "overflow")) && cJSON_IsNumber(get(s, "may_overflow")),
+                     "shares of %s", kind ? "activation" : "weight");
+        }
+    }
+    /* the figures in the record are those of the histograms: recomputed here from the JSON */
+    const cJSON *act = get(d, "activation");
+    const cJSON *ha = get(cJSON_GetArrayItem(ts, 2), "hist");
+    int64_t hist[NB];
+    for (int b = 0; b < NB; b++) hist[b] = (int64_t)cJSON_GetArrayItem(ha, b)->valuedouble;
+    ab_census_shares s1;
+    ab_census_shares_at(hist, LMIN, NB, AB_F16, 65536.0, 1.0, &s1);
+    AB_CHECK(near(get(get(act, "at_scale_1"), "flush")->valuedouble, s1.flush) &&
+                 near(get(get(act, "at_scale_1"), "subnormal")->valuedouble, s1.subnormal) && s1.subnormal > 0.0,
+             "activation shares: flush %g subnormal %g", s1.flush, s1.subnormal);
+    int lo, hi;
+    const int safe = ab_census_safe_scale(hist, LMIN, NB, AB_F16, 65536.0, &lo, &hi);
+    AB_CHECK(safe && get(act, "safe_scale_log2")->valuedouble == lo &&
+                 get(act, "safe_scale")->valuedouble == ldexp(1.0, lo),
+             "safe scale 2^%d", lo);
+    /* without a census the record has no grad_census */
+    cJSON_Delete(o);
+    ab_census_free(rec.census);
+    rec.census = NULL;
+    cJSON *plain = NULL;
+    if (ab_result_write(tmp, &cfg, &rec) == 0 && (f = fopen(tmp, "rb"))) {
+        char buf[1 << 16];
+        const size_t nread = fread(buf, 1, sizeof buf - 1, f);
+        buf[nread] = 0;
+        fclose(f);
+        plain = cJSON_Parse(buf);
+    }
+    remove(tmp);
+    AB_CHECK(plain && !get(plain, "grad_census"), "a record without a census has grad_census");
+    cJSON_Delete(plain);
+    ab_scaler_free(&rec.scaler);
+}
+
+int main(int argc, char **argv) {
     be = ab_backend_cpu_create(1);
     if (!be) {
         fprintf(stderr, "FAIL backend: %s\n", ab_error());
         return 1;
     }
     test_log2_hist();
+    test_shares();
+    test_safe_scale();
+    test_census_records();
+    test_result_json(argc > 1 ? argv[1] : NULL);
     be->ops->destroy(be);
-    printf("log2_hist: %d failures\n", failures);
+    printf("census: %d failures\n", failures);
     return failures ? 1 : 0;
 }
