@@ -333,6 +333,14 @@ static const option_row rows[] = {
     {"backoff-factor", "F", "scale multiplier on an overflow (the step is skipped)", "0.5", FLOAT(cfg.backoff_factor)},
     {"growth-interval", "N", "clean steps before the scale grows", "2000", INT(cfg.growth_interval, 1, 1 << 30)},
 
+    SECTION("gradient census (docs/gradient-range.md)"),
+    {"grad-census", "K", "at optimizer step 1 and every K steps after, a histogram of\n"
+                         "floor(log2 |g|) of every weight gradient and every layer's output\n"
+                         "gradient, with zeros and non-finite values, as the run holds them\n"
+                         "(amp: the fp16 values, still scaled); one line a census, and\n"
+                         "grad_census in the JSON. It reads, never writes: training is the same", "0 = none",
+     INT(cfg.grad_census, 0, 1 << 30)},
+
     SECTION("data parallel (docs/data-parallel.md)"),
     {"comm", "C", "auto | self | mpi | nccl; auto = nccl under mpirun with --device cuda,\n"
                   "mpi under mpirun, else self (world size 1)", "auto", CALL(set_comm)},

@@ -234,6 +234,8 @@ static int alloc_step(trainer *t) {
     const ab_train_config *c = t->cfg;
     AB_TRY(ab_optimizer_init(&t->opt, t->be, c->optimizer, t->params.n, c->lr, c->momentum, c->weight_decay));
     if (c->wd_exclude) AB_TRY(ab_optimizer_exclude(&t->opt, t->params.specs, t->params.n_specs));
+    if (c->grad_census < 0) return ab_errorf("--grad-census %d: the interval must be >= 1 (0: no census)", c->grad_census);
+    if (c->grad_census > 0) AB_TRY(ab_census_create(c->grad_census, &t->rec->census));
     AB_TRY(init_scaler(t));
     t->x_bytes = t->train->ops->batch_bytes(t->train, c->batch_size, t->params.cdt);
     ab_mem_label(&t->be->mem, "a batch of %d samples", c->batch_size);
@@ -404,6 +406,48 @@ static int fill_batch(trainer *t, const int32_t *idx, int b, int epoch) {
     return 0;
 }
 
+/* ---- the gradient census (--grad-census, core/census.h): it reads gradients, never writes ---- */
+
+/* the observer of a census step's backward: the gradient arriving at a layer's output, named as
+ * the layer (its weight's name less ".weight"), pooled over the step's micro-batches */
+static int census_activation(void *census, const ab_param_spec *w, ab_dtype t, size_t n, const void *dy) {
+    char layer[256];
+    snprintf(layer, sizeof layer, "%s", w->name);
+    const size_t k = strlen(layer);
+    if (k > 7 && strcmp(layer + k - 7, ".weight") == 0) layer[k - 7] = 0;
+    return ab_census_add(census, layer, AB_CENSUS_ACTIVATION, n, t, dy);
+}
+
+/* every trained tensor's weight gradient as the step holds it: reduced over the world, not yet
+ * unscaled (under amp still multiplied by the loss scale) */
+static int census_weights(trainer *t, ab_census *census) {
+    const ab_params *p = &t->params;
+    for (int i = 0; i < p->n_specs; i++) {
+        const ab_param_spec *s = &p->specs[i];
+        if (s->region != AB_REGION_BUFFER)
+            AB_TRY(ab_census_add(census, s->name, AB_CENSUS_WEIGHT, s->numel, AB_F32, p->grad + s->offset));
+    }
+    return 0;
+}
+
+/* the census of optimizer step `step` (0-based), NULL when it takes none */
+static ab_census *census_due(const trainer *t, long step) {
+    ab_census *c = t->rec->census;
+    return c && ab_census_due(c, step + 1) ? c : NULL;
+}
+
+/* closes a census step's record; its line, printed once the step went well */
+static int census_close(trainer *t, ab_census *census, int rc) {
+    const int end = ab_census_end(census);
+    if (rc != 0 || end != 0) return -1;
+    if (!t->cfg->quiet && t->rec->rank == 0) {
+        char line[1024];
+        ab_census_summary(census, &census->records[census->n_records - 1], line, sizeof line);
+        printf("%s\n", line);
+    }
+    return 0;
+}
+
 /* ---- 1. the micro-batches ---- */
 
 /* This rank's m samples mine[0 .. m) of a step over n samples in the world: forward, loss and
@@ -412,7 +456,7 @@ static int fill_batch(trainer *t, const int32_t *idx, int b, int epoch) {
  * shares, and each rank's fp16 gradients are the very tensors one process accumulating the same
  * micro-batches would hold (a factor W would make them, and the fp16 sum on the wire, W times
  * larger: other roundings near fp16's subnormals, overflow W times sooner). */
-static int micro_batches(trainer *t, const int32_t *mine, int m, int n, int epoch, float scale) {
+static int micro_batches(trainer *t, const int32_t *mine, int m, int n, int epoch, float scale, ab_census *census) {
     ab_backend *be = t->be;
     ab_params *p = &t->params;
     ab_model *model = t->model;
@@ -430,7 +474,8 @@ static int micro_batches(trainer *t, const int32_t *mine, int m, int n, int epoc
         void *const dlogits = model->logits;
         AB_TRY(be->ops->softmax_xent(be, b, C, p->cdt, model->logits, t->labels, scale * (float)b / (float)n, p->cdt,
                                      dlogits, &t->stats->loss_sum, NULL));
-        const ab_grad_sink sink = {.mode = pos == 0 ? AB_GRAD_WRITE : AB_GRAD_ACCUMULATE};
+        const ab_grad_sink sink = {.mode = pos == 0 ? AB_GRAD_WRITE : AB_GRAD_ACCUMULATE,
+                                   .observe = census ? census_activation : NULL, .ctx = census};
         AB_TRY(model->ops->backward(model, p, &sink, t->x, dlogits, b));
     }
     return 0;
@@ -480,14 +525,16 @@ static int inject_fault(trainer *t, long step) {
     return t->be->ops->upload(t->be, t->params.grad + t->params.n / 2, &inf, sizeof inf);
 }
 
-/* the gradients reduced over the world and unscaled; the overflow flag, the loss, the norm and
- * the stop request read back once and agreed on by every rank */
-static int synchronise(trainer *t, long step, int n, float scale, step_sync *out) {
+/* the gradients reduced over the world (and counted, on a census step) and unscaled; the
+ * overflow flag, the loss, the norm and the stop request read back once and agreed on by every
+ * rank */
+static int synchronise(trainer *t, long step, int n, float scale, ab_census *census, step_sync *out) {
     ab_backend *be = t->be;
     ab_params *p = &t->params;
     ab_comm *cm = t->comm;
     if (cm->size > 1) AB_TRY(allreduce_grads(t));
     AB_TRY(inject_fault(t, step));
+    if (census) AB_TRY(census_weights(t, census));
     if (t->scaler.enabled) AB_TRY(be->ops->unscale_check(be, p->n, p->grad, 1.0f / scale, &t->stats->found_inf));
     if (t->cfg->clip_grad_norm > 0.0f) AB_TRY(be->ops->sum_squares(be, p->n, p->grad, &t->stats->grad_sq));
     step_stats s;
@@ -541,9 +588,13 @@ int ab_trainer_step(ab_trainer *t, const int32_t *order, int n, long step, int e
     /* order[0 .. n) is the world's step; this rank trains on its shard */
     const int m = W > 1 ? ab_shard_step(order, n, B, W, t->comm->rank, t->shard) : n;
     const int32_t *mine = W > 1 ? t->shard : order;
-    AB_TRY(micro_batches(t, mine, m, n, epoch, out->scale));
-    step_sync sy;
-    AB_TRY(synchronise(t, step, n, out->scale, &sy));
+    ab_census *census = census_due(t, step);
+    if (census) AB_TRY(ab_census_begin(census, t->be, step + 1, out->scale));
+    step_sync sy = {0};
+    int rc = micro_batches(t, mine, m, n, epoch, out->scale, census);
+    if (rc == 0) rc = synchronise(t, step, n, out->scale, census, &sy);
+    if (census) rc = census_close(t, census, rc);
+    AB_TRY(rc);
     out->loss = sy.loss;
     return update(t, &sy, step, epoch, out);
 }

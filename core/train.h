@@ -76,6 +76,7 @@ struct ab_train_config {
     float init_scale, growth_factor, backoff_factor; /* the dynamic loss scaler (amp) */
     int growth_interval;
     float loss_scale; /* > 0: a static loss scale instead (amp only; ab_scaler_init_static); 0: dynamic */
+    int grad_census;  /* K > 0: a gradient census (core/census.h) at optimizer step 1 and every K after; 0: none */
     int log_interval; /* print and record the loss every this many steps */
     int threads;      /* CPU BLAS threads; 0 = library default */
     size_t memory_limit; /* > 0: the comparable total may not pass it (an 8 GB GPU, on any backend) */

@@ -167,6 +167,29 @@ for p in amp fp32; do
     fail "--loss-scale dynamic ($p) changed the losses"
 done
 
+# --grad-census K reads gradients and never writes them: with and without it the same per-step
+# losses and the same weights, bit for bit (the MLP in amp; resnet-tiny in amp with two
+# micro-batches, so that conv, batch norm and linear layers are observed and pooled); censuses at
+# steps 1 and 1 + K; a bad K exits 2 naming the flag
+expect_error 2 "--grad-census: '-1' is not an integer in [0," -- train --grad-census -1
+expect_error 2 "--grad-census: 'x' is not an integer in [0," -- train --grad-census x
+for args in "--model mlp" "--model resnet-tiny --accum-steps 2 --batch-size 8"; do
+  # shellcheck disable=SC2206
+  run=(train $args --precision amp --train-subset 512 --test-subset 16 --max-steps 5 --log-interval 1 --quiet)
+  if "$AMPBENCH" "${run[@]}" --save "$tmp/c0.safetensors" --out "$tmp/c0.json" 2>"$tmp/err" &&
+     "$AMPBENCH" "${run[@]}" --grad-census 2 --save "$tmp/c1.safetensors" --out "$tmp/c1.json" 2>>"$tmp/err"; then
+    cmp -s "$tmp/c0.safetensors" "$tmp/c1.safetensors" || fail "--grad-census changed the weights ($args)"
+    python3 -c 'import json, sys; a, b = (json.load(open(f))["loss_curve"] for f in sys.argv[1:]); sys.exit(a != b or len(a) < 4)' \
+      "$tmp/c0.json" "$tmp/c1.json" || fail "--grad-census changed the losses ($args)"
+    steps=$(python3 -c 'import json, sys; g = json.load(open(sys.argv[1]))["grad_census"]
+print(g["interval"], *[r["step"] for r in g["records"]], *sorted({t["kind"] for r in g["records"] for t in r["tensors"]}))' "$tmp/c1.json")
+    [ "$steps" = "2 1 3 5 activation weight" ] || fail "--grad-census 2 over 5 steps ($args): '$steps', want '2 1 3 5 activation weight'"
+    grep -q '"grad_census"' "$tmp/c0.json" && fail "a run without --grad-census records one ($args)"
+  else
+    fail "--grad-census runs ($args): $(cat "$tmp/err")"
+  fi
+done
+
 # the first line of a run names the model, its parameter count and multiply-adds per sample
 # (784 x 256 + 256 x 10 = 203,264 for the MLP), as the record has them; --quiet drops it
 "$AMPBENCH" train --max-steps 1 --train-subset 64 --test-subset 64 --batch-size 32 --out "$tmp/m.json" \
