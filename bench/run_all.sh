@@ -43,8 +43,15 @@ usage: bench/run_all.sh [--quick | --full] [options]
   --epochs N          epochs per run (overrides the config's full_epochs)
   --seeds N           repeat every training run with seeds 1..N (results <run>-s<seed>.json);
                       REPORT.md gives mean +- sd and the AMP - FP32 delta's 95% interval [1]
-  --modes LIST        modes to run, of fp32,amp,bf16,dp-amp        [fp32,amp,dp-amp]
+  --modes LIST        modes to run, of fp32,amp,amp-ls1,bf16,dp-amp [fp32,amp,dp-amp]
+                      (amp-ls1: AMP at a static loss scale of 1, i.e. without loss scaling)
   --peer-modes LIST   the peers' modes                             [the same as --modes]
+  --loss-scale-ablation
+                      also run each workload in amp-ls1, and take a gradient census (every
+                      --grad-census steps) in its FP32, AMP and amp-ls1 runs: REPORT.md's
+                      "gradient range" part and plots (docs/gradient-range.md)
+  --grad-census K     a gradient census every K steps in ampbench's fp32, amp and amp-ls1 runs
+                      [with --loss-scale-ablation: a tenth of the run's steps, else none]
   --workloads A,B     only these workloads of the config
   --config FILE       workloads                               [bench/workloads.conf]
   --device D          cpu | cuda                              [cuda when a GPU works, else cpu]
@@ -64,16 +71,16 @@ EOF
 
 MODE=quick BUILD_DIR="$ROOT/build" OUT_ROOT="$ROOT/results/runs" RUN_DIR="" COPY_PLOTS="$ROOT/plots"
 DO_BUILD=1 DEVICE="" STEPS="" EPOCHS="" NP="" ONLY="" NO_MPI=0 NO_PEERS=0 CONF="$ROOT/bench/workloads.conf"
-SEEDS=1 MODES="fp32,amp,dp-amp" PEER_MODES="" RESUME=0
+SEEDS=1 MODES="fp32,amp,dp-amp" PEER_MODES="" RESUME=0 ABLATION=0 CENSUS=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) MODE=quick ;;
         --full) MODE=full ;;
-        --max-steps|--epochs|--workloads|--config|--device|--np|--build-dir|--out-root|--run-dir|--copy-plots|--seeds|--modes|--peer-modes)
+        --max-steps|--epochs|--workloads|--config|--device|--np|--build-dir|--out-root|--run-dir|--copy-plots|--seeds|--modes|--peer-modes|--grad-census)
             [ $# -ge 2 ] || { echo "run_all.sh: $1 needs a value" >&2; exit 2; }
             case "$1" in
                 --max-steps) STEPS=$2 ;; --epochs) EPOCHS=$2 ;; --workloads) ONLY=$2 ;; --config) CONF=$2 ;;
-                --seeds) SEEDS=$2 ;; --modes) MODES=$2 ;; --peer-modes) PEER_MODES=$2 ;;
+                --seeds) SEEDS=$2 ;; --modes) MODES=$2 ;; --peer-modes) PEER_MODES=$2 ;; --grad-census) CENSUS=$2 ;;
                 --device) DEVICE=$2 ;; --np) NP=$2 ;; --build-dir) BUILD_DIR=$2 ;; --out-root) OUT_ROOT=$2 ;;
                 --run-dir) RUN_DIR=$2 ;; --copy-plots) COPY_PLOTS=$2 ;;
             esac
@@ -83,19 +90,26 @@ while [ $# -gt 0 ]; do
         --no-mpi) NO_MPI=1 ;;
         --no-peers) NO_PEERS=1 ;;
         --resume) RESUME=1 ;;
+        --loss-scale-ablation) ABLATION=1 ;;
         -h|--help) usage; exit 0 ;;
         *) echo "run_all.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
 done
-for v in "$STEPS" "$EPOCHS" "$NP" "$SEEDS"; do
+for v in "$STEPS" "$EPOCHS" "$NP" "$SEEDS" "$CENSUS"; do
     case "$v" in ''|*[!0-9]*) [ -z "$v" ] || { echo "run_all.sh: '$v' is not a whole number" >&2; exit 2; } ;; esac
 done
 [ "$SEEDS" -ge 1 ] || { echo "run_all.sh: --seeds needs at least 1" >&2; exit 2; }
+# the loss-scale ablation: amp-ls1 beside the modes asked for (the peers' too)
+if [ "$ABLATION" = 1 ]; then
+    grep -qx amp-ls1 <<< "${MODES//,/$'\n'}" || MODES="$MODES,amp-ls1"
+    [ -z "$PEER_MODES" ] || grep -qx amp-ls1 <<< "${PEER_MODES//,/$'\n'}" || PEER_MODES="$PEER_MODES,amp-ls1"
+fi
 [ -n "$PEER_MODES" ] || PEER_MODES=$MODES
 for m in ${MODES//,/ } ${PEER_MODES//,/ }; do
-    case "$m" in fp32|amp|bf16|dp-amp) ;; *) echo "run_all.sh: unknown mode '$m' (fp32, amp, bf16, dp-amp)" >&2; exit 2 ;; esac
+    case "$m" in fp32|amp|amp-ls1|bf16|dp-amp) ;; *) echo "run_all.sh: unknown mode '$m' (fp32, amp, amp-ls1, bf16, dp-amp)" >&2; exit 2 ;; esac
 done
+[ -z "$CENSUS" ] || [ "$CENSUS" -ge 1 ] || { echo "run_all.sh: --grad-census needs an interval of at least 1" >&2; exit 2; }
 [ -r "$CONF" ] || { echo "run_all.sh: $CONF: cannot read the workload config" >&2; exit 2; }
 [ "$RESUME" = 0 ] || [ -n "$RUN_DIR" ] || { echo "run_all.sh: --resume needs --run-dir DIR (the folder to go on in)" >&2; exit 2; }
 
@@ -206,6 +220,7 @@ write_manifest() {
   "profile": $(jstr "$PROFILE"),
   "profile_reason": $(jstr "$PROFILE_WHY"),
   "seeds": $SEEDS,
+  "loss_scale_ablation": $([ "$ABLATION" = 1 ] && echo true || echo false),
   "started_at": $(jstr "$STARTED"),
   "finished_at": $(jstr "${FINISHED:-not finished}"),
   "hostname": $(jstr "$HOST"),
@@ -256,7 +271,7 @@ while read -r name model dataset full_epochs quick_steps cpu_steps cpu_test peer
     esac
     [ -n "$EPOCHS" ] && ep=$EPOCHS
     [ -n "$STEPS" ] && st=$STEPS
-    for mode in fp32 amp bf16 dp-amp; do
+    for mode in fp32 amp amp-ls1 bf16 dp-amp; do
         for seed in $(seq 1 "$SEEDS"); do
             has_mode "$MODES" "$mode" && PLAN+=("ampbench|$name|$model|$dataset|$mode|$ep|$st|$peer|$seed|$extra")
             # the peer right after ampbench's run of the same mode and seed: same device, settings and machine state
@@ -313,6 +328,7 @@ for item in "${PLAN[@]}"; do
         N_OK=$((N_OK + 1)); continue
     fi
     precision=${mode#dp-}
+    precision=${precision%-ls1} # amp-ls1: amp at --loss-scale 1
     # log about 20 points per run for the loss curve, and every 100 steps (as the articles) when long
     if [ "$st" -gt 0 ]; then li=$(( st / 20 )); [ "$li" -ge 1 ] || li=1; else li=100; fi
     if [ "$tool" = fit ]; then # the set-up of each batch tried (and one step on a GPU), no training
@@ -325,6 +341,13 @@ for item in "${PLAN[@]}"; do
         cmd=("$PY" "$ROOT/$peer" --model "$model" --precision "$precision" --device "$DEVICE"
              --epochs "$ep" --max-steps "$st" --seed "$seed" --log-interval "$li" --quiet --out "$RUN_DIR/$run.json")
     fi
+    [ "$mode" = amp-ls1 ] && cmd+=(--loss-scale 1)
+    # the gradient census of ampbench's single-process runs: --grad-census K, or under the ablation
+    # a tenth of the run's steps (100 over whole epochs); the config's own --grad-census comes later
+    # on the command line and wins
+    k=$CENSUS
+    [ -z "$k" ] && [ "$ABLATION" = 1 ] && { if [ "$st" -gt 0 ]; then k=$(( st / 10 )); [ "$k" -ge 1 ] || k=1; else k=100; fi; }
+    [ -n "$k" ] && [ "$tool" = ampbench ] && case "$mode" in fp32|amp|amp-ls1) cmd+=(--grad-census "$k") ;; esac
     extra=${extra//\{data\}/$DATA_ROOT} # {data}: the data root ampbench was built with
     # shellcheck disable=SC2206  # the config's extra arguments split on blanks
     cmd+=($extra)
