@@ -135,6 +135,26 @@ grep -Eq '^\| ampbench \| fp32 \| 2 \(1, 2\) \| [0-9.]+ ± [0-9.]+ \|' "$tmp/see
     fail "REPORT.md has no accuracy-over-seeds row for FP32"
 grep -Eq '^\| ampbench AMP - FP32 \| 2 pairs \|' "$tmp/seeds/REPORT.md" || fail "REPORT.md has no AMP - FP32 interval"
 
+# --loss-scale-ablation: AMP at --loss-scale 1 beside FP32 and AMP, each with a gradient census
+# (a tenth of the steps); REPORT.md's gradient-range part with its three rows; both plots
+"$src/bench/run_all.sh" --quick --max-steps 40 --workloads mlp --modes fp32,amp --loss-scale-ablation --no-mpi \
+    --no-peers --no-build --build-dir "$build" --config "$src/tests/fixtures/harness/workloads-quick.conf" \
+    --run-dir "$tmp/abl" --no-copy-plots > "$tmp/abl.log" 2>&1 || { cat "$tmp/abl.log"; fail "--loss-scale-ablation exited non-zero"; }
+grep -q '"loss_scale_mode":[[:space:]]*"static"' "$tmp/abl/mlp-amp-ls1.json" || fail "mlp-amp-ls1.json is not at a static scale"
+for m in fp32 amp amp-ls1; do
+    grep -Eq '"interval":[[:space:]]*4,' "$tmp/abl/mlp-$m.json" || fail "mlp-$m.json has no census every 4 steps"
+done
+grep -q '^### Gradient range: what loss scaling rescues' "$tmp/abl/REPORT.md" || fail "REPORT.md has no gradient-range part"
+for row in 'FP32' 'AMP, dynamic scale' 'AMP, static scale 1'; do
+    grep -Eq "^\| $row \| [^|]+ \| [0-9]+ \| [0-9.]+ \| [0-9.]+% \| [0-9.]+% \| [0-9.e-]+% / [0-9.e-]+% \|" "$tmp/abl/REPORT.md" ||
+        fail "the gradient-range table has no '$row' row with figures"
+done
+grep -q '^What it means: in the FP32 run, ' "$tmp/abl/REPORT.md" || fail "the gradient-range part says nothing of what it means"
+for p in grad_hist_mlp grad_layers_mlp; do
+    [ -s "$tmp/abl/plots/$p.png" ] || fail "plot $p.png is missing"
+    grep -q "plots/$p.png" "$tmp/abl/REPORT.md" || fail "REPORT.md does not link $p.png"
+done
+
 # a config in the old layout (no cpu_steps, cpu_test columns) and an unknown mode: exit 2, one line
 printf 'mlp  mlp  mnist  10  200  bench/pytorch/mnist_mlp.py  --batch-size 64\n' > "$tmp/old.conf"
 "$src/bench/run_all.sh" --quick --config "$tmp/old.conf" --no-build --build-dir "$build" --run-dir "$tmp/old" \

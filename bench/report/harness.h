@@ -239,6 +239,20 @@ double hr_mem_cat(const hr_run *r, int k);
  * gnuplot is missing or fails. */
 int hr_draw_plots(const hr_runset *rs, const hr_reported *rep, const char *gp_dir, const char *out_dir,
                   char drawn[][128], int max, int *n_drawn);
+/* What the plot files share (report_plots.c): a label gnuplot takes as one quoted word; a data
+ * file under the data folder; gnuplot run on plots/SCRIPT in that folder with vars; a PNG's name
+ * added to drawn. */
+void hr_safe_label(char *dst, size_t n, const char *src);
+FILE *hr_open_data(const char *data_dir, const char *name);
+int hr_gnuplot(const char *data_dir, const char *gp_dir, const char *script, const char *vars);
+int hr_add_drawn(char drawn[][128], int max, int *n, const char *name);
+
+/* The gradient range of w (report_census.c), from the grad_census of its FP32, AMP and static-
+ * scale AMP runs: REPORT.md's part (nothing when no run took a census or ran at a static scale),
+ * and the two plots, grad_hist_<model>.png and grad_layers_<model>.png. */
+void hr_write_grad_range(FILE *f, const hr_workload *w);
+int hr_plot_grad_range(const hr_workload *w, const char *data_dir, const char *gp_dir, char drawn[][128], int max,
+                       int *n);
 
 /* Small helpers shared by the tools. */
 double hr_num(const cJSON *o, const char *key, double dflt);

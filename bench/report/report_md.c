@@ -874,6 +874,7 @@ static void workload_section(FILE *f, const hr_reported *rep, const hr_runset *r
     absolute_rows(f, rep, rs, w);
     memory_table(f, w);
     peer_table(f, rs, w);
+    hr_write_grad_range(f, w);
 
     if (plots_rel && n_drawn > 0) {
         int any_plot = 0;

@@ -16,7 +16,7 @@
 #include "harness.h"
 
 /* A label gnuplot can take inside single quotes and as one word: letters, digits, '-', '.', ','. */
-static void safe_label(char *dst, size_t n, const char *src) {
+void hr_safe_label(char *dst, size_t n, const char *src) {
     size_t k = 0;
     for (; *src && k + 1 < n; src++) dst[k++] = (strchr("'\" \t\\`$", *src)) ? '-' : *src;
     dst[k] = 0;
@@ -29,7 +29,7 @@ static void mode_label(const char *tool, const char *precision, int world_size, 
         snprintf(raw, sizeof raw, "%s%s%s-%d-ranks", peer ? tool : "", peer ? "-" : "", precision, world_size);
     else
         snprintf(raw, sizeof raw, "%s%s%s", peer ? tool : "", peer ? "-" : "", precision);
-    safe_label(buf, n, raw);
+    hr_safe_label(buf, n, raw);
 }
 
 static void run_label(const hr_run *r, char *buf, size_t n) {
@@ -41,7 +41,7 @@ static int other_seed(const hr_workload *w, const hr_run *r) {
     return w->max_seeds > 1 && hr_mode_run(w->all, w->n_all, r) != r;
 }
 
-static int gnuplot(const char *data_dir, const char *gp_dir, const char *script, const char *vars) {
+int hr_gnuplot(const char *data_dir, const char *gp_dir, const char *script, const char *vars) {
     char path[1200];
     snprintf(path, sizeof path, "%s/%s", gp_dir, script);
     if (access(path, R_OK) != 0) return ab_errorf("%s: gnuplot script not found", path);
@@ -68,7 +68,7 @@ static int gnuplot(const char *data_dir, const char *gp_dir, const char *script,
     return 0;
 }
 
-static FILE *open_data(const char *data_dir, const char *name) {
+FILE *hr_open_data(const char *data_dir, const char *name) {
     char p[1200];
     if (snprintf(p, sizeof p, "%s/%s", data_dir, name) >= (int)sizeof p) {
         ab_errorf("%s: path too long", data_dir);
@@ -79,7 +79,7 @@ static FILE *open_data(const char *data_dir, const char *name) {
     return f;
 }
 
-static int add_drawn(char drawn[][128], int max, int *n, const char *name) {
+int hr_add_drawn(char drawn[][128], int max, int *n, const char *name) {
     if (*n >= max) return 0;
     if (snprintf(drawn[*n], 128, "%s", name) >= 128) return ab_errorf("%s: plot name too long", name);
     (*n)++;
@@ -99,7 +99,7 @@ static void fmt_or_nan(FILE *f, double v) {
 
 static int plot_savings(const hr_workload *ws, int nw, const hr_reported *rep, const char *dd, const char *gp,
                         char drawn[][128], int max, int *n) {
-    FILE *f = open_data(dd, "amp_savings.dat");
+    FILE *f = hr_open_data(dd, "amp_savings.dat");
     if (!f) return -1;
     fprintf(f, "# workload reported_time_saving_pct measured_time_saving_pct reported_memory_saving_pct "
                "measured_memory_saving_pct has_reported has_measured (NaN: no figure)\n");
@@ -114,7 +114,7 @@ static int plot_savings(const hr_workload *ws, int nw, const hr_reported *rep, c
         const cJSON *ct = hr_reported_claim(rep, ws[i].model, "amp_time_saving", 0);
         const cJSON *cm = hr_reported_claim(rep, ws[i].model, "amp_memory_saving", 0);
         char lab[64];
-        safe_label(lab, sizeof lab, ws[i].model);
+        hr_safe_label(lab, sizeof lab, ws[i].model);
         fprintf(f, "\"%s\"", lab);
         fmt_or_nan(f, hr_num(ct, "value", NAN));
         fmt_or_nan(f, q.amp_time_saving_pct);
@@ -133,7 +133,7 @@ static int plot_savings(const hr_workload *ws, int nw, const hr_reported *rep, c
         const cJSON *cm = hr_reported_claim(rep, wl->string, "amp_memory_saving", 0);
         if (dup || (!ct && !cm) || n_seen >= (int)(sizeof seen / sizeof seen[0])) continue;
         char lab[64];
-        safe_label(lab, sizeof lab, wl->string);
+        hr_safe_label(lab, sizeof lab, wl->string);
         fprintf(f, "\"%s\"", lab);
         fmt_or_nan(f, hr_num(ct, "value", NAN));
         fprintf(f, " NaN");
@@ -146,8 +146,8 @@ static int plot_savings(const hr_workload *ws, int nw, const hr_reported *rep, c
     if (rows == 0) return 0;
     char vars[512];
     snprintf(vars, sizeof vars, "out='../amp_savings.png'; w=%d; h=%d; data='amp_savings.dat'", HR_PLOT_W, HR_PLOT_H);
-    AB_TRY(gnuplot(dd, gp, "amp_savings.gp", vars));
-    return add_drawn(drawn, max, n, "amp_savings.png");
+    AB_TRY(hr_gnuplot(dd, gp, "amp_savings.gp", vars));
+    return hr_add_drawn(drawn, max, n, "amp_savings.png");
 }
 
 /* Opens the data file of run i of a workload's series `kind` ("loss", "scale", ...) in dd, with
@@ -155,8 +155,8 @@ static int plot_savings(const hr_workload *ws, int nw, const hr_reported *rep, c
 static FILE *series_file(const char *dd, const char *kind, const hr_workload *w, int i, const char *header, char *name,
                          size_t cap) {
     snprintf(name, cap, "%s_%s_%d.dat", kind, w->model, i);
-    safe_label(name, cap, name);
-    FILE *f = open_data(dd, name);
+    hr_safe_label(name, cap, name);
+    FILE *f = hr_open_data(dd, name);
     if (f) fprintf(f, "# %s\n", header);
     return f;
 }
@@ -192,12 +192,12 @@ static int plot_loss(const hr_workload *w, const char *dd, const char *gp, char 
     }
     if (!*files) return 0;
     char vars[6000], out[160], model[64];
-    safe_label(model, sizeof model, w->model);
+    hr_safe_label(model, sizeof model, w->model);
     snprintf(out, sizeof out, "loss_%s.png", model);
     snprintf(vars, sizeof vars, "out='../%s'; w=%d; h=%d; files='%s'; titles='%s'; workload='%s'", out, HR_PLOT_W,
              HR_PLOT_H, files, titles, model);
-    AB_TRY(gnuplot(dd, gp, "loss.gp", vars));
-    return add_drawn(drawn, max, n, out);
+    AB_TRY(hr_gnuplot(dd, gp, "loss.gp", vars));
+    return hr_add_drawn(drawn, max, n, out);
 }
 
 static int plot_scale(const hr_workload *w, const char *dd, const char *gp, char drawn[][128], int max, int *n) {
@@ -247,7 +247,7 @@ static int plot_scale(const hr_workload *w, const char *dd, const char *gp, char
     }
     if (!*files) return 0;
     char vars[8000], out[160], model[64], note[128];
-    safe_label(model, sizeof model, w->model);
+    hr_safe_label(model, sizeof model, w->model);
     snprintf(out, sizeof out, "scale_%s.png", model);
     if (n_events == 0)
         snprintf(note, sizeof note, "no overflow in %ld steps: the scale only changes on overflows or after the growth interval",
@@ -258,8 +258,8 @@ static int plot_scale(const hr_workload *w, const char *dd, const char *gp, char
              "out='../%s'; w=%d; h=%d; files='%s'; titles='%s'; ovf='%s'; note='%s'; workload='%s'; last=%ld; "
              "ymin=%g; ymax=%g",
              out, HR_PLOT_W, HR_PLOT_H, files, titles, ovf, note, model, last_step, smin / 4, smax * 4);
-    AB_TRY(gnuplot(dd, gp, "scale.gp", vars));
-    return add_drawn(drawn, max, n, out);
+    AB_TRY(hr_gnuplot(dd, gp, "scale.gp", vars));
+    return hr_add_drawn(drawn, max, n, out);
 }
 
 /* The test accuracy of run r after epoch e, NAN when r did not finish that epoch. */
@@ -295,9 +295,9 @@ static int plot_accuracy(const hr_workload *w, const char *dd, const char *gp, c
         if (last == 0) continue;
         char lab[96], name[256], model[64];
         mode_label(G->tool, G->precision, G->world_size, lab, sizeof lab);
-        safe_label(model, sizeof model, w->model);
+        hr_safe_label(model, sizeof model, w->model);
         snprintf(name, sizeof name, "accuracy_%s_%s.dat", model, lab);
-        FILE *f = open_data(dd, name);
+        FILE *f = hr_open_data(dd, name);
         if (!f) {
             rc = -1;
             break;
@@ -333,13 +333,13 @@ static int plot_accuracy(const hr_workload *w, const char *dd, const char *gp, c
     if (rc != 0) return rc;
     if (!*files) return 0;
     char vars[6000], out[160], model[64];
-    safe_label(model, sizeof model, w->model);
+    hr_safe_label(model, sizeof model, w->model);
     snprintf(out, sizeof out, "accuracy_%s.png", model);
     snprintf(vars, sizeof vars,
              "out='../%s'; w=%d; h=%d; files='%s'; titles='%s'; nseeds='%s'; workload='%s'; maxepoch=%d", out,
              HR_PLOT_W, HR_PLOT_H, files, titles, nseeds, model, max_epoch);
-    AB_TRY(gnuplot(dd, gp, "accuracy.gp", vars));
-    return add_drawn(drawn, max, n, out);
+    AB_TRY(hr_gnuplot(dd, gp, "accuracy.gp", vars));
+    return hr_add_drawn(drawn, max, n, out);
 }
 
 static int plot_scaling(const hr_workload *w, const char *dd, const char *gp, char drawn[][128], int max, int *n) {
@@ -349,12 +349,12 @@ static int plot_scaling(const hr_workload *w, const char *dd, const char *gp, ch
     const int have_meas = isfinite(q.dp_speedup_vs_amp);
     if (!have_meas && !pr) return 0;
     char model[64];
-    safe_label(model, sizeof model, w->model);
+    hr_safe_label(model, sizeof model, w->model);
     char meas[160] = "", projg[160] = "", projn[160] = "";
     int max_n = 1;
     if (have_meas) {
         snprintf(meas, sizeof meas, "scaling_%s_measured.dat", model);
-        FILE *f = open_data(dd, meas);
+        FILE *f = hr_open_data(dd, meas);
         if (!f) return -1;
         fprintf(f, "# ranks speedup_over_one_amp_device (measured)\n1 1\n%d %.6g\n", q.dp_ranks, q.dp_speedup_vs_amp);
         fclose(f);
@@ -373,7 +373,7 @@ static int plot_scaling(const hr_workload *w, const char *dd, const char *gp, ch
             cJSON_ArrayForEach(p, pts) {
                 if (strcmp(hr_str(p, "kind", "gpus"), kinds[k]) != 0 || (int)hr_num(p, "n", 0) <= 1) continue;
                 if (!f) {
-                    f = open_data(dd, name);
+                    f = hr_open_data(dd, name);
                     if (!f) return -1;
                     fprintf(f, "# devices projected_speedup (cost model, not measured)\n");
                     fprintf(f, "1 1\n"); /* one device is the reference */
@@ -391,8 +391,8 @@ static int plot_scaling(const hr_workload *w, const char *dd, const char *gp, ch
     snprintf(vars, sizeof vars,
              "out='../%s'; w=%d; h=%d; meas='%s'; projg='%s'; projn='%s'; workload='%s'; maxn=%d; ranks=%d", out,
              HR_PLOT_W, HR_PLOT_H, meas, projg, projn, model, max_n, q.dp_ranks);
-    AB_TRY(gnuplot(dd, gp, "scaling.gp", vars));
-    return add_drawn(drawn, max, n, out);
+    AB_TRY(hr_gnuplot(dd, gp, "scaling.gp", vars));
+    return hr_add_drawn(drawn, max, n, out);
 }
 
 /* Peak memory by category: one stacked bar per run (FP32, AMP, a data-parallel rank), the
@@ -403,9 +403,9 @@ static int plot_memory(const hr_workload *w, const char *dd, const char *gp, cha
     int rows = 0, have_scratch = 0;
     double top = 0;
     char model[64], name[160];
-    safe_label(model, sizeof model, w->model);
+    hr_safe_label(model, sizeof model, w->model);
     snprintf(name, sizeof name, "memory_%s.dat", model);
-    FILE *f = open_data(dd, name);
+    FILE *f = hr_open_data(dd, name);
     if (!f) return -1;
     fprintf(f, "# run  cumulative MB of weights master gradients optimizer activations workspace (stack tops), "
                "comparable_total_MB cpu_scratch_MB (NaN: not recorded), then each category's own MB\n");
@@ -437,7 +437,7 @@ static int plot_memory(const hr_workload *w, const char *dd, const char *gp, cha
     char saving[160] = "";
     if (w->fp32 && w->amp && w->fp32->peak_total > 0 && w->amp->peak_total > 0) {
         snprintf(saving, sizeof saving, "memory_%s_saving.dat", model);
-        f = open_data(dd, saving);
+        f = hr_open_data(dd, saving);
         if (!f) return -1;
         fprintf(f, "# category MB_saved_by_AMP (FP32 - AMP; negative: AMP holds more), category index\n");
         static const char *const short_names[HR_MEM_CATS] = {"weights", "master", "gradients", "optimizer",
@@ -453,8 +453,8 @@ static int plot_memory(const hr_workload *w, const char *dd, const char *gp, cha
     snprintf(vars, sizeof vars,
              "out='../%s'; w=%d; h=%d; data='%s'; saving='%s'; workload='%s'; nruns=%d; scratch=%d; ymax=%g", out,
              HR_PLOT_W, HR_PLOT_H, name, saving, model, rows, have_scratch, top * 1.18 + 1e-9);
-    AB_TRY(gnuplot(dd, gp, "memory.gp", vars));
-    return add_drawn(drawn, max, n, out);
+    AB_TRY(hr_gnuplot(dd, gp, "memory.gp", vars));
+    return hr_add_drawn(drawn, max, n, out);
 }
 
 int hr_draw_plots(const hr_runset *rs, const hr_reported *rep, const char *gp_dir, const char *out_dir,
@@ -473,6 +473,7 @@ int hr_draw_plots(const hr_runset *rs, const hr_reported *rep, const char *gp_di
         if (rc == 0) rc = plot_accuracy(&ws[i], dd, gp_dir, drawn, max, n_drawn);
         if (rc == 0) rc = plot_scaling(&ws[i], dd, gp_dir, drawn, max, n_drawn);
         if (rc == 0) rc = plot_memory(&ws[i], dd, gp_dir, drawn, max, n_drawn);
+        if (rc == 0) rc = hr_plot_grad_range(&ws[i], dd, gp_dir, drawn, max, n_drawn);
     }
     free(ws);
     return rc;
