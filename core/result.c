@@ -223,7 +223,8 @@ static cJSON *build(const ab_train_config *c, const ab_run_record *r) {
     }
 
     const ab_scaler *s = &r->scaler;
-    cJSON *a = cJSON_AddObjectToObject(o, "amp");
+    /* mixed precision in general (fp16 under amp, bf16, or none): "amp" names the fp16 precision alone */
+    cJSON *a = cJSON_AddObjectToObject(o, "mixed_precision");
     cJSON_AddBoolToObject(a, "enabled", c->precision != AB_PREC_FP32);
     cJSON_AddStringToObject(a, "dtype", c->precision == AB_PREC_AMP ? "fp16" : c->precision == AB_PREC_BF16 ? "bf16" : "none");
     cJSON_AddBoolToObject(a, "dynamic", s->enabled && s->dynamic);

@@ -180,7 +180,7 @@ for model in MODELS:
             rows.append((model, tool, prec, "%10.0f %9.3f %8.3f %11.1f %11s %8.2f %9d" % (
                 r.get("samples_per_s") or 0, ep.get("time_s") or 0, ep.get("data_time_s") or 0, mem / 2**20,
                 "%.1f" % (drv / 2**20) if drv is not None else "-", r.get("final_test_accuracy") or 0,
-                len(r.get("amp", {}).get("overflow_events", [])))))
+                len(r.get("mixed_precision", r.get("amp", {})).get("overflow_events", [])))))
 print("%-15s %-9s %-5s %10s %9s %8s %11s %11s %8s %9s" % ("model", "tool", "prec", "samples/s", "epoch s", "data s",
                                                           "peak MiB", "driver MiB", "acc %", "overflows"))
 for m, t, p, s in rows:

@@ -91,14 +91,14 @@ for s in (1024.0, 1.0):
         check(log.scale == s and not log.changes and log.backoffs == 0 and log.growths == 0,
               "S=%g: the scale moved: %s %s" % (s, log.scale, log.changes))
         epochs = [{"skipped_steps": took.count(False)}]
-        rec = log.amp_record("amp", 65536.0, 2.0, 0.5, 2000, epochs, s)
+        rec = log.mixed_precision_record("amp", 65536.0, 2.0, 0.5, 2000, epochs, s)
         check(rec["loss_scale_mode"] == "static" and rec["dynamic"] is False and rec["init_scale"] == s
               and rec["final_scale"] == s and rec["skipped_steps"] == 1 and "growth_interval" not in rec,
               "S=%g: amp record %s" % (s, rec))
-dyn = pc.LossScaleLog(65536.0).amp_record("amp", 65536.0, 2.0, 0.5, 2000, [{"skipped_steps": 0}])
+dyn = pc.LossScaleLog(65536.0).mixed_precision_record("amp", 65536.0, 2.0, 0.5, 2000, [{"skipped_steps": 0}])
 check(dyn["loss_scale_mode"] == "dynamic" and dyn["dynamic"] is True and dyn["growth_interval"] == 2000,
       "dynamic amp record %s" % dyn)
-off = pc.LossScaleLog(1.0).amp_record("fp32", 65536.0, 2.0, 0.5, 2000, [{"skipped_steps": 0}])
+off = pc.LossScaleLog(1.0).mixed_precision_record("fp32", 65536.0, 2.0, 0.5, 2000, [{"skipped_steps": 0}])
 check(off["loss_scale_mode"] == "none" and off["dynamic"] is False, "fp32 amp record %s" % off)
 
 # the option: ampbench's messages, exit 2

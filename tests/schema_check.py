@@ -71,12 +71,12 @@ with tempfile.TemporaryDirectory() as tmp:
     for name, rec in records.items():
         for e in errors(rec)[:3]:
             fail("%s: %s at /%s" % (name, e.message, "/".join(str(x) for x in e.path)))
-    modes = {n: records[n]["amp"].get("loss_scale_mode") for n in runs if n in records}
+    modes = {n: records[n]["mixed_precision"].get("loss_scale_mode") for n in runs if n in records}
     if modes != {"fp32": "none", "bf16": "none", "amp": "dynamic", "amp-static": "static"}:
         fail("loss_scale_mode per run: %s" % modes)
-    if "amp-static" in records and records["amp-static"]["amp"]["overflow_events"] != [
+    if "amp-static" in records and records["amp-static"]["mixed_precision"]["overflow_events"] != [
             {"step": 1, "epoch": 1, "scale_before": 1, "scale_after": 1}]:
-        fail("the static run's overflow events: %s" % records["amp-static"]["amp"]["overflow_events"])
+        fail("the static run's overflow events: %s" % records["amp-static"]["mixed_precision"]["overflow_events"])
     census = records.get("census")
     if census:
         if "grad_census" not in census:

@@ -54,7 +54,7 @@ static void check_json(const char *path, const char *prec, const ab_run_record *
     AB_CHECK(o != NULL, "%s parses as JSON", path);
     if (!o) return;
     const char *keys[] = {"workload", "precision", "host", "epochs", "total_time_s", "samples_per_s",
-                          "peak_memory_bytes", "amp", "git_commit", "world_size", "loss_curve"};
+                          "peak_memory_bytes", "mixed_precision", "git_commit", "world_size", "loss_curve"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         AB_CHECK(cJSON_GetObjectItemCaseSensitive(o, keys[i]) != NULL, "%s has '%s'", path, keys[i]);
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "precision");
@@ -66,7 +66,7 @@ static void check_json(const char *path, const char *prec, const ab_run_record *
              "samples per second = 60000 / epoch time");
     AB_CHECK(jnum(o, "peak_memory_bytes.total") == (double)rec->mem.peak_total && rec->mem.peak_total > 0, "peak total");
     AB_CHECK(jnum(o, "peak_memory_bytes.gradients") >= 203530 * 4.0, "fp32 gradient buffer counted");
-    AB_CHECK(jnum(o, "amp.init_scale") == (strcmp(prec, "amp") == 0 ? 65536.0 : 1.0), "init scale");
+    AB_CHECK(jnum(o, "mixed_precision.init_scale") == (strcmp(prec, "amp") == 0 ? 65536.0 : 1.0), "init scale");
     const cJSON *ep = cJSON_GetObjectItemCaseSensitive(o, "epochs");
     AB_CHECK(cJSON_GetArraySize(ep) == 1, "one epoch listed");
     AB_CHECK(fabs(jnum(cJSON_GetArrayItem(ep, 0), "test_accuracy") - rec->epochs[0].test_accuracy) < 1e-9, "accuracy");

@@ -729,7 +729,7 @@ def main():
             "peak_memory_bytes": mem,
             "memory_limit_bytes": limit or None, "memory_limit_enforced": bool(limit and cuda),
             "fits_in_memory": state.get("oom") is None,
-            "amp": scale_log.amp_record(a.precision, a.init_scale, a.growth_factor, a.backoff_factor,
+            "mixed_precision": scale_log.mixed_precision_record(a.precision, a.init_scale, a.growth_factor, a.backoff_factor,
                                         a.growth_interval, epochs, a.loss_scale),
             "loss_curve": state["curve"],
             "peer": {"script": "bench/pytorch/bert_glue.py", "torch": torch.__version__,

@@ -370,7 +370,7 @@ def main():
             "host": pc.host_record(dev, cuda, pc.blas_desc(cuda, "torchvision", torchvision.__version__)),
             **pc.run_totals(epochs),
             "peak_memory_bytes": mem,
-            "amp": scale_log.amp_record(a.precision, a.init_scale, a.growth_factor, a.backoff_factor,
+            "mixed_precision": scale_log.mixed_precision_record(a.precision, a.init_scale, a.growth_factor, a.backoff_factor,
                                         a.growth_interval, epochs, a.loss_scale),
             "loss_curve": state["curve"],
             "peer": {"script": "bench/pytorch/cifar_resnet50.py", "torch": torch.__version__,

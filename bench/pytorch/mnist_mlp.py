@@ -302,7 +302,7 @@ def main():
         **pc.run_totals(epochs, "samples"),
         "peak_memory_bytes": mem,
         # this peer's GradScaler keeps torch's growth factor 2 and backoff factor 0.5 (no options)
-        "amp": scale_log.amp_record(a.precision, a.init_scale, 2.0, 0.5, a.growth_interval, epochs, a.loss_scale),
+        "mixed_precision": scale_log.mixed_precision_record(a.precision, a.init_scale, 2.0, 0.5, a.growth_interval, epochs, a.loss_scale),
         "loss_curve": curve,
     }
     if cuda:

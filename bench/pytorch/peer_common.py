@@ -11,7 +11,7 @@ need it import it themselves. Messages carry the calling script's name, passed i
                make_autocast, make_sync, make_say
   training     lr_at, shard, shard_blocks, world_sum, StopRequest, LossScaleLog
   memory       proc_status_kb, reset_peak_rss, MemoryMeter
-  the record   record_head, host_record, blas_desc, run_totals, LossScaleLog.amp_record,
+  the record   record_head, host_record, blas_desc, run_totals, LossScaleLog.mixed_precision_record,
                data_parallel_record, gpu_record, finite_or_none, write_text_atomic, write_atomic,
                finish_run, run_main
 """
@@ -382,7 +382,7 @@ class StopRequest:
 
 class LossScaleLog:
     """The loss scale read back after every optimizer step (one host sync a step, as ampbench's read-back):
-    a drop is a skipped step (an overflow event), a rise a growth; the record's amp section."""
+    a drop is a skipped step (an overflow event), a rise a growth; the record's mixed_precision section."""
 
     def __init__(self, scale):
         self.scale = self.min_scale = self.max_scale = scale
@@ -412,9 +412,9 @@ class LossScaleLog:
         self.max_scale = max(self.max_scale, new)
         return took
 
-    def amp_record(self, precision, init_scale, growth_factor, backoff_factor, growth_interval, epochs,
+    def mixed_precision_record(self, precision, init_scale, growth_factor, backoff_factor, growth_interval, epochs,
                    loss_scale="dynamic"):
-        """the record's amp section; loss_scale: "dynamic" or the static scale (check_loss_scale's a.loss_scale)"""
+        """the record's mixed_precision section; loss_scale: "dynamic" or the static scale (check_loss_scale's a.loss_scale)"""
         amp = precision == "amp"
         static = amp and loss_scale != "dynamic"
         rec = {"enabled": precision != "fp32", "dtype": {"amp": "fp16", "bf16": "bf16"}.get(precision, "none"),

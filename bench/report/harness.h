@@ -63,7 +63,7 @@ typedef struct {
     int overflow_events;
     long skipped_steps;
     double init_scale, final_scale;
-    /* amp.loss_scale_mode "static" (--loss-scale S, the ablation's runs): S; 0 under a dynamic
+    /* mixed_precision.loss_scale_mode "static" (--loss-scale S, the ablation's runs): S; 0 under a dynamic
      * scale or none. Such a run is AMP without the scaler's growth and backoff: kept out of the
      * AMP slots and all[], so that the ratios and tables stay those of GradScaler's AMP. */
     double static_scale;
@@ -253,6 +253,10 @@ int hr_add_drawn(char drawn[][128], int max, int *n, const char *name);
 void hr_write_grad_range(FILE *f, const hr_workload *w);
 int hr_plot_grad_range(const hr_workload *w, const char *data_dir, const char *gp_dir, char drawn[][128], int max,
                        int *n);
+
+/* A record's mixed-precision section: "mixed_precision", or "amp" in records written before that
+ * name (the same fields); NULL when it has neither. */
+const cJSON *hr_mixed_precision(const cJSON *record);
 
 /* Small helpers shared by the tools. */
 double hr_num(const cJSON *o, const char *key, double dflt);

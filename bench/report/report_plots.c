@@ -207,7 +207,7 @@ static int plot_scale(const hr_workload *w, const char *dd, const char *gp, char
     double smin = INFINITY, smax = 0;
     for (int i = 0; i < w->n_all; i++) {
         const hr_run *r = w->all[i];
-        const cJSON *amp = cJSON_GetObjectItemCaseSensitive(r->json, "amp");
+        const cJSON *amp = hr_mixed_precision(r->json);
         if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(amp, "enabled")) || !isfinite(r->init_scale)) continue;
         if (other_seed(w, r)) continue;
         if (strcmp(hr_str(amp, "dtype", "fp16"), "fp16") != 0) continue; /* bf16 runs need no scaling */

@@ -87,6 +87,11 @@ int hr_mkdir_p(const char *path) {
 
 int hr_write_atomic(const char *path, const char *text) { return ab_write_file_atomic(path, text, strlen(text)); }
 
+const cJSON *hr_mixed_precision(const cJSON *record) {
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(record, "mixed_precision");
+    return m ? m : cJSON_GetObjectItemCaseSensitive(record, "amp");
+}
+
 /* Fills r from a parsed record; a record missing a required field is an error naming it. */
 static int run_from_json(const char *path, cJSON *j, hr_run *r) {
     memset(r, 0, sizeof *r);
@@ -98,7 +103,7 @@ static int run_from_json(const char *path, cJSON *j, hr_run *r) {
     if (dot && strcmp(dot, ".json") == 0) *dot = 0;
 
     static const char *const required[] = {"workload", "precision", "epochs", "total_time_s", "samples_per_s",
-                                           "peak_memory_bytes", "amp", "world_size", "host"};
+                                           "peak_memory_bytes", "world_size", "host"};
     for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
         if (!cJSON_GetObjectItemCaseSensitive(j, required[i]))
             return ab_errorf("%s: not a complete %s result: no '%s'", path, hr_str(j, "tool", "ampbench"),
@@ -107,7 +112,10 @@ static int run_from_json(const char *path, cJSON *j, hr_run *r) {
     const cJSON *host = cJSON_GetObjectItemCaseSensitive(j, "host");
     const cJSON *ep = cJSON_GetObjectItemCaseSensitive(j, "epochs");
     const cJSON *mem = cJSON_GetObjectItemCaseSensitive(j, "peak_memory_bytes");
-    const cJSON *amp = cJSON_GetObjectItemCaseSensitive(j, "amp");
+    const cJSON *amp = hr_mixed_precision(j);
+    if (!amp)
+        return ab_errorf("%s: not a complete %s result: no 'mixed_precision' (or 'amp', its older name)", path,
+                         hr_str(j, "tool", "ampbench"));
     const cJSON *dp = cJSON_GetObjectItemCaseSensitive(j, "data_parallel");
     if (!cJSON_IsArray(ep)) return ab_errorf("%s: 'epochs' is not an array", path);
     if (!cJSON_IsObject(mem) || !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(mem, "total")))
