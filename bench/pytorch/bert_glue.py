@@ -767,16 +767,7 @@ def main():
                 order = torch.randperm(n_train, generator=perm_gen).to(dev)
             else:
                 order = torch.arange(n_train, device=dev)
-            data_s = 0.0
-            ev_pairs = []
-            loss_acc = torch.zeros((), device=dev, dtype=torch.float64)
-            finite_acc = torch.zeros((), device=dev, dtype=torch.float64)
-            ival_acc = torch.zeros((), device=dev, dtype=torch.float64)
-            ival_n = torch.zeros((), device=dev, dtype=torch.float64)
-            steps = skipped = samples = timed_samples = 0
-            timing = step >= a.timing_skip_steps
-            sync()
-            t0 = time.perf_counter()
+            tally = pc.EpochTally(dev, cuda, sync, step, a.timing_skip_steps)
             for s in range(steps_per_epoch):
                 if stop_requested():
                     interrupted = True
@@ -789,21 +780,13 @@ def main():
                 opt.zero_grad(set_to_none=True)
                 step_loss = torch.zeros((), device=dev, dtype=torch.float64)
                 for k, blk in enumerate(blocks):
-                    td = time.perf_counter()
-                    if cuda:
-                        eb, ee = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                        eb.record()
+                    mark = tally.data_begin()
                     idx = order[pos + blk[0]:pos + blk[1]] if blk is not None else order[:1]
                     xb = t_ids.index_select(0, idx)
                     tb = t_tt.index_select(0, idx)
                     mb = t_mask.index_select(0, idx)
                     yb = t_y.index_select(0, idx)
-                    if cuda:
-                        ee.record()
-                        if timing:
-                            ev_pairs.append((eb, ee))
-                    elif timing:
-                        data_s += time.perf_counter() - td
+                    tally.data_end(mark)
                     # DDP's all-reduce on this rank's last micro-batch only
                     ctx = net.no_sync() if world > 1 and k < len(blocks) - 1 else contextlib.nullcontext()
                     with ctx:
@@ -833,57 +816,25 @@ def main():
                     if a.clip_grad_norm > 0:
                         torch.nn.utils.clip_grad_norm_(params, a.clip_grad_norm)
                     opt.step()
-                # this rank's share of the step's world-mean loss; summed over ranks at log points
-                part = step_loss / n
-                fin = torch.isfinite(part)
-                part = torch.where(fin, part, torch.zeros_like(part))
-                loss_acc += part
-                finite_acc += fin.double()
-                ival_acc += part
-                ival_n += fin.double()
-                steps += 1
-                skipped += not took
-                samples += n
-                if timing:
-                    timed_samples += n
                 step += 1
-                if not timing and step >= a.timing_skip_steps:
-                    sync()
-                    t0, data_s, ev_pairs, timing = time.perf_counter(), 0.0, [], True
+                # this rank's share of the step's world-mean loss; summed over ranks at log points
+                tally.add(step_loss / n, n, took, step)
                 if step % a.log_interval == 0 or s == steps_per_epoch - 1:
-                    tot, cnt = pc.world_sum([ival_acc, ival_n], world, dist)
-                    cnt /= world
-                    mean = tot / cnt if cnt > 0 else float("nan")
-                    state["curve"].append({"step": step, "epoch": e, "loss": mean, "scale": scale_log.scale})
-                    ival_acc.zero_()
-                    ival_n.zero_()
+                    mean = tally.log_point(step, e, scale_log.scale, state["curve"], world, dist)
                     if step % a.log_interval == 0:
-                        say("Epoch: %d [%d/%d (%.0f%%)]\tLoss: %.6f%s" % (e, pos + n, n_train, 100.0 * (pos + n) / n_train,
-                                                                      mean, "" if took else
-                                                                      "\t(step skipped: gradient overflow)"))
-            sync()
-            time_s = time.perf_counter() - t0 if timing else 0.0
+                        say(tally.progress_line(e, pos + n, n_train, mean, took))
+            tally.stop_clock()
             if cuda:
-                data_s = sum(x.elapsed_time(y) for x, y in ev_pairs) * 1e-3
                 free_now, _ = torch.cuda.mem_get_info(dev)
                 state["peak_used"] = max(state["peak_used"], total_mem - free_now)
-            tot, cnt = pc.world_sum([loss_acc, finite_acc], world, dist)
-            cnt /= world
-            train_loss = tot / cnt if cnt > 0 else float("nan")
+            tally.train_loss(world, dist)
             te = time.perf_counter()
             test_loss, test_acc, test_metric = evaluate()
             eval_s = time.perf_counter() - te
-            state["epochs"].append({"epoch": e, "time_s": time_s, "compute_time_s": time_s - data_s,
-                                    "data_time_s": data_s, "eval_time_s": eval_s, "steps": steps,
-                                    "skipped_steps": skipped, "train_loss": train_loss, "test_loss": test_loss,
-                                    "test_accuracy": test_acc, "test_metric": test_metric,
-                                    "samples": samples, "timed_samples": timed_samples})
-            say("Epoch %d done: %.3f s, %.1f samples/s, train loss %.4f, test loss %.4f, test accuracy %.2f%%%s, "
-                "skipped steps %d, loss scale %g" % (
-                    e, time_s, timed_samples / time_s if time_s > 0 else 0.0, train_loss, test_loss, test_acc,
-                    "" if task["metric"] == "accuracy" else ", test %s %.2f" % (
-                        "Matthews x 100" if task["metric"] == "matthews" else "F1 x 100", test_metric),
-                    skipped, scale_log.scale))
+            state["epochs"].append(tally.epoch_record(e, eval_s, test_loss, test_acc, {"test_metric": test_metric}))
+            say(tally.done_line(e, "samples", test_loss, test_acc, scale_log.scale,
+                                "" if task["metric"] == "accuracy" else ", test %s %.2f" % (
+                                    "Matthews x 100" if task["metric"] == "matthews" else "F1 x 100", test_metric)))
             sys.stdout.flush()
             write(False, False)
             if interrupted or (a.max_steps > 0 and step >= a.max_steps):

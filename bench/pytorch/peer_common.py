@@ -9,7 +9,8 @@ need it import it themselves. Messages carry the calling script's name, passed i
   arguments    add_scaler_options, check_counts, check_loss_scale
   set-up       select_device (device and threads), check_precision, make_scaler, StaticScaler, init_distributed,
                make_autocast, make_sync, make_say
-  training     lr_at, shard, shard_blocks, world_sum, StopRequest, LossScaleLog
+  training     lr_at, shard, shard_blocks, world_sum, StopRequest, LossScaleLog, EpochTally (an epoch's
+               losses, counters, clock, curve points, progress lines and record)
   memory       proc_status_kb, reset_peak_rss, MemoryMeter
   the record   record_head, host_record, blas_desc, run_totals, LossScaleLog.mixed_precision_record,
                data_parallel_record, gpu_record, finite_or_none, write_text_atomic, write_atomic,
@@ -25,6 +26,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import warnings
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -430,6 +432,136 @@ class LossScaleLog:
                                       "growths": self.growths, "backoffs": self.backoffs,
                                       "changes": self.changes}})
         return rec
+
+
+class EpochTally:
+    """One epoch's bookkeeping in the training loops of cifar_resnet50.py and bert_glue.py (one copy, so the
+    two report losses, counts and times alike and the scripts keep only their model's part).
+
+    Losses: each step adds this rank's share of the step's world-mean loss (its loss sum over the step's n
+    samples of all ranks), in float64 on the device: no host sync a step. A non-finite share counts as 0 and
+    is left out of the count of finite steps, so one overflowed fp16 loss does not make a mean NaN. Two
+    sums: the epoch's (train_loss) and the log interval's (log_point), summed over the ranks only there.
+    Counters: steps, skipped (optimizer steps the scaler skipped), samples and timed_samples (the samples of
+    the timed steps, for samples/s). Clock: an epoch starts timed once the run is past --timing-skip-steps;
+    one that is not starts its clock afresh (t0, data seconds, events) after the step that reaches it, so a
+    skipped step's time stays out of time_s and data_time_s. Data time: the host clock around the batch's
+    gathering on the CPU, CUDA events on a GPU (read once, at the epoch's end)."""
+
+    def __init__(self, dev, cuda, sync, step, timing_skip_steps):
+        """dev, cuda: the device; sync: make_sync's; step: optimizer steps the run has done before the epoch"""
+        import torch
+        self.cuda, self.sync, self.timing_skip_steps = cuda, sync, timing_skip_steps
+        self.loss_acc, self.finite_acc, self.ival_acc, self.ival_n = (
+            torch.zeros((), device=dev, dtype=torch.float64) for _ in range(4))
+        self.steps = self.skipped = self.samples = self.timed_samples = 0
+        self.timing = step >= timing_skip_steps
+        self.time_s = self.data_s = self.train_loss_mean = 0.0
+        self._start_clock()
+
+    def _start_clock(self):
+        self.data_s, self.ev_pairs = 0.0, []
+        self.sync()
+        self.t0 = time.perf_counter()
+
+    def data_begin(self):
+        """before a batch is gathered: the mark data_end takes"""
+        td = time.perf_counter()
+        if not self.cuda:
+            return td, None, None
+        import torch
+        eb, ee = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        eb.record()
+        return td, eb, ee
+
+    def data_end(self, mark):
+        """after the batch is gathered: its time counts in a timed step"""
+        td, eb, ee = mark
+        if self.cuda:
+            ee.record()
+            if self.timing:
+                self.ev_pairs.append((eb, ee))
+        elif self.timing:
+            self.data_s += time.perf_counter() - td
+
+    def add(self, part, n, took, step):
+        """a finished optimizer step: part, this rank's share of its world-mean loss (a 0-d float64 tensor);
+        n, its samples over all ranks; took, False where the scaler skipped it; step, the run's optimizer steps
+        with this one (the clock starts afresh once it reaches --timing-skip-steps)"""
+        import torch
+        fin = torch.isfinite(part)
+        part = torch.where(fin, part, torch.zeros_like(part))
+        self.loss_acc += part
+        self.finite_acc += fin.double()
+        self.ival_acc += part
+        self.ival_n += fin.double()
+        self.steps += 1
+        self.skipped += not took
+        self.samples += n
+        if self.timing:
+            self.timed_samples += n
+        if not self.timing and step >= self.timing_skip_steps:
+            self._start_clock()
+            self.timing = True
+
+    @staticmethod
+    def _world_mean(acc, n, world, dist):
+        """the world's sum of the shares over the finite steps' count (every rank counts each step): NaN
+        where none was finite"""
+        tot, cnt = world_sum([acc, n], world, dist)
+        cnt /= world
+        return tot / cnt if cnt > 0 else float("nan")
+
+    def log_point(self, step, epoch, scale, curve, world, dist):
+        """a log point (every --log-interval steps and at the epoch's last step), on every rank: the
+        interval's world-mean loss, appended to curve as the loss curve's point {step, epoch, loss, scale};
+        the next interval starts from nothing. Returns the mean."""
+        mean = self._world_mean(self.ival_acc, self.ival_n, world, dist)
+        curve.append({"step": step, "epoch": epoch, "loss": mean, "scale": scale})
+        self.ival_acc.zero_()
+        self.ival_n.zero_()
+        return mean
+
+    @staticmethod
+    def progress_line(epoch, done, n_train, mean, took):
+        """the line a log point prints every --log-interval steps: done of n_train samples of the epoch, the
+        interval's mean loss, and whether the last step was skipped"""
+        return "Epoch: %d [%d/%d (%.0f%%)]\tLoss: %.6f%s" % (
+            epoch, done, n_train, 100.0 * done / n_train, mean, "" if took else "\t(step skipped: gradient overflow)")
+
+    def stop_clock(self):
+        """the epoch's end (after its last step, before the evaluation): waits for the device; (time_s,
+        data_s): the timed steps' seconds (0 where none was timed) and their data seconds (the events' on a
+        GPU)"""
+        self.sync()
+        self.time_s = time.perf_counter() - self.t0 if self.timing else 0.0
+        if self.cuda:
+            self.data_s = sum(x.elapsed_time(y) for x, y in self.ev_pairs) * 1e-3
+        return self.time_s, self.data_s
+
+    def train_loss(self, world, dist):
+        """the epoch's world-mean train loss, over its finite steps (every rank calls it)"""
+        self.train_loss_mean = self._world_mean(self.loss_acc, self.finite_acc, world, dist)
+        return self.train_loss_mean
+
+    def epoch_record(self, epoch, eval_s, test_loss, test_acc, extra=None):
+        """the record's epoch, after stop_clock and train_loss; extra: the peer's own fields after
+        test_accuracy (bert_glue.py's test_metric)"""
+        rec = {"epoch": epoch, "time_s": self.time_s, "compute_time_s": self.time_s - self.data_s,
+               "data_time_s": self.data_s, "eval_time_s": eval_s, "steps": self.steps,
+               "skipped_steps": self.skipped, "train_loss": self.train_loss_mean, "test_loss": test_loss,
+               "test_accuracy": test_acc}
+        rec.update(extra or {})
+        rec.update({"samples": self.samples, "timed_samples": self.timed_samples})
+        return rec
+
+    def done_line(self, epoch, unit, test_loss, test_acc, scale, metric=""):
+        """the line at an epoch's end; unit: what samples/s counts (images, samples); metric: the text after
+        the test accuracy (bert_glue.py's task metric)"""
+        return ("Epoch %d done: %.3f s, %.1f %s/s, train loss %.4f, test loss %.4f, test accuracy %.2f%%%s, "
+                "skipped steps %d, loss scale %g" % (
+                    epoch, self.time_s, self.timed_samples / self.time_s if self.time_s > 0 else 0.0, unit,
+                    self.train_loss_mean, test_loss, test_acc, metric, self.skipped, scale))
 
 
 # ---- memory ----
