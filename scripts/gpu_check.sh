@@ -109,8 +109,9 @@ resnet_args=(--batch-size 128 --lr 0.1 --momentum 0.9 --weight-decay 5e-4 --lr-s
 [ $nogpu -eq 0 ] && echo "gpu_check.sh: the MLP (one epoch) and ResNet-50 ($steps_resnet steps), ampbench and the PyTorch peer"
 for prec in fp32 amp; do
     [ $nogpu -eq 1 ] && break
+    # with a gradient census every 100 steps: the CUDA census kernel inside a real training run
     run_step "ampbench_mlp_$prec" 120 "$ampbench" train --device cuda --precision "$prec" --epochs 1 --data "$data" \
-        --out "$out/ampbench_mlp_$prec.json"
+        --grad-census 100 --out "$out/ampbench_mlp_$prec.json"
     for m in resnet50-cifar resnet50; do
         run_step "ampbench_${m}_$prec" 240 "$ampbench" train --device cuda --model "$m" --dataset cifar10 \
             --data "$cifar" --precision "$prec" "${resnet_args[@]}" --out "$out/ampbench_${m}_$prec.json"
