@@ -208,8 +208,11 @@ void hr_run_summary_line(const hr_run *r, char *buf, size_t n) {
     char mem[48];
     if (isfinite(r->peak_total)) snprintf(mem, sizeof mem, "peak %.2f MB", r->peak_total / 1e6);
     else snprintf(mem, sizeof mem, "peak memory not measured");
+    char prec[96];
+    if (r->static_scale > 0) snprintf(prec, sizeof prec, "%s (static loss scale %g)", r->precision, r->static_scale);
+    else snprintf(prec, sizeof prec, "%s", r->precision);
     snprintf(buf, n, "%s%s%s %s %d rank%s: %ld steps in %.2f s, %.0f samples/s, %s, %.2f%% test accuracy%s",
-             r->peer ? r->tool : "", r->peer ? " " : "", r->precision, r->backend, r->world_size,
+             r->peer ? r->tool : "", r->peer ? " " : "", prec, r->backend, r->world_size,
              r->world_size == 1 ? "" : "s", r->steps, r->total_time_s, r->samples_per_s, mem, r->final_accuracy,
              r->complete ? "" : (r->interrupted ? " (interrupted)" : " (incomplete)"));
 }
