@@ -10,11 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "census.h"
 #include "harness.h"
-
-/* fp16's edges as binary exponents: below 2^-25 a value rounds to zero, below 2^-14 it is subnormal */
-#define FP16_FLUSH_LOG2 (-25)
-#define FP16_SUBNORMAL_LOG2 (-14)
 
 /* census record i of r (i < 0: from the end), NULL when r has none */
 static const cJSON *census_record(const hr_run *r, int i) {
@@ -59,13 +56,14 @@ static const hr_run *reference_run(const hr_workload *w) {
 static void range_row(FILE *f, const char *label, const hr_run *r) {
     if (!r) return;
     const cJSON *first = census_record(r, 0), *last = census_record(r, -1);
-    char a[32], b[32], c[32], z[32], acc[32], sc[32];
+    char a[32], b[32], c[32], z[32], acc[32], sc[32] = "-";
+    if (strcmp(r->precision, "fp32") != 0) snprintf(sc, sizeof sc, "%g", r->final_scale);
     const double safe = hr_num(derived(last, "activation"), "safe_scale_log2", NAN);
     char safe_s[32] = "-";
     if (last && isfinite(safe)) snprintf(safe_s, sizeof safe_s, "2^%.0f", safe);
     else if (last) snprintf(safe_s, sizeof safe_s, "none");
     fprintf(f, "| %s | %s | %ld | %.4g | %s | %s | %s / %s | %s | %s |\n", label,
-            strcmp(r->precision, "fp32") ? (snprintf(sc, sizeof sc, "%g", r->final_scale), sc) : "-", r->skipped_steps,
+            sc, r->skipped_steps,
             r->final_train_loss, pct(acc, sizeof acc, r->final_accuracy / 100.0), pct(z, sizeof z, zero_share(last, "activation")),
             pct(a, sizeof a, share(first, "activation", "at_scale_1", "flush")),
             pct(b, sizeof b, share(last, "activation", "at_scale_1", "flush")),
@@ -194,17 +192,18 @@ static int plot_hist(const hr_workload *w, const hr_run *ref, const char *model,
     return hr_add_drawn(drawn, max, n, out);
 }
 
-/* the share of a tensor's finite non-zero values below 2^-25 at scale 1 (stored at scale S) */
+/* the share of a census tensor's finite non-zero values fp16 would flush at scale 1, its values
+ * stored at `scale`: core/census.h's own classing of the bins (ab_census_shares_at) */
 static double tensor_flush(const cJSON *t, int lo, double scale) {
     const cJSON *h = cJSON_GetObjectItemCaseSensitive(t, "hist");
-    const int s = (int)lround(log2(scale));
-    double below = 0, all = 0;
-    for (int i = 0; i < cJSON_GetArraySize(h); i++) {
-        const double v = cJSON_GetArrayItem(h, i)->valuedouble;
-        all += v;
-        if (lo + i - s < FP16_FLUSH_LOG2) below += v;
-    }
-    return all > 0 ? below / all : NAN;
+    int64_t hist[AB_CENSUS_BINS];
+    const int nbins = cJSON_GetArraySize(h) < AB_CENSUS_BINS ? cJSON_GetArraySize(h) : AB_CENSUS_BINS;
+    for (int i = 0; i < nbins; i++) hist[i] = (int64_t)cJSON_GetArrayItem(h, i)->valuedouble;
+    const char *dt = hr_str(t, "dtype", "fp32");
+    const ab_dtype held = !strcmp(dt, "fp16") ? AB_F16 : !strcmp(dt, "bf16") ? AB_BF16 : AB_F32;
+    ab_census_shares sh;
+    ab_census_shares_at(hist, lo, nbins, held, scale, 1.0, &sh);
+    return sh.flush;
 }
 
 /* per layer (backward order: the output's first), the share of its activation gradients fp16
