@@ -73,7 +73,7 @@ void ab_mpi_finalize(void) {
 
 typedef struct {
     MPI_Comm comm;
-    MPI_Op f16_sum;
+    MPI_Op f16_sum, bf16_sum;
     void *stage; /* host copy of a device buffer */
     size_t stage_bytes;
     /* watchdog: start of the collective in progress (ns, 0 = none) and its name */
@@ -175,6 +175,15 @@ static void f16_sum_fn(void *in, void *inout, int *len, MPI_Datatype *dt) {
     f16_add((size_t)*len, in, inout);
 }
 
+/* the same for bf16: inout[i] = bf16(fp32(in[i]) + fp32(inout[i])), one rounding (NCCL's bf16
+ * sum of two values does the same) */
+static void bf16_sum_fn(void *in, void *inout, int *len, MPI_Datatype *dt) {
+    (void)dt;
+    const uint16_t *a = in;
+    uint16_t *b = inout;
+    for (int i = 0; i < *len; i++) b[i] = ab_f32_to_bf16(ab_bf16_to_f32(a[i]) + ab_bf16_to_f32(b[i]));
+}
+
 static int host_memory(const ab_comm *c) { return !c->be || c->be->ops->is_host; }
 
 /* host view of a backend buffer: itself on the CPU, else a staging copy (downloaded if load) */
@@ -200,7 +209,8 @@ static int stage_out(ab_comm *c, void *buf, const void *host, size_t bytes) {
 
 static int mpi_allreduce(ab_comm *c, void *buf, size_t n, ab_dtype t, ab_reduce_op op) {
     mpi_impl *m = c->impl;
-    if (t != AB_F32 && t != AB_F16) return ab_errorf("allreduce: %s buffers are not supported", ab_dtype_name(t));
+    if (t != AB_F32 && t != AB_F16 && t != AB_BF16)
+        return ab_errorf("allreduce: %s buffers are not supported", ab_dtype_name(t));
     if (op != AB_RED_SUM && op != AB_RED_AVG) return ab_errorf("allreduce: buffers take SUM or AVG only");
     const size_t es = ab_dtype_size(t);
     void *h = NULL; /* stage_in sets it when it returns 0; gcc 12 -O3 cannot tell */
@@ -211,8 +221,9 @@ static int mpi_allreduce(ab_comm *c, void *buf, size_t n, ab_dtype t, ab_reduce_
             AB_MPI_GUARDED(c, "MPI_Allreduce of the gradients",
                            MPI_Allreduce(MPI_IN_PLACE, (float *)h + off, cnt, MPI_FLOAT, MPI_SUM, m->comm));
         else
-            AB_MPI_GUARDED(c, "MPI_Allreduce of the gradients (fp16)",
-                           MPI_Allreduce(MPI_IN_PLACE, (uint16_t *)h + off, cnt, MPI_UINT16_T, m->f16_sum, m->comm));
+            AB_MPI_GUARDED(c, "MPI_Allreduce of the gradients (fp16/bf16)",
+                           MPI_Allreduce(MPI_IN_PLACE, (uint16_t *)h + off, cnt, MPI_UINT16_T,
+                                         t == AB_F16 ? m->f16_sum : m->bf16_sum, m->comm));
         off += (size_t)cnt;
     }
     if (op == AB_RED_AVG && c->size > 1) {
@@ -220,8 +231,11 @@ static int mpi_allreduce(ab_comm *c, void *buf, size_t n, ab_dtype t, ab_reduce_
         if (t == AB_F32) {
             float *f = h;
             for (size_t i = 0; i < n; i++) f[i] *= inv;
-        } else {
+        } else if (t == AB_F16) {
             f16_scale(n, h, inv);
+        } else {
+            uint16_t *b = h;
+            for (size_t i = 0; i < n; i++) b[i] = ab_f32_to_bf16(ab_bf16_to_f32(b[i]) * inv);
         }
     }
     return stage_out(c, buf, h, n * es);
@@ -282,6 +296,7 @@ static void mpi_destroy(ab_comm *c) {
         pthread_mutex_destroy(&m->lock);
         pthread_cond_destroy(&m->wake);
         if (m->f16_sum != MPI_OP_NULL) MPI_Op_free(&m->f16_sum);
+        if (m->bf16_sum != MPI_OP_NULL) MPI_Op_free(&m->bf16_sum);
         if (m->comm != MPI_COMM_NULL) MPI_Comm_free(&m->comm);
         free(m->stage);
         free(m);
@@ -308,6 +323,7 @@ static int mpi_setup(ab_comm *c) {
     AB_MPI_CHECK(r1);
     AB_MPI_CHECK(r2);
     AB_MPI_CHECK(MPI_Op_create(f16_sum_fn, 1, &m->f16_sum));
+    AB_MPI_CHECK(MPI_Op_create(bf16_sum_fn, 1, &m->bf16_sum));
     m->rank = c->rank;
     if (pthread_create(&m->watchdog, NULL, watchdog_main, m) != 0)
         return ab_errorf("cannot start the communicator's watchdog thread");
@@ -326,6 +342,7 @@ int ab_comm_mpi_create(ab_comm **out) {
     }
     m->comm = MPI_COMM_NULL;
     m->f16_sum = MPI_OP_NULL;
+    m->bf16_sum = MPI_OP_NULL;
     pthread_mutex_init(&m->lock, NULL);
     pthread_cond_init(&m->wake, NULL);
     *c = (ab_comm){.ops = &mpi_ops, .size = 1, .local_size = 1, .device = -1, .timeout_s = 300.0, .impl = m};

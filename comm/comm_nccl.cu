@@ -1,6 +1,9 @@
-/* The nccl communicator engine: NCCL collectives on device buffers (fp32/fp16, in place),
+/* The nccl communicator engine: NCCL collectives on device buffers (fp32/fp16/bf16, in place),
  * bootstrapped over MPI through the mpi engine, which also carries the small host-side
- * reductions: rank 0 creates the NCCL unique id and MPI broadcasts it. Each rank takes GPU
+ * reductions: rank 0 creates the NCCL unique id and MPI broadcasts it. A process started without a
+ * launcher (no mpirun: ab_comm_launched) is a world of one and boots through the self engine
+ * instead, with no MPI_Init at all: NCCL's initialisation, collectives and teardown still run, which
+ * is how the GPU check exercises NCCL on a machine whose MPI launcher did not travel. Each rank takes GPU
  * node-local rank modulo the GPUs it sees (ab_comm_gpu_index), so both one process seeing every
  * GPU of the node and a per-rank CUDA_VISIBLE_DEVICES work; two ranks on one GPU are refused.
  * The communicator is non-blocking (NCCL config blocking = 0) and every wait polls, yielding the
@@ -51,7 +54,7 @@ extern "C" {
     } while (0)
 
 typedef struct {
-    ab_comm *mpi;      /* bootstrap and host-side reductions */
+    ab_comm *boot;     /* bootstrap and host-side reductions: the mpi engine, or self without a launcher */
     ncclComm_t nccl;   /* NULL once aborted */
     cudaStream_t stream;
     int device;        /* the GPU of this rank: the stream, the communicator and the buffers are its */
@@ -147,14 +150,21 @@ __global__ void k_scale_f16(size_t n, uint16_t *x, float s) {
         x[i] = ab_f32_to_f16(ab_f16_to_f32(x[i]) * s);
 }
 
+__global__ void k_scale_bf16(size_t n, uint16_t *x, float s) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        x[i] = ab_f32_to_bf16(ab_bf16_to_f32(x[i]) * s);
+}
+
 static int scale_on_stream(ab_comm *c, void *buf, size_t n, ab_dtype t, float s) {
     const unsigned threads = 256;
     size_t blocks = (n + threads - 1) / threads;
     if (blocks > 65535u * 16u) blocks = 65535u * 16u; /* grid-stride loops cover the rest */
     if (t == AB_F32)
         k_scale_f32<<<(unsigned)blocks, threads, 0, impl_of(c)->stream>>>(n, (float *)buf, s);
-    else
+    else if (t == AB_F16)
         k_scale_f16<<<(unsigned)blocks, threads, 0, impl_of(c)->stream>>>(n, (uint16_t *)buf, s);
+    else
+        k_scale_bf16<<<(unsigned)blocks, threads, 0, impl_of(c)->stream>>>(n, (uint16_t *)buf, s);
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) {
         ab_errorf("kernel launch of the all-reduce's 1/W scaling failed at %s:%d: %s", __FILE__, __LINE__,
@@ -169,15 +179,16 @@ static int scale_on_stream(ab_comm *c, void *buf, size_t n, ab_dtype t, float s)
  * engine's stream (not ncclAvg, whose fp16 form pre-multiplies each rank's values by fp16(1/W):
  * a sum past the fp16 range would no longer overflow, and 1/W itself would be rounded). */
 static int nccl_allreduce(ab_comm *c, void *buf, size_t n, ab_dtype t, ab_reduce_op op) {
-    if (t != AB_F32 && t != AB_F16) return ab_errorf("allreduce: %s buffers are not supported", ab_dtype_name(t));
+    if (t != AB_F32 && t != AB_F16 && t != AB_BF16)
+        return ab_errorf("allreduce: %s buffers are not supported", ab_dtype_name(t));
     if (op != AB_RED_SUM && op != AB_RED_AVG) return ab_errorf("allreduce: buffers take SUM or AVG only");
     AB_TRY(usable(c));
     nccl_impl *m = impl_of(c);
     if (c->be) AB_TRY(c->be->ops->sync(c->be)); /* the backend computes on a stream of its own */
     if (n == 0) return 0;
     AB_TRY(on_device(c));
-    AB_NCCL_COLLECTIVE(c, ncclAllReduce(buf, buf, n, t == AB_F32 ? ncclFloat32 : ncclFloat16, ncclSum, m->nccl,
-                                        m->stream));
+    const ncclDataType_t nt = t == AB_F32 ? ncclFloat32 : t == AB_F16 ? ncclFloat16 : ncclBfloat16;
+    AB_NCCL_COLLECTIVE(c, ncclAllReduce(buf, buf, n, nt, ncclSum, m->nccl, m->stream));
     if (op == AB_RED_AVG && c->size > 1) {
         /* the sum must be on the stream before the scaling goes behind it */
         AB_TRY(nccl_wait(c, "ncclAllReduce of the gradients", 0));
@@ -195,9 +206,9 @@ static int nccl_broadcast(ab_comm *c, void *buf, size_t bytes, int root) {
     return nccl_wait(c, "ncclBroadcast", 1);
 }
 
-/* host-side reductions go over MPI, under this communicator's timeout */
+/* host-side reductions go over the bootstrap engine (MPI), under this communicator's timeout */
 static ab_comm *host(ab_comm *c) {
-    ab_comm *h = impl_of(c)->mpi;
+    ab_comm *h = impl_of(c)->boot;
     h->timeout_s = c->timeout_s;
     return h;
 }
@@ -233,7 +244,7 @@ static void nccl_destroy(ab_comm *c) {
             else ab_errorf("%s", saved);
         }
         if (m->stream) cudaStreamDestroy(m->stream);
-        ab_comm_destroy(m->mpi);
+        ab_comm_destroy(m->boot);
         free(m);
     }
     free(c);
@@ -260,7 +271,7 @@ static int check_distinct_gpus(ab_comm *c, int count) {
     if (cudaDeviceGetPCIBusId(bus, (int)sizeof bus, m->device) != cudaSuccess) (void)cudaGetLastError();
     int64_t *all = (int64_t *)malloc((size_t)c->size * sizeof *all);
     if (!all) return ab_errorf("out of host memory checking the ranks' GPUs");
-    const int rc = m->mpi->ops->allgather_i64(m->mpi, uuid_hash(&prop.uuid), all);
+    const int rc = m->boot->ops->allgather_i64(m->boot, uuid_hash(&prop.uuid), all);
     int other = -1;
     for (int r = 0; rc == 0 && r < c->size && other < 0; r++)
         if (r != c->rank && all[r] == all[c->rank]) other = r;
@@ -276,11 +287,12 @@ static int check_distinct_gpus(ab_comm *c, int count) {
 
 static int nccl_setup(ab_comm *c) {
     nccl_impl *m = impl_of(c);
-    AB_TRY(ab_comm_mpi_create(&m->mpi));
-    c->rank = m->mpi->rank;
-    c->size = m->mpi->size;
-    c->local_rank = m->mpi->local_rank;
-    c->local_size = m->mpi->local_size;
+    /* under a launcher, MPI carries the id and the host-side reductions; alone, a world of one */
+    AB_TRY(ab_comm_launched(NULL) ? ab_comm_mpi_create(&m->boot) : ab_comm_self_create(&m->boot));
+    c->rank = m->boot->rank;
+    c->size = m->boot->size;
+    c->local_rank = m->boot->local_rank;
+    c->local_size = m->boot->local_size;
     int count = 0;
     const cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count == 0) {
@@ -295,7 +307,7 @@ static int nccl_setup(ab_comm *c) {
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
     if (c->rank == 0) AB_NCCL_CHECK(ncclGetUniqueId(&id));
-    AB_TRY(m->mpi->ops->broadcast(m->mpi, &id, sizeof id, 0)); /* MPI_Bcast of the id (host memory) */
+    AB_TRY(m->boot->ops->broadcast(m->boot, &id, sizeof id, 0)); /* MPI_Bcast of the id (host memory) */
     AB_CUDA_CHECK(cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking));
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;

@@ -5,7 +5,8 @@
 
 static int self_allreduce(ab_comm *c, void *buf, size_t n, ab_dtype t, ab_reduce_op op) {
     (void)c, (void)buf, (void)n;
-    if (t != AB_F32 && t != AB_F16) return ab_errorf("allreduce: %s buffers are not supported", ab_dtype_name(t));
+    if (t != AB_F32 && t != AB_F16 && t != AB_BF16)
+        return ab_errorf("allreduce: %s buffers are not supported", ab_dtype_name(t));
     if (op != AB_RED_SUM && op != AB_RED_AVG) return ab_errorf("allreduce: buffers take SUM or AVG only");
     return 0;
 }

@@ -41,10 +41,12 @@ typedef struct ab_comm ab_comm;
  *         so through AVG: a loss-scaled gradient that overflows in the sum is seen by the loss
  *         scaler's check. NCCL's ncclAvg is not used for this reason: it pre-multiplies each x_r
  *         by fp16(1/W), which hides such an overflow and, 1/W being rounded to fp16 (W = 3:
- *         2.4e-4 relative), biases the mean. */
+ *         2.4e-4 relative), biases the mean.
+ *   bf16  as fp16, in bf16: each pairwise sum the exact sum of two bf16 values rounded once (the
+ *         mpi engine's user-defined op, NCCL's ncclBfloat16 sum); AVG one multiply after the sum. */
 typedef struct {
     const char *name; /* "self" | "mpi" | "nccl" */
-    /* in place over n elements of type t (fp32 or fp16) in backend memory; SUM or AVG, as above */
+    /* in place over n elements of type t (fp32, fp16 or bf16) in backend memory; SUM or AVG, as above */
     int (*allreduce)(ab_comm *c, void *buf, size_t n, ab_dtype t, ab_reduce_op op);
     /* in place over n host int64 values; SUM, MIN or MAX */
     int (*allreduce_i64)(ab_comm *c, int64_t *v, int n, ab_reduce_op op);

@@ -1,9 +1,12 @@
 /* The communicator engines against host arithmetic: all-reduce SUM and AVG of fp32 and fp16
  * buffers (seeded random values, different on every rank), int64 MIN/MAX/SUM, double SUM/AVG,
- * all-gather, broadcast and barrier, on whatever world mpirun gives (1 without it).
+ * all-gather, broadcast and barrier, on whatever world mpirun gives (1 without it), and bf16 as
+ * fp16 (each pairwise sum rounded once to bf16).
  *   test_comm mpi    CPU backend, OpenMPI (label mpi, mpirun -np 2)
  *   test_comm nccl   CUDA backend, NCCL (label gpu): prints SKIPPED and exits 77 when the build
- *                    has no NCCL or no GPU is usable.
+ *                    has no NCCL or no GPU is usable. Without mpirun it is a world of one booted
+ *                    without MPI (the GPU check's way): NCCL's init, the all-reduces (a world of
+ *                    one gives its buffer back bit for bit) and teardown still run.
  * fp32 sums over W ranks are compared with a float64 sum (AB_TOL_FP32_REL); fp16 with the sum
  * of the fp16 inputs rounded once per pairwise add, so to fp16 storage (AB_TOL_FP16_NMSE), and
  * with 2 ranks bit for bit against the scalar reference (fp32 add, one rounding to fp16).
@@ -36,8 +39,12 @@ static void fill(float *x, size_t n, int rank) {
     for (size_t i = 0; i < n; i++) x[i] = (float)ab_rng_normal(&r);
 }
 
+/* a 16-bit type's rounding and widening */
+static uint16_t to16(ab_dtype t, float v) { return t == AB_F16 ? ab_f32_to_f16(v) : ab_f32_to_bf16(v); }
+static float from16(ab_dtype t, uint16_t h) { return t == AB_F16 ? ab_f16_to_f32(h) : ab_bf16_to_f32(h); }
+
 static void test_allreduce(ab_comm *c, ab_backend *be, ab_dtype t, ab_reduce_op op) {
-    const int W = c->size;
+    const int W = c->size, lowp = t != AB_F32;
     const size_t es = ab_dtype_size(t);
     float *mine = malloc(N_ELEMS * sizeof(float)), *other = malloc(N_ELEMS * sizeof(float));
     double *expect = calloc(N_ELEMS, sizeof(double));
@@ -46,18 +53,18 @@ static void test_allreduce(ab_comm *c, ab_backend *be, ab_dtype t, ab_reduce_op 
     for (int r = 0; r < W; r++) {
         fill(other, N_ELEMS, r);
         for (size_t i = 0; i < N_ELEMS; i++)
-            expect[i] += t == AB_F16 ? (double)ab_f16_to_f32(ab_f32_to_f16(other[i])) : (double)other[i];
+            expect[i] += lowp ? (double)from16(t, to16(t, other[i])) : (double)other[i];
     }
     if (op == AB_RED_AVG)
         for (size_t i = 0; i < N_ELEMS; i++) expect[i] /= W;
     fill(mine, N_ELEMS, c->rank);
     void *buf = be->ops->alloc(be, AB_MEM_WORKSPACE, N_ELEMS * es);
-    if (t == AB_F16)
-        for (size_t i = 0; i < N_ELEMS; i++) h16[i] = ab_f32_to_f16(mine[i]);
+    if (lowp)
+        for (size_t i = 0; i < N_ELEMS; i++) h16[i] = to16(t, mine[i]);
     int rc = buf ? 0 : -1;
-    if (rc == 0) rc = be->ops->upload(be, buf, t == AB_F16 ? (void *)h16 : (void *)mine, N_ELEMS * es);
+    if (rc == 0) rc = be->ops->upload(be, buf, lowp ? (void *)h16 : (void *)mine, N_ELEMS * es);
     if (rc == 0) rc = c->ops->allreduce(c, buf, N_ELEMS, t, op);
-    if (rc == 0) rc = be->ops->download(be, t == AB_F16 ? (void *)h16 : (void *)got, buf, N_ELEMS * es);
+    if (rc == 0) rc = be->ops->download(be, lowp ? (void *)h16 : (void *)got, buf, N_ELEMS * es);
     char what[96];
     snprintf(what, sizeof what, "%s allreduce %s %s (world %d)", c->ops->name, ab_dtype_name(t),
              op == AB_RED_AVG ? "avg" : "sum", W);
@@ -65,23 +72,30 @@ static void test_allreduce(ab_comm *c, ab_backend *be, ab_dtype t, ab_reduce_op 
         fprintf(stderr, "FAIL %s: %s\n", what, ab_error());
         failures++;
     } else {
-        if (t == AB_F16 && W == 2) { /* one pairwise sum (then an exact halving): bit for bit */
+        if (lowp && W == 2) { /* one pairwise sum (then an exact halving): bit for bit */
             float a[N_ELEMS];
             fill(a, N_ELEMS, 0);
             fill(other, N_ELEMS, 1);
             size_t bad = 0, first = 0;
             for (size_t i = 0; i < N_ELEMS; i++) {
-                uint16_t e = ab_f32_to_f16(ab_f16_to_f32(ab_f32_to_f16(a[i])) + ab_f16_to_f32(ab_f32_to_f16(other[i])));
-                if (op == AB_RED_AVG) e = ab_f32_to_f16(ab_f16_to_f32(e) * 0.5f);
+                uint16_t e = to16(t, from16(t, to16(t, a[i])) + from16(t, to16(t, other[i])));
+                if (op == AB_RED_AVG) e = to16(t, from16(t, e) * 0.5f);
                 if (h16[i] != e && !bad++) first = i;
             }
-            AB_CHECK(bad == 0, "%s: %zu elements differ from the scalar fp16 reference, first %zu: 0x%04x", what, bad,
-                     first, h16[first]);
+            AB_CHECK(bad == 0, "%s: %zu elements differ from the scalar %s reference, first %zu: 0x%04x", what, bad,
+                     ab_dtype_name(t), first, h16[first]);
         }
-        if (t == AB_F16)
-            for (size_t i = 0; i < N_ELEMS; i++) got[i] = ab_f16_to_f32(h16[i]);
+        if (W == 1) { /* a world of one: the buffer comes back as it went, bit for bit (SUM and AVG) */
+            size_t bad = 0;
+            for (size_t i = 0; i < N_ELEMS; i++)
+                bad += lowp ? h16[i] != to16(t, mine[i]) : memcmp(&got[i], &mine[i], sizeof(float)) != 0;
+            AB_CHECK(bad == 0, "%s: %zu elements changed in a world of one", what, bad);
+        }
+        if (lowp)
+            for (size_t i = 0; i < N_ELEMS; i++) got[i] = from16(t, h16[i]);
         /* fp32: W-term sums, ~W * 2^-24 relative; NMSE (AB_TOL_FP32_REL)^2 */
-        const double tol = t == AB_F16 ? AB_TOL_FP16_NMSE : AB_TOL_FP32_REL * AB_TOL_FP32_REL;
+        const double tol = t == AB_F16 ? AB_TOL_FP16_NMSE : t == AB_BF16 ? AB_TOL_BF16_NMSE
+                                                                         : AB_TOL_FP32_REL * AB_TOL_FP32_REL;
         if (ab_check_nmse(what, got, expect, N_ELEMS, tol)) failures++;
         else if (c->rank == 0) printf("ok   %s\n", what);
     }
@@ -234,8 +248,8 @@ int main(int argc, char **argv) {
     ab_comm_launched(&world);
     AB_CHECK(c->size == world && c->rank >= 0 && c->rank < c->size && c->local_rank < c->local_size,
              "rank %d of %d (launcher says %d), local %d of %d", c->rank, c->size, world, c->local_rank, c->local_size);
-    const ab_dtype types[2] = {AB_F32, AB_F16};
-    for (int i = 0; i < 2; i++) {
+    const ab_dtype types[3] = {AB_F32, AB_F16, AB_BF16};
+    for (int i = 0; i < 3; i++) {
         test_allreduce(c, be, types[i], AB_RED_SUM);
         test_allreduce(c, be, types[i], AB_RED_AVG);
     }
