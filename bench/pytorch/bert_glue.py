@@ -593,8 +593,7 @@ def main():
                                                    dev)
     elif limit and lead:
         print("%s: --memory-limit is recorded but not enforced on the CPU" % PROG, file=sys.stderr)
-    torch.backends.cuda.matmul.allow_tf32 = a.tf32
-    torch.backends.cudnn.allow_tf32 = a.tf32
+    pc.set_tf32(a.tf32)
     amp = a.precision == "amp"
     ac_dtype = {"amp": torch.float16, "bf16": torch.bfloat16}.get(a.precision)
 

@@ -206,8 +206,7 @@ def main():
     dev, cuda = pc.select_device(PROG, a, lead, local_rank)
     channels_last = cuda if a.channels_last is None else a.channels_last
     mem_fmt = torch.channels_last if channels_last else torch.contiguous_format
-    torch.backends.cuda.matmul.allow_tf32 = a.tf32
-    torch.backends.cudnn.allow_tf32 = a.tf32
+    pc.set_tf32(a.tf32)
     torch.backends.cudnn.benchmark = a.cudnn_benchmark
     amp = a.precision == "amp"
     ac_dtype = {"amp": torch.float16, "bf16": torch.bfloat16}.get(a.precision)

@@ -133,8 +133,7 @@ def main():
     dev = torch.device(a.device)
     cuda = dev.type == "cuda"
     # fp32 means fp32: no TF32 in the matrix products (ampbench's fp32 GEMMs are plain fp32)
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    pc.set_tf32(False)
     torch.manual_seed(a.seed)
     gen = torch.Generator().manual_seed(a.seed)
 

@@ -294,6 +294,32 @@ def init_distributed(rank, world, cuda):
     return dist, backend
 
 
+def set_tf32(enabled):
+    """TF32 for fp32 matrix products, convolutions and RNNs on or off. PyTorch 2.9 and later have
+    fp32_precision ("tf32" | "ieee") per backend and operator, and stop with a RuntimeError when a
+    CUDA matmul or convolution finds the flags set through a mix of it and the older allow_tf32 (or
+    cuDNN's conv and rnn disagreeing), so every one of them is set here, the same way; earlier
+    versions have only the flags."""
+    import torch
+    cudnn = torch.backends.cudnn
+    matmul = torch.backends.cuda.matmul
+    value = "tf32" if enabled else "ieee"
+
+    def has_precision(obj):  # 1.13's matmul object raises AssertionError for an unknown attribute
+        try:
+            return obj is not None and getattr(obj, "fp32_precision") is not None
+        except (AttributeError, AssertionError):
+            return False
+    if has_precision(matmul) and has_precision(getattr(cudnn, "conv", None)):
+        matmul.fp32_precision = value
+        for op in ("conv", "rnn"):
+            if has_precision(getattr(cudnn, op, None)):
+                getattr(cudnn, op).fp32_precision = value
+    else:
+        matmul.allow_tf32 = bool(enabled)
+        cudnn.allow_tf32 = bool(enabled)
+
+
 def make_autocast(dev, ac_dtype):
     """autocast(): a fresh context, torch.autocast to ac_dtype on dev, or nothing for fp32 (ac_dtype None)"""
     import torch

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The PyTorch peers at the versions the GPU machines have (torch 2.11, transformers 5.17), two
+# steps each on the CPU, so that an API change in torch or transformers shows here and not in the
+# one GPU run (CTest test_peer_smoke, label cpu). Runs in the virtual environment that
+# scripts/peer_venv.sh makes ($AB_PEER_VENV, else ~/.cache/ampbench/peers-venv); without it, or
+# when it holds other versions, it says so and skips (exit 77).
+# Each run must exit 0 and write a record that names the venv's torch and passes the result schema:
+# the MLP in fp32, amp and bf16; ResNet-50 with the CIFAR stem in fp32 and with torchvision's
+# stem in fp32 and amp; bert-tiny from its initialisation in fp32 and amp; the MiniLM
+# checkpoint (a real Hugging Face folder) in fp32.
+# Usage: test_peer_smoke.sh SOURCE_DIR DATA_ROOT WORK_DIR
+set -uo pipefail
+src=$(cd "$1" && pwd)
+data=$2
+work=$3
+venv=${AB_PEER_VENV:-$HOME/.cache/ampbench/peers-venv}
+py=$venv/bin/python
+want_torch=2.11.0 want_tf=5.17.0
+
+[ -x "$py" ] || { echo "SKIPPED: no peer environment at $venv (scripts/peer_venv.sh makes it)"; exit 77; }
+have=$("$py" -c 'import torch, transformers; print(torch.__version__.split("+")[0], transformers.__version__)' 2>&1 | tail -1)
+[ "$have" = "$want_torch $want_tf" ] ||
+    { echo "SKIPPED: $venv has '$have', not torch $want_torch and transformers $want_tf (scripts/peer_venv.sh)"; exit 77; }
+for d in mnist cifar10 glue/SST-2 bert-base-uncased all-MiniLM-L6-v2; do
+    [ -e "$data/$d" ] || { echo "SKIPPED: $data/$d missing"; exit 77; }
+done
+rm -rf "$work"
+mkdir -p "$work" || exit 1
+fails=0
+pb=$src/bench/pytorch
+# the peers run with the machine's own library path, as on the GPU machine
+unset LD_LIBRARY_PATH
+
+run() { # NAME ARGS...: one peer run of two steps on the CPU
+    local name=$1
+    shift
+    local t0=$SECONDS
+    if ! "$py" "$@" --device cpu --max-steps 2 --out "$work/$name.json" >"$work/$name.log" 2>&1; then
+        echo "FAIL $name: exit $?: $(grep -m1 -E 'Error|error' "$work/$name.log" || tail -1 "$work/$name.log")" >&2
+        fails=$((fails + 1))
+        return
+    fi
+    if ! grep -q "$want_torch" "$work/$name.json"; then
+        echo "FAIL $name: the record does not name torch $want_torch" >&2
+        fails=$((fails + 1))
+        return
+    fi
+    echo "ok   $name ($((SECONDS - t0)) s)"
+}
+
+for prec in fp32 amp bf16; do
+    run "mlp_$prec" "$pb/mnist_mlp.py" --precision "$prec" --epochs 1 --data "$data/mnist"
+done
+res=(--batch-size 4 --epochs 1 --train-subset 16 --test-subset 8 --data "$data/cifar10")
+run resnet50-cifar_fp32 "$pb/cifar_resnet50.py" --model resnet50-cifar --precision fp32 "${res[@]}"
+run resnet50_fp32 "$pb/cifar_resnet50.py" --model resnet50 --precision fp32 "${res[@]}"
+# amp with torchvision's stem: fp16 convolutions are slow on a CPU (the CIFAR stem's 32x32 maps: 47 s)
+run resnet50_amp "$pb/cifar_resnet50.py" --model resnet50 --precision amp "${res[@]}"
+bert=(--batch-size 4 --max-seq-len 32 --train-subset 16 --test-subset 8 --data "$data/glue/SST-2")
+run bert-tiny_fp32 "$pb/bert_glue.py" --model bert-tiny --precision fp32 --vocab "$data/bert-base-uncased/vocab.txt" "${bert[@]}"
+run bert-tiny_amp "$pb/bert_glue.py" --model bert-tiny --precision amp --vocab "$data/bert-base-uncased/vocab.txt" "${bert[@]}"
+run minilm_fp32 "$pb/bert_glue.py" --init-from "$data/all-MiniLM-L6-v2" --precision fp32 "${bert[@]}"
+
+# the records against the schema (with whichever python3 has jsonschema)
+for p in python3 /usr/bin/python3; do
+    if "$p" -c 'import jsonschema' 2>/dev/null; then
+        if "$p" "$src/scripts/validate_records.py" "$work" >"$work/validate.log" 2>&1; then
+            echo "ok   $(tail -1 "$work/validate.log")"
+        else
+            cat "$work/validate.log" >&2
+            fails=$((fails + 1))
+        fi
+        break
+    fi
+done
+
+if [ $fails -gt 0 ]; then
+    echo "test_peer_smoke: $fails failure(s) under torch $want_torch, transformers $want_tf" >&2
+    exit 1
+fi
+echo "test_peer_smoke: every peer ran under torch $want_torch and transformers $want_tf"
