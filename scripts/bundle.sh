@@ -9,18 +9,29 @@
 #   data/mnist, data/cifar10 (the first AB_CIFAR_TRAIN training and AB_CIFAR_TEST test records:
 #   a subset keeps the bundle small), data/glue/SST-2 (the first AB_SST2_TRAIN training rows and
 #   the dev set) and data/bert-base-uncased/vocab.txt, bench/pytorch/ (the peers),
-#   scripts/gpu_check.sh, docs/gpu.md, MANIFEST
-# Usage: scripts/bundle.sh [OUT_DIR]    (default dist/ampbench-gpu; also OUT_DIR.tar.gz)
+#   scripts/gpu_check.sh and scripts/gpu_remote.sh (the check, and its one-command wrapper for a
+#   remote job runner: docs/gpu.md), docs/gpu.md, MANIFEST
+# The programs are built for Hopper (sm_90) alone by default, without RPATH (the wrappers set the
+# library path), stripped; NCCL and MPI are linked only into the programs that use them (ampbench,
+# test_comm, and the training tests through the platform layer), so the op tests start without them.
+# The tarball is xz-compressed (OpenBLAS's 36 MB of kernels pack to 4 MB; gzip leaves 11).
+# Size budget: a remote job runner carries the tarball and the repository's tree together (64 MiB
+# at most on the lent machines); the script fails with one line when the tarball plus the tree that
+# travels (tracked and untracked-not-ignored files) exceeds AB_BUNDLE_BUDGET_MIB (56: 8 MiB kept for
+# growth), and writes both sizes to OUT_DIR.size.txt.
+# Usage: scripts/bundle.sh [OUT_DIR]    (default dist/ampbench-gpu; also OUT_DIR.tar.xz)
 # Environment: AB_BUNDLE_BUILD (build folder, default build-bundle), AB_MNIST_DIR and
 #              AB_CIFAR10_DIR (data to carry), AB_CIFAR_TRAIN (default 4096), AB_CIFAR_TEST
 #              (default 1024), AB_GLUE_DIR (holding SST-2/), AB_SST2_TRAIN (default 4096),
-#              CUDA_ARCHS (default 80;86;90).
+#              CUDA_ARCHS (default 90: H100/H200; e.g. "80;90" adds the A100),
+#              AB_BUNDLE_BUDGET_MIB (default 56; 0: no check).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${1:-$here/dist/ampbench-gpu}
 build=${AB_BUNDLE_BUILD:-$here/build-bundle}
-archs=${CUDA_ARCHS:-80;86;90}
+archs=${CUDA_ARCHS:-90}
+budget_mib=${AB_BUNDLE_BUDGET_MIB:-56}
 mnist=${AB_MNIST_DIR:-$here/../shared/data/mnist}
 cifar=${AB_CIFAR10_DIR:-$here/../shared/data/cifar10}
 cifar_train=${AB_CIFAR_TRAIN:-4096} cifar_test=${AB_CIFAR_TEST:-1024}
@@ -39,15 +50,18 @@ for f in train.tsv dev.tsv; do [ -f "$glue/SST-2/$f" ] || die "$glue/SST-2/$f: m
 
 echo "bundle.sh: building in $build (CUDA architectures $archs)"
 mkdir -p "$build"
-cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release -DAB_WITH_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$archs" >"$build/configure.log" 2>&1 ||
+cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release -DAB_WITH_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$archs" \
+    -DCMAKE_SKIP_RPATH=ON >"$build/configure.log" 2>&1 ||
     { cat "$build/configure.log" >&2; die "configure failed"; }
 grep -q "CUDA backend ON" "$build/configure.log" || die "configure did not enable the CUDA backend (see $build/configure.log)"
+grep -q "NCCL engine ON" "$build/configure.log" || die "configure did not find NCCL (nccl.h, libnccl): the check's NCCL step needs it"
 cmake --build "$build" -j "$(nproc)" --target ampbench test_cuda_ops test_cuda_train test_cuda_layers test_cuda_transformer \
-    >"$build/build.log" 2>&1 ||
+    test_cuda_step test_comm >"$build/build.log" 2>&1 ||
     { tail -40 "$build/build.log" >&2; die "build failed"; }
 
 progs=("$build/ampbench" "$build/tests/gpu/test_cuda_ops" "$build/tests/gpu/test_cuda_train"
-       "$build/tests/gpu/test_cuda_layers" "$build/tests/gpu/test_cuda_transformer")
+       "$build/tests/gpu/test_cuda_layers" "$build/tests/gpu/test_cuda_transformer" "$build/tests/gpu/test_cuda_step"
+       "$build/tests/test_comm")
 for p in "${progs[@]}"; do [ -x "$p" ] || die "$p was not built"; done
 
 rm -rf "$out"
@@ -69,6 +83,8 @@ manifest_libs=()
 cuda_needed=()
 for p in "${progs[@]}"; do
     cp "$p" "$out/libexec/"
+    strip --strip-unneeded "$out/libexec/$(basename "$p")"
+    if readelf -d "$out/libexec/$(basename "$p")" | grep -qE 'R(UN)?PATH'; then die "$p keeps an RPATH/RUNPATH"; fi
     while read -r name arrow path _; do
         [ "$arrow" = "=>" ] || continue
         if system_lib "$name"; then
@@ -146,7 +162,7 @@ head -n $((sst2_train + 1)) "$glue/SST-2/train.tsv" >"$out/data/glue/SST-2/train
 cp "$glue/SST-2/dev.tsv" "$out/data/glue/SST-2/"
 cp "$vocab" "$out/data/bert-base-uncased/vocab.txt"
 cp "$here"/bench/pytorch/*.py "$out/bench/pytorch/"
-cp "$here/scripts/gpu_check.sh" "$out/scripts/"
+cp "$here/scripts/gpu_check.sh" "$here/scripts/gpu_remote.sh" "$out/scripts/"
 cp "$here/docs/gpu.md" "$out/docs/" 2>/dev/null || true
 
 commit=$(git -C "$here" rev-parse HEAD 2>/dev/null || echo unknown)
@@ -170,6 +186,27 @@ glibc_max=$(for p in "$out"/libexec/* "$out"/lib/*; do objdump -T "$p" 2>/dev/nu
     echo "taken from the machine (system): glibc, libstdc++, libgcc_s"
 } >"$out/MANIFEST"
 
-tar -C "$(dirname "$out")" -czf "$out.tar.gz" "$(basename "$out")"
-echo "bundle.sh: $out ($(du -sh "$out" | cut -f1)), $out.tar.gz ($(du -sh "$out.tar.gz" | cut -f1))"
-echo "bundle.sh: on the GPU machine: $(basename "$out")/scripts/gpu_check.sh"
+tarball=$out.tar.xz
+rm -f "$out.tar.gz" # the older name, so that nobody carries a stale one
+tar -C "$(dirname "$out")" -cf - "$(basename "$out")" | xz -9 -T0 >"$tarball.tmp" && mv "$tarball.tmp" "$tarball" ||
+    die "packing $tarball failed"
+tar_bytes=$(stat -c %s "$tarball")
+# what a remote job runner sends beside it: the repository's tracked and untracked-not-ignored files
+tree_bytes=0
+if git -C "$here" rev-parse --git-dir >/dev/null 2>&1; then
+    tree_bytes=$(cd "$here" && git ls-files -z -co --exclude-standard --deduplicate |
+        xargs -0 -r stat -c %s -- 2>/dev/null | awk '{s += $1} END {print s + 0}')
+fi
+mib() { awk -v b="$1" 'BEGIN {printf "%.1f", b / 1048576}'; }
+total=$((tar_bytes + tree_bytes))
+{
+    echo
+    echo "size: tarball $(mib "$tar_bytes") MiB ($(basename "$tarball")), unpacked $(du -sm "$out" | cut -f1) MiB"
+    echo "size: the tree that travels beside it $(mib "$tree_bytes") MiB; together $(mib "$total") MiB of a ${budget_mib} MiB budget"
+} >"$out.size.txt"
+echo "bundle.sh: $tarball: $(mib "$tar_bytes") MiB (unpacked $(du -sm "$out" | cut -f1) MiB); with the tree that travels" \
+    "($(mib "$tree_bytes") MiB): $(mib "$total") MiB of the ${budget_mib} MiB budget"
+if [ "$budget_mib" -gt 0 ] && [ "$total" -gt $((budget_mib * 1048576)) ]; then
+    die "the tarball ($(mib "$tar_bytes") MiB) plus the tree that travels ($(mib "$tree_bytes") MiB) is $(mib "$total") MiB, over the ${budget_mib} MiB budget: carry fewer data (AB_CIFAR_TRAIN, AB_SST2_TRAIN) or move result sets out of the tree"
+fi
+echo "bundle.sh: on the GPU machine, the one command of docs/gpu.md (it runs scripts/gpu_remote.sh from the tarball)"

@@ -14,20 +14,16 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SCHEMA = os.path.join(HERE, "..", "results", "schema", "result.schema.json")
+sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
+import validate_records as vr  # noqa: E402  (the validator scripts/gpu_unpack.sh uses too)
 
 try:
-    import jsonschema
+    validator = vr.validator()
 except ImportError as e:
     print("SKIPPED: python3-jsonschema is not importable (%s)" % e)
     sys.exit(77)
 
 ampbench, test_census = sys.argv[1], sys.argv[2]
-schema = json.load(open(SCHEMA))
-jsonschema.Draft202012Validator.check_schema(schema)
-# Debian's jsonschema 4.10 resolves "#/$defs/..." against the relative $id twice
-# ("ampbench/ampbench/result.schema.json") and fails; the $id names the schema, it constrains nothing
-validator = jsonschema.Draft202012Validator({k: v for k, v in schema.items() if k != "$id"})
 failures = 0
 
 
@@ -38,7 +34,7 @@ def fail(msg):
 
 
 def errors(rec):
-    return sorted(validator.iter_errors(rec), key=lambda e: list(e.path))
+    return vr.errors(validator, rec)
 
 
 with tempfile.TemporaryDirectory() as tmp:
@@ -63,7 +59,7 @@ with tempfile.TemporaryDirectory() as tmp:
     for path in sorted(glob.glob(os.path.join(HERE, "..", "results", "**", "*.json"), recursive=True) +
                        glob.glob(os.path.join(HERE, "fixtures", "**", "*.json"), recursive=True)):
         rec = json.load(open(path))
-        if isinstance(rec, dict) and rec.get("tool") in ("ampbench", "pytorch"):  # run records, not run.json or fits
+        if vr.is_run_record(rec):  # run records, not run.json or fits
             records[os.path.relpath(path, os.path.join(HERE, ".."))] = rec
             committed += 1
     if committed < 10:
