@@ -233,7 +233,7 @@ fig_ops() { # "412 checks ok" or the first failure
     if grep -q '^FAIL' "$f"; then echo "$(grep -c '^FAIL' "$f") failing, first: $(grep -m1 '^FAIL' "$f" | cut -c6-150)"
     else echo "$n checks ok"; fi
 }
-fig_step() { grep -m1 -E '^(ok|FAIL) +step' "$out/$1.log" | sed -E 's/^(ok|FAIL) +step //' | cut -c1-190; }
+fig_step() { grep -m1 -E '^(ok|FAIL) +step' "$out/$1.log" | sed -E 's/^(ok|FAIL) +step //' | cut -c1-300; }
 fig_record() { # samples/s and peak memory from NAME.json
     python3 - "$out/$1.json" <<'EOF'
 import json, sys

@@ -188,8 +188,9 @@ static inline void compare_bitwise(const char *what, const pair *p, int nan_any)
 /* the same value exactly, but a NaN made by arithmetic may carry other bits on the GPU */
 static inline void compare_exact(const char *what, const pair *p) { compare_bitwise(what, p, 1); }
 
-/* ops that only move or test bits, or whose arithmetic is the same AB_HD code on both sides with
- * no reduction (casts, accumulate, ReLU, unscale, gathers): every bit, NaN payloads included */
+/* ops that only move or test bits (casts, gathers, ReLU backward): every bit, NaN payloads
+ * included. Ops that pass a NaN through arithmetic (accumulate, ReLU forward, unscale) use
+ * compare_exact: the GPU gives its canonical NaN there (seen on the H200), x86 the operand's. */
 static inline void compare_bits(const char *what, const pair *p) { compare_bitwise(what, p, 0); }
 
 #endif

@@ -143,6 +143,18 @@ static void test_conv(void) {
         {"resnet50 layer2 downsample 1x1/2 56x56x256->512", 2, 56, 56, 256, 512, 1, 1, 2, 2, 0, 0},
         {"resnet50 layer3 3x3/2 28x28x256->256", 2, 28, 28, 256, 256, 3, 3, 2, 2, 1, 1},
         {"resnet50 layer4 1x1 7x7x2048->512", 2, 7, 7, 2048, 512, 1, 1, 1, 1, 0, 0},
+        /* the step tests' shapes (8 CIFAR-10 images): ResNet-50 with the CIFAR stem and resnet-tiny */
+        {"cifar stem 3x3 32x32x3->64 batch 8", 8, 32, 32, 3, 64, 3, 3, 1, 1, 1, 1},
+        {"resnet-tiny stem 3x3 32x32x3->8 batch 8", 8, 32, 32, 3, 8, 3, 3, 1, 1, 1, 1},
+        {"cifar layer1 1x1 32x32x64->64 batch 8", 8, 32, 32, 64, 64, 1, 1, 1, 1, 0, 0},
+        {"cifar layer1 3x3 32x32x64->64 batch 8", 8, 32, 32, 64, 64, 3, 3, 1, 1, 1, 1},
+        {"cifar layer2 3x3/2 32x32x128->128 batch 8", 8, 32, 32, 128, 128, 3, 3, 2, 2, 1, 1},
+        {"cifar layer2 downsample 1x1/2 32x32x256->512 batch 8", 8, 32, 32, 256, 512, 1, 1, 2, 2, 0, 0},
+        {"cifar layer4 3x3 4x4x512->512 batch 8", 8, 4, 4, 512, 512, 3, 3, 1, 1, 1, 1},
+        /* the torchvision stem on 32x32 images: layer4 works on 2x2 and 1x1 maps */
+        {"torchvision stem 7x7/2 32x32x3->64 batch 8", 8, 32, 32, 3, 64, 7, 7, 2, 2, 3, 3},
+        {"torchvision layer4 3x3/2 2x2x512->512 batch 8", 8, 2, 2, 512, 512, 3, 3, 2, 2, 1, 1},
+        {"torchvision layer4 3x3 1x1x512->512 batch 8", 8, 1, 1, 512, 512, 3, 3, 1, 1, 1, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int k = 0; k < 3; k++) conv_one(&cases[i], TYPES[k]);
@@ -264,6 +276,10 @@ static void test_batchnorm(void) {
         {2 * 112 * 112, 64, 0.0f}, /* ResNet-50 stem, batch 2 */
         {2 * 56 * 56, 256, 3.0f},  /* layer1 expansion */
         {2 * 7 * 7, 2048, 0.0f},   /* layer4 output */
+        {8 * 32 * 32, 64, 0.0f},   /* the step tests' CIFAR stem, batch 8 */
+        {8 * 32 * 32, 256, 1.0f},  /* ... layer1 expansion */
+        {8 * 4 * 4, 512, 0.0f},    /* ... layer4 */
+        {8, 2048, 0.0f},           /* the torchvision stem on 32x32 images: layer4 on 1x1 maps */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int k = 0; k < 3; k++) bn_one(&cases[i], TYPES[k], 0);
@@ -316,6 +332,7 @@ static void test_pool_add(void) {
             {"resnet50 stem 3x3/2 pad 1 112x112x64", 2, 112, 112, 64, 3, 3, 2, 2, 1, 1},
             {"3x2 stride 2x1 pad 1x1 7x6x5", 3, 7, 6, 5, 3, 2, 2, 1, 1, 1},
             {"2x2/2 5x5x3 (last row and column dropped)", 1, 5, 5, 3, 2, 2, 2, 2, 0, 0},
+            {"torchvision stem on 32x32 images 3x3/2 pad 1 16x16x64 batch 8", 8, 16, 16, 64, 3, 3, 2, 2, 1, 1},
         };
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
             for (int k = 0; k < 3; k++)
@@ -324,8 +341,8 @@ static void test_pool_add(void) {
     }
     if (have("avgpool_forward", (void *)cpu->ops->avgpool_forward, (void *)gpu->ops->avgpool_forward) &&
         have("avgpool_backward", (void *)cpu->ops->avgpool_backward, (void *)gpu->ops->avgpool_backward)) {
-        static const int shapes[][3] = {{2, 49, 2048}, {3, 5, 7}, {1, 1, 3}}; /* N, HW, C */
-        for (int i = 0; i < 3; i++)
+        static const int shapes[][3] = {{2, 49, 2048}, {3, 5, 7}, {1, 1, 3}, {8, 16, 2048}, {8, 1, 2048}}; /* N, HW, C */
+        for (int i = 0; i < (int)(sizeof shapes / sizeof shapes[0]); i++)
             for (int k = 0; k < 3; k++) {
                 const int N = shapes[i][0], HW = shapes[i][1], C = shapes[i][2];
                 const ab_dtype t = TYPES[k];
