@@ -780,7 +780,8 @@ static int tokenize(int argc, char **argv) {
 }
 
 static int print_version(void) {
-    printf("ampbench %s%s\n", ab_git_commit(), ab_git_dirty() ? " (modified)" : "");
+    printf("ampbench %s%s\n", ab_git_commit(),
+           ab_git_dirty() > 0 ? " (modified)" : ab_git_dirty() < 0 ? " (tree state unknown)" : "");
     return 0;
 }
 

@@ -196,9 +196,9 @@ fi
 RANK_THREADS=$(( CORES / NP )); [ "$RANK_THREADS" -ge 1 ] || RANK_THREADS=1
 
 # the source: this checkout's commit, else (an exported tree, a bundle) the one ampbench was built from
-GIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || "$AMPBENCH" --version 2>/dev/null | sed -n 's/^ampbench //p')
+GIT=$(git -c 'safe.directory=*' -C "$ROOT" rev-parse --short HEAD 2>/dev/null || "$AMPBENCH" --version 2>/dev/null | sed -n 's/^ampbench //p')
 [ -n "$GIT" ] || GIT=unknown
-[ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ] && GIT="$GIT (uncommitted changes)"
+[ -n "$(git -c 'safe.directory=*' -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ] && GIT="$GIT (uncommitted changes)"
 echo "machine: $HOST, $CPU, $CORES cores; GPUs: $GPU_NAMES; MPI: $MPI_IMPL; device: $DEVICE"
 [ -n "$PROBE_WHY" ] && echo "note: $PROBE_WHY"
 [ "$MPI_OK" = 1 ] || echo "note: no data-parallel runs: $MPI_WHY"

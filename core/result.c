@@ -117,7 +117,7 @@ static cJSON *build(const ab_train_config *c, const ab_run_record *r) {
     cJSON_AddNumberToObject(o, "schema_version", 1);
     cJSON_AddStringToObject(o, "tool", "ampbench");
     cJSON_AddStringToObject(o, "git_commit", ab_git_commit());
-    cJSON_AddBoolToObject(o, "git_dirty", ab_git_dirty());
+    if (ab_git_dirty() >= 0) cJSON_AddBoolToObject(o, "git_dirty", ab_git_dirty()); /* left out when unknown */
     cJSON_AddStringToObject(o, "started_at", r->started_at);
     cJSON_AddBoolToObject(o, "complete", r->complete);
     cJSON_AddBoolToObject(o, "interrupted", r->interrupted);

@@ -165,8 +165,8 @@ cp "$here"/bench/pytorch/*.py "$out/bench/pytorch/"
 cp "$here/scripts/gpu_check.sh" "$here/scripts/gpu_remote.sh" "$out/scripts/"
 cp "$here/docs/gpu.md" "$out/docs/" 2>/dev/null || true
 
-commit=$(git -C "$here" rev-parse HEAD 2>/dev/null || echo unknown)
-dirty=$(git -C "$here" status --porcelain --untracked-files=no 2>/dev/null | head -c1)
+commit=$(git -c 'safe.directory=*' -C "$here" rev-parse HEAD 2>/dev/null || echo unknown)
+dirty=$(git -c 'safe.directory=*' -C "$here" status --porcelain --untracked-files=no 2>/dev/null | head -c1)
 glibc_max=$(for p in "$out"/libexec/* "$out"/lib/*; do objdump -T "$p" 2>/dev/null; done |
     grep -o 'GLIBC_[0-9.]*' | sort -t. -k2,2n -k3,3n -u | tail -1)
 {
@@ -193,7 +193,7 @@ tar -C "$(dirname "$out")" -cf - "$(basename "$out")" | xz -9 -T0 >"$tarball.tmp
 tar_bytes=$(stat -c %s "$tarball")
 # what a remote job runner sends beside it: the repository's tracked and untracked-not-ignored files
 tree_bytes=0
-if git -C "$here" rev-parse --git-dir >/dev/null 2>&1; then
+if git -c 'safe.directory=*' -C "$here" rev-parse --git-dir >/dev/null 2>&1; then
     tree_bytes=$(cd "$here" && git ls-files -z -co --exclude-standard --deduplicate |
         xargs -0 -r stat -c %s -- 2>/dev/null | awk '{s += $1} END {print s + 0}')
 fi

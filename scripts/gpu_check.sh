@@ -95,8 +95,8 @@ source_line() {
     if [ "$mode" = bundle ]; then sed -n 's/^source: //p' "$root/MANIFEST"
     else
         local c d
-        c=$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)
-        d=$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null | head -c1)
+        c=$(git -c 'safe.directory=*' -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)
+        d=$(git -c 'safe.directory=*' -C "$root" status --porcelain --untracked-files=no 2>/dev/null | head -c1)
         echo "$c${d:+ (with uncommitted changes)}"
     fi
 }

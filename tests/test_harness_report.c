@@ -339,6 +339,26 @@ int main(int argc, char **argv) {
         fprintf(stderr, "FAIL: %s\n", ab_error());
         return 1;
     }
+    /* provenance: each record's commit, and a warning for a dirty tree or an unknown commit */
+    CHECK(strstr(md, "\nRecords built from: `fixture` (3 records).\n") != NULL && !strstr(md, "**Warning:**"),
+          "provenance line of three clean records from commit 'fixture' missing or warned");
+    {
+        hr_run keep0 = rs->runs[0], keep1 = rs->runs[1];
+        rs->runs[0].dirty = 1;
+        snprintf(rs->runs[1].commit, sizeof rs->runs[1].commit, "unknown");
+        rs->runs[1].dirty = -1;
+        char md2_path[1300], *md2 = NULL;
+        snprintf(md2_path, sizeof md2_path, "%s/REPORT-provenance.md", tmp);
+        CHECK(hr_write_report(rs, &rep, md2_path, NULL, NULL, 0) == 0 && hr_read_file(md2_path, &md2) == 0,
+              "provenance report: %s", ab_error());
+        CHECK(md2 && strstr(md2, "Records built from: `fixture` with uncommitted changes (1 record); `unknown` (1 "
+                                 "record); `fixture` (1 record).") &&
+                  strstr(md2, "**Warning:** 1 of 3 records come from a tree with uncommitted changes and 1 from an "
+                              "unknown commit"),
+              "a dirty and an unknown record: no warning, or the wrong one");
+        free(md2);
+        rs->runs[0] = keep0, rs->runs[1] = keep1;
+    }
     char cells[8][512];
     int n = row_cells(md, "AMP time saving vs FP32", cells, 8);
     CHECK(n == 4, "time-saving row: %d cells, want 4", n);

@@ -67,14 +67,16 @@ def import_or_reexec(prog, script, modules, lacks, need, status):
 
 
 def git_info(dirty=True):
-    """(commit, dirty) of the checkout the peers are in: "unknown" and None where git cannot say;
+    """(commit, dirty) of the checkout the peers are in: "unknown" and None where git cannot say
+    (asked with safe.directory=*, so a checkout owned by another user still answers);
     dirty (tracked files changed) is None too when not asked for (one git call fewer)."""
     commit, is_dirty = "unknown", None
     try:
-        out = subprocess.run(["git", "-C", REPO_ROOT, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        out = subprocess.run(["git", "-c", "safe.directory=*", "-C", REPO_ROOT, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
         commit = out.stdout.strip() or "unknown"
         if dirty and commit != "unknown":
-            st = subprocess.run(["git", "-C", REPO_ROOT, "status", "--porcelain", "--untracked-files=no"],
+            st = subprocess.run(["git", "-c", "safe.directory=*", "-C", REPO_ROOT, "status", "--porcelain",
+                                 "--untracked-files=no"],
                                 capture_output=True, text=True, timeout=10)
             is_dirty = bool(st.stdout.strip()) if st.returncode == 0 else None
     except Exception:

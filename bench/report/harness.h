@@ -47,6 +47,8 @@ typedef struct {
     int world_size;
     int seed;            /* workload.seed, 1 when absent (run_all.sh --seeds N: 1..N) */
     int complete, interrupted;
+    char commit[48]; /* git_commit: the source the record's program was built from, "unknown" */
+    int dirty;       /* git_dirty: 1 uncommitted changes, 0 clean, -1 not recorded */
     int epochs_done, epochs_requested;
     long steps, max_steps, batch_size;
     long train_samples, test_samples; /* workload.*: the samples each split had (after a subset) */

@@ -917,6 +917,45 @@ static void reported_only_section(FILE *f, const hr_reported *rep, const char *m
     fprintf(f, "\n");
 }
 
+/* Which sources the records were built from: each commit with its count of records, and a warning
+ * when any figure comes from a tree with uncommitted changes or from an unknown commit (a
+ * record's own git_commit and git_dirty, not the run folder's). */
+static void provenance(FILE *f, const hr_runset *rs) {
+    enum { MAXC = 8 };
+    char seen[MAXC][48];
+    int count[MAXC], dirty[MAXC], n = 0, n_dirty = 0, n_unknown = 0, n_unrecorded = 0, more = 0;
+    for (int i = 0; i < rs->n_runs; i++) {
+        const hr_run *r = &rs->runs[i];
+        n_dirty += r->dirty == 1;
+        n_unknown += strcmp(r->commit, "unknown") == 0;
+        n_unrecorded += r->dirty < 0 && strcmp(r->commit, "unknown") != 0;
+        int k = 0;
+        while (k < n && !(strcmp(seen[k], r->commit) == 0 && dirty[k] == (r->dirty == 1))) k++;
+        if (k == n) {
+            if (n == MAXC) {
+                more++;
+                continue;
+            }
+            snprintf(seen[n], sizeof seen[n], "%s", r->commit);
+            dirty[n] = r->dirty == 1, count[n] = 0, n++;
+        }
+        count[k]++;
+    }
+    if (n == 0) return;
+    fprintf(f, "Records built from:");
+    for (int k = 0; k < n; k++)
+        fprintf(f, "%s `%.12s`%s (%d record%s)", k ? ";" : "", seen[k], dirty[k] ? " with uncommitted changes" : "",
+                count[k], count[k] == 1 ? "" : "s");
+    if (more) fprintf(f, "; %d more record%s from other sources", more, more == 1 ? "" : "s");
+    fprintf(f, ".\n\n");
+    if (n_dirty || n_unknown)
+        fprintf(f, "**Warning:** %d of %d records come from a tree with uncommitted changes and %d from an unknown "
+                "commit: their figures cannot be traced to a committed source.\n\n", n_dirty, rs->n_runs, n_unknown);
+    if (n_unrecorded)
+        fprintf(f, "%d record%s name a commit but not whether the tree was clean.\n\n", n_unrecorded,
+                n_unrecorded == 1 ? "" : "s");
+}
+
 static void header(FILE *f, const hr_runset *rs) {
     const cJSON *m = rs->manifest;
     fprintf(f, "# ampbench: measured vs reported\n\n");
@@ -944,6 +983,7 @@ static void header(FILE *f, const hr_runset *rs) {
     } else {
         fprintf(f, " (no run.json: results collected by hand).\n\n");
     }
+    provenance(f, rs);
     fprintf(f, "Reproduction means honest measurement, not matching: each table sets the articles' figure beside "
                "the one measured here and says what the difference means. Ratios are computed from the result "
                "records: time saving = 1 - throughput(FP32)/throughput(AMP) (same work in both runs), memory "

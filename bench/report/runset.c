@@ -137,6 +137,9 @@ static int run_from_json(const char *path, cJSON *j, hr_run *r) {
     r->seed = (int)hr_num(wl, "seed", 1);
     r->complete = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "complete"));
     r->interrupted = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "interrupted"));
+    copy_str(r->commit, sizeof r->commit, hr_str(j, "git_commit", "unknown"));
+    const cJSON *dirty = cJSON_GetObjectItemCaseSensitive(j, "git_dirty");
+    r->dirty = cJSON_IsBool(dirty) ? cJSON_IsTrue(dirty) : -1;
     r->epochs_requested = (int)hr_num(wl, "epochs", 0);
     r->max_steps = (long)hr_num(wl, "max_steps", 0);
     r->batch_size = (long)hr_num(wl, "batch_size", 0);
