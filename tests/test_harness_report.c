@@ -156,12 +156,21 @@ static void check_seeds(const char *fixtures, const hr_reported *rep, const char
     mean_sd(p, 3, &mp, &sp);
     const double d[3] = {a[0] - f[0], a[1] - f[1], a[2] - f[2]};
     mean_sd(d, 3, &md_, &sd_);
-    /* paired t, 2 degrees of freedom: t = 4.303 */
-    const double half = 4.303 * sd_ / sqrt(3.0);
-    /* Welch: (sf^2/3 + sp^2/3)^2 / ((sf^2/3)^2/2 + (sp^2/3)^2/2) = 4 degrees of freedom when sf = sp: t = 2.776 */
+    /* Each interval adds the test set's sampling error to the seeds': N = 1000 test examples (the
+     * fixture's), se_test = 100 sqrt((pa (1 - pa) + pb (1 - pb)) / N) for accuracies pa, pb, and
+     * half = sqrt((t se_seeds)^2 + (1.96 se_test)^2). By hand for the fixture: */
+    const double N = 1000.0;
+#define SE_TEST(pa, pb) (100.0 * sqrt(((pa) / 100 * (1 - (pa) / 100) + (pb) / 100 * (1 - (pb) / 100)) / N))
+    /* paired t, 2 degrees of freedom: t = 4.303; se_seeds = 0.5 / sqrt 3 = 0.28868; se_test(97.5, 97)
+     * = 100 sqrt((0.024375 + 0.0291) / 1000) = 0.73127; half = sqrt(1.24218^2 + 1.43328^2) = 1.89665 */
+    const double half = hypot(4.303 * sd_ / sqrt(3.0), 1.96 * SE_TEST(ma, mf));
+    CHECK(fabs(half - 1.89665) < 1e-4, "paired half-width %.6f, by hand 1.89665", half);
+    /* Welch: (sf^2/3 + sp^2/3)^2 / ((sf^2/3)^2/2 + (sp^2/3)^2/2) = 4 degrees of freedom when sf = sp: t = 2.776;
+     * se_test(97, 96.5) = 0.79294; half = sqrt(2.26660^2 + 1.55416^2) = 2.74825 */
     const double se = sqrt(sf * sf / 3 + sp * sp / 3);
     CHECK(fabs(sf - sp) < 1e-12, "the fixture's FP32 sds differ (%g, %g): the Welch df here assumes 4", sf, sp);
-    const double whalf = 2.776 * se;
+    const double whalf = hypot(2.776 * se, 1.96 * SE_TEST(mf, mp));
+    CHECK(fabs(whalf - 2.74825) < 1e-4, "Welch half-width %.6f, by hand 2.74825", whalf);
     /* and the fixture's designed round numbers (README) */
     check_close("fp32 mean", mf, 97.0);
     check_close("fp32 sd", sf, 1.0);
@@ -199,16 +208,23 @@ static void check_seeds(const char *fixtures, const hr_reported *rep, const char
     if (n == 5) check_interval_cell("Welch FP32 ampbench - pytorch interval", cells[4], mf - mp - whalf, mf - mp + whalf);
     CHECK(strstr(md, "ampbench AMP - FP32: the articles' delta of 0 to +1 points lies inside the interval") != NULL,
           "no 'lies inside' sentence for the fixture's [%.2f, %.2f]", md_ - half, md_ + half);
-    CHECK(strstr(md, "With 3 seeds the interval is 2.48 points wide: at 1 point or wider it can hold 0 and +1 at "
+    CHECK(strstr(md, "With 3 seeds the interval is 3.79 points wide: at 1 point or wider it can hold 0 and +1 at "
                      "once, so it cannot tell a 1-point delta apart from 0.") != NULL,
           "no sentence on what 3 seeds can tell apart");
+    CHECK(strstr(md, "+ the test set's sampling error (N = 1000, se 0.73, a bound)") != NULL,
+          "the interval's method does not name the test set's share");
     CHECK(strstr(md, "ampbench's FP32 mean is +0.50 points from pytorch's: within the 1.5 points") != NULL,
           "no sentence on the two tools' FP32 agreement");
     n = row_cells(md, "AMP test-accuracy delta", cells, 8);
+    /* the row leads with all the seeds, then the lowest seed alone */
     snprintf(want, sizeof want, "mean over 3 seeds %+.2f points, 95%% interval [", md_);
-    CHECK(n == 4 && starts_with(cells[2], "+0.00 points (FP32 96.00% -> AMP 96.00%, seed 1)") && strstr(cells[2], want),
+    CHECK(n == 4 && starts_with(cells[2], want) && strstr(cells[2], "; seed 1 alone +0.00 (FP32 96.00% -> AMP 96.00%)"),
           "accuracy row with seeds: '%s'", n > 2 ? cells[2] : "?");
     if (n == 4) check_interval_cell("accuracy row interval", strstr(cells[2], "interval ["), md_ - half, md_ + half);
+    CHECK(strstr(md, "Over 3 seeds AMP - FP32 is +0.50 points, 95% interval [-1.40, +2.40] (the seeds' variation and "
+                     "the test set's sampling error), against the reported 0 to +1 points: the interval holds the "
+                     "band and is 3.79 points wide, too wide to tell a 1-point delta from 0: no verdict.") != NULL,
+          "the claim's verdict does not read the seeds' interval");
     CHECK(strstr(md, "\nProfile: quick-cpu: --quick without a usable GPU: the CPU profile (fixture).\n") != NULL,
           "no profile line");
     CHECK(strstr(md, "\nSeeds: 3 (") != NULL, "no seeds line");
@@ -228,13 +244,18 @@ static void check_seeds(const char *fixtures, const hr_reported *rep, const char
     if (md) {
         n = row_cells(md, "ampbench AMP - FP32", cells, 8);
         CHECK(n == 5 && !strcmp(cells[3], "-2.50"), "outside: mean difference '%s'", n > 3 ? cells[3] : "?");
-        if (n == 5) check_interval_cell("outside interval", cells[4], md_ - 3 - half, md_ - 3 + half);
+        /* se_test(94.5, 97) = 0.90042: half = sqrt(1.24218^2 + 1.76482^2) = 2.15814 */
+        const double ohalf = hypot(4.303 * sd_ / sqrt(3.0), 1.96 * SE_TEST(ma - 3, mf));
+        CHECK(fabs(ohalf - 2.15814) < 1e-4, "outside half-width %.6f, by hand 2.15814", ohalf);
+        if (n == 5) check_interval_cell("outside interval", cells[4], md_ - 3 - ohalf, md_ - 3 + ohalf);
+        CHECK(strstr(md, "the interval lies below the band: AMP lost accuracy here") != NULL,
+              "no verdict that AMP lost accuracy");
         CHECK(strstr(md, "the articles' delta of 0 to +1 points lies outside the interval") != NULL,
               "no 'lies outside' sentence");
         free(md);
     }
-    /* AMP exactly 0.5 points above FP32 on every seed: a zero-width interval [0.5, 0.5] inside the
-     * articles' 0 to +1, narrow enough to tell a 1-point delta from 0 */
+    /* AMP exactly 0.5 points above FP32 on every seed: the seeds add nothing, but the test set's 1000
+     * examples still do: [0.5 - 1.43328, 0.5 + 1.43328], never the zero-width [0.5, 0.5] */
     for (int s = 1; s <= 3; s++) {
         snprintf(name, sizeof name, "mlp-amp-s%d.json", s);
         set_accuracy(var, name, f[s - 1] + 0.5);
@@ -242,12 +263,47 @@ static void check_seeds(const char *fixtures, const hr_reported *rep, const char
     md = report_of(var, rep, var);
     if (md) {
         n = row_cells(md, "ampbench AMP - FP32", cells, 8);
-        if (n == 5) check_interval_cell("zero-width interval", cells[4], 0.5, 0.5);
-        CHECK(strstr(md, "the articles' delta of 0 to +1 points overlaps the interval") != NULL,
-              "no 'overlaps' sentence");
-        CHECK(strstr(md, "under 1 point it cannot hold both 0 and +1, so it can tell a 1-point delta apart from 0") !=
+        if (n == 5) check_interval_cell("equal differences", cells[4], 0.5 - 1.43328, 0.5 + 1.43328);
+        CHECK(strstr(md, "the articles' delta of 0 to +1 points lies inside the interval [-0.93, +1.93]") != NULL,
+              "no 'lies inside' sentence for equal differences");
+        CHECK(strstr(md, "at 1 point or wider it can hold 0 and +1 at once, so it cannot tell a 1-point delta apart") !=
                   NULL,
-              "no 'can tell apart' sentence");
+              "equal differences: no 'cannot tell apart' sentence");
+        free(md);
+    }
+    /* identical pairs (AMP = FP32 on every seed): se_test(97, 97) = 100 sqrt(2 * 0.0291 / 1000) = 0.76289,
+     * so [-1.49527, +1.49527] */
+    for (int s = 1; s <= 3; s++) {
+        snprintf(name, sizeof name, "mlp-amp-s%d.json", s);
+        set_accuracy(var, name, f[s - 1]);
+    }
+    md = report_of(var, rep, var);
+    if (md) {
+        n = row_cells(md, "ampbench AMP - FP32", cells, 8);
+        CHECK(n == 5 && !strcmp(cells[3], "+0.00"), "identical pairs: mean '%s'", n > 3 ? cells[3] : "?");
+        if (n == 5) check_interval_cell("identical pairs", cells[4], -1.49527, 1.49527);
+        free(md);
+    }
+    /* one outlying seed: AMP = FP32 + 0.5, + 0.5, - 7.5. Differences mean -2.16667, sd 4.61880,
+     * se_seeds 2.66667, t 4.303: 11.47467; se_test(94.83333, 97) = 0.88373: 1.73211; half 11.60467,
+     * [-13.77134, +9.43800]. The row leads with that, not with seed 1's +0.50. */
+    {
+        const double dd[3] = {0.5, 0.5, -7.5};
+        for (int s = 1; s <= 3; s++) {
+            snprintf(name, sizeof name, "mlp-amp-s%d.json", s);
+            set_accuracy(var, name, f[s - 1] + dd[s - 1]);
+        }
+    }
+    md = report_of(var, rep, var);
+    if (md) {
+        n = row_cells(md, "ampbench AMP - FP32", cells, 8);
+        CHECK(n == 5 && !strcmp(cells[3], "-2.17"), "outlying seed: mean '%s'", n > 3 ? cells[3] : "?");
+        if (n == 5) check_interval_cell("outlying seed", cells[4], -13.77134, 9.43800);
+        n = row_cells(md, "AMP test-accuracy delta", cells, 8);
+        CHECK(n == 4 && starts_with(cells[2], "mean over 3 seeds -2.17 points, 95% interval [-13.77, +9.44]") &&
+                  strstr(cells[2], "seed 1 alone +0.50"),
+              "outlying seed: the accuracy row '%s' does not lead with all the seeds", n > 2 ? cells[2] : "?");
+        CHECK(!strstr(md, "keeps FP32 accuracy"), "outlying seed: a 'keeps FP32 accuracy' verdict");
         free(md);
     }
 }
@@ -353,8 +409,8 @@ int main(int argc, char **argv) {
               "provenance report: %s", ab_error());
         CHECK(md2 && strstr(md2, "Records built from: `fixture` with uncommitted changes (1 record); `unknown` (1 "
                                  "record); `fixture` (1 record).") &&
-                  strstr(md2, "**Warning:** 1 of 3 records come from a tree with uncommitted changes and 1 from an "
-                              "unknown commit"),
+                  strstr(md2, "**Warning:** 1 of 3 records come from a tree with uncommitted changes, and 1 of 3 records "
+                              "from an unknown commit: their figures cannot be traced"),
               "a dirty and an unknown record: no warning, or the wrong one");
         free(md2);
         rs->runs[0] = keep0, rs->runs[1] = keep1;

@@ -165,13 +165,25 @@ typedef struct {
  * every run (the accuracy plot, which reads the epochs each run finished). Error past max groups. */
 int hr_seed_groups(const hr_workload *w, int complete_only, hr_seed_group *out, int max, int *n);
 
-/* mean(a) - mean(b) of the final test accuracy, with a 95% interval: a paired t interval on the
- * per-seed differences when pairing is allowed and a and b ran the same seeds, else Welch's. */
+/* mean(a) - mean(b) of the final test accuracy, with a 95% interval from two sources of error:
+ *   - the seeds: a paired t interval on the per-seed differences when pairing is allowed and a and
+ *     b ran the same seeds, else Welch's (half-width t * se_seeds);
+ *   - the test set's own sampling error: N examples estimate each accuracy p with variance
+ *     p (1 - p) / N whatever the number of seeds (they all read the same N). Without per-example
+ *     predictions the covariance of the two modes' outcomes is unknown; it is bounded by taking
+ *     it as 0 (two modes that agree example by example are positively correlated, so the true
+ *     variance is smaller): se_test^2 = (pa (1 - pa) + pb (1 - pb)) / N (half-width 1.96 se_test).
+ * The half-width is sqrt((t se_seeds)^2 + (1.96 se_test)^2): identical values on both sides give a
+ * width of zero only if the test set were infinite. lo, hi NAN when a side has fewer than 2 seeds
+ * (the seeds' variation is then unknown). */
 typedef struct {
     int n_a, n_b;
     int paired;
     double mean;       /* points */
     double df, t;      /* degrees of freedom (Welch's: fractional) and the t quantile used */
+    double se_seeds;   /* points: the seeds' standard error of the mean difference */
+    double se_test;    /* points: the test set's (a bound), NAN when the runs do not say N alike */
+    long test_n;       /* N, the test examples every run was evaluated on; 0 when they differ or unknown */
     double lo, hi;     /* NAN when a side has fewer than 2 seeds */
 } hr_interval;
 

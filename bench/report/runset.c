@@ -547,17 +547,30 @@ double hr_t95(double df) {
     return df > 30 ? 1.96 : t[(int)floor(df)];
 }
 
+/* N when every run of g was evaluated on the same N test examples, else 0 */
+static long group_test_n(const hr_seed_group *g) {
+    long n = g->n ? g->runs[0]->test_samples : 0;
+    for (int i = 1; i < g->n; i++)
+        if (g->runs[i]->test_samples != n) return 0;
+    return n > 0 ? n : 0;
+}
+
 void hr_diff_interval(const hr_seed_group *a, const hr_seed_group *b, int allow_pairing, hr_interval *o) {
     memset(o, 0, sizeof *o);
     o->n_a = a->n;
     o->n_b = b->n;
     o->mean = a->acc_mean - b->acc_mean;
-    o->df = o->t = o->lo = o->hi = NAN;
+    o->df = o->t = o->lo = o->hi = o->se_seeds = o->se_test = NAN;
     int same = allow_pairing && a->n == b->n;
     for (int i = 0; i < a->n && same; i++) same = a->runs[i]->seed == b->runs[i]->seed;
     o->paired = same;
+    const long na = group_test_n(a), nb = group_test_n(b);
+    o->test_n = na && na == nb ? na : 0;
+    if (o->test_n) {
+        const double pa = a->acc_mean / 100.0, pb = b->acc_mean / 100.0;
+        o->se_test = 100.0 * sqrt(fmax(0.0, pa * (1.0 - pa) + pb * (1.0 - pb)) / (double)o->test_n);
+    }
     if (a->n < 2 || b->n < 2) return;
-    double half;
     if (same) {
         /* per-seed differences: the seed fixes the initialisation and the data order in both runs */
         const int n = a->n;
@@ -566,15 +579,17 @@ void hr_diff_interval(const hr_seed_group *a, const hr_seed_group *b, int allow_
         hr_mean_sd(d, n, &o->mean, &sd);
         o->df = n - 1;
         o->t = hr_t95(o->df);
-        half = o->t * sd / sqrt((double)n);
+        o->se_seeds = sd / sqrt((double)n);
     } else {
         const double va = a->acc_sd * a->acc_sd / a->n, vb = b->acc_sd * b->acc_sd / b->n;
         const double se2 = va + vb;
         /* Welch-Satterthwaite; with no spread on either side the pooled df stands in */
         o->df = se2 > 0 ? se2 * se2 / (va * va / (a->n - 1) + vb * vb / (b->n - 1)) : a->n + b->n - 2;
         o->t = hr_t95(o->df);
-        half = o->t * sqrt(se2);
+        o->se_seeds = sqrt(se2);
     }
+    const double hs = o->t * o->se_seeds, ht = isfinite(o->se_test) ? 1.96 * o->se_test : 0.0;
+    const double half = sqrt(hs * hs + ht * ht);
     o->lo = o->mean - half;
     o->hi = o->mean + half;
 }
