@@ -112,6 +112,56 @@ static void add_gpu(cJSON *o, const ab_device_info *d) {
     cJSON_AddBoolToObject(g, "cuda_graph", d->graph_used);
 }
 
+/* RFC 4648 base64 of n bytes into a new string (NULL when out of memory) */
+static char *base64(const uint8_t *in, size_t n) {
+    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char *out = malloc(4 * ((n + 2) / 3) + 1), *o = out;
+    if (!out) return NULL;
+    for (size_t i = 0; i < n; i += 3) {
+        const uint32_t v = (uint32_t)in[i] << 16 | (i + 1 < n ? (uint32_t)in[i + 1] << 8 : 0) |
+                           (i + 2 < n ? (uint32_t)in[i + 2] : 0);
+        *o++ = A[v >> 18 & 63];
+        *o++ = A[v >> 12 & 63];
+        *o++ = i + 1 < n ? A[v >> 6 & 63] : '=';
+        *o++ = i + 2 < n ? A[v & 63] : '=';
+    }
+    *o = 0;
+    return out;
+}
+
+/* the last evaluation example by example: predicted classes (one byte each, two little-endian
+ * past 256 classes) and a bitset of the right ones (bit i % 8 of byte i / 8), both base64 */
+static cJSON *predictions_json(const ab_run_record *r) {
+    const size_t n = (size_t)r->n_test_pred, w = r->n_classes > 256 ? 2 : 1;
+    uint8_t *p = malloc(n * w + 1), *h = calloc(n / 8 + 1, 1);
+    char *ps = NULL, *hs = NULL;
+    cJSON *o = NULL;
+    if (p && h) {
+        for (size_t i = 0; i < n; i++) {
+            p[i * w] = (uint8_t)(r->test_pred[i] & 255);
+            if (w == 2) p[i * w + 1] = (uint8_t)(r->test_pred[i] >> 8 & 255);
+            if (r->test_hit[i]) h[i / 8] |= (uint8_t)(1u << (i % 8));
+        }
+        ps = base64(p, n * w);
+        hs = base64(h, (n + 7) / 8);
+    }
+    if (ps && hs && (o = cJSON_CreateObject())) {
+        cJSON_AddNumberToObject(o, "n", (double)n);
+        cJSON_AddNumberToObject(o, "classes", r->n_classes);
+        cJSON_AddStringToObject(o, "encoding", w == 2 ? "base64; predicted: uint16 little-endian per example; "
+                                                        "correct: bit i%8 of byte i/8"
+                                                      : "base64; predicted: one byte per example; correct: bit "
+                                                        "i%8 of byte i/8");
+        cJSON_AddStringToObject(o, "predicted", ps);
+        cJSON_AddStringToObject(o, "correct", hs);
+    }
+    free(p);
+    free(h);
+    free(ps);
+    free(hs);
+    return o;
+}
+
 static cJSON *build(const ab_train_config *c, const ab_run_record *r) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "schema_version", 1);
@@ -271,6 +321,10 @@ static cJSON *build(const ab_train_config *c, const ab_run_record *r) {
         cJSON_AddItemToArray(lc, j);
     }
     if (r->census) cJSON_AddItemToObject(o, "grad_census", ab_census_json(r->census));
+    if (r->test_pred && r->n_test_pred > 0) {
+        cJSON *tp = predictions_json(r);
+        if (tp) cJSON_AddItemToObject(o, "test_predictions", tp);
+    }
     return o;
 }
 

@@ -78,8 +78,10 @@ struct ab_trainer {
     void *fp16_bucket;     /* fp16 all-reduce bucket (bucket_elems), under --allreduce-dtype fp16 */
     size_t bucket_elems;
     int stop_any;   /* some rank was asked to stop (all-reduced each step) */
-    int32_t *pred;  /* (test samples) predicted classes, for a data set with its own metric */
+    int32_t *pred;  /* (test samples) predicted classes: the record's and a data set's own metric */
+    uint8_t *hit;   /* (test samples) 1 where the prediction was right */
     void *logits_h; /* (batch, classes) host copy of a batch's logits */
+    int32_t *labels_h; /* (batch) host copy of a batch's labels */
 };
 typedef struct ab_trainer trainer;
 
@@ -251,11 +253,11 @@ static int alloc_step(trainer *t) {
     t->perm = malloc((size_t)t->train->n * sizeof(int32_t));
     t->eval_order = malloc((size_t)t->test->n * sizeof(int32_t));
     t->shard = malloc((size_t)c->batch_size * (size_t)c->accum_steps * sizeof(int32_t));
-    if (t->test->ops->score) {
-        t->pred = malloc((size_t)t->test->n * sizeof(int32_t));
-        t->logits_h = malloc((size_t)c->batch_size * (size_t)t->model->n_classes * sizeof(float));
-        if (!t->pred || !t->logits_h) return ab_errorf("out of host memory for the predictions");
-    }
+    t->pred = malloc((size_t)t->test->n * sizeof(int32_t));
+    t->hit = malloc((size_t)t->test->n);
+    t->logits_h = malloc((size_t)c->batch_size * (size_t)t->model->n_classes * sizeof(float));
+    t->labels_h = malloc((size_t)c->batch_size * sizeof(int32_t));
+    if (!t->pred || !t->hit || !t->logits_h || !t->labels_h) return ab_errorf("out of host memory for the predictions");
     ab_mem_label(&t->be->mem, "%s", "");
     if (!t->x || !t->labels || !t->stats) return -1;
     if (!t->perm || !t->eval_order || !t->shard) return ab_errorf("out of host memory for the sample order");
@@ -326,6 +328,8 @@ static void teardown(trainer *t) {
     free(t->eval_order);
     free(t->shard);
     free(t->pred);
+    free(t->hit);
+    free(t->labels_h);
     free(t->logits_h);
 }
 
@@ -353,14 +357,16 @@ static int evaluate(trainer *t, double *loss, double *accuracy, double *metric) 
         AB_TRY(t->test->ops->fill(t->test, t->eval_order + pos, b, 0, cdt, t->x, t->labels));
         const ab_pass pass = ab_pass_eval();
         AB_TRY(t->model->ops->forward(t->model, &t->params, t->x, b, &pass));
-        if (scored) { /* argmax of each row, the first on ties, as softmax_xent counts hits */
+        { /* argmax of each row, the first on ties, as softmax_xent counts hits: the record keeps them */
             AB_TRY(be->ops->download(be, t->logits_h, t->model->logits, (size_t)b * C * ab_dtype_size(cdt)));
+            AB_TRY(be->ops->download(be, t->labels_h, t->labels, (size_t)b * sizeof(int32_t)));
             for (int i = 0; i < b; i++) {
                 int am = 0;
                 for (int j = 1; j < C; j++)
                     if (ab_load(t->logits_h, (size_t)i * C + j, cdt) > ab_load(t->logits_h, (size_t)i * C + am, cdt))
                         am = j;
                 t->pred[pos + i] = am;
+                t->hit[pos + i] = am == t->labels_h[i];
             }
         }
         AB_TRY(be->ops->softmax_xent(be, b, C, cdt, t->model->logits, t->labels, 1.0f, cdt, NULL,
@@ -792,6 +798,15 @@ static int finish_epoch(trainer *t, int e) {
     const double te = ab_now();
     AB_TRY(evaluate(t, &er->test_loss, &er->test_accuracy, &er->test_metric));
     er->eval_time_s = ab_now() - te;
+    if (!rec->test_pred) {
+        rec->test_pred = malloc((size_t)t->test->n * sizeof(int32_t));
+        rec->test_hit = malloc((size_t)t->test->n);
+        if (!rec->test_pred || !rec->test_hit) return ab_errorf("out of host memory for the predictions");
+    }
+    memcpy(rec->test_pred, t->pred, (size_t)t->test->n * sizeof(int32_t));
+    memcpy(rec->test_hit, t->hit, (size_t)t->test->n);
+    rec->n_test_pred = t->test->n;
+    rec->n_classes = t->model->n_classes;
     rec->n_epochs = e;
     snapshot_record(t);
     if (t->be->ops->describe) AB_TRY(t->be->ops->describe(t->be, &rec->device));
@@ -895,6 +910,8 @@ void ab_run_record_free(ab_run_record *rec) {
     free(rec->peak_memory_per_rank);
     free(rec->gpu_per_rank);
     ab_census_free(rec->census);
+    free(rec->test_pred);
+    free(rec->test_hit);
     ab_scaler_free(&rec->scaler);
     memset(rec, 0, sizeof *rec);
 }

@@ -150,6 +150,13 @@ typedef struct {
     int64_t *gpu_per_rank;          /* (world_size) the GPU index each rank ran on, -1 on the CPU */
     struct ab_census *census;       /* the gradient census (core/census.h), NULL when none was taken;
                                      * freed with the record, written as grad_census */
+    /* the last evaluation, example by example (the test set's order): the predicted class (the
+     * first largest logit, as the accuracy counts it) and whether it was right; written as
+     * test_predictions, so that two runs can be compared example by example (the harness's
+     * intervals and McNemar's test). NULL before the first evaluation. */
+    int32_t *test_pred;
+    uint8_t *test_hit;
+    int n_test_pred, n_classes;
 } ab_run_record;
 
 /* Set from a signal handler: the run stops after the current step and keeps what it measured. */

@@ -29,6 +29,37 @@ def errors(v, rec):
     return sorted(v.iter_errors(rec), key=lambda e: list(e.path))
 
 
+def prediction_problems(rec):
+    """What the schema cannot say about test_predictions: the two strings decode to n examples, every
+    class id is below classes, and the right ones give the record's final test accuracy."""
+    import base64
+    tp = rec.get("test_predictions") if isinstance(rec, dict) else None
+    if not tp:
+        return []
+    n, c = tp.get("n", 0), tp.get("classes", 0)
+    w = 2 if c > 256 else 1
+    try:
+        pred = base64.b64decode(tp["predicted"], validate=True)
+        hit = base64.b64decode(tp["correct"], validate=True)
+    except (KeyError, ValueError) as e:
+        return ["test_predictions: not base64 (%s)" % e]
+    out = []
+    if len(pred) != n * w:
+        out.append("test_predictions: %d bytes of predicted classes for %d examples" % (len(pred), n))
+    if len(hit) != (n + 7) // 8:
+        out.append("test_predictions: %d bytes of the correct bitset for %d examples" % (len(hit), n))
+    if out:
+        return out
+    ids = pred if w == 1 else [pred[2 * i] | pred[2 * i + 1] << 8 for i in range(n)]
+    if any(k >= c for k in ids):
+        out.append("test_predictions: a class id past the %d classes" % c)
+    right = sum(bin(b).count("1") for b in hit[:n // 8]) + sum((hit[-1] >> k) & 1 for k in range(n % 8)) * (n % 8 > 0)
+    acc = rec.get("final_test_accuracy")
+    if isinstance(acc, (int, float)) and abs(100.0 * right / n - acc) > 1e-6:
+        out.append("test_predictions: %d of %d right is %.6f%%, the record says %.6f%%" % (right, n, 100.0 * right / n, acc))
+    return out
+
+
 def main(args):
     try:
         v = validator()
@@ -52,7 +83,10 @@ def main(args):
         errs = errors(v, rec)
         for e in errs[:3]:
             print("%s: %s at /%s" % (p, e.message, "/".join(str(x) for x in e.path)))
-        bad += bool(errs)
+        probs = prediction_problems(rec)
+        for m in probs:
+            print("%s: %s" % (p, m))
+        bad += bool(errs or probs)
     print("validate_records: %d run record(s), %d invalid" % (n, bad))
     return 1 if bad or n == 0 else 0
 

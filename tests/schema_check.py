@@ -3,7 +3,9 @@
 tiny ampbench runs in fp32, bf16, amp with the dynamic scaler and amp with a static scale that skips
 an injected overflow; a record with a gradient census (test_census writes it); every committed run
 record (ampbench's and the peers', under results/ and tests/fixtures/); and the census record broken
-three ways (a 79-bin histogram, an unknown kind, a missing derived share), which must fail.
+three ways (a 79-bin histogram, an unknown kind, a missing derived share), which must fail. The
+fresh runs' test_predictions must decode to the record's accuracy, and a flipped or truncated one
+must be caught (scripts/validate_records.py's prediction_problems).
 Usage: schema_check.py AMPBENCH TEST_CENSUS. Exit 77 (skipped) without jsonschema."""
 import copy
 import glob
@@ -67,6 +69,24 @@ with tempfile.TemporaryDirectory() as tmp:
     for name, rec in records.items():
         for e in errors(rec)[:3]:
             fail("%s: %s at /%s" % (name, e.message, "/".join(str(x) for x in e.path)))
+        for m in vr.prediction_problems(rec):
+            fail("%s: %s" % (name, m))
+    # every fresh run keeps its last evaluation example by example, and a lie in it is caught
+    for n in runs:
+        if n in records and "test_predictions" not in records[n]:
+            fail("the %s run's record has no test_predictions" % n)
+    if "fp32" in records and "test_predictions" in records["fp32"]:
+        import base64
+        r = copy.deepcopy(records["fp32"])
+        hit = bytearray(base64.b64decode(r["test_predictions"]["correct"]))
+        hit[0] ^= 1  # one example's verdict flipped: the count no longer gives the accuracy
+        r["test_predictions"]["correct"] = base64.b64encode(bytes(hit)).decode()
+        if not vr.prediction_problems(r):
+            fail("a flipped correct bit in test_predictions goes unnoticed")
+        r = copy.deepcopy(records["fp32"])
+        r["test_predictions"]["predicted"] = r["test_predictions"]["predicted"][:-4]
+        if not vr.prediction_problems(r):
+            fail("truncated predicted classes in test_predictions go unnoticed")
     modes = {n: records[n]["mixed_precision"].get("loss_scale_mode") for n in runs if n in records}
     if modes != {"fp32": "none", "bf16": "none", "amp": "dynamic", "amp-static": "static"}:
         fail("loss_scale_mode per run: %s" % modes)

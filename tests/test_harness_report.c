@@ -85,6 +85,46 @@ static void set_accuracy(const char *dir, const char *file, double v) {
     json_store(path, j);
 }
 
+/* base64 of n bytes, written here rather than taken from the code under test */
+static void b64(const uint8_t *in, size_t n, char *out) {
+    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (size_t i = 0; i < n; i += 3) {
+        const uint32_t v = (uint32_t)in[i] << 16 | (i + 1 < n ? (uint32_t)in[i + 1] << 8 : 0) | (i + 2 < n ? in[i + 2] : 0);
+        *out++ = A[v >> 18 & 63];
+        *out++ = A[v >> 12 & 63];
+        *out++ = i + 1 < n ? A[v >> 6 & 63] : '=';
+        *out++ = i + 2 < n ? A[v & 63] : '=';
+    }
+    *out = 0;
+}
+
+/* Gives a result test_predictions: example k right when hit[k] (n examples, 10 classes, every
+ * prediction class 0: the harness reads only which were right) and the matching accuracy. */
+static void set_predictions(const char *dir, const char *file, const uint8_t *hit, int n) {
+    uint8_t bits[256] = {0}, zero[1024] = {0};
+    static char pb[2048], cb[512];
+    int right = 0;
+    for (int k = 0; k < n; k++) {
+        if (hit[k]) bits[k / 8] |= (uint8_t)(1u << (k % 8));
+        right += hit[k] != 0;
+    }
+    b64(zero, (size_t)n, pb);
+    b64(bits, (size_t)(n + 7) / 8, cb);
+    set_accuracy(dir, file, 100.0 * right / n);
+    char path[1200];
+    cJSON *j = json_load(dir, file, path, sizeof path);
+    if (!j) return;
+    cJSON *tp = cJSON_CreateObject();
+    cJSON_AddNumberToObject(tp, "n", n);
+    cJSON_AddNumberToObject(tp, "classes", 10);
+    cJSON_AddStringToObject(tp, "encoding", "base64");
+    cJSON_AddStringToObject(tp, "predicted", pb);
+    cJSON_AddStringToObject(tp, "correct", cb);
+    cJSON_DeleteItemFromObjectCaseSensitive(j, "test_predictions");
+    cJSON_AddItemToObject(j, "test_predictions", tp);
+    json_store(path, j);
+}
+
 /* Mean and sample standard deviation of v[0..n), computed here rather than by the harness. */
 static void mean_sd(const double *v, int n, double *mean, double *sd) {
     double s = 0, ss = 0;
@@ -304,6 +344,43 @@ static void check_seeds(const char *fixtures, const hr_reported *rep, const char
                   strstr(cells[2], "seed 1 alone +0.50"),
               "outlying seed: the accuracy row '%s' does not lead with all the seeds", n > 2 ? cells[2] : "?");
         CHECK(!strstr(md, "keeps FP32 accuracy"), "outlying seed: a 'keeps FP32 accuracy' verdict");
+        free(md);
+    }
+    /* The records keep their predictions example by example (N = 1000). FP32 gets the first 960, 970,
+     * 980 examples right (seeds 1-3). AMP: seed 1 loses examples 0-9 and wins 960-974 (15 only AMP
+     * right, 10 only FP32: 96.5%), seed 2 loses 0-4 and wins 970-974 (5 and 5: 97.0%), seed 3 the
+     * same predictions as FP32 (98.0%). By hand: differences +0.5, 0, 0: mean +0.16667, sd 0.28868,
+     * t(2) 4.303: 0.71717. Per seed se = sqrt((p10 + p01 - (p10 - p01)^2) / N): 0.0049975, 0.0031623,
+     * 0; their mean 0.27199 points: 1.96 x = 0.53310, above the floor 100 (1 - 0.025^(1/1000)) =
+     * 0.36821. Half-width sqrt(0.71717^2 + 0.53310^2) = 0.89360: [-0.72694, +1.06027]. McNemar: seed 1
+     * 2 P(Bin(25, 1/2) <= 10) = 2 x 7119516 / 2^25 = 0.424; seed 2 min(1, 2 x 638 / 1024) = 1; seed 3
+     * no discordant example: 1. */
+    {
+        static uint8_t hf[1000], ha[1000];
+        static const int fright[3] = {960, 970, 980};
+        for (int s = 1; s <= 3; s++) {
+            for (int k = 0; k < 1000; k++) hf[k] = ha[k] = k < fright[s - 1];
+            if (s == 1)
+                for (int k = 0; k < 15; k++) ha[k < 10 ? k : 0] = 0, ha[960 + k] = 1;
+            if (s == 2)
+                for (int k = 0; k < 5; k++) ha[k] = 0, ha[970 + k] = 1;
+            snprintf(name, sizeof name, "mlp-fp32-s%d.json", s);
+            set_predictions(var, name, hf, 1000);
+            snprintf(name, sizeof name, "mlp-amp-s%d.json", s);
+            set_predictions(var, name, ha, 1000);
+        }
+    }
+    md = report_of(var, rep, var);
+    if (md) {
+        n = row_cells(md, "ampbench AMP - FP32", cells, 8);
+        CHECK(n == 5 && !strcmp(cells[3], "+0.17") &&
+                  strstr(cells[2], "+ the test set's sampling error (N = 1000, se 0.27, example by example)"),
+              "predictions: the paired row '%s' '%s'", n > 2 ? cells[2] : "?", n > 3 ? cells[3] : "?");
+        if (n == 5) check_interval_cell("predictions, example by example", cells[4], -0.72694, 1.06027);
+        CHECK(strstr(md, "McNemar's test on the same seed's predictions, example by example (examples only the first "
+                         "got right, only the second, exact two-sided p): seed 1 15 and 10, p = 0.424; seed 2 5 and "
+                         "5, p = 1; seed 3 0 and 0, p = 1.") != NULL,
+              "no McNemar sentence, or the wrong counts or p");
         free(md);
     }
 }

@@ -47,6 +47,8 @@ typedef struct {
     int world_size;
     int seed;            /* workload.seed, 1 when absent (run_all.sh --seeds N: 1..N) */
     int complete, interrupted;
+    uint8_t *hit;    /* test_predictions.correct decoded: 1 where example i was right; NULL when absent */
+    long n_hit;      /* its examples */
     char commit[48]; /* git_commit: the source the record's program was built from, "unknown" */
     int dirty;       /* git_dirty: 1 uncommitted changes, 0 clean, -1 not recorded */
     int epochs_done, epochs_requested;
@@ -173,6 +175,12 @@ int hr_seed_groups(const hr_workload *w, int complete_only, hr_seed_group *out, 
  *     predictions the covariance of the two modes' outcomes is unknown; it is bounded by taking
  *     it as 0 (two modes that agree example by example are positively correlated, so the true
  *     variance is smaller): se_test^2 = (pa (1 - pa) + pb (1 - pb)) / N (half-width 1.96 se_test).
+ *     With paired seeds whose records keep their predictions example by example, the covariance is
+ *     known: per seed, with p10 and p01 the shares of examples only a and only b got right,
+ *     se^2 = (p10 + p01 - (p10 - p01)^2) / N; se_test is the mean of the seeds' se (the seeds share
+ *     the test set, so their errors may move together), and the half-width is at least
+ *     100 (1 - 0.025^(1/N)): with no discordant example seen, N examples cannot rule out a
+ *     discordance that small.
  * The half-width is sqrt((t se_seeds)^2 + (1.96 se_test)^2): identical values on both sides give a
  * width of zero only if the test set were infinite. lo, hi NAN when a side has fewer than 2 seeds
  * (the seeds' variation is then unknown). */
@@ -182,12 +190,21 @@ typedef struct {
     double mean;       /* points */
     double df, t;      /* degrees of freedom (Welch's: fractional) and the t quantile used */
     double se_seeds;   /* points: the seeds' standard error of the mean difference */
-    double se_test;    /* points: the test set's (a bound), NAN when the runs do not say N alike */
+    double se_test;    /* points: the test set's, NAN when the runs do not say N alike */
+    int test_paired;   /* 1: se_test from the runs' predictions example by example (paired seeds whose
+                        * records keep test_predictions); 0: the bound without covariance */
+    long disc_ab[HR_MAX_RUNS], disc_ba[HR_MAX_RUNS]; /* test_paired: per seed, examples a got right and
+                                                      * b wrong, and the reverse (McNemar's b and c) */
+    double mcnemar_p[HR_MAX_RUNS];                   /* per seed, McNemar's exact two-sided p */
+    int seed[HR_MAX_RUNS];                           /* test_paired: the seeds, in that order */
     long test_n;       /* N, the test examples every run was evaluated on; 0 when they differ or unknown */
     double lo, hi;     /* NAN when a side has fewer than 2 seeds */
 } hr_interval;
 
 void hr_diff_interval(const hr_seed_group *a, const hr_seed_group *b, int allow_pairing, hr_interval *out);
+/* McNemar's exact test: the two-sided p of b discordant pairs one way and c the other (binomial,
+ * n = b + c, 1/2); 1 when there are none. */
+double hr_mcnemar_p(long b, long c);
 /* Mean and sample standard deviation (n - 1 in the denominator; NAN when n < 2) of v[0..n). */
 void hr_mean_sd(const double *v, int n, double *mean, double *sd);
 /* The two-sided 95% t quantile for df degrees of freedom (rounded down): a table for 1..30, 1.96

@@ -380,7 +380,10 @@ static void interval_cells(FILE *f, const hr_interval *iv) {
     if (iv->paired) snprintf(n, sizeof n, "%d pairs", iv->n_a);
     else snprintf(n, sizeof n, "%d and %d seeds", iv->n_a, iv->n_b);
     char test[96] = "; the test set's sampling error unknown (the runs differ in N)";
-    if (iv->test_n)
+    if (iv->test_n && iv->test_paired)
+        snprintf(test, sizeof test, " + the test set's sampling error (N = %ld, se %.2f, example by example)",
+                 iv->test_n, iv->se_test);
+    else if (iv->test_n)
         snprintf(test, sizeof test, " + the test set's sampling error (N = %ld, se %.2f, a bound)", iv->test_n,
                  iv->se_test);
     if (!isfinite(iv->lo))
@@ -486,6 +489,14 @@ static void seeds_section(FILE *f, const hr_reported *rep, const hr_workload *w)
                               "from 0. "
                             : "at 1 point or wider it can hold 0 and +1 at once, so it cannot tell a 1-point delta "
                               "apart from 0. ");
+        if (iv->test_paired) {
+            fprintf(f, "McNemar's test on the same seed's predictions, example by example (examples only the "
+                       "first got right, only the second, exact two-sided p):");
+            for (int i = 0; i < iv->n_a; i++)
+                fprintf(f, "%s seed %d %ld and %ld, p = %.3g", i ? ";" : "", iv->seed[i], iv->disc_ab[i], iv->disc_ba[i],
+                        iv->mcnemar_p[i]);
+            fprintf(f, ". ");
+        }
     }
     if (af && pf)
         fprintf(f, "ampbench's FP32 mean is %+.2f points from %s's: %s the 1.5 points of agreement the project "

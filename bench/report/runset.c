@@ -93,6 +93,8 @@ const cJSON *hr_mixed_precision(const cJSON *record) {
 }
 
 /* Fills r from a parsed record; a record missing a required field is an error naming it. */
+static int load_hits(const char *path, const cJSON *j, hr_run *r);
+
 static int run_from_json(const char *path, cJSON *j, hr_run *r) {
     memset(r, 0, sizeof *r);
     copy_str(r->path, sizeof r->path, path);
@@ -180,6 +182,7 @@ static int run_from_json(const char *path, cJSON *j, hr_run *r) {
     r->did_not_fit = cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(j, "fits_in_memory"));
     r->memory_limit = hr_num(j, "memory_limit_bytes", NAN);
     r->oom_would_need = hr_num(cJSON_GetObjectItemCaseSensitive(j, "out_of_memory"), "would_need_bytes", NAN);
+    AB_TRY(load_hits(path, j, r));
     r->json = j;
     return 0;
 }
@@ -197,6 +200,8 @@ int hr_run_load(const char *path, hr_run *r) {
     if (run_from_json(path, j, r) != 0) {
         cJSON_Delete(j);
         r->json = NULL;
+        free(r->hit);
+        r->hit = NULL;
         return -1;
     }
     return 0;
@@ -205,6 +210,56 @@ int hr_run_load(const char *path, hr_run *r) {
 void hr_run_free(hr_run *r) {
     cJSON_Delete(r->json);
     r->json = NULL;
+    free(r->hit);
+    r->hit = NULL;
+}
+
+/* base64 (RFC 4648) into out (at most cap bytes); the bytes written, or -1 when it is not base64 */
+static long unbase64(const char *in, uint8_t *out, size_t cap) {
+    uint32_t v = 0;
+    int bits = 0;
+    size_t n = 0;
+    for (const char *p = in; *p && *p != '='; p++) {
+        const char c = *p;
+        const int d = c >= 'A' && c <= 'Z' ? c - 'A' : c >= 'a' && c <= 'z' ? c - 'a' + 26
+                      : c >= '0' && c <= '9' ? c - '0' + 52 : c == '+' ? 62 : c == '/' ? 63 : -1;
+        if (d < 0) return -1;
+        v = v << 6 | (uint32_t)d;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            if (n >= cap) return -1;
+            out[n++] = (uint8_t)(v >> bits & 255);
+        }
+    }
+    return (long)n;
+}
+
+/* test_predictions.correct into r->hit; a record without it keeps NULL, one that lies is an error */
+static int load_hits(const char *path, const cJSON *j, hr_run *r) {
+    const cJSON *tp = cJSON_GetObjectItemCaseSensitive(j, "test_predictions");
+    if (!tp) return 0;
+    const long n = (long)hr_num(tp, "n", 0);
+    const char *bits = hr_str(tp, "correct", NULL);
+    if (n <= 0 || !bits) return ab_errorf("%s: test_predictions without n or correct", path);
+    const size_t bytes = (size_t)(n + 7) / 8;
+    uint8_t *raw = malloc(bytes + 3), *hit = malloc((size_t)n);
+    if (!raw || !hit) {
+        free(raw);
+        free(hit);
+        return ab_errorf("out of memory for %s's predictions", path);
+    }
+    const long got = unbase64(bits, raw, bytes + 3);
+    if (got != (long)bytes) {
+        free(raw);
+        free(hit);
+        return ab_errorf("%s: test_predictions.correct holds %ld bytes, %zu for %ld examples", path, got, bytes, n);
+    }
+    for (long i = 0; i < n; i++) hit[i] = raw[i / 8] >> (i % 8) & 1;
+    free(raw);
+    r->hit = hit;
+    r->n_hit = n;
+    return 0;
 }
 
 void hr_run_summary_line(const hr_run *r, char *buf, size_t n) {
@@ -566,7 +621,27 @@ void hr_diff_interval(const hr_seed_group *a, const hr_seed_group *b, int allow_
     o->paired = same;
     const long na = group_test_n(a), nb = group_test_n(b);
     o->test_n = na && na == nb ? na : 0;
-    if (o->test_n) {
+    int with_hits = same && o->test_n;
+    for (int i = 0; i < a->n && with_hits; i++)
+        with_hits = a->runs[i]->hit && b->runs[i]->hit && a->runs[i]->n_hit == o->test_n &&
+                    b->runs[i]->n_hit == o->test_n;
+    if (with_hits) { /* the covariance known, seed by seed */
+        const double N = (double)o->test_n;
+        double se_sum = 0.0;
+        for (int i = 0; i < a->n; i++) {
+            long ab = 0, ba = 0;
+            for (long k = 0; k < o->test_n; k++) {
+                ab += a->runs[i]->hit[k] && !b->runs[i]->hit[k];
+                ba += !a->runs[i]->hit[k] && b->runs[i]->hit[k];
+            }
+            o->disc_ab[i] = ab, o->disc_ba[i] = ba, o->seed[i] = a->runs[i]->seed;
+            o->mcnemar_p[i] = hr_mcnemar_p(ab, ba);
+            const double p10 = ab / N, p01 = ba / N;
+            se_sum += sqrt(fmax(0.0, p10 + p01 - (p10 - p01) * (p10 - p01)) / N);
+        }
+        o->se_test = 100.0 * se_sum / a->n;
+        o->test_paired = 1;
+    } else if (o->test_n) {
         const double pa = a->acc_mean / 100.0, pb = b->acc_mean / 100.0;
         o->se_test = 100.0 * sqrt(fmax(0.0, pa * (1.0 - pa) + pb * (1.0 - pb)) / (double)o->test_n);
     }
@@ -588,10 +663,21 @@ void hr_diff_interval(const hr_seed_group *a, const hr_seed_group *b, int allow_
         o->t = hr_t95(o->df);
         o->se_seeds = sqrt(se2);
     }
-    const double hs = o->t * o->se_seeds, ht = isfinite(o->se_test) ? 1.96 * o->se_test : 0.0;
+    double ht = isfinite(o->se_test) ? 1.96 * o->se_test : 0.0;
+    if (o->test_paired) ht = fmax(ht, 100.0 * (1.0 - pow(0.025, 1.0 / (double)o->test_n)));
+    const double hs = o->t * o->se_seeds;
     const double half = sqrt(hs * hs + ht * ht);
     o->lo = o->mean - half;
     o->hi = o->mean + half;
+}
+
+double hr_mcnemar_p(long b, long c) {
+    const long n = b + c, k = b < c ? b : c;
+    if (n == 0) return 1.0;
+    /* 2 P(X <= k), X ~ Binomial(n, 1/2), through log-gamma for large n */
+    double p = 0.0;
+    for (long i = 0; i <= k; i++) p += exp(lgamma(n + 1.0) - lgamma(i + 1.0) - lgamma(n - i + 1.0) - n * log(2.0));
+    return fmin(1.0, 2.0 * p);
 }
 
 const hr_run *hr_projection_run(const hr_workload *w) {
