@@ -74,6 +74,22 @@ for p in python3 /usr/bin/python3; do
     fi
 done
 
+# every record keeps its last evaluation example by example, as ampbench's do
+missing=$(python3 - "$work" <<'PY'
+import glob, json, os, sys
+for p in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
+    r = json.load(open(p))
+    if r.get("tool") == "pytorch" and "test_predictions" not in r:
+        print(os.path.basename(p))
+PY
+)
+if [ -n "$missing" ]; then
+    echo "FAIL records without test_predictions: $missing" >&2
+    fails=$((fails + 1))
+else
+    echo "ok   every record keeps test_predictions"
+fi
+
 if [ $fails -gt 0 ]; then
     echo "test_peer_smoke: $fails failure(s) under torch $want_torch, transformers $want_tf" >&2
     exit 1

@@ -692,6 +692,7 @@ def main():
                 preds.append(out.argmax(1))
         model.train()
         pred = torch.cat(preds).tolist()
+        state["pred"] = pred
         acc = 100.0 * sum(1 for g, p in zip(gold, pred) if g == p) / n_test
         return loss_sum.item() / n_test, acc, task_metric(task["metric"], gold, pred, k_labels)
 
@@ -739,6 +740,9 @@ def main():
         }
         if dirty is not None:
             rec["git_dirty"] = dirty
+        tp = pc.predictions_record(state.get("pred"), gold, k_labels)
+        if tp:
+            rec["test_predictions"] = tp
         if world > 1 or a.accum_steps > 1:
             rec["data_parallel"] = pc.data_parallel_record(world, a.accum_steps, backend, peaks_per_rank,
                                                            mem["total"])

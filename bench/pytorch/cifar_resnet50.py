@@ -333,6 +333,7 @@ def main():
         model.eval()
         loss_sum = torch.zeros((), device=dev, dtype=torch.float64)
         correct = torch.zeros((), device=dev, dtype=torch.long)
+        preds, golds = [], []
         with torch.no_grad():
             for pos in range(0, n_test, a.batch_size):
                 idx = torch.arange(pos, min(n_test, pos + a.batch_size), device=dev)
@@ -341,7 +342,10 @@ def main():
                     out = model(xb)
                 loss_sum += F.cross_entropy(out.float(), yb, reduction="sum").double()
                 correct += (out.argmax(1) == yb).sum()
+                preds.append(out.argmax(1))
+                golds.append(yb)
         model.train()
+        state["pred"], state["gold"] = torch.cat(preds).tolist(), torch.cat(golds).tolist()
         return loss_sum.item() / n_test, 100.0 * correct.item() / n_test
 
     # ---- the record ----
@@ -380,6 +384,9 @@ def main():
         }
         if dirty is not None:
             rec["git_dirty"] = dirty
+        tp = pc.predictions_record(state.get("pred"), state.get("gold"), 10)
+        if tp:
+            rec["test_predictions"] = tp
         if world > 1:
             rec["data_parallel"] = pc.data_parallel_record(world, 1, backend, peaks_per_rank, mem["total"])
         if cuda:

@@ -184,10 +184,13 @@ def main():
     def normalise(xb):
         return (xb.float() / 255.0 - MEAN) / STD
 
+    last_eval = {}
+
     def evaluate():
         model.eval()
         loss_sum = torch.zeros((), device=dev)
         correct = torch.zeros((), device=dev, dtype=torch.long)
+        preds, golds = [], []
         with torch.no_grad():
             for pos in range(0, n_test, a.batch_size):
                 xb = vx[pos:pos + a.batch_size].to(dev, non_blocking=True)
@@ -196,7 +199,10 @@ def main():
                     out = model(normalise(xb))
                 loss_sum += F.cross_entropy(out.float(), yb, reduction="sum")
                 correct += (out.argmax(1) == yb).sum()
+                preds.append(out.argmax(1))
+                golds.append(yb)
         model.train()
+        last_eval["pred"], last_eval["gold"] = torch.cat(preds).tolist(), torch.cat(golds).tolist()
         return loss_sum.item() / n_test, 100.0 * correct.item() / n_test
 
     epochs, curve = [], []
@@ -306,6 +312,9 @@ def main():
     }
     if cuda:
         rec["gpu"] = pc.gpu_record(dev, total_mem, free0, peak_used, resident_bytes, raw_peak)
+    tp = pc.predictions_record(last_eval.get("pred"), last_eval.get("gold"), 10)
+    if tp:
+        rec["test_predictions"] = tp
     for x in epochs:  # JSON has no NaN
         for k, v in x.items():
             if isinstance(v, float) and not math.isfinite(v):

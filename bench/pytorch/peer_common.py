@@ -684,6 +684,25 @@ def run_totals(epochs, samples_key="timed_samples"):
             "final_test_accuracy": epochs[-1]["test_accuracy"] if epochs else None}
 
 
+def predictions_record(pred, gold, classes):
+    """test_predictions as ampbench writes it (core/result.c): the last evaluation example by example,
+    predicted class ids (a byte each, two little-endian past 256 classes) and a bitset of the right
+    ones (bit i%8 of byte i/8), both base64; None when there was no evaluation"""
+    import base64
+    if not pred:
+        return None
+    w = 2 if classes > 256 else 1
+    ids = bytes(pred) if w == 1 else b"".join(int(k).to_bytes(2, "little") for k in pred)
+    bits = bytearray((len(pred) + 7) // 8)
+    for i, (p_, g) in enumerate(zip(pred, gold)):
+        if p_ == g:
+            bits[i // 8] |= 1 << (i % 8)
+    enc = ("base64; predicted: %s per example; correct: bit i%%8 of byte i/8" %
+           ("uint16 little-endian" if w == 2 else "one byte"))
+    return {"n": len(pred), "classes": classes, "encoding": enc,
+            "predicted": base64.b64encode(ids).decode(), "correct": base64.b64encode(bytes(bits)).decode()}
+
+
 def data_parallel_record(world, accum_steps, backend, peaks_per_rank, total):
     return {"world_size": world, "accum_steps": accum_steps, "allreduce_dtype": "fp32",
             "engine": "nccl" if backend == "nccl" else "none", "torch_backend": backend,
