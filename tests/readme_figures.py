@@ -204,12 +204,47 @@ add("BERT: AMP trains as well as FP32",
         pm, ps, d_tools, iv_tools, "more than" if abs(float(d_tools)) > 1.5 else "within"),
     "all-MiniLM-L6-v2")
 
-# ---- README's table ----
+# the MNIST MLP table (its own run folder, named in the paragraph above the table)
+M = os.path.join(root, "results", "cpu", "2026-12-04-epyc-2core", "run_all-mlp")
+mlp = {}
+for n in ("mlp-fp32", "mlp-amp", "mlp-dp-amp", "mlp-fp32-pytorch", "mlp-amp-pytorch"):
+    path = os.path.join(M, n + ".json")
+    if not os.path.isfile(path):
+        fail("footnoted file missing: %s" % os.path.relpath(path, root))
+    else:
+        with open(path) as f:
+            mlp[n] = json.load(f)
+mlp_figs = {}
+if len(mlp) == 5:
+    f32, a16, dp = mlp["mlp-fp32"], mlp["mlp-amp"], mlp["mlp-dp-amp"]
+    pf, pa = mlp["mlp-fp32-pytorch"], mlp["mlp-amp-pytorch"]
+    mlp_figs["AMP time saving vs FP32"] = [
+        "%s (%s -> %s samples/s" % (pct1(100 * (1 - sps(f32) / sps(a16))), "{:,}".format(round(sps(f32))),
+                                    "{:,}".format(round(sps(a16)))),
+        "fp16", "PyTorch %s" % ".".join(pf["host"]["blas"].split()[1].split(".")[:2]),
+        "%s samples/s in FP32, %s in AMP" % ("{:,}".format(round(sps(pf))), "{:,}".format(round(sps(pa)))),
+        "autocast to fp16"]
+    mlp_figs["AMP peak-memory saving"] = [
+        "%s (%.2f -> %.2f MB" % (pct1(100 * (1 - peak(a16) / peak(f32))), peak(f32) / 1e6, peak(a16) / 1e6), "fp32",
+        "fp16"]
+    mlp_figs["AMP accuracy delta"] = [
+        "%+.2f (%.2f%% -> %.2f%%, one seed" % (a16["final_test_accuracy"] - f32["final_test_accuracy"],
+                                              f32["final_test_accuracy"], a16["final_test_accuracy"]),
+        "%d overflow steps skipped" % a16["mixed_precision"]["skipped_steps"],
+        "PyTorch %.2f%% FP32, %.2f%% AMP" % (pf["final_test_accuracy"], pa["final_test_accuracy"])]
+    mlp_figs["data-parallel AMP speed-up over one AMP device"] = [
+        "%.2fx with %d CPU ranks (measured)" % (sps(dp) / sps(a16), dp["world_size"]),
+        "%.2fx for 4 GPUs **projected from this CPU's step**" % proj(a16, 4, "gpus")["speedup"]]
+
+# ---- README's tables ----
 NUM = re.compile(r"(?<![\w.])[-+]?\d[\d,]*(?:\.\d+)?")
 
 
-def table_rows(text):
-    start = text.find("| claim of the articles |")
+TABLES = (("| claim of the articles |", figs), ("| MNIST MLP 784-256-10 |", mlp_figs))
+
+
+def table_rows(text, header="| claim of the articles |"):
+    start = text.find(header)
     if start < 0:
         return None, start
     rows = {}
@@ -222,9 +257,16 @@ def table_rows(text):
 def check(text):
     """the failures of README text against the figures computed from the files"""
     out = []
-    rows, _ = table_rows(text)
+    for header, table_figs in TABLES:
+        out += check_table(text, header, table_figs)
+    return out
+
+
+def check_table(text, header, figs):
+    out = []
+    rows, _ = table_rows(text, header)
     if rows is None:
-        return ["README.md has no claims table"]
+        return ["README.md has no table headed '%s'" % header]
     for key, texts in figs.items():
         row = next((c for k, c in rows.items() if k.startswith(key)), None)
         if row is None or len(row) < 3:
@@ -247,26 +289,29 @@ def check(text):
                            (key, m.group()))
     for k in rows:
         if not any(k.startswith(key) for key in figs):
-            out.append("README's claims row '%s' has no figures checked here" % k)
+            out.append("README's row '%s' has no figures checked here" % k)
     return out
 
 
 with open(readme_path) as f:
     readme = f.read()
 failures += check(readme)
-n = sum(len(t) for t in figs.values())
-print("readme_figures: %d figures in %d rows checked against the files" % (n, len(figs)))
+n = sum(len(t) for _, tf in TABLES for t in tf.values())
+print("readme_figures: %d figures in %d rows of %d tables checked against the files" %
+      (n, sum(len(tf) for _, tf in TABLES), len(TABLES)))
 
 # Every digit of every number in a measured cell, changed by one, must make the check fail.
-rows, start = table_rows(readme)
-end = readme.index("\n\n", start) if rows is not None else 0
 digits = missed = 0
-if rows is not None and not failures:
+for header, table_figs in TABLES:
+    rows, start = table_rows(readme, header)
+    if rows is None or failures:
+        continue
+    end = readme.index("\n\n", start)
     for line_start in [m.start() for m in re.finditer(r"\n\|", readme[start:end])]:
         line_at = start + line_start + 1
         line = readme[line_at:readme.index("\n", line_at)]
         bars = [i for i, ch in enumerate(line) if ch == "|"]
-        if len(bars) < 4 or not any(line[bars[0] + 1:bars[1]].strip().startswith(k) for k in figs):
+        if len(bars) < 4 or not any(line[bars[0] + 1:bars[1]].strip().startswith(k) for k in table_figs):
             continue
         cell_at = bars[2] + 1
         in_number = set()  # digits of the cell's numbers (not of names such as fp16 or MiniLM-L6-v2)
@@ -280,7 +325,7 @@ if rows is not None and not failures:
                 if not check(mutated):
                     missed += 1
                     failures.append("changing the digit at '%s' goes unnoticed" % line[max(bars[2] + 1, i - 20):i + 20])
-    print("readme_figures: %d digits of the measured cells changed one at a time, %d went unnoticed" % (digits, missed))
+print("readme_figures: %d digits of the measured cells changed one at a time, %d went unnoticed" % (digits, missed))
 
 for f in failures:
     print("FAIL " + f, file=sys.stderr)

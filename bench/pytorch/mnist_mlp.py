@@ -294,8 +294,9 @@ def main():
         raw_peak, total = 0, 0
     mem = {"parameters": p_bytes, "master_weights": 0, "gradients": p_bytes, "optimizer_state": opt_bytes,
            "activations": max(0, total - 2 * p_bytes - opt_bytes), "workspace": 0, "total": total}
+    commit, dirty = pc.git_info()
     rec = {
-        **pc.record_head(pc.git_info(dirty=False)[0], started, True, False),
+        **pc.record_head(commit, started, True, False),
         "workload": {"model": "mlp", "dataset": "mnist", "train_samples": n_train, "test_samples": n_test,
                      "batch_size": a.batch_size, "epochs": a.epochs, "max_steps": a.max_steps, "optimizer": "sgd",
                      "lr": a.lr, "momentum": a.momentum, "weight_decay": a.weight_decay, "seed": a.seed, "accum_steps": 1,
@@ -312,6 +313,8 @@ def main():
     }
     if cuda:
         rec["gpu"] = pc.gpu_record(dev, total_mem, free0, peak_used, resident_bytes, raw_peak)
+    if dirty is not None:
+        rec["git_dirty"] = dirty
     tp = pc.predictions_record(last_eval.get("pred"), last_eval.get("gold"), 10)
     if tp:
         rec["test_predictions"] = tp
