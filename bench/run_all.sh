@@ -249,13 +249,16 @@ record() { # name workload mode status seconds reason [tool]; the run's seed is 
 # workload, so that two quick runs on the same kind of machine stay comparable for scripts/regress.
 # On a GPU that is the config's quick_steps; on a CPU, where one step of the large models takes
 # seconds to minutes, the CPU profile: cpu_steps, and cpu_test test samples (- for the line's own).
-if [ "$MODE" = full ]; then PROFILE=full PROFILE_WHY="--full: the articles' epochs"
+# --full runs the config's full_epochs column: the articles' epochs in bench/workloads.conf, a
+# reduced recipe in another config (accuracy-cpu.conf: 3 epochs); the profile says which
+if [ "$MODE" = full ]; then PROFILE=full PROFILE_WHY="--full"  # completed below, once the epochs are known
 elif [ "$DEVICE" = cuda ]; then PROFILE=quick PROFILE_WHY="--quick on a GPU: the quick_steps of $(basename "$CONF")"
 else PROFILE=quick-cpu PROFILE_WHY="--quick without a usable GPU: the CPU profile (the cpu_steps and cpu_test columns of $(basename "$CONF")), sized to finish every workload in about 40 minutes on 2 cores; throughput and memory are measured, accuracy after so few steps says nothing"
 fi
 [ -n "$STEPS" ] && PROFILE_WHY="$PROFILE_WHY; --max-steps $STEPS for every run"
 [ -n "$EPOCHS" ] && PROFILE_WHY="$PROFILE_WHY; --epochs $EPOCHS for every run"
 PLAN=()  # "tool|workload|model|dataset|mode|epochs|steps|peer|seed|extra"
+EPOCHS_OF=()  # "workload N epoch(s)" under --full
 has_mode() { grep -qx "$2" <<< "${1//,/$'\n'}"; }
 while read -r name model dataset full_epochs quick_steps cpu_steps cpu_test peer extra; do
     case "$name" in ''|'#'*) continue ;; esac
@@ -271,6 +274,7 @@ while read -r name model dataset full_epochs quick_steps cpu_steps cpu_test peer
     esac
     [ -n "$EPOCHS" ] && ep=$EPOCHS
     [ -n "$STEPS" ] && st=$STEPS
+    [ "$PROFILE" = full ] && EPOCHS_OF+=("$name $ep epoch$([ "$ep" = 1 ] || echo s)")
     for mode in fp32 amp amp-ls1 bf16 dp-amp; do
         for seed in $(seq 1 "$SEEDS"); do
             has_mode "$MODES" "$mode" && PLAN+=("ampbench|$name|$model|$dataset|$mode|$ep|$st|$peer|$seed|$extra")
@@ -284,7 +288,16 @@ while read -r name model dataset full_epochs quick_steps cpu_steps cpu_test peer
         esac
     done
 done < "$CONF"
-if [ "$MODE" = full ]; then MODE_DETAIL="the articles' epochs${EPOCHS:+ (overridden: $EPOCHS)}"
+if [ "$PROFILE" = full ]; then
+    epochs_list=$(IFS=,; echo "${EPOCHS_OF[*]}" | sed 's/,/, /g')
+    if [ "$(cd "$(dirname "$CONF")" && pwd)/$(basename "$CONF")" = "$ROOT/bench/workloads.conf" ] && [ -z "$EPOCHS" ] && [ -z "$STEPS" ]; then
+        PROFILE_WHY="--full: the articles' epochs ($epochs_list)"
+    else
+        PROFILE=full-reduced
+        PROFILE_WHY="--full with the full_epochs of $(basename "$CONF") ($epochs_list), not the articles' epochs${EPOCHS:+; --epochs $EPOCHS for every run}${STEPS:+; --max-steps $STEPS for every run}"
+    fi
+fi
+if [ "$MODE" = full ]; then MODE_DETAIL="$epochs_list"
 elif [ -n "$STEPS" ]; then MODE_DETAIL="$STEPS optimizer steps per run"
 elif [ "$PROFILE" = quick-cpu ]; then MODE_DETAIL="the cpu_steps of the workload config per run"
 else MODE_DETAIL="the quick_steps of the workload config per run"; fi
