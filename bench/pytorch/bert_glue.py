@@ -95,11 +95,14 @@ loading and evaluation are outside the timings.
 Memory, peak_memory_bytes (peak_memory_bytes.method names which):
   cuda  torch.cuda.max_memory_allocated() less the resident data set (ampbench keeps data sets out
         of its categories); the raw figure is gpu.torch_max_memory_allocated_bytes.
-  cpu   growth of the process's resident set: VmHWM (reset through /proc/self/clear_refs after the
-        data set is loaded) less VmRSS then. It counts the allocator's cached blocks, oneDNN
-        scratch, the Python heap: NOT comparable with torch.cuda.max_memory_allocated nor with
-        ampbench's tracked total.
-activations = total - parameters - gradients - optimizer state (what is left, not a count).
+  cpu   parameters + gradients + optimizer state + the most bytes autograd saved for one backward
+        (torch.autograd.graph.saved_tensors_hooks around each forward: each storage once, the
+        parameters' own left out): comparable with ampbench's tracked total, and
+        activations = those saved bytes. The process's resident-set growth (VmHWM, reset through
+        /proc/self/clear_refs after the data set is loaded, less VmRSS then: allocator caches,
+        oneDNN scratch, the Python heap) is kept apart as resident_set_growth.
+--memory-limit on the CPU is not enforced: fits_in_memory says whether that comparable total is
+within it.
 --memory-limit SIZE caps PyTorch's caching allocator on a GPU (set_per_process_memory_fraction of
 the device's memory; the CUDA context is outside it, as it is outside ampbench's cap): a run that
 does not fit writes its record with fits_in_memory false and out_of_memory, and exits 3.
@@ -728,7 +731,8 @@ def main():
             "final_test_metric": epochs[-1]["test_metric"] if epochs else None,
             "peak_memory_bytes": mem,
             "memory_limit_bytes": limit or None, "memory_limit_enforced": bool(limit and cuda),
-            "fits_in_memory": state.get("oom") is None,
+            # on the CPU the cap is not enforced: the run fits when its comparable total is within it
+            "fits_in_memory": state.get("oom") is None and not (limit and not cuda and mem["total"] > limit),
             "mixed_precision": scale_log.mixed_precision_record(a.precision, a.init_scale, a.growth_factor, a.backoff_factor,
                                         a.growth_interval, epochs, a.loss_scale),
             "loss_curve": state["curve"],
@@ -793,7 +797,7 @@ def main():
                     # DDP's all-reduce on this rank's last micro-batch only
                     ctx = net.no_sync() if world > 1 and k < len(blocks) - 1 else contextlib.nullcontext()
                     with ctx:
-                        with autocast():
+                        with meter.saved_scope(net), autocast():
                             out = forward(net, xb, tb, mb)
                             loss_sum = F.cross_entropy(out.float(), yb, reduction="sum")
                         if blk is None:  # DDP's all-reduce must meet on every rank

@@ -63,11 +63,12 @@ recorded in peer.timing_skip_steps; 0 (the default) times every step, as ampbenc
 Memory, peak_memory_bytes (peak_memory_bytes.method names which):
   cuda  torch.cuda.max_memory_allocated() less the resident data set (ampbench keeps data sets out
         of its categories); the raw figure is gpu.torch_max_memory_allocated_bytes.
-  cpu   growth of the process's resident set: VmHWM (reset through /proc/self/clear_refs after the
-        data set is loaded) less VmRSS then. It counts the allocator's cached blocks, oneDNN
-        scratch, the Python heap: NOT comparable with torch.cuda.max_memory_allocated nor with
-        ampbench's tracked total.
-activations = total - parameters - gradients - optimizer state (what is left, not a count).
+  cpu   parameters + gradients + optimizer state + the most bytes autograd saved for one backward
+        (torch.autograd.graph.saved_tensors_hooks around each forward: each storage once, the
+        parameters' own left out): comparable with ampbench's tracked total, and
+        activations = those saved bytes. The process's resident-set growth (VmHWM, reset through
+        /proc/self/clear_refs after the data set is loaded, less VmRSS then: allocator caches,
+        oneDNN scratch, the Python heap) is kept apart as resident_set_growth.
 
 Ctrl-C (or SIGTERM) stops after the current step; the epoch in progress is evaluated and recorded,
 the result is written with complete=false, interrupted=true, and the exit status is 130. A second
@@ -427,7 +428,7 @@ def main():
                 xb, yb = batch(idx, True)
                 tally.data_end(mark)
                 opt.zero_grad(set_to_none=True)
-                with autocast():
+                with meter.saved_scope(net), autocast():
                     out = net(xb)
                     loss_sum = F.cross_entropy(out, yb, reduction="sum")
                 if empty:  # DDP's all-reduce must meet on every rank: a zero-weighted pass

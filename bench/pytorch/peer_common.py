@@ -623,6 +623,40 @@ class MemoryMeter:
         self.rss_base_kb = proc_status_kb("VmRSS")
         self.hwm_reset = reset_peak_rss() if not cuda else False
         self.peak_rss_kb = 0
+        self.saved_peak = 0  # the most bytes autograd saved for one backward (the CPU's comparable figure)
+
+    def saved_scope(self, model):
+        """Around a forward pass on the CPU: counts the tensors autograd saves for backward through
+        torch.autograd.graph.saved_tensors_hooks, each storage once and the parameters' own not at all
+        (they are counted as parameters), and keeps the largest such total. A no-op on a GPU, where
+        max_memory_allocated measures."""
+        import contextlib
+        import torch
+        if self.cuda:
+            return contextlib.nullcontext()
+        params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+        seen = {}
+
+        def pack(t):
+            st = t.untyped_storage()
+            ptr = st.data_ptr()
+            if ptr not in params and ptr not in seen:
+                seen[ptr] = st.nbytes()
+            return t
+
+        meter = self
+
+        class Scope:
+            def __enter__(self):
+                self.hooks = torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t)
+                self.hooks.__enter__()
+
+            def __exit__(self, *exc):
+                self.hooks.__exit__(*exc)
+                meter.saved_peak = max(meter.saved_peak, sum(seen.values()))
+                return False
+
+        return Scope()
 
     def read(self, model, opt):
         """(torch.cuda.max_memory_allocated or None on the CPU, the record's peak_memory_bytes)"""
@@ -639,7 +673,19 @@ class MemoryMeter:
             hwm = proc_status_kb("VmHWM")
             if hwm is not None:
                 self.peak_rss_kb = max(self.peak_rss_kb, hwm)
-            total = max(0, (self.peak_rss_kb - (self.rss_base_kb or 0)) * 1024) if self.rss_base_kb else 0
+            rss = max(0, (self.peak_rss_kb - (self.rss_base_kb or 0)) * 1024) if self.rss_base_kb else 0
+            if self.saved_peak > 0:
+                total = 2 * p_bytes + opt_bytes + self.saved_peak
+                method = ("cpu: parameters + gradients + optimizer state + the most bytes autograd saved for one "
+                          "backward (saved_tensors_hooks, each storage once, the parameters' own left out): what a "
+                          "GPU run holds beyond its allocator's slack, comparable with ampbench's tracked total; the "
+                          "process's resident-set growth (allocator caches, oneDNN scratch, the Python heap) is "
+                          "resident_set_growth, apart")
+                mem = {"parameters": p_bytes, "master_weights": 0, "gradients": p_bytes, "optimizer_state": opt_bytes,
+                       "activations": self.saved_peak, "workspace": 0, "total": total, "method": method,
+                       "resident_set_growth": rss}
+                return raw_peak, mem
+            total = rss
             method = ("cpu: peak resident-set growth of the process (VmHWM%s minus VmRSS after the data set was "
                       "loaded): allocator caches, oneDNN scratch and the Python heap included; not comparable "
                       "with torch.cuda.max_memory_allocated or ampbench's tracked total"
