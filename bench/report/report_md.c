@@ -787,6 +787,11 @@ static void peer_table(FILE *f, const hr_runset *rs, const hr_workload *w) {
         fprintf(f, "Peak memory is measured alike: ampbench's is %s; PyTorch's is %s. Both count tensors allocated "
                    "on the device (neither counts a caching allocator's unused blocks).",
                 ma, mp);
+    else if (ra && strstr(mp, "cpu: parameters + gradients") == mp && !strcmp(ra->backend, "cpu"))
+        fprintf(f, "Peak memory is measured alike on the CPU: ampbench's is %s; PyTorch's is %s. Both count what the "
+                   "training holds (weights, gradients, optimizer state, what backward needs), neither an "
+                   "allocator's slack.",
+                ma, mp);
     else
         fprintf(f, "Peak memory is measured differently, so compare each tool's AMP/FP32 saving rather than the "
                    "absolute figures: ampbench's is %s; PyTorch's is %s.",
