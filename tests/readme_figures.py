@@ -163,6 +163,24 @@ add("BERT-base: FP32 fits an 8 GB GPU",
     "the largest batch in %d GiB is %d, %d and %d at sequence 128, 256 and 512" % (
         lim // 2**30, fits[(128, "fp32")]["max_batch"], fits[(256, "fp32")]["max_batch"],
         fits[(512, "fp32")]["max_batch"]))
+# [f]: both tools' comparable totals at batch 32
+B = os.path.join(root, "results", "cpu", "2026-12-04-epyc-2core", "bert-base-memory")
+bm = {}
+for n in ("bert-base-fp32", "bert-base-fp32-pytorch"):
+    path = os.path.join(B, n + ".json")
+    if not os.path.isfile(path):
+        fail("footnoted file missing: %s" % os.path.relpath(path, root))
+    else:
+        with open(path) as f_:
+            bm[n] = json.load(f_)
+if len(bm) == 2:
+    pt, ab = bm["bert-base-fp32-pytorch"], bm["bert-base-fp32"]
+    cap = pt["memory_limit_bytes"]
+    add("BERT-base: FP32 fits an 8 GB GPU",
+        "at batch %d and sequence %d PyTorch's autograd holds %s MB (ampbench %s MB), %s %d GiB" % (
+            pt["workload"]["batch_size"], pt["workload"]["max_seq_len"], mb(peak(pt)), mb(peak(ab)),
+            "also within" if peak(pt) <= cap and peak(ab) <= cap else "not both within", cap // 2**30),
+        "resident set grew %s MB" % mb(pt["peak_memory_bytes"]["resident_set_growth"]))
 ratios = [fits[(s, "amp")]["max_batch"] / fits[(s, "fp32")]["max_batch"] for s in (128, 256, 512)]
 f, a = peak(q["bert-base-fp32"]), peak(q["bert-base-amp"])
 add("BERT-base: AMP fits, with a larger batch",
