@@ -634,11 +634,14 @@ class MemoryMeter:
         import torch
         if self.cuda:
             return contextlib.nullcontext()
-        params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+        def storage(t):  # torch 2.x's untyped storage; torch 1.13's typed one says the same bytes
+            return t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+
+        params = {storage(p).data_ptr() for p in model.parameters()}
         seen = {}
 
         def pack(t):
-            st = t.untyped_storage()
+            st = storage(t)
             ptr = st.data_ptr()
             if ptr not in params and ptr not in seen:
                 seen[ptr] = st.nbytes()
