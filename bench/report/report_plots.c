@@ -273,7 +273,8 @@ static double epoch_accuracy(const hr_run *r, int e) {
 
 /* One series per tool and mode: per epoch, the mean, sample sd, min and max of the test accuracy
  * over the seeds that finished that epoch. One seed gives a line, several a mean line in a band. */
-static int plot_accuracy(const hr_workload *w, const char *dd, const char *gp, char drawn[][128], int max, int *n) {
+static int plot_accuracy(const hr_workload *w, const hr_reported *rep, const char *dd, const char *gp,
+                         char drawn[][128], int max, int *n) {
     hr_seed_group *groups = calloc(HR_MAX_GROUPS, sizeof *groups);
     if (!groups) return ab_errorf("out of memory");
     int ng = 0;
@@ -332,12 +333,26 @@ static int plot_accuracy(const hr_workload *w, const char *dd, const char *gp, c
     free(groups);
     if (rc != 0) return rc;
     if (!*files) return 0;
-    char vars[6000], out[160], model[64];
+    char vars[6400], out[160], model[64], reported[160] = "";
     hr_safe_label(model, sizeof model, w->model);
     snprintf(out, sizeof out, "accuracy_%s.png", model);
+    /* the articles' FP32 accuracy for this workload, drawn as a dashed line where there is one */
+    const cJSON *claim = hr_reported_claim_mode(rep, w->model, "fp32", "test_accuracy");
+    const double rv = hr_num(claim, "value", NAN);
+    const int r_epochs = (int)hr_num(hr_reported_workload(rep, w->model), "epochs", 0);
+    if (isfinite(rv)) {
+        if (r_epochs > 0) snprintf(reported, sizeof reported, "the articles (FP32): %g%% after %d epochs", rv, r_epochs);
+        else snprintf(reported, sizeof reported, "the articles (FP32): %g%%", rv);
+    }
+    /* the set the accuracy was measured on: GLUE's dev set is not a test set */
+    const hr_run *any = w->n_all ? w->all[0] : w->n_peer ? w->peer_all[0] : NULL;
+    const char *td = any ? hr_str(cJSON_GetObjectItemCaseSensitive(any->json, "workload"), "test_data", "") : "";
+    const char *set = strstr(td, "dev") ? "dev" : "test";
     snprintf(vars, sizeof vars,
-             "out='../%s'; w=%d; h=%d; files='%s'; titles='%s'; nseeds='%s'; workload='%s'; maxepoch=%d", out,
-             HR_PLOT_W, HR_PLOT_H, files, titles, nseeds, model, max_epoch);
+             "out='../%s'; w=%d; h=%d; files='%s'; titles='%s'; nseeds='%s'; workload='%s'; maxepoch=%d; "
+             "reported=%g; reported_title='%s'; evalset='%s'",
+             out, HR_PLOT_W, HR_PLOT_H, files, titles, nseeds, model, max_epoch, isfinite(rv) ? rv : -1.0, reported,
+             set);
     AB_TRY(hr_gnuplot(dd, gp, "accuracy.gp", vars));
     return hr_add_drawn(drawn, max, n, out);
 }
@@ -470,7 +485,7 @@ int hr_draw_plots(const hr_runset *rs, const hr_reported *rep, const char *gp_di
     for (int i = 0; i < nw && rc == 0; i++) {
         rc = plot_loss(&ws[i], dd, gp_dir, drawn, max, n_drawn);
         if (rc == 0) rc = plot_scale(&ws[i], dd, gp_dir, drawn, max, n_drawn);
-        if (rc == 0) rc = plot_accuracy(&ws[i], dd, gp_dir, drawn, max, n_drawn);
+        if (rc == 0) rc = plot_accuracy(&ws[i], rep, dd, gp_dir, drawn, max, n_drawn);
         if (rc == 0) rc = plot_scaling(&ws[i], dd, gp_dir, drawn, max, n_drawn);
         if (rc == 0) rc = plot_memory(&ws[i], dd, gp_dir, drawn, max, n_drawn);
         if (rc == 0) rc = hr_plot_grad_range(&ws[i], dd, gp_dir, drawn, max, n_drawn);
