@@ -357,17 +357,16 @@ static int evaluate(trainer *t, double *loss, double *accuracy, double *metric) 
         AB_TRY(t->test->ops->fill(t->test, t->eval_order + pos, b, 0, cdt, t->x, t->labels));
         const ab_pass pass = ab_pass_eval();
         AB_TRY(t->model->ops->forward(t->model, &t->params, t->x, b, &pass));
-        { /* argmax of each row, the first on ties, as softmax_xent counts hits: the record keeps them */
-            AB_TRY(be->ops->download(be, t->logits_h, t->model->logits, (size_t)b * C * ab_dtype_size(cdt)));
-            AB_TRY(be->ops->download(be, t->labels_h, t->labels, (size_t)b * sizeof(int32_t)));
-            for (int i = 0; i < b; i++) {
-                int am = 0;
-                for (int j = 1; j < C; j++)
-                    if (ab_load(t->logits_h, (size_t)i * C + j, cdt) > ab_load(t->logits_h, (size_t)i * C + am, cdt))
-                        am = j;
-                t->pred[pos + i] = am;
-                t->hit[pos + i] = am == t->labels_h[i];
-            }
+        /* argmax of each row, the first on ties, as softmax_xent counts hits: the record keeps them */
+        AB_TRY(be->ops->download(be, t->logits_h, t->model->logits, (size_t)b * C * ab_dtype_size(cdt)));
+        AB_TRY(be->ops->download(be, t->labels_h, t->labels, (size_t)b * sizeof(int32_t)));
+        for (int i = 0; i < b; i++) {
+            int am = 0;
+            for (int j = 1; j < C; j++)
+                if (ab_load(t->logits_h, (size_t)i * C + j, cdt) > ab_load(t->logits_h, (size_t)i * C + am, cdt))
+                    am = j;
+            t->pred[pos + i] = am;
+            t->hit[pos + i] = am == t->labels_h[i];
         }
         AB_TRY(be->ops->softmax_xent(be, b, C, cdt, t->model->logits, t->labels, 1.0f, cdt, NULL,
                                      &t->stats->loss_sum, &t->stats->correct));

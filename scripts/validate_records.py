@@ -53,7 +53,7 @@ def prediction_problems(rec):
     ids = pred if w == 1 else [pred[2 * i] | pred[2 * i + 1] << 8 for i in range(n)]
     if any(k >= c for k in ids):
         out.append("test_predictions: a class id past the %d classes" % c)
-    right = sum(bin(b).count("1") for b in hit[:n // 8]) + sum((hit[-1] >> k) & 1 for k in range(n % 8)) * (n % 8 > 0)
+    right = sum(hit[i // 8] >> (i % 8) & 1 for i in range(n))
     acc = rec.get("final_test_accuracy")
     if isinstance(acc, (int, float)) and abs(100.0 * right / n - acc) > 1e-6:
         out.append("test_predictions: %d of %d right is %.6f%%, the record says %.6f%%" % (right, n, 100.0 * right / n, acc))

@@ -24,8 +24,8 @@ def fail(msg):
     failures.append(msg)
 
 
-def load(*parts):
-    path = os.path.join(R, *parts)
+def load(*parts, base=R):
+    path = os.path.join(base, *parts)
     if not os.path.isfile(path):
         fail("footnoted file missing: %s" % os.path.relpath(path, root))
         return None
@@ -70,6 +70,15 @@ def report_interval(report, label):
         fail("REPORT.md has no '%s' row" % label)
         return ("?", "?")
     return m.group(1), m.group(2)
+
+
+def seed_figures(acc, report):
+    """(FP32 mean, sd, AMP mean, sd, peer FP32 mean, sd) over the three seeds, and REPORT.md's AMP - FP32
+    and ampbench - peer rows (difference, interval)"""
+    f = mean_sd([acc[("fp32", 0, s)] for s in (1, 2, 3)])
+    a = mean_sd([acc[("amp", 0, s)] for s in (1, 2, 3)])
+    p = mean_sd([acc[("fp32", 1, s)] for s in (1, 2, 3)])
+    return f + a + p, report_interval(report, "ampbench AMP - FP32"), report_interval(report, "FP32: ampbench - pytorch")
 
 
 def grad_paragraph(report, model):
@@ -133,11 +142,7 @@ for stem, tag, bold in (("resnet50-cifar", "with the CIFAR stem", True), ("resne
     add("ResNet-50: AMP peak-memory saving", "%s %s (%s -> %s MB)" % ("**%s**" % s if bold else s, tag, mb(f), mb(a)))
 add("ResNet-50: AMP peak-memory saving", "batch %d" % q["resnet50-fp32"]["workload"]["batch_size"])
 # accuracy, ResNet-50 (3 seeds)
-fm, fs = mean_sd([acc_r[("fp32", 0, s)] for s in (1, 2, 3)])
-am, as_ = mean_sd([acc_r[("amp", 0, s)] for s in (1, 2, 3)])
-pm, ps = mean_sd([acc_r[("fp32", 1, s)] for s in (1, 2, 3)])
-d_amp, iv_amp = report_interval(rep_r, "ampbench AMP - FP32")
-d_tools, iv_tools = report_interval(rep_r, "FP32: ampbench - pytorch")
+(fm, fs, am, as_, pm, ps), (d_amp, iv_amp), (d_tools, iv_tools) = seed_figures(acc_r, rep_r)
 w = acc_r[("fp32", 0, 1)]["workload"]
 add("ResNet-50: AMP accuracy delta",
     "%d epochs on the %s-image training subset" % (w["epochs"], "{:,}".format(w["train_samples"])),
@@ -164,16 +169,9 @@ add("BERT-base: FP32 fits an 8 GB GPU",
         lim // 2**30, fits[(128, "fp32")]["max_batch"], fits[(256, "fp32")]["max_batch"],
         fits[(512, "fp32")]["max_batch"]))
 # [f]: both tools' comparable totals at batch 32
-B = os.path.join(root, "results", "cpu", "2026-12-04-epyc-2core", "bert-base-memory")
-bm = {}
-for n in ("bert-base-fp32", "bert-base-fp32-pytorch"):
-    path = os.path.join(B, n + ".json")
-    if not os.path.isfile(path):
-        fail("footnoted file missing: %s" % os.path.relpath(path, root))
-    else:
-        with open(path) as f_:
-            bm[n] = json.load(f_)
-if len(bm) == 2:
+R4 = os.path.join(root, "results", "cpu", "2026-12-04-epyc-2core")
+bm = {n: load("bert-base-memory", n + ".json", base=R4) for n in ("bert-base-fp32", "bert-base-fp32-pytorch")}
+if all(bm.values()):
     pt, ab = bm["bert-base-fp32-pytorch"], bm["bert-base-fp32"]
     cap = pt["memory_limit_bytes"]
     add("BERT-base: FP32 fits an 8 GB GPU",
@@ -207,11 +205,7 @@ if all(g.values()):
         "ResNet-50 %.2f%% vs %.2f%% (2 epochs, one seed)" % (g["resnet50"][3], g["resnet50"][4]),
         "MLP %.2f%% vs %.2f%%" % (g["mlp"][3], g["mlp"][4]))
 # BERT accuracy (3 seeds)
-fm, fs = mean_sd([acc_b[("fp32", 0, s)] for s in (1, 2, 3)])
-am, as_ = mean_sd([acc_b[("amp", 0, s)] for s in (1, 2, 3)])
-pm, ps = mean_sd([acc_b[("fp32", 1, s)] for s in (1, 2, 3)])
-d_amp, iv_amp = report_interval(rep_b, "ampbench AMP - FP32")
-d_tools, iv_tools = report_interval(rep_b, "FP32: ampbench - pytorch")
+(fm, fs, am, as_, pm, ps), (d_amp, iv_amp), (d_tools, iv_tools) = seed_figures(acc_b, rep_b)
 wb = acc_b[("fp32", 0, 1)]["workload"]
 add("BERT: AMP trains as well as FP32",
     "on %s SST-2 rows, one epoch, 3 seeds" % "{:,}".format(wb["train_samples"]),
@@ -223,17 +217,10 @@ add("BERT: AMP trains as well as FP32",
     "all-MiniLM-L6-v2")
 
 # the MNIST MLP table (its own run folder, named in the paragraph above the table)
-M = os.path.join(root, "results", "cpu", "2026-12-04-epyc-2core", "run_all-mlp")
-mlp = {}
-for n in ("mlp-fp32", "mlp-amp", "mlp-dp-amp", "mlp-fp32-pytorch", "mlp-amp-pytorch"):
-    path = os.path.join(M, n + ".json")
-    if not os.path.isfile(path):
-        fail("footnoted file missing: %s" % os.path.relpath(path, root))
-    else:
-        with open(path) as f:
-            mlp[n] = json.load(f)
+mlp = {n: load("run_all-mlp", n + ".json", base=R4)
+       for n in ("mlp-fp32", "mlp-amp", "mlp-dp-amp", "mlp-fp32-pytorch", "mlp-amp-pytorch")}
 mlp_figs = {}
-if len(mlp) == 5:
+if all(mlp.values()):
     f32, a16, dp = mlp["mlp-fp32"], mlp["mlp-amp"], mlp["mlp-dp-amp"]
     pf, pa = mlp["mlp-fp32-pytorch"], mlp["mlp-amp-pytorch"]
     mlp_figs["AMP time saving vs FP32"] = [

@@ -95,12 +95,9 @@ loading and evaluation are outside the timings.
 Memory, peak_memory_bytes (peak_memory_bytes.method names which):
   cuda  torch.cuda.max_memory_allocated() less the resident data set (ampbench keeps data sets out
         of its categories); the raw figure is gpu.torch_max_memory_allocated_bytes.
-  cpu   parameters + gradients + optimizer state + the most bytes autograd saved for one backward
-        (torch.autograd.graph.saved_tensors_hooks around each forward: each storage once, the
-        parameters' own left out): comparable with ampbench's tracked total, and
-        activations = those saved bytes. The process's resident-set growth (VmHWM, reset through
-        /proc/self/clear_refs after the data set is loaded, less VmRSS then: allocator caches,
-        oneDNN scratch, the Python heap) is kept apart as resident_set_growth.
+  cpu   parameters + gradients + optimizer state + the bytes autograd saves for one backward,
+        comparable with ampbench's tracked total; the resident-set growth apart
+        (peer_common.MemoryMeter says how each is counted).
 --memory-limit on the CPU is not enforced: fits_in_memory says whether that comparable total is
 within it.
 --memory-limit SIZE caps PyTorch's caching allocator on a GPU (set_per_process_memory_fraction of

@@ -615,8 +615,15 @@ def reset_peak_rss():
 
 
 class MemoryMeter:
-    """peak_memory_bytes (see the peers' docstrings). Made once the data set is resident: it reads VmRSS
-    then and, on the CPU, resets VmHWM through /proc/self/clear_refs."""
+    """peak_memory_bytes. Made once the data set is resident: it reads VmRSS then and, on the CPU,
+    resets VmHWM through /proc/self/clear_refs.
+      cuda  torch.cuda.max_memory_allocated() less the resident data set.
+      cpu   parameters + gradients + optimizer state + the most bytes autograd saved for one backward
+            (saved_scope around each forward: torch.autograd.graph.saved_tensors_hooks, each storage
+            once, the parameters' own left out): comparable with ampbench's tracked total, and
+            activations = those saved bytes. The process's resident-set growth (VmHWM less VmRSS
+            after the data set was loaded: allocator caches, oneDNN scratch, the Python heap) is kept
+            apart as resident_set_growth."""
 
     def __init__(self, dev, cuda, resident_bytes):
         self.dev, self.cuda, self.resident_bytes = dev, cuda, resident_bytes
@@ -647,19 +654,13 @@ class MemoryMeter:
                 seen[ptr] = st.nbytes()
             return t
 
-        meter = self
+        @contextlib.contextmanager
+        def scope():
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+                yield
+            self.saved_peak = max(self.saved_peak, sum(seen.values()))
 
-        class Scope:
-            def __enter__(self):
-                self.hooks = torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t)
-                self.hooks.__enter__()
-
-            def __exit__(self, *exc):
-                self.hooks.__exit__(*exc)
-                meter.saved_peak = max(meter.saved_peak, sum(seen.values()))
-                return False
-
-        return Scope()
+        return scope()
 
     def read(self, model, opt):
         """(torch.cuda.max_memory_allocated or None on the CPU, the record's peak_memory_bytes)"""
