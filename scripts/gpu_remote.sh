@@ -10,7 +10,7 @@
 # Usage: scripts/gpu_remote.sh OUT     (docs/gpu.md gives the whole remote command)
 # Environment: AB_GPU_DEADLINE (seconds for the check, default 300; the job itself ends within
 #              about 30 s more), AB_GPU_WORK (scratch folder, default a new one under /tmp); the
-#              check's own variables (AB_RESNET_STEPS, AB_BERT_STEPS, AB_CHECK_PLANT_HANG) pass through.
+#              check's own variables (AB_RESNET_STEPS, AB_BERT_STEPS, AB_CHECK_ONLY, AB_CHECK_PLANT_HANG) pass through.
 # Exit status: the check's (0: every step passed), 3 when a library does not resolve, 2 on bad use.
 set -uo pipefail
 
