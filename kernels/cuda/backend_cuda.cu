@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -97,6 +98,11 @@ typedef struct {
     size_t mv_bytes;
     gemm_plan plans[GEMM_CACHE];
     int next_plan;
+    /* what the GEMM engine did, printed to stderr when the backend ends if AB_CUDA_STATS is set:
+     * calls, their host time (enqueueing, not running), plans built and the host time that took,
+     * products by cuBLASLt, by the fallback, and calls whose operands were first widened */
+    long long n_gemm, n_lt, n_fallback, n_widen, n_plan_build;
+    double host_gemm_s, host_plan_s;
     /* gather_normalize: idx (host) -> pinned staging ring -> device */
     int32_t *idx_host[2], *idx_dev[2];
     size_t idx_cap[2];
@@ -112,6 +118,12 @@ typedef struct {
 } cuda_state;
 
 static cuda_state *st_of(ab_backend *be) { return (cuda_state *)be->impl; }
+
+static double host_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 /* Makes the backend's GPU current. The stream, the cuBLAS(Lt) handles and the memory belong to
  * it; a kernel or a library call issued while another GPU is current (a second backend, the nccl
@@ -291,13 +303,37 @@ __global__ void k_relu_bwd_16(size_t n, uint16_t expmask, const uint16_t *y, con
     }
 }
 
-/* one thread per column, rows summed in order (the CPU's order): reads are coalesced across
- * the threads of a warp since X is row-major */
+/* Column sums over a (CS_TX x CS_TY) block per CS_TX columns: thread (tx, ty) adds rows ty,
+ * ty + CS_TY, ... of its column in fp32 (four loads in flight before the adds, whose order stays
+ * the row order of the slice), and the slices are added in ty order: a fixed order, so every run
+ * gives the same bits, though not the CPU's (row after row; test_cuda_ops compares by NMSE). Reads
+ * are coalesced across the columns of a row. One thread per column over all the rows, as this
+ * kernel was, put BERT-base's bias gradients (4096 rows, 768 columns: three blocks) at 79% of an
+ * AMP step's GPU time on an H200 (ncu, results/gpu/2026-12-04-h200-4's notes). */
+enum { CS_TX = 32, CS_TY = 32 };
+
 __global__ void k_col_sum(int M, int N, ab_dtype xt, const void *X, float beta, ab_dtype ot, void *out) {
-    const int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= N) return;
+    __shared__ float s_part[CS_TY][CS_TX + 1];
+    const int tx = threadIdx.x, ty = threadIdx.y, j = blockIdx.x * CS_TX + tx;
     float acc = 0.0f;
-    for (int i = 0; i < M; i++) acc += ab_load(X, (size_t)i * N + (size_t)j, xt);
+    if (j < N) {
+        const size_t ld = (size_t)N, step = (size_t)CS_TY * ld;
+        size_t o = (size_t)ty * ld + (size_t)j;
+        int i = ty;
+        for (; i + 3 * CS_TY < M; i += 4 * CS_TY, o += 4 * step) {
+            const float a0 = ab_load(X, o, xt), a1 = ab_load(X, o + step, xt);
+            const float a2 = ab_load(X, o + 2 * step, xt), a3 = ab_load(X, o + 3 * step, xt);
+            acc += a0;
+            acc += a1;
+            acc += a2;
+            acc += a3;
+        }
+        for (; i < M; i += CS_TY, o += step) acc += ab_load(X, o, xt);
+    }
+    s_part[ty][tx] = acc;
+    __syncthreads();
+    if (ty != 0 || j >= N) return;
+    for (int r = 1; r < CS_TY; r++) acc += s_part[r][tx];
     const float v = beta != 0.0f ? acc + beta * ab_load(out, (size_t)j, ot) : acc;
     ab_store(out, (size_t)j, ot, v);
 }
@@ -450,7 +486,8 @@ static int cuda_relu_backward(ab_backend *be, size_t n, ab_dtype t, const void *
 static int cuda_col_sum(ab_backend *be, int M, int N, ab_dtype xt, const void *X, float beta, ab_dtype ot, void *out) {
     if (M <= 0 || N <= 0) return ab_errorf("col_sum: bad shape M=%d N=%d", M, N);
     AB_TRY(on_device(st_of(be)));
-    k_col_sum<<<(unsigned)((N + THREADS - 1) / THREADS), THREADS, 0, st_of(be)->stream>>>(M, N, xt, X, beta, ot, out);
+    k_col_sum<<<(unsigned)((N + CS_TX - 1) / CS_TX), dim3(CS_TX, CS_TY), 0, st_of(be)->stream>>>(M, N, xt, X, beta, ot,
+                                                                                                 out);
     LAUNCH_CHECK("k_col_sum");
     return 0;
 }
@@ -786,7 +823,11 @@ static int plan_get(cuda_state *st, const gemm_key *key, const void *bias, gemm_
     gemm_plan fresh;
     memset(&fresh, 0, sizeof fresh);
     fresh.key = *key;
-    if (plan_build_into(st, key, bias, &fresh) != 0) {
+    const double t0 = host_seconds();
+    const int built = plan_build_into(st, key, bias, &fresh);
+    st->n_plan_build++;
+    st->host_plan_s += host_seconds() - t0;
+    if (built != 0) {
         plan_release(&fresh);
         return -1;
     }
@@ -825,9 +866,9 @@ static int lt_matmul(ab_backend *be, const gemm_key *key, float alpha, const voi
 /* The product engine of gemm and gemm_batched (cuda_internal.h): batch products
  * C_z = epi(alpha op(A_z) op(B_z) + bias) + beta C_z, X_z = X + z * sx elements, strides >= 0
  * (a plain gemm: batch 1, strides 0). Column-major view, as plan_build_into's comment says. */
-static int gemm_strided(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at, const void *A,
-                        int lda, long long sa, ab_dtype bt, const void *B, int ldb, long long sb, const void *bias,
-                        ab_epilogue epi, float beta, ab_dtype ct, void *C, int ldc, long long sc, int batch) {
+static int gemm_strided_(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at, const void *A,
+                         int lda, long long sa, ab_dtype bt, const void *B, int ldb, long long sb, const void *bias,
+                         ab_epilogue epi, float beta, ab_dtype ct, void *C, int ldc, long long sc, int batch) {
     if (M <= 0 || N <= 0 || K <= 0 || batch < 1)
         return ab_errorf("gemm: bad shape M=%d N=%d K=%d batch %d", M, N, K, batch);
     if (batch == 1) sa = sb = sc = 0; /* one product: the strides mean nothing */
@@ -848,6 +889,7 @@ static int gemm_strided(ab_backend *be, int ta, int tb, int M, int N, int K, flo
         if (!wa || !wb) return -1;
         AB_TRY(cuda_cast(be, na, at, A, AB_F32, wa));
         AB_TRY(cuda_cast(be, nb, bt, B, AB_F32, wb));
+        st->n_widen++;
         A = wa;
         B = wb;
         at = bt = AB_F32;
@@ -871,8 +913,12 @@ static int gemm_strided(ab_backend *be, int ta, int tb, int M, int N, int K, flo
         key.align_c = align_batch(C, sc, ab_dtype_size(ct), batch);
         key.align_bias = bias ? align_of(bias) : 0;
         const int rc = lt_matmul(be, &key, alpha, A, B, bias, beta, C);
-        if (rc != -2) return rc;
+        if (rc != -2) {
+            st->n_lt += rc == 0;
+            return rc;
+        }
     }
+    st->n_fallback++;
     /* fallback: cublasGemmStridedBatchedEx (any alignment, fp32 compute, default math mode: no
      * TF32) into fp32 scratch, the products dense one after the other, then our epilogue */
     const size_t mn = (size_t)M * (size_t)N, n = mn * (size_t)batch;
@@ -887,6 +933,18 @@ static int gemm_strided(ab_backend *be, int ta, int tb, int M, int N, int K, flo
                                                              ct, C, ldc, sc);
     LAUNCH_CHECK("k_gemm_finish");
     return 0;
+}
+
+static int gemm_strided(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at, const void *A,
+                        int lda, long long sa, ab_dtype bt, const void *B, int ldb, long long sb, const void *bias,
+                        ab_epilogue epi, float beta, ab_dtype ct, void *C, int ldc, long long sc, int batch) {
+    cuda_state *st = st_of(be);
+    const double t0 = host_seconds();
+    const int rc = gemm_strided_(be, ta, tb, M, N, K, alpha, at, A, lda, sa, bt, B, ldb, sb, bias, epi, beta, ct, C,
+                                 ldc, sc, batch);
+    st->n_gemm++;
+    st->host_gemm_s += host_seconds() - t0;
+    return rc;
 }
 
 static int cuda_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at, const void *A,
@@ -961,6 +1019,12 @@ static void cuda_destroy(ab_backend *be) {
     if (st) {
         on_device_quiet(st);
         if (st->stream) cudaStreamSynchronize(st->stream);
+        if (getenv("AB_CUDA_STATS"))
+            fprintf(stderr,
+                    "cuda stats: %lld GEMM calls (%.3f s host, %.1f us each): %lld by cuBLASLt, %lld by the "
+                    "fallback, %lld widened to fp32; %lld plans built (%.3f s host)\n",
+                    st->n_gemm, st->host_gemm_s, st->n_gemm ? 1e6 * st->host_gemm_s / (double)st->n_gemm : 0.0,
+                    st->n_lt, st->n_fallback, st->n_widen, st->n_plan_build, st->host_plan_s);
         ab_cuda_layers_free(be); /* its plans and workspace, while the handle and the allocator are here */
         if (st->dnn) cudnnDestroy(st->dnn);
         for (int i = 0; i < GEMM_CACHE; i++) plan_release(&st->plans[i]);

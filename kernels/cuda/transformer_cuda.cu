@@ -463,7 +463,13 @@ __global__ void k_emb_bwd_pos(int R, int L, int C, const int32_t *ids, const int
     }
 }
 
-/* dtype[t] += dy[r] over the rows of type t in row order (the CPU's): one thread per (t, c) */
+/* dtype[t] += dy[r] over the rows of type t in row order (the CPU's): one thread per (t, c). The
+ * adds form one chain per thread; EMB_UNROLL rows' loads are issued before their adds (a row not
+ * of type t leaves v as it was, not v + 0, which would turn -0 into +0), so the chain waits on
+ * memory once per EMB_UNROLL rows, not once per row (BERT-base: 4096 rows, 2 ms a step on an
+ * H200 as one load per add). */
+enum { EMB_UNROLL = 8 };
+
 __global__ void k_emb_bwd_type(int R, int C, const int32_t *ids, const int32_t *types, const float *dy, int vocab,
                                int n_types, float *dtype) {
     const size_t n = (size_t)n_types * (size_t)C;
@@ -471,7 +477,20 @@ __global__ void k_emb_bwd_type(int R, int C, const int32_t *ids, const int32_t *
         const int t = (int)(i / (size_t)C);
         const size_t c = i % (size_t)C;
         float v = dtype[i];
-        for (int r = 0; r < R; r++)
+        int r = 0;
+        for (; r + EMB_UNROLL <= R; r += EMB_UNROLL) {
+            float d[EMB_UNROLL];
+            int take[EMB_UNROLL];
+#pragma unroll
+            for (int u = 0; u < EMB_UNROLL; u++) {
+                take[u] = types[r + u] == t && emb_ok(ids[r + u], t, vocab, n_types);
+                d[u] = take[u] ? dy[(size_t)(r + u) * C + c] : 0.0f;
+            }
+#pragma unroll
+            for (int u = 0; u < EMB_UNROLL; u++)
+                if (take[u]) v += d[u];
+        }
+        for (; r < R; r++)
             if (types[r] == t && emb_ok(ids[r], t, vocab, n_types)) v += dy[(size_t)r * C + c];
         dtype[i] = v;
     }
