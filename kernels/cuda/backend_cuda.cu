@@ -312,7 +312,7 @@ __global__ void k_relu_bwd_16(size_t n, uint16_t expmask, const uint16_t *y, con
  * AMP step's GPU time on an H200 (ncu, results/gpu/2026-12-04-h200-4's notes). */
 enum { CS_TX = 32, CS_TY = 32 };
 
-__global__ void k_col_sum(int M, int N, ab_dtype xt, const void *X, float beta, ab_dtype ot, void *out) {
+__global__ void __launch_bounds__(CS_TX * CS_TY) k_col_sum(int M, int N, ab_dtype xt, const void *X, float beta, ab_dtype ot, void *out) {
     __shared__ float s_part[CS_TY][CS_TX + 1];
     const int tx = threadIdx.x, ty = threadIdx.y, j = blockIdx.x * CS_TX + tx;
     float acc = 0.0f;
