@@ -19,6 +19,7 @@
 #include "backend_cpu.h"
 #include "comm_engines.h"
 #include "glue.h"
+#include "model_step.h"
 #include "params.h"
 #include "platform.h"
 #include "wordpiece.h"
@@ -36,6 +37,9 @@ static const char usage[] =
     "                                    ([CLS] ... [SEP], padding left out); --task T reads FILE as\n"
     "                                    GLUE task T's TSV (sentence pairs for RTE, ...), else each\n"
     "                                    line is one text\n"
+    "       ampbench model-step --model M [--input CxHxW | --max-seq-len S] [--batch-size B] [--gpu NAME]\n"
+    "                                    the modelled time of one training step on a named GPU, in\n"
+    "                                    fp32, tf32, amp and bf16 (ampbench model-step --help)\n"
     "       ampbench --help | --version\n"
     "       mpirun -np N ampbench train|bench [options]   data parallel: N ranks, rank 0 prints and writes\n"
     "\n"
@@ -123,6 +127,13 @@ static int set_positive(const option_row *o, const char *v, cli *c) {
 
 static int set_string(const option_row *o, const char *v, cli *c) {
     *(const char **)field(o, c) = v;
+    return 0;
+}
+
+static int set_proj_gpu(const option_row *o, const char *v, cli *c) {
+    (void)o;
+    if (!ab_gpu_spec_find(v)) return ab_errorf("'%s' is not a GPU of the step model's table (%s)", v, ab_gpu_spec_names());
+    c->cfg.proj_gpu = v;
     return 0;
 }
 
@@ -349,6 +360,9 @@ static const option_row rows[] = {
     {"inject-inf-step", "N", "fault injection: +inf in one gradient at step N", "-1 = never",
      LONG(cfg.inject_inf_step, -1, 1L << 40)},
     {"inject-inf-rank", "R", "... on rank R only", "-1 = every rank", INT(cfg.inject_inf_rank, -1, 1 << 20)},
+    {"proj-gpu", "NAME", "projection: the GPU whose modelled step a run off a GPU projects from\n"
+                         "(ampbench model-step; a GPU run projects from its measured step)", "rtx3090",
+     CALL(set_proj_gpu)},
     {"proj-gpu-bw", "B/S", "projection: GPU ring bus bandwidth", "2.4e10, or the measured NCCL one",
      POSITIVE(cfg.proj_gpu_bw)},
     {"proj-gpu-latency", "S", "projection: GPU all-reduce latency per step", "2e-05", POSITIVE(cfg.proj_gpu_latency)},
@@ -811,15 +825,18 @@ int main(int argc, char **argv) {
         if (rc != 0) fprintf(stderr, "ampbench: %s\n", ab_error());
         return rc ? (strncmp(ab_error(), "tokenize:", 9) == 0 ? 2 : 1) : 0;
     }
+    if (strcmp(argv[1], "model-step") == 0) return ab_model_step_main(argc, argv);
     const int is_train = strcmp(argv[1], "train") == 0, is_bench = strcmp(argv[1], "bench") == 0;
     if (!is_train && !is_bench) {
-        fprintf(stderr, "ampbench: unknown command '%s' (expected train, bench or tokenize; see --help)\n", argv[1]);
+        fprintf(stderr, "ampbench: unknown command '%s' (expected train, bench, model-step or tokenize; see --help)\n",
+                argv[1]);
         return 2;
     }
     cli opts = {.repeats = 5};
     ab_train_config_defaults(&opts.cfg);
     opts.cfg.workload = &ab_workloads;
     opts.cfg.platform = &ab_platform;
+    opts.cfg.step_model = ab_model_step_hook;
     /* two passes: the first only learns --model, whose recipe then sets the defaults that the
      * second pass's options override */
     cli first = opts;

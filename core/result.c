@@ -51,7 +51,17 @@ static void add_data_parallel(cJSON *o, const ab_train_config *c, const ab_run_r
             cJSON_AddItemToArray(gp, cJSON_CreateNumber((double)r->gpu_per_rank[i]));
     }
     if (steps == 0 || r->train_samples == 0) return;
-    const double t_compute = (time - r->comm_time_s) / (double)steps;
+    /* the step the projection scales: a GPU run's own (measured), else the modelled GPU step of
+     * the same configuration; the CPU's only when there is no model (a CPU step says nothing about
+     * a GPU's scaling: the record says which) */
+    const double t_measured = (time - r->comm_time_s) / (double)steps;
+    const int on_gpu = !r->device.is_host;
+    const int modelled = !on_gpu && r->step_model.valid;
+    const double t_compute = modelled ? r->step_model.est.time_s : t_measured;
+    char step_source[48];
+    if (on_gpu) snprintf(step_source, sizeof step_source, "measured-gpu");
+    else if (modelled) snprintf(step_source, sizeof step_source, "modelled:%s", r->step_model.gpu);
+    else snprintf(step_source, sizeof step_source, "measured-cpu");
     /* the GPU figures take a measured NCCL bandwidth where this run had one; CPU processes
      * sharing memory say nothing about GPU links, nor does any run here about a network */
     const int measured = algbw > 0 && W > 1 && strcmp(r->comm_engine, "nccl") == 0;
@@ -66,8 +76,10 @@ static void add_data_parallel(cJSON *o, const ab_train_config *c, const ab_run_r
                             "PROJECTED, not measured: ring all-reduce cost model, t_step(N) = t_compute + "
                             "2(N-1)/N * grad_bytes / bandwidth + latency (N > 1), epoch(N) = "
                             "ceil(train_samples / (N * batch * accum)) * t_step(N), per-rank batch fixed, "
-                            "t_compute measured on this run");
+                            "t_compute as step_source says");
+    cJSON_AddStringToObject(p, "step_source", step_source);
     cJSON_AddItemToObject(p, "compute_time_per_step_s", num(t_compute));
+    cJSON_AddItemToObject(p, "measured_compute_time_per_step_s", num(t_measured));
     cJSON_AddNumberToObject(p, "grad_bytes", grad_bytes);
     cJSON_AddItemToObject(p, "bandwidth_Bps", num(gpu_bw));
     cJSON_AddItemToObject(p, "latency_s", num(gpu_lat));
@@ -90,6 +102,31 @@ static void add_data_parallel(cJSON *o, const ab_train_config *c, const ab_run_r
             cJSON_AddItemToObject(j, "latency_s", num(lat));
             cJSON_AddItemToArray(pts, j);
         }
+}
+
+/* The modelled GPU step (core/stepmodel.h) of the run's configuration: modelled, never measured */
+static void add_step_model(cJSON *o, const ab_step_model_result *m) {
+    if (!m->valid) return;
+    cJSON *s = cJSON_AddObjectToObject(o, "step_model");
+    cJSON_AddStringToObject(s, "method",
+                            "MODELLED, not measured: each op of the step at the longer of its FLOPs at the GPU's "
+                            "peak for its precision and its bytes at the memory bandwidth, derated by the efficiency "
+                            "table, plus a gap per kernel (docs/step-model.md)");
+    cJSON_AddStringToObject(s, "gpu", m->gpu);
+    cJSON_AddStringToObject(s, "gpu_label", m->gpu_label);
+    cJSON_AddItemToObject(s, "step_time_s", num(m->est.time_s));
+    cJSON_AddItemToObject(s, "math_bound_s", num(m->est.math_bound_s));
+    cJSON_AddItemToObject(s, "memory_bound_s", num(m->est.memory_bound_s));
+    cJSON_AddItemToObject(s, "gap_s", num(m->est.gap_s));
+    cJSON_AddNumberToObject(s, "flops", m->est.flops);
+    cJSON_AddNumberToObject(s, "bytes", m->est.bytes);
+    cJSON_AddNumberToObject(s, "kernels", (double)m->est.kernels);
+    cJSON *e = cJSON_AddObjectToObject(s, "efficiency");
+    cJSON_AddNumberToObject(e, "tensor", m->eff.tensor);
+    cJSON_AddNumberToObject(e, "fp32", m->eff.fp32);
+    cJSON_AddNumberToObject(e, "memory", m->eff.memory);
+    cJSON_AddNumberToObject(e, "gap_s", m->eff.gap_s);
+    cJSON_AddNumberToObject(e, "sync_s", m->eff.sync_s);
 }
 
 /* A device backend's description: what it is, and the driver's view of its memory beside the
@@ -310,6 +347,7 @@ static cJSON *build(const ab_train_config *c, const ab_run_record *r) {
     }
 
     add_data_parallel(o, c, r);
+    add_step_model(o, &r->step_model);
 
     cJSON *lc = cJSON_AddArrayToObject(o, "loss_curve");
     for (size_t i = 0; i < r->n_curve; i++) {

@@ -680,12 +680,31 @@ static int describe_device(trainer *t) {
     return 0;
 }
 
+/* The modelled GPU step of this configuration (rank 0, which writes the record): on the run's own
+ * GPU when it is on one the table knows, else on proj_gpu. A model that cannot be made (a GPU
+ * without the run's precision) is said on stderr and left out: the run goes on. */
+static void model_step(trainer *t) {
+    const ab_train_config *c = t->cfg;
+    ab_run_record *rec = t->rec;
+    memset(&rec->step_model, 0, sizeof rec->step_model);
+    if (!c->step_model || rec->rank != 0) return;
+    const ab_gpu_spec *g = t->be->ops->is_host ? ab_gpu_spec_find(c->proj_gpu ? c->proj_gpu : "rtx3090")
+                                               : ab_gpu_spec_match(rec->device.name);
+    if (!g) return; /* a GPU the table does not have: its measured step stands alone */
+    if (c->step_model(c, &t->train->info, g->name, &rec->step_model) != 0) {
+        if (!c->quiet) fprintf(stderr, "ampbench: no modelled step on the %s: %s\n", g->label, ab_error());
+        ab_error_clear();
+        memset(&rec->step_model, 0, sizeof rec->step_model);
+    }
+}
+
 /* the record's epochs and machine; the run's first two lines: the model and the recipe */
 static int start_run(trainer *t) {
     const ab_train_config *c = t->cfg;
     ab_run_record *rec = t->rec;
     if (!(rec->epochs = calloc((size_t)c->epochs, sizeof *rec->epochs))) return ab_errorf("out of host memory");
     AB_TRY(describe_device(t));
+    model_step(t);
     if (!verbose(t)) return 0;
     printf("Model %s: %ld parameters, %.4g M multiply-adds per sample; %s, %d train and %d test samples\n", c->model,
            rec->parameters, rec->macs_per_sample / 1e6, c->dataset, t->train->n, t->test->n);

@@ -13,8 +13,18 @@
 #include "model.h"
 #include "optim.h"
 #include "scaler.h"
+#include "stepmodel.h"
 
 typedef struct ab_train_config ab_train_config;
+
+/* A run's modelled GPU step (core/stepmodel.h): what the projection takes as its step when the
+ * run is not on a GPU, and what a GPU run's measured step is set beside. */
+typedef struct {
+    int valid;
+    char gpu[24], gpu_label[64]; /* the table's name and label */
+    ab_step_estimate est;
+    ab_step_eff eff;
+} ab_step_model_result;
 
 /* A workload provider: what turns the names in a configuration into a data set and a model.
  * The core knows none of them; ampbench and the tests hand it the registry of models/ and
@@ -90,6 +100,14 @@ struct ab_train_config {
     /* projection of scaling beyond this machine: ring all-reduce bandwidth (B/s) and latency (s)
      * per step; a bandwidth <= 0 means the default, or the measured one where one was measured */
     double proj_gpu_bw, proj_gpu_latency, proj_node_bw, proj_node_latency;
+    /* the GPU step model: a run not on a GPU projects from the modelled step of this
+     * configuration on proj_gpu (a name of the GPU table, core/stepmodel.c; NULL: rtx3090, the
+     * articles'); a GPU run is modelled on its own GPU where the table has it, beside its measured
+     * step. step_model fills out for the model's samples s (the program's: ampbench's is
+     * bench/model_step.c); NULL: no model, and the projection says its step is the CPU's. */
+    const char *proj_gpu;
+    int (*step_model)(const ab_train_config *c, const ab_sample_info *s, const char *gpu,
+                      ab_step_model_result *out);
 };
 
 /* Documented defaults of the projection (docs/data-parallel.md): PCIe 4.0 x16-class GPU links
@@ -138,6 +156,7 @@ typedef struct {
     ab_scaler scaler;
     ab_mem mem;
     ab_device_info device; /* from the backend's describe op (is_host: the CPU; else the device) */
+    ab_step_model_result step_model; /* the modelled GPU step (ab_train_config.step_model), valid or not */
     int complete, interrupted;
     /* data parallelism: world_size 1 and engine "none" for a single process */
     int world_size, rank;

@@ -38,6 +38,16 @@ expect_error 2 "--lr needs a value (LR), got the option '--quiet'" -- train --lr
 expect_error 2 "--quiet takes no value, got '1'" -- train --quiet=1
 expect_error 2 "unexpected argument 'extra'" -- train --quiet extra
 expect_error 2 "unexpected argument 'extra'" -- train -- extra
+# model-step (the GPU step model): bad input gets one line, and the table names every precision
+expect_error 2 "model-step: unknown GPU 'b200'" -- model-step --model mlp --gpu b200
+expect_error 2 "model-step: unknown option '--bogus'" -- model-step --model mlp --bogus 1
+expect_error 2 "model-step: --model NAME is required" -- model-step --gpu a100
+expect_error 2 "model-step: --input 'x' is not CxHxW" -- model-step --model resnet50 --input x
+expect_error 2 "model-step: --max-seq-len is for BERT" -- model-step --model resnet50 --max-seq-len 64
+expect_error 2 "--proj-gpu: 'b200' is not a GPU of the step model's table" -- train --proj-gpu b200
+"$AMPBENCH" model-step --model mlp --gpu v100 >"$tmp/ms" 2>&1 || fail "model-step --model mlp --gpu v100 failed: $(cat "$tmp/ms")"
+for p in fp32 amp; do grep -qE "^  $p +[0-9.]+ +[0-9.]+ +[0-9.]+x" "$tmp/ms" || fail "model-step: no $p row: $(cat "$tmp/ms")"; done
+grep -q "^  bf16 .*has no BF16" "$tmp/ms" || fail "model-step: the V100's missing bf16 not said: $(cat "$tmp/ms")"
 expect_error 2 "--blocks: '1,1,x,1' is not four blocks per stage" -- train --blocks 1,1,x,1
 expect_error 2 "--blocks: '1,1,1' is not four blocks per stage" -- train --blocks 1,1,1
 expect_error 2 "--blocks: '1,1,1,1,1' is not four blocks per stage" -- train --blocks=1,1,1,1,1

@@ -72,6 +72,10 @@ typedef struct {
      * AMP slots and all[], so that the ratios and tables stay those of GradScaler's AMP. */
     double static_scale;
     int has_projection;
+    /* the record's step_model (modelled, not measured): the step and the GPU (NAN and "" when the
+     * record has none), and its projection's step_source ("" in records that predate it) */
+    double model_step_s;
+    char model_gpu[24], model_gpu_label[64], step_source[48];
     /* a run refused for want of memory ("fits_in_memory": false): kept out of the ratios */
     int did_not_fit;
     double memory_limit;   /* memory_limit_bytes, NAN without --memory-limit */
@@ -226,6 +230,9 @@ typedef struct {
     char proj_kind[16];
     double proj_speedup, proj_efficiency_pct, proj_epoch_time_s;
     double proj_speedup_vs_fp32; /* proj_speedup * samples_per_s(amp) / samples_per_s(fp32) */
+    /* MODELLED: 100 * (1 - step_model(amp) / step_model(fp32)) when both records model the same GPU */
+    double model_amp_time_saving_pct;
+    char model_gpu[24], model_gpu_label[64];
 } hr_ratios;
 
 /* proj_n, proj_kind: the projection point read (4 "gpus": the articles' 4 GPUs; 4 "nodes"). */

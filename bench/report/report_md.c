@@ -99,7 +99,10 @@ static void time_meaning(FILE *f, const claim_ctx *x) {
     if (strcmp(w->amp->backend, "cpu") == 0) {
         fprintf(f, "The CPU backend emulates fp16: tensors are rounded to fp16 for storage and converted back for "
                    "fp32 arithmetic, so AMP does the FP32 work plus conversions and there are no tensor cores to "
-                   "gain from; a slower AMP run is the expected result on a CPU. ");
+                   "gain from%s. ",
+                t < 0 ? "; a slower AMP run is what a CPU gives"
+                      : "; what it gained here came from moving half the bytes of fp16 tensors, not from fp16 "
+                        "arithmetic");
         if (isfinite(rep))
             fprintf(f, "The reported %g%% comes from fp16 tensor cores on a GPU and cannot be reproduced on this "
                        "machine.", rep);
@@ -309,9 +312,28 @@ static void projection_meaning(FILE *f, const claim_ctx *x) {
     char b[48];
     fprintf(f, "**Projected** from `%s`: %s; compute time per step %.3g s, gradient bytes %.0f, "
                "link bandwidth %s GB/s. It assumes the single-device compute time and the modelled all-reduce, "
-               "nothing else.",
+               "nothing else. ",
             pr->name, hr_str(p, "method", "cost model"), hr_num(p, "compute_time_per_step_s", NAN),
             hr_num(p, "grad_bytes", NAN), fmt_num(b, sizeof b, bw / 1e9, "%.2f"));
+    if (strncmp(pr->step_source, "modelled:", 9) == 0)
+        fprintf(f, "Its step is the **modelled** step of this configuration on the %s (docs/step-model.md), not "
+                   "this run's own (%.3g s).",
+                *pr->model_gpu_label ? pr->model_gpu_label : pr->step_source + 9,
+                hr_num(p, "measured_compute_time_per_step_s", NAN));
+    else if (strcmp(pr->step_source, "measured-gpu") == 0)
+    {
+        if (pr->model_step_s > 0)
+            fprintf(f, "Its step is this GPU run's own, measured; the step model gives %.3g s on the %s "
+                       "(docs/step-model.md).",
+                    pr->model_step_s, pr->model_gpu_label);
+        else
+            fprintf(f, "Its step is this GPU run's own, measured.");
+    }
+    else
+        fprintf(f, "**Its step is a CPU's**: a step tens of times longer than a GPU's makes the all-reduce look "
+                   "negligible, so this figure is near-ideal by construction and says nothing about a GPU's "
+                   "scaling%s.",
+                *pr->step_source ? "" : " (a record made before the step model)");
 }
 
 /* The seed groups of a workload's complete runs (hr_seed_groups), allocated; NULL on error. */
@@ -808,6 +830,29 @@ static int time_cell(char *b, size_t n, const claim_ctx *x) {
     return 1;
 }
 
+static int model_time_cell(char *b, size_t n, const claim_ctx *x) {
+    const hr_ratios *q = x->q;
+    if (!isfinite(q->model_amp_time_saving_pct)) return 0;
+    snprintf(b, n, "%+.1f%% on the %s (FP32 step %.1f ms -> AMP %.1f ms, **modelled**)", q->model_amp_time_saving_pct,
+             q->model_gpu_label, 1e3 * x->w->fp32->model_step_s, 1e3 * x->w->amp->model_step_s);
+    return 1;
+}
+
+static void model_time_meaning(FILE *f, const claim_ctx *x) {
+    const hr_ratios *q = x->q;
+    if (!isfinite(q->model_amp_time_saving_pct)) {
+        fprintf(f, "No modelled step in the FP32 and AMP records (records made before the step model, or of "
+                   "different GPUs): `ampbench model-step --model %s --gpu rtx3090` gives it.",
+                x->w->model);
+        return;
+    }
+    const double rep = hr_num(x->claim, "value", NAN);
+    fprintf(f, "The GPU step model (docs/step-model.md) for this configuration: each op at the longer of its FLOPs "
+               "at the GPU's peak and its bytes at its bandwidth. It errs fast, so this is an upper bound of what "
+               "AMP saves on that GPU.");
+    if (isfinite(rep)) fprintf(f, " The articles' %g%% is %s it.", rep, rep <= q->model_amp_time_saving_pct ? "within" : "above");
+}
+
 static int memory_cell(char *b, size_t n, const claim_ctx *x) {
     if (!isfinite(x->q->amp_memory_saving_pct)) return 0;
     snprintf(b, n, "%+.1f%% (FP32 %.2f -> AMP %.2f MB peak, comparable total)", x->q->amp_memory_saving_pct,
@@ -889,6 +934,8 @@ typedef struct {
 
 static const claim_row claim_rows[] = {
     {"AMP time saving vs FP32", 0, "amp_time_saving", time_cell, time_meaning, NULL},
+    {"AMP time saving vs FP32 on the articles' GPU, modelled", 0, "amp_time_saving", model_time_cell,
+     model_time_meaning, NULL},
     {"AMP peak-memory saving vs FP32", 0, "amp_memory_saving", memory_cell, memory_meaning, NULL},
     {"AMP test-accuracy delta", 0, "amp_accuracy_delta", accuracy_cell, accuracy_meaning, NULL},
     {"data-parallel speed-up over one AMP device, measured", 0, "dp_speedup_vs_amp", dp_cell, dp_meaning, NULL},

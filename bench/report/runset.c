@@ -179,6 +179,11 @@ static int run_from_json(const char *path, cJSON *j, hr_run *r) {
     r->static_scale = strcmp(hr_str(amp, "loss_scale_mode", "dynamic"), "static") == 0 ? r->init_scale : 0.0;
     const cJSON *proj = cJSON_GetObjectItemCaseSensitive(j, "projection");
     r->has_projection = cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(proj, "points"));
+    copy_str(r->step_source, sizeof r->step_source, hr_str(proj, "step_source", ""));
+    const cJSON *sm = cJSON_GetObjectItemCaseSensitive(j, "step_model");
+    r->model_step_s = hr_num(sm, "step_time_s", NAN);
+    copy_str(r->model_gpu, sizeof r->model_gpu, hr_str(sm, "gpu", ""));
+    copy_str(r->model_gpu_label, sizeof r->model_gpu_label, hr_str(sm, "gpu_label", ""));
     r->did_not_fit = cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(j, "fits_in_memory"));
     r->memory_limit = hr_num(j, "memory_limit_bytes", NAN);
     r->oom_would_need = hr_num(cJSON_GetObjectItemCaseSensitive(j, "out_of_memory"), "would_need_bytes", NAN);
@@ -698,7 +703,14 @@ void hr_compute_ratios(const hr_workload *w, int proj_n, const char *proj_kind, 
     o->amp_time_saving_pct = o->amp_memory_saving_pct = o->amp_accuracy_delta = NAN;
     o->dp_speedup_vs_amp = o->dp_speedup_vs_fp32 = o->dp_efficiency_pct = o->dp_time_saving_pct = NAN;
     o->proj_speedup = o->proj_efficiency_pct = o->proj_epoch_time_s = o->proj_speedup_vs_fp32 = NAN;
+    o->model_amp_time_saving_pct = NAN;
+    o->model_gpu[0] = o->model_gpu_label[0] = 0;
     const hr_run *f = w->fp32, *a = w->amp, *d = w->dp;
+    if (f && a && f->model_step_s > 0 && a->model_step_s > 0 && strcmp(f->model_gpu, a->model_gpu) == 0) {
+        o->model_amp_time_saving_pct = 100.0 * (1.0 - a->model_step_s / f->model_step_s);
+        copy_str(o->model_gpu, sizeof o->model_gpu, a->model_gpu);
+        copy_str(o->model_gpu_label, sizeof o->model_gpu_label, a->model_gpu_label);
+    }
     if (usable(f) && usable(a)) {
         /* Same work in both runs, so the time ratio is the inverse throughput ratio; throughput
          * also stays comparable when one of the two was interrupted. */
