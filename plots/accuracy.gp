@@ -2,11 +2,16 @@
 # sd min max seeds; nseeds: the seeds of each series. One seed: a line; several: the per-epoch mean
 # as a line inside a translucent band from the lowest to the highest seed (min..max), with the
 # same range as error bars at each epoch (a run of one epoch has a band of no width).
-# reported (> 0): the articles' FP32 accuracy, a dashed line titled reported_title; evalset: "test"
-# or "dev" (GLUE's dev set), which the title and axis name.
+# reported_file (when not ""): a file whose one value is the articles' FP32 accuracy, drawn as a
+# dashed line titled reported_title; evalset: "test" or "dev" (GLUE's dev set), which the title
+# and axis name.
 load gpdir."/common.gp"
 if (!exists("evalset")) evalset = "test"
-if (!exists("reported")) reported = -1
+reported = -1
+if (exists("reported_file") && reported_file ne "") {
+    stats reported_file using 1 nooutput
+    reported = STATS_max
+}
 set title sprintf("%s accuracy per epoch: %s", evalset eq "dev" ? "Dev" : "Test", workload) noenhanced font ",14"
 set xlabel "epoch" offset 0,0.7
 set ylabel sprintf("%s accuracy (%%)", evalset) offset 1,0

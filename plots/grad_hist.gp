@@ -17,8 +17,9 @@ set object 4 rect from first 16, graph 0 to graph 1, graph 1 fc rgb "#7f7f7f" fs
 set label 1 "fp16: flushed to 0" at first -49, graph 0.05 tc rgb "#d62728"
 set label 2 "subnormal" at first -24.5, graph 0.05 tc rgb "#ff7f0e"
 set label 3 "normal" at first -13.5, graph 0.05 tc rgb "#2ca02c"
-set label 4 "overflow" at first 16.5, graph 0.05 tc rgb "#7f7f7f"
-set key top right box opaque
+set label 4 "overflow" at first 19.5, graph 0.05 right tc rgb "#7f7f7f"
+# the key where fp16 flushes to zero: the far left, which the curves reach last
+set key top left box opaque font ",10"
 set style data steps
 plot file index 0 using 1:($2*100) with steps lw 2 lc rgb color(1) title sprintf("step %d", step0) noenhanced, \
      file index 1 using 1:($2*100) with steps lw 3 lc rgb color(2) title sprintf("step %d (last census)", step1) noenhanced, \

@@ -202,6 +202,14 @@ int main(int argc, char **argv) {
     }
     if (af) fclose(af);
     CHECK(!strcmp(line, "1 70.0000 NaN 70.0000 70.0000 1\n"), "%s: first epoch '%s'", acc, line);
+    /* the articles' 75% for ResNet-50 is the dashed line the accuracy plot draws, from this file */
+    snprintf(acc, sizeof acc, "%s/data/accuracy_resnet50_reported.dat", tmp);
+    af = fopen(acc, "r");
+    line[0] = 0;
+    while (af && fgets(line, sizeof line, af) && line[0] == '#') {
+    }
+    if (af) fclose(af);
+    CHECK(!strcmp(line, "75\n"), "%s: the reported accuracy line reads '%s', not 75", acc, line);
     check_seeds(argv[1], &rep, argv[3], tmp);
     /* a file that is not a PNG is told apart */
     char fake[1300], err[1400];

@@ -842,8 +842,8 @@ static void model_time_meaning(FILE *f, const claim_ctx *x) {
     const hr_ratios *q = x->q;
     if (!isfinite(q->model_amp_time_saving_pct)) {
         fprintf(f, "No modelled step in the FP32 and AMP records (records made before the step model, or of "
-                   "different GPUs): `ampbench model-step --model %s --gpu rtx3090` gives it.",
-                x->w->model);
+                   "different GPUs): `ampbench model-step --model %s%s --gpu rtx3090` gives it.",
+                x->w->model, strcmp(x->w->model, "bert") == 0 ? " --init-from DIR" : "");
         return;
     }
     const double rep = hr_num(x->claim, "value", NAN);

@@ -102,7 +102,9 @@ static int plot_savings(const hr_workload *ws, int nw, const hr_reported *rep, c
     FILE *f = hr_open_data(dd, "amp_savings.dat");
     if (!f) return -1;
     fprintf(f, "# workload reported_time_saving_pct measured_time_saving_pct reported_memory_saving_pct "
-               "measured_memory_saving_pct has_reported has_measured (NaN: no figure)\n");
+               "measured_memory_saving_pct has_reported has_measured modelled_time_saving_pct (NaN: no figure)\n");
+    int on_cpu = 0;
+    char model_gpu[64] = "";
     int rows = 0;
     char seen[HR_MAX_WORKLOADS * 2][64];
     int n_seen = 0;
@@ -111,6 +113,9 @@ static int plot_savings(const hr_workload *ws, int nw, const hr_reported *rep, c
         hr_ratios q;
         if (ws[i].n_all == 0) continue; /* a peer result only */
         hr_compute_ratios(&ws[i], 4, "gpus", &q);
+        /* the workload's own figure (a variant, resnet50-cifar, takes the one of the workload it stands
+         * for); none for a workload the articles give none for, as REPORT says ("no figure for this
+         * workload"), rather than another workload's bar */
         const cJSON *ct = hr_reported_claim(rep, ws[i].model, "amp_time_saving", 0);
         const cJSON *cm = hr_reported_claim(rep, ws[i].model, "amp_memory_saving", 0);
         char lab[64];
@@ -120,7 +125,11 @@ static int plot_savings(const hr_workload *ws, int nw, const hr_reported *rep, c
         fmt_or_nan(f, q.amp_time_saving_pct);
         fmt_or_nan(f, hr_num(cm, "value", NAN));
         fmt_or_nan(f, q.amp_memory_saving_pct);
-        fprintf(f, " %d 1\n", ct || cm);
+        fprintf(f, " %d 1", ct || cm);
+        fmt_or_nan(f, q.model_amp_time_saving_pct);
+        fprintf(f, "\n");
+        if (ws[i].all[0] && strcmp(ws[i].all[0]->backend, "cpu") == 0) on_cpu = 1;
+        if (*q.model_gpu_label && !*model_gpu) snprintf(model_gpu, sizeof model_gpu, "%s", q.model_gpu_label);
         /* a variant (resnet50-cifar) stands for the reported workload (resnet50) it is set beside */
         snprintf(seen[n_seen++], 64, "%s", hr_reported_key(rep, ws[i].model));
         rows++;
@@ -138,14 +147,18 @@ static int plot_savings(const hr_workload *ws, int nw, const hr_reported *rep, c
         fmt_or_nan(f, hr_num(ct, "value", NAN));
         fprintf(f, " NaN");
         fmt_or_nan(f, hr_num(cm, "value", NAN));
-        fprintf(f, " NaN 1 0\n");
+        fprintf(f, " NaN 1 0 NaN\n");
         snprintf(seen[n_seen++], 64, "%s", wl->string);
         rows++;
     }
     fclose(f);
     if (rows == 0) return 0;
-    char vars[512];
-    snprintf(vars, sizeof vars, "out='../amp_savings.png'; w=%d; h=%d; data='amp_savings.dat'", HR_PLOT_W, HR_PLOT_H);
+    char vars[768];
+    snprintf(vars, sizeof vars,
+             "out='../amp_savings.png'; w=%d; h=%d; data='amp_savings.dat'; measured='%s'; modelled='%s'",
+             HR_PLOT_W, HR_PLOT_H,
+             on_cpu ? "measured here on a CPU (fp16 emulated: no tensor cores)" : "measured here",
+             *model_gpu ? model_gpu : "");
     AB_TRY(hr_gnuplot(dd, gp, "amp_savings.gp", vars));
     return hr_add_drawn(drawn, max, n, "amp_savings.png");
 }
@@ -340,9 +353,17 @@ static int plot_accuracy(const hr_workload *w, const hr_reported *rep, const cha
     const cJSON *claim = hr_reported_claim_mode(rep, w->model, "fp32", "test_accuracy");
     const double rv = hr_num(claim, "value", NAN);
     const int r_epochs = (int)hr_num(hr_reported_workload(rep, w->model), "epochs", 0);
+    char rfile[96] = "";
     if (isfinite(rv)) {
         if (r_epochs > 0) snprintf(reported, sizeof reported, "the articles (FP32): %g%% after %d epochs", rv, r_epochs);
         else snprintf(reported, sizeof reported, "the articles (FP32): %g%%", rv);
+        /* the line's value as a data file the script reads, so what is drawn is what is written */
+        snprintf(rfile, sizeof rfile, "accuracy_%s_reported.dat", model);
+        FILE *rf = hr_open_data(dd, rfile);
+        if (!rf) return -1;
+        fprintf(rf, "# the articles' FP32 test accuracy for %s (results/reported.json), the dashed line\n%g\n", model,
+                rv);
+        fclose(rf);
     }
     /* the set the accuracy was measured on: GLUE's dev set is not a test set */
     const hr_run *any = w->n_all ? w->all[0] : w->n_peer ? w->peer_all[0] : NULL;
@@ -350,9 +371,8 @@ static int plot_accuracy(const hr_workload *w, const hr_reported *rep, const cha
     const char *set = strstr(td, "dev") ? "dev" : "test";
     snprintf(vars, sizeof vars,
              "out='../%s'; w=%d; h=%d; files='%s'; titles='%s'; nseeds='%s'; workload='%s'; maxepoch=%d; "
-             "reported=%g; reported_title='%s'; evalset='%s'",
-             out, HR_PLOT_W, HR_PLOT_H, files, titles, nseeds, model, max_epoch, isfinite(rv) ? rv : -1.0, reported,
-             set);
+             "reported_file='%s'; reported_title='%s'; evalset='%s'",
+             out, HR_PLOT_W, HR_PLOT_H, files, titles, nseeds, model, max_epoch, rfile, reported, set);
     AB_TRY(hr_gnuplot(dd, gp, "accuracy.gp", vars));
     return hr_add_drawn(drawn, max, n, out);
 }
