@@ -88,10 +88,12 @@ def grad_paragraph(report, model):
                           r"against ([\d.]+)% at step 1; ([\d.]+)% more", sec.group(1), re.S)
     acc = sec and re.search(r"the run ends at ([\d.]+)% test accuracy and train loss [\d.]+, against ([\d.]+)%",
                             sec.group(1))
-    if not m or not acc:
+    sub = sec and re.search(r"AMP's dynamic scale \(\d+ at that census\) leaves [\d.]+% of its stored activation "
+                            r"gradients in the flush range and ([\d.]+)% subnormal", sec.group(1))
+    if not m or not acc or not sub:
         fail("grad-range REPORT.md: no FP32 paragraph for %s" % model)
         return None
-    return [float(m.group(k)) for k in (1, 2, 3)] + [float(acc.group(1)), float(acc.group(2))]
+    return [float(m.group(k)) for k in (1, 2, 3)] + [float(acc.group(1)), float(acc.group(2)), float(sub.group(1))]
 
 
 # ---- the records ----
@@ -201,9 +203,11 @@ if all(g.values()):
         "%.1f%% of ResNet-50's (%.2f%% at step 1)" % (g["resnet50"][0], g["resnet50"][1]),
         "%.1f%% with the CIFAR stem" % g["resnet50-cifar"][0], "%.1f%% of BERT-base's" % g["bert-base"][0],
         "%.1f%% of the MLP's" % g["mlp"][0],
+        "up to %.1f%% stay subnormal" % max(v[5] for v in g.values()),
         "BERT (MiniLM, one epoch) %.2f%% vs %.2f%% with it" % (g["bert"][3], g["bert"][4]),
         "ResNet-50 %.2f%% vs %.2f%% (2 epochs, one seed)" % (g["resnet50"][3], g["resnet50"][4]),
-        "MLP %.2f%% vs %.2f%%" % (g["mlp"][3], g["mlp"][4]))
+        "MLP %.2f%% vs %.2f%%" % (g["mlp"][3], g["mlp"][4]),
+        "with the CIFAR stem it came out lower, %.2f%% vs %.2f%%" % (g["resnet50-cifar"][3], g["resnet50-cifar"][4]))
 # BERT accuracy (3 seeds)
 (fm, fs, am, as_, pm, ps), (d_amp, iv_amp), (d_tools, iv_tools) = seed_figures(acc_b, rep_b)
 wb = acc_b[("fp32", 0, 1)]["workload"]

@@ -229,6 +229,7 @@ typedef struct {
     int proj_n;
     char proj_kind[16];
     double proj_speedup, proj_efficiency_pct, proj_epoch_time_s;
+    double proj_bandwidth_Bps, proj_latency_s; /* the link of the point read (a node's network for "nodes") */
     double proj_speedup_vs_fp32; /* proj_speedup * samples_per_s(amp) / samples_per_s(fp32) */
     /* MODELLED: 100 * (1 - step_model(amp) / step_model(fp32)) when both records model the same GPU */
     double model_amp_time_saving_pct;

@@ -308,13 +308,15 @@ static void projection_meaning(FILE *f, const claim_ctx *x) {
         fprintf(f, "No projection in this folder.");
         return;
     }
-    const double bw = hr_num(p, "bandwidth_Bps", NAN);
+    /* the link of the point read: a node's network for the nodes figure, the GPUs' link for the GPUs' */
+    const double bw = x->q->proj_bandwidth_Bps;
     char b[48];
     fprintf(f, "**Projected** from `%s`: %s; compute time per step %.3g s, gradient bytes %.0f, "
-               "link bandwidth %s GB/s. It assumes the single-device compute time and the modelled all-reduce, "
-               "nothing else. ",
+               "%s bandwidth %s GB/s, latency %.0f us. It assumes the single-device compute time and the modelled "
+               "all-reduce, nothing else. ",
             pr->name, hr_str(p, "method", "cost model"), hr_num(p, "compute_time_per_step_s", NAN),
-            hr_num(p, "grad_bytes", NAN), fmt_num(b, sizeof b, bw / 1e9, "%.2f"));
+            hr_num(p, "grad_bytes", NAN), strcmp(x->q->proj_kind, "nodes") == 0 ? "network (between nodes)" : "GPU link",
+            fmt_num(b, sizeof b, bw / 1e9, "%.2f"), 1e6 * x->q->proj_latency_s);
     if (strncmp(pr->step_source, "modelled:", 9) == 0)
         fprintf(f, "Its step is the **modelled** step of this configuration on the %s (docs/step-model.md), not "
                    "this run's own (%.3g s).",
@@ -895,7 +897,7 @@ static int projection_cell(char *b, size_t n, const claim_ctx *x) {
     char e[64], t[64];
     if (!isfinite(q->proj_speedup)) return 0;
     snprintf(b, n, "%.2fx at %d %s, efficiency %s%%, epoch %ss (**projected**)", q->proj_speedup, q->proj_n,
-             q->proj_kind, fmt_num(e, sizeof e, q->proj_efficiency_pct, "%.0f"),
+             q->proj_kind, fmt_num(e, sizeof e, q->proj_efficiency_pct, "%.1f"),
              fmt_num(t, sizeof t, q->proj_epoch_time_s, "%.3g "));
     return 1;
 }

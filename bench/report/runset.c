@@ -703,6 +703,7 @@ void hr_compute_ratios(const hr_workload *w, int proj_n, const char *proj_kind, 
     o->amp_time_saving_pct = o->amp_memory_saving_pct = o->amp_accuracy_delta = NAN;
     o->dp_speedup_vs_amp = o->dp_speedup_vs_fp32 = o->dp_efficiency_pct = o->dp_time_saving_pct = NAN;
     o->proj_speedup = o->proj_efficiency_pct = o->proj_epoch_time_s = o->proj_speedup_vs_fp32 = NAN;
+    o->proj_bandwidth_Bps = o->proj_latency_s = NAN;
     o->model_amp_time_saving_pct = NAN;
     o->model_gpu[0] = o->model_gpu_label[0] = 0;
     const hr_run *f = w->fp32, *a = w->amp, *d = w->dp;
@@ -746,6 +747,8 @@ void hr_compute_ratios(const hr_workload *w, int proj_n, const char *proj_kind, 
             o->proj_speedup = hr_num(best, "speedup", NAN);
             o->proj_efficiency_pct = 100.0 * hr_num(best, "efficiency", NAN);
             o->proj_epoch_time_s = hr_num(best, "epoch_time_s", NAN);
+            o->proj_bandwidth_Bps = hr_num(best, "bandwidth_Bps", NAN);
+            o->proj_latency_s = hr_num(best, "latency_s", NAN);
             if (usable(a) && usable(f)) o->proj_speedup_vs_fp32 = o->proj_speedup * a->samples_per_s / f->samples_per_s;
         }
     }
