@@ -61,6 +61,28 @@ run bert-tiny_fp32 "$pb/bert_glue.py" --model bert-tiny --precision fp32 --vocab
 run bert-tiny_amp "$pb/bert_glue.py" --model bert-tiny --precision amp --vocab "$data/bert-base-uncased/vocab.txt" "${bert[@]}"
 run minilm_fp32 "$pb/bert_glue.py" --init-from "$data/all-MiniLM-L6-v2" --precision fp32 "${bert[@]}"
 
+# the BERT peer's fit search: the boundary is a batch that fits and the next that does not, and
+# every probe on the side the verdict says (a cap a few samples above bert-tiny's 34 MB at batch 1)
+if "$py" "$pb/bert_glue.py" --model bert-tiny --precision fp32 --vocab "$data/bert-base-uncased/vocab.txt" \
+        --max-seq-len 32 --train-subset 16 --test-subset 8 --data "$data/glue/SST-2" --device cpu \
+        --memory-limit 36M --find-max-batch --out "$work/fit.result" >"$work/fit.log" 2>&1 &&
+    python3 - "$work/fit.result" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+b, lim, pr = r["max_batch"], r["memory_limit_bytes"], {p["batch"]: p for p in r["probes"]}
+assert r["tool"] == "pytorch-fit" and b >= 1, r
+assert pr[b]["fits"] and pr[b]["peak_memory_bytes"] <= lim, pr[b]
+assert not pr[b + 1]["fits"] and pr[b + 1]["would_need_bytes"] > lim, pr.get(b + 1)
+for k, p in pr.items():
+    assert p["fits"] == (k <= b), p
+PY
+then
+    echo "ok   bert-tiny --find-max-batch under 36M: batch $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["max_batch"])' "$work/fit.result")"
+else
+    echo "FAIL bert-tiny --find-max-batch: $(tail -3 "$work/fit.log")" >&2
+    fails=$((fails + 1))
+fi
+
 # the records against the schema (with whichever python3 has jsonschema)
 for p in python3 /usr/bin/python3; do
     if "$p" -c 'import jsonschema' 2>/dev/null; then

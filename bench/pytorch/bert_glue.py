@@ -401,6 +401,10 @@ def parse_args():
                     help="GPU: cap the caching allocator at SIZE (8G: powers of 1024) with "
                          "torch.cuda.set_per_process_memory_fraction; a run that does not fit writes "
                          "fits_in_memory false and exits 3. CPU: recorded, not enforced")
+    ap.add_argument("--find-max-batch", action="store_true",
+                    help="the largest --batch-size whose training step fits --memory-limit (the comparable "
+                         "total on the CPU, the capped allocator on a GPU), as ampbench --find-max-batch; "
+                         "writes a 'pytorch-fit' record to --out and exits")
     ap.add_argument("--out", default="", help="JSON result file (written atomically after each epoch)")
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--dry-run", action="store_true", help="read and tokenize the data, print the counts, stop")
@@ -517,6 +521,125 @@ def build_model(a, num_labels, tok_vocab_size):
     return model.float(), desc, cfg
 
 
+def find_max_batch(a, prog, say, dev, cuda, amp, ac_dtype, limit, data, n_train, resident_bytes, k_labels,
+                   vocab_size, started):
+    """The largest batch whose one training step (forward, backward, AdamW's step, so its state exists)
+    holds at most `limit`: on the CPU the comparable total (parameters, gradients, optimizer state,
+    the tensors autograd saves, MemoryMeter), on a GPU max_memory_allocated under the capped
+    allocator (an out-of-memory error is a batch that does not fit). Probes 1 and 2 give the bytes a
+    sample adds; the search starts where that line crosses the limit and walks to the boundary, as
+    ampbench --find-max-batch does. Writes a "pytorch-fit" record to --out."""
+    import gc
+    import torch
+    import torch.nn.functional as F
+    if not limit:
+        die("--find-max-batch needs --memory-limit SIZE (the 8 GB question: --memory-limit 8G)", 2)
+    t_ids, t_tt, t_mask, t_y = data
+    autocast = pc.make_autocast(dev, ac_dtype)
+    probes = {}
+
+    def probe(B):
+        if B in probes:
+            return probes[B]
+        torch.manual_seed(a.seed)
+        model = opt = None
+        total, fits = None, False
+        try:
+            model = build_model(a, k_labels, vocab_size)[0].to(dev)
+            model.train()
+            opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.999), eps=1e-8)
+            scaler = pc.make_scaler(a, dev, amp)
+            meter = pc.MemoryMeter(dev, cuda, resident_bytes)
+            if cuda:
+                torch.cuda.reset_peak_memory_stats(dev)
+            idx = torch.arange(B, device=dev) % n_train
+            with meter.saved_scope(model), autocast():
+                out = model(input_ids=t_ids[idx], attention_mask=t_mask[idx], token_type_ids=t_tt[idx]).logits
+                loss = F.cross_entropy(out.float(), t_y[idx])
+            if amp:
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+            else:
+                loss.backward()
+                opt.step()
+            total = meter.read(model, opt)[1]["total"]
+            fits = total <= limit
+        except torch.cuda.OutOfMemoryError:
+            fits = False
+        finally:
+            del model, opt
+            gc.collect()
+            if cuda:
+                torch.cuda.empty_cache()
+        probes[B] = (fits, total)
+        say("batch %d: %s%s" % (B, "fits" if fits else "does not fit",
+                                ", %s bytes" % format(total, ",") if total is not None else " (out of memory)"))
+        return probes[B]
+
+    commit, dirty = pc.git_info()
+    best = None
+    ok1, m1 = probe(1)
+    if ok1:
+        ok2, m2 = probe(2)
+        if not ok2:
+            best = 1
+        else:
+            # the line through batches 1 and 2 where it crosses the limit, then the boundary around it
+            per = m2 - m1
+            guess = max(3, int((limit - (m1 - per)) // per)) if per and per > 0 else 4
+            lo, hi = 2, None  # lo fits; hi, when known, does not
+            ok = probe(guess)[0]
+            lo, hi = (guess, None) if ok else (lo, guess)
+            step = 1
+            while hi is None:  # up from a guess that fits: +1, +2, +4, ... until one does not
+                b = lo + step
+                if probe(b)[0]:
+                    lo = b
+                    step *= 2
+                else:
+                    hi = b
+            step = 1
+            while hi - lo > 1:  # down from one that does not: -1, -2, -4, ... until one does
+                b = max(lo + 1, hi - step)
+                if probe(b)[0]:
+                    lo = b
+                    break
+                hi = b
+                step *= 2
+            while hi - lo > 1:  # then halve what is left
+                b = (lo + hi) // 2
+                if probe(b)[0]:
+                    lo = b
+                else:
+                    hi = b
+            best = lo
+    rec = {
+        "tool": "pytorch-fit", "schema_version": 1, "git_commit": commit,
+        "script": "bench/pytorch/bert_glue.py", "torch": torch.__version__,
+        "model": a.model, "dataset": a.dataset, "precision": a.precision, "device": str(dev),
+        "max_seq_len": a.max_seq_len, "accum_steps": 1, "memory_limit_bytes": limit,
+        "limited_by": "--memory-limit" + (" (the capped caching allocator)" if cuda else
+                                          " (the comparable total: not enforced on the CPU, compared)"),
+        "method": ("one training step per probe (forward, backward, AdamW's step) of a fresh model; " +
+                   ("torch.cuda.max_memory_allocated less the resident data set" if cuda else
+                    "parameters + gradients + optimizer state + the tensors autograd saved (saved_tensors_hooks, "
+                    "each storage once): comparable with ampbench's tracked total")),
+        "max_batch": best, "peak_memory_at_max_batch_bytes": probes[best][1] if best else None,
+        "first_batch_refused": (best or 0) + 1,
+        "refused_would_need_bytes": probes.get((best or 0) + 1, (False, None))[1],
+        "started_at": started,
+        "probes": [{"batch": b, "fits": f, **({"peak_memory_bytes": t} if f else {"would_need_bytes": t})}
+                   for b, (f, t) in sorted(probes.items())],
+    }
+    say("largest batch whose step holds at most %s bytes: %s" % (format(limit, ","), best))
+    if dirty is not None:
+        rec["git_dirty"] = dirty
+    if a.out:
+        pc.write_atomic(a.out, rec)
+    return 0
+
+
 def main():
     a = parse_args()
     started = pc.utc_now()
@@ -628,6 +751,10 @@ def main():
     gc.collect()
     resident_bytes = sum(t.numel() * t.element_size() for t in (t_ids, t_tt, t_mask, t_y, v_ids, v_tt, v_mask, v_y))
     meter = pc.MemoryMeter(dev, cuda, resident_bytes)  # VmRSS now; VmHWM reset on the CPU
+
+    if a.find_max_batch:
+        return find_max_batch(a, PROG, say, dev, cuda, amp, ac_dtype, limit, (t_ids, t_tt, t_mask, t_y), n_train,
+                              resident_bytes, k_labels, vocab_size, started)
 
     # ---- model ----
     model, weights_desc, cfg = build_model(a, k_labels, vocab_size)
