@@ -105,6 +105,7 @@ if [ "$ABLATION" = 1 ]; then
     grep -qx amp-ls1 <<< "${MODES//,/$'\n'}" || MODES="$MODES,amp-ls1"
     [ -z "$PEER_MODES" ] || grep -qx amp-ls1 <<< "${PEER_MODES//,/$'\n'}" || PEER_MODES="$PEER_MODES,amp-ls1"
 fi
+PEER_MODES_GIVEN=0; [ -n "$PEER_MODES" ] && PEER_MODES_GIVEN=1
 [ -n "$PEER_MODES" ] || PEER_MODES=$MODES
 for m in ${MODES//,/ } ${PEER_MODES//,/ }; do
     case "$m" in fp32|amp|amp-ls1|bf16|dp-amp) ;; *) echo "run_all.sh: unknown mode '$m' (fp32, amp, amp-ls1, bf16, dp-amp)" >&2; exit 2 ;; esac
@@ -202,7 +203,14 @@ GIT=$(git -c 'safe.directory=*' -C "$ROOT" rev-parse --short HEAD 2>/dev/null ||
 echo "machine: $HOST, $CPU, $CORES cores; GPUs: $GPU_NAMES; MPI: $MPI_IMPL; device: $DEVICE"
 [ -n "$PROBE_WHY" ] && echo "note: $PROBE_WHY"
 [ "$MPI_OK" = 1 ] || echo "note: no data-parallel runs: $MPI_WHY"
-if [ -n "$PY" ]; then echo "peers: PyTorch $TORCH_VERSION ($PY)"; else echo "note: no PyTorch peers: $PEERS_NOTE"; fi
+# PyTorch's fp16 autocast on a CPU runs its convolutions and products without optimized kernels
+# (ResNet-50's 30 quick steps: hours): the CPU quick profile leaves the peers' AMP out unless
+# --peer-modes asks for it, and says so
+if [ -n "$PY" ] && [ "$DEVICE" = cpu ] && [ "$MODE" = quick ] && [ "$PEER_MODES_GIVEN" = 0 ]; then
+    PEER_MODES=$(tr ',' '\n' <<< "$PEER_MODES" | grep -vx -e amp -e dp-amp | paste -sd, -)
+    PEERS_NOTE="the CPU quick profile runs the peers in ${PEER_MODES:-no mode}: PyTorch's fp16 autocast on a CPU has no optimized kernels (--peer-modes to ask for it)"
+fi
+if [ -n "$PY" ]; then echo "peers: PyTorch $TORCH_VERSION ($PY)${PEERS_NOTE:+; $PEERS_NOTE}"; else echo "note: no PyTorch peers: $PEERS_NOTE"; fi
 
 # ---- the manifest (run.json), rewritten atomically after every run --------------------------------
 jstr() { printf '"%s"' "$(printf '%s' "$1" | tr -d '\000-\037' | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g')"; }
