@@ -355,8 +355,8 @@ def rec(tool, model, prec):
         return json.load(open(os.path.join(out, "%s_%s_%s.json" % (tool, model, prec))))
     except Exception:
         return None
-print("%-15s %-9s %-5s %10s %9s %11s %11s %8s %9s" % ("model", "tool", "prec", "samples/s", "epoch s", "peak MiB",
-                                                     "driver MiB", "acc %", "overflows"))
+print("%-15s %-9s %-5s %10s %9s %11s %11s %8s %9s %10s" % ("model", "tool", "prec", "samples/s", "epoch s", "peak MiB",
+                                                          "driver MiB", "acc %", "overflows", "modelled"))
 for model in MODELS:
     for tool in ("ampbench", "pytorch"):
         for prec in ("fp32", "amp"):
@@ -367,10 +367,13 @@ for model in MODELS:
             mem = (r.get("peak_memory_bytes") or {}).get("total") or 0
             drv = (r.get("gpu") or {}).get("driver_used_bytes_by_run")
             mp = r.get("mixed_precision", r.get("amp")) or {}
-            print("%-15s %-9s %-5s %10.0f %9.3f %11.1f %11s %8.2f %9d" % (
+            sm = r.get("step_model") or {}
+            bs = (r.get("workload") or {}).get("batch_size") or 0
+            modelled = "%.0f" % (bs / sm["step_time_s"]) if sm.get("step_time_s") and bs else "-"
+            print("%-15s %-9s %-5s %10.0f %9.3f %11.1f %11s %8.2f %9d %10s" % (
                 model, tool, prec, r.get("samples_per_s") or 0, ep.get("time_s") or 0, mem / 2**20,
                 "%.1f" % (drv / 2**20) if drv is not None else "-", r.get("final_test_accuracy") or 0,
-                len(mp.get("overflow_events", []))))
+                len(mp.get("overflow_events", [])), modelled))
 for model in MODELS:
     for prec in ("fp32", "amp"):
         a, b = rec("ampbench", model, prec), rec("pytorch", model, prec)
@@ -384,6 +387,8 @@ for model in MODELS:
                   ", peak memory %.1f%% less" % (100 * (1 - ma / mb)) if ma and mb else ""))
 print("peak MiB: ampbench's tracked allocator (data set excluded) / PyTorch's max_memory_allocated less the resident "
       "data set; driver MiB: cudaMemGetInfo growth over the run, context excluded")
+print("modelled: samples/s of the GPU step model for the same configuration on this GPU (ampbench's records' "
+      "step_model, docs/step-model.md): modelled, not measured; it leaves out the host and errs fast")
 print("samples/s: the check's short runs (ResNet %s steps, BERT %s, the first 5 untimed; the MLP one epoch): they say "
       "that each path runs and what it holds, not how fast it is; bench/run_all.sh measures speed"
       % (sys.argv[2], sys.argv[3]))
