@@ -281,6 +281,14 @@ int ab_model_step_main(int argc, char **argv) {
             usage();
             return 0;
         }
+        static const char *const known[] = {"--model", "--gpu", "--init-from", "--breakdown", "--input", "--max-seq-len",
+                                            "--classes", "--batch-size", "--hidden", "--optimizer", "--clip-grad-norm"};
+        int is_known = 0;
+        for (size_t k = 0; k < sizeof known / sizeof known[0]; k++) is_known |= strcmp(f, known[k]) == 0;
+        if (!is_known) {
+            ab_errorf("model-step: unknown option '%s' (ampbench model-step --help)", f);
+            goto bad;
+        }
         if (need(i, argc, argv) != 0) goto bad;
         const char *v = argv[++i];
         if (strcmp(f, "--model") == 0) a.model = v;
@@ -288,7 +296,9 @@ int ab_model_step_main(int argc, char **argv) {
         else if (strcmp(f, "--init-from") == 0) a.arch = v;
         else if (strcmp(f, "--breakdown") == 0) a.breakdown = v;
         else if (strcmp(f, "--input") == 0) {
-            if (sscanf(v, "%dx%dx%d", &a.C, &a.H, &a.W) != 3 || a.C < 1 || a.H < 1 || a.W < 1 || a.C > 4) {
+            int used = 0;
+            if (sscanf(v, "%dx%dx%d%n", &a.C, &a.H, &a.W, &used) != 3 || v[used] != 0 || a.C < 1 || a.H < 1 ||
+                a.W < 1 || a.C > 4) {
                 ab_errorf("model-step: --input '%s' is not CxHxW (C of 1 to 4, e.g. 3x224x224)", v);
                 goto bad;
             }

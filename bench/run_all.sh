@@ -37,7 +37,7 @@ usage() {
 usage: bench/run_all.sh [--quick | --full] [options]
   --quick             a fixed number of optimizer steps per run (default): the config's
                       quick_steps on a GPU (minutes); on a CPU the CPU profile, its cpu_steps
-                      and cpu_test columns (all workloads in about 40 minutes on 2 cores)
+                      and cpu_test columns (all workloads in about 25 minutes on 2 cores)
   --full              the articles' epochs (MLP 10, ResNet-50 50, ...): hours for the large models
   --max-steps N       optimizer steps per run (overrides the profile's steps; 0 = whole epochs)
   --epochs N          epochs per run (overrides the config's full_epochs)
@@ -261,7 +261,7 @@ record() { # name workload mode status seconds reason [tool]; the run's seed is 
 # reduced recipe in another config (accuracy-cpu.conf: 3 epochs); the profile says which
 if [ "$MODE" = full ]; then PROFILE=full PROFILE_WHY="--full"  # completed below, once the epochs are known
 elif [ "$DEVICE" = cuda ]; then PROFILE=quick PROFILE_WHY="--quick on a GPU: the quick_steps of $(basename "$CONF")"
-else PROFILE=quick-cpu PROFILE_WHY="--quick without a usable GPU: the CPU profile (the cpu_steps and cpu_test columns of $(basename "$CONF")), sized to finish every workload in about 40 minutes on 2 cores; throughput and memory are measured, accuracy after so few steps says nothing"
+else PROFILE=quick-cpu PROFILE_WHY="--quick without a usable GPU: the CPU profile (the cpu_steps and cpu_test columns of $(basename "$CONF")), sized to finish every workload in about 25 minutes on 2 cores; throughput and memory are measured, accuracy after so few steps says nothing"
 fi
 [ -n "$STEPS" ] && PROFILE_WHY="$PROFILE_WHY; --max-steps $STEPS for every run"
 [ -n "$EPOCHS" ] && PROFILE_WHY="$PROFILE_WHY; --epochs $EPOCHS for every run"

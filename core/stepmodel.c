@@ -1,6 +1,7 @@
 /* The GPU step model (stepmodel.h): the GPU table, the efficiency table, the op and step times. */
 #include "stepmodel.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -39,9 +40,28 @@ const ab_gpu_spec *ab_gpu_spec_find(const char *name) {
     return NULL;
 }
 
+/* 1 when word occurs in s with no letter or digit on either side ("A100" in "NVIDIA A100-SXM4-80GB",
+ * not in "NVIDIA RTX A1000") */
+static int has_word(const char *s, const char *word) {
+    const size_t n = strlen(word);
+    for (const char *p = strstr(s, word); p; p = strstr(p + 1, word)) {
+        const int before = p == s || !isalnum((unsigned char)p[-1]);
+        const int after = !isalnum((unsigned char)p[n]);
+        if (before && after) return 1;
+    }
+    return 0;
+}
+
 const ab_gpu_spec *ab_gpu_spec_match(const char *device_name) {
-    for (int i = 0; device_name && i < N_GPUS; i++)
-        if (strstr(device_name, gpus[i].marker)) return &gpus[i];
+    if (!device_name) return NULL;
+    /* variants the table's figures are not: PCIe and NVL boards (lower clocks, other memory), the
+     * 3090 Ti; better no model than another part's */
+    static const char *const not_these[] = {"PCIe", "PCIE", "NVL", "Ti"};
+    for (size_t k = 0; k < sizeof not_these / sizeof not_these[0]; k++)
+        if (has_word(device_name, not_these[k]) || strstr(device_name, "-PCIE") || strstr(device_name, "-PCIe"))
+            return NULL;
+    for (int i = 0; i < N_GPUS; i++)
+        if (has_word(device_name, gpus[i].marker)) return &gpus[i];
     return NULL;
 }
 

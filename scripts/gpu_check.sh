@@ -368,7 +368,8 @@ for model in MODELS:
             drv = (r.get("gpu") or {}).get("driver_used_bytes_by_run")
             mp = r.get("mixed_precision", r.get("amp")) or {}
             sm = r.get("step_model") or {}
-            bs = (r.get("workload") or {}).get("batch_size") or 0
+            wl = r.get("workload") or {}
+            bs = (wl.get("batch_size") or 0) * (wl.get("accum_steps") or 1) * (r.get("world_size") or 1)
             modelled = "%.0f" % (bs / sm["step_time_s"]) if sm.get("step_time_s") and bs else "-"
             print("%-15s %-9s %-5s %10.0f %9.3f %11.1f %11s %8.2f %9d %10s" % (
                 model, tool, prec, r.get("samples_per_s") or 0, ep.get("time_s") or 0, mem / 2**20,

@@ -50,7 +50,22 @@ def sps(r):
     return r["samples_per_s"]
 
 
-def proj(r, n, kind):
+def modelled_saving(f, a):
+    """the step model's AMP time saving per sample (step_model of both records, one GPU)"""
+    def per_sample(r):
+        w = r["workload"]
+        if r.get("step_model", {}).get("gpu") != "rtx3090":
+            fail("%s: no step_model on the rtx3090" % w.get("model"))
+            return math.nan
+        return r["step_model"]["step_time_s"] / (w["batch_size"] * w.get("accum_steps", 1) * r.get("world_size", 1))
+    return 100 * (1 - per_sample(a) / per_sample(f))
+
+
+def proj(r, n, kind, source="modelled:rtx3090"):
+    """the projection point (n, kind) of record r, whose step must be the one source names (None: any)"""
+    if source and r["projection"].get("step_source") != source:
+        fail("%s: the projection's step is %s, not the one modelled on the rtx3090" % (
+            r.get("workload", {}).get("model"), r["projection"].get("step_source")))
     for p in r["projection"]["points"]:
         if p["n"] == n and p.get("kind", "gpus") == kind:
             return p
@@ -97,7 +112,8 @@ def grad_paragraph(report, model):
 
 
 # ---- the records ----
-quick = {n: load("run_all-quick", n + ".json") for n in (
+R4 = os.path.join(root, "results", "cpu", "2026-12-04-epyc-2core")
+quick = {n: load("run_all-quick", n + ".json", base=R4) for n in (
     "resnet50-fp32", "resnet50-amp", "resnet50-dp-amp", "resnet50-cifar-fp32", "resnet50-cifar-amp",
     "resnet50-cifar-dp-amp", "bert-base-fp32", "bert-base-amp", "bert-base-dp-amp")}
 fits = {(s, p): load("bert_fit_map", "fit-%d-%s.json" % (s, p)) for s in (128, 256, 512) for p in ("fp32", "amp")}
@@ -136,7 +152,10 @@ def add(row, *texts):
 # ResNet-50 time: AMP's time over FP32's for the same work = FP32 samples/s over AMP's
 add("ResNet-50, CIFAR-10: AMP time saving",
     "%.2fx (CIFAR stem)" % (sps(q["resnet50-cifar-fp32"]) / sps(q["resnet50-cifar-amp"])),
-    "%.2fx (torchvision stem)" % (sps(q["resnet50-fp32"]) / sps(q["resnet50-amp"])))
+    "%.2fx (torchvision stem)" % (sps(q["resnet50-fp32"]) / sps(q["resnet50-amp"])),
+    "**modelled** on an RTX 3090: %.1f%% (CIFAR stem), %.1f%% (torchvision stem)" % (
+        modelled_saving(q["resnet50-cifar-fp32"], q["resnet50-cifar-amp"]),
+        modelled_saving(q["resnet50-fp32"], q["resnet50-amp"])))
 # memory
 for stem, tag, bold in (("resnet50-cifar", "with the CIFAR stem", True), ("resnet50", "with torchvision's stem", False)):
     f, a = peak(q[stem + "-fp32"]), peak(q[stem + "-amp"])
@@ -159,8 +178,10 @@ add("ResNet-50: AMP accuracy delta",
     "%d epochs' %g%%" % (reported["workloads"]["resnet50"]["epochs"], claim["resnet50.fp32.accuracy"]["value"]))
 # 4 GPUs (projected) and 2 CPU ranks (measured)
 add("ResNet-50: 4 GPUs over one AMP GPU",
-    "%.2fx (torchvision stem), %.2fx (CIFAR stem) **projected**" % (
-        proj(q["resnet50-amp"], 4, "gpus")["speedup"], proj(q["resnet50-cifar-amp"], 4, "gpus")["speedup"]),
+    "%.2fx (torchvision stem), %.2fx (CIFAR stem) **projected** from the step modelled on an RTX 3090, over a "
+    "PCIe-class %.0f GB/s link" % (
+        proj(q["resnet50-amp"], 4, "gpus")["speedup"], proj(q["resnet50-cifar-amp"], 4, "gpus")["speedup"],
+        proj(q["resnet50-amp"], 4, "gpus")["bandwidth_Bps"] / 1e9),
     "needs 4 GPUs",
     "2 CPU ranks: %.2fx and %.2fx" % (sps(q["resnet50-dp-amp"]) / sps(q["resnet50-amp"]),
                                      sps(q["resnet50-cifar-dp-amp"]) / sps(q["resnet50-cifar-amp"])))
@@ -171,7 +192,6 @@ add("BERT-base: FP32 fits an 8 GB GPU",
         lim // 2**30, fits[(128, "fp32")]["max_batch"], fits[(256, "fp32")]["max_batch"],
         fits[(512, "fp32")]["max_batch"]))
 # [f]: both tools' comparable totals at batch 32
-R4 = os.path.join(root, "results", "cpu", "2026-12-04-epyc-2core")
 bm = {n: load("bert-base-memory", n + ".json", base=R4) for n in ("bert-base-fp32", "bert-base-fp32-pytorch")}
 if all(bm.values()):
     pt, ab = bm["bert-base-fp32-pytorch"], bm["bert-base-fp32"]
@@ -189,10 +209,12 @@ add("BERT-base: AMP fits, with a larger batch",
     "%s less memory at batch %d (%s -> %s MB)" % (pct1(100 * (1 - a / f)), q["bert-base-fp32"]["workload"]["batch_size"],
                                                 mb(f), mb(a)))
 add("BERT-base: AMP epoch-time saving",
-    "AMP took %.2fx the FP32 time" % (sps(q["bert-base-fp32"]) / sps(q["bert-base-amp"])))
+    "AMP took %.2fx the FP32 time" % (sps(q["bert-base-fp32"]) / sps(q["bert-base-amp"])),
+    "**modelled** on an RTX 3090: %.1f%%" % modelled_saving(q["bert-base-fp32"], q["bert-base-amp"]))
 pn = proj(q["bert-base-amp"], 4, "nodes")
 add("BERT-base: 4 nodes over one",
-    "%.1f%% less **projected** (%.2fx)" % (100 * (1 - 1 / pn["speedup"]), pn["speedup"]), "needs 4 GPUs",
+    "%.1f%% less **projected** (%.2fx) from the step modelled on an RTX 3090, over a %.1f GB/s network" % (
+        100 * (1 - 1 / pn["speedup"]), pn["speedup"], pn["bandwidth_Bps"] / 1e9), "needs 4 GPUs",
     "2 CPU ranks: %.1f%% less" % (100 * (1 - sps(q["bert-base-amp"]) / sps(q["bert-base-dp-amp"]))))
 # gradient underflow (grad-range REPORT.md)
 g = {m: grad_paragraph(rep_g, m) for m in ("bert", "resnet50", "resnet50-cifar", "bert-base", "mlp")}
@@ -243,7 +265,7 @@ if all(mlp.values()):
         "PyTorch %.2f%% FP32, %.2f%% AMP" % (pf["final_test_accuracy"], pa["final_test_accuracy"])]
     mlp_figs["data-parallel AMP speed-up over one AMP device"] = [
         "%.2fx with %d CPU ranks (measured)" % (sps(dp) / sps(a16), dp["world_size"]),
-        "%.2fx for 4 GPUs **projected from this CPU's step**" % proj(a16, 4, "gpus")["speedup"]]
+        "%.2fx for 4 GPUs **projected from this CPU's step**" % proj(a16, 4, "gpus", None)["speedup"]]
 
 # ---- README's tables ----
 NUM = re.compile(r"(?<![\w.])[-+]?\d[\d,]*(?:\.\d+)?")

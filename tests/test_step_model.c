@@ -100,6 +100,11 @@ static void test_model(void) {
     check("device names: an A100", ab_gpu_spec_match("NVIDIA A100-SXM4-80GB") == a100);
     check("device names: the H200", ab_gpu_spec_match("NVIDIA H200") == ab_gpu_spec_find("h200"));
     check("device names: a GPU not in the table", ab_gpu_spec_match("Tesla T4") == NULL);
+    check("device names: the RTX 3090", ab_gpu_spec_match("NVIDIA GeForce RTX 3090") == ab_gpu_spec_find("rtx3090"));
+    check("device names: an H100 SXM", ab_gpu_spec_match("NVIDIA H100 80GB HBM3") == ab_gpu_spec_find("h100"));
+    check("device names: not the A100 in an RTX A1000", ab_gpu_spec_match("NVIDIA RTX A1000") == NULL);
+    check("device names: not the SXM figures for a PCIe board", ab_gpu_spec_match("NVIDIA A100-PCIE-40GB") == NULL);
+    check("device names: not the 3090's figures for a 3090 Ti", ab_gpu_spec_match("NVIDIA GeForce RTX 3090 Ti") == NULL);
 }
 
 /* the modelled step of a configuration (as ampbench's runs get it), fp32 products as m says */

@@ -75,6 +75,7 @@ typedef struct {
     /* the record's step_model (modelled, not measured): the step and the GPU (NAN and "" when the
      * record has none), and its projection's step_source ("" in records that predate it) */
     double model_step_s;
+    double model_samples_per_step; /* batch x micro-batches x ranks: what one modelled step trains on */
     char model_gpu[24], model_gpu_label[64], step_source[48];
     /* a run refused for want of memory ("fits_in_memory": false): kept out of the ratios */
     int did_not_fit;
@@ -231,7 +232,8 @@ typedef struct {
     double proj_speedup, proj_efficiency_pct, proj_epoch_time_s;
     double proj_bandwidth_Bps, proj_latency_s; /* the link of the point read (a node's network for "nodes") */
     double proj_speedup_vs_fp32; /* proj_speedup * samples_per_s(amp) / samples_per_s(fp32) */
-    /* MODELLED: 100 * (1 - step_model(amp) / step_model(fp32)) when both records model the same GPU */
+    /* MODELLED: 100 * (1 - per-sample step_model(amp) / per-sample step_model(fp32)) when both records
+     * model the same GPU */
     double model_amp_time_saving_pct;
     char model_gpu[24], model_gpu_label[64];
 } hr_ratios;

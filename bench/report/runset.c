@@ -182,6 +182,7 @@ static int run_from_json(const char *path, cJSON *j, hr_run *r) {
     copy_str(r->step_source, sizeof r->step_source, hr_str(proj, "step_source", ""));
     const cJSON *sm = cJSON_GetObjectItemCaseSensitive(j, "step_model");
     r->model_step_s = hr_num(sm, "step_time_s", NAN);
+    r->model_samples_per_step = (double)r->batch_size * hr_num(wl, "accum_steps", 1) * hr_num(j, "world_size", 1);
     copy_str(r->model_gpu, sizeof r->model_gpu, hr_str(sm, "gpu", ""));
     copy_str(r->model_gpu_label, sizeof r->model_gpu_label, hr_str(sm, "gpu_label", ""));
     r->did_not_fit = cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(j, "fits_in_memory"));
@@ -707,8 +708,11 @@ void hr_compute_ratios(const hr_workload *w, int proj_n, const char *proj_kind, 
     o->model_amp_time_saving_pct = NAN;
     o->model_gpu[0] = o->model_gpu_label[0] = 0;
     const hr_run *f = w->fp32, *a = w->amp, *d = w->dp;
-    if (f && a && f->model_step_s > 0 && a->model_step_s > 0 && strcmp(f->model_gpu, a->model_gpu) == 0) {
-        o->model_amp_time_saving_pct = 100.0 * (1.0 - a->model_step_s / f->model_step_s);
+    if (f && a && f->model_step_s > 0 && a->model_step_s > 0 && strcmp(f->model_gpu, a->model_gpu) == 0 &&
+        f->model_samples_per_step > 0 && a->model_samples_per_step > 0) {
+        /* per sample: the two runs may differ in batch (AMP at a batch FP32 cannot hold) */
+        o->model_amp_time_saving_pct = 100.0 * (1.0 - (a->model_step_s / a->model_samples_per_step) /
+                                                          (f->model_step_s / f->model_samples_per_step));
         copy_str(o->model_gpu, sizeof o->model_gpu, a->model_gpu);
         copy_str(o->model_gpu_label, sizeof o->model_gpu_label, a->model_gpu_label);
     }

@@ -282,12 +282,13 @@ static int cost_emb_fwd(ab_backend *be, int R, int L, int C, const int32_t *ids,
 }
 static int cost_emb_bwd(ab_backend *be, int R, int L, int C, const int32_t *ids, const int32_t *types, const float *dy,
                         int vocab, int n_types, int acc, float *dword, float *dpos, float *dtype) {
-    (void)ids, (void)types, (void)dy, (void)vocab, (void)dword, (void)dpos, (void)dtype, (void)acc;
+    (void)ids, (void)types, (void)dy, (void)dword, (void)dpos, (void)dtype;
     /* dy read by each table's kernel, each touched row read and written; the word table is a
-     * scatter into its rows, not a pass over it */
+     * scatter into its rows; without acc the three tables are first cleared (memsets over them) */
     const double rows = (double)R * C * 4.0;
-    return mem_op(be, "embedding_backward", 3.0 * rows + 2.0 * rows + 2.0 * ((double)L + n_types) * C * 4.0 + 8.0 * R,
-                  3);
+    const double tables = ((double)vocab + L + n_types) * C * 4.0;
+    const double bytes = 3.0 * rows + 2.0 * rows + 2.0 * ((double)L + n_types) * C * 4.0 + 8.0 * R + (acc ? 0.0 : tables);
+    return mem_op(be, "embedding_backward", bytes, (n_types > 0 ? 3 : 2) + (acc ? 0 : 3));
 }
 static int cost_gather_rows(ab_backend *be, int B, size_t row_bytes, const void *rows, const int32_t *idx, void *out) {
     (void)rows, (void)idx, (void)out;
