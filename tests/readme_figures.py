@@ -188,18 +188,25 @@ add("ResNet-50: 4 GPUs over one AMP GPU",
 # BERT-base fits (fit map)
 lim = fits[(128, "fp32")]["memory_limit_bytes"]
 add("BERT-base: FP32 fits an 8 GB GPU",
-    "the largest batch in %d GiB is %d, %d and %d at sequence 128, 256 and 512" % (
-        lim // 2**30, fits[(128, "fp32")]["max_batch"], fits[(256, "fp32")]["max_batch"],
-        fits[(512, "fp32")]["max_batch"]))
+    "fits up to batch %d, %d and %d in %d GiB at sequence 128, 256 and 512" % (
+        fits[(128, "fp32")]["max_batch"], fits[(256, "fp32")]["max_batch"], fits[(512, "fp32")]["max_batch"],
+        lim // 2**30))
 # [f]: both tools' comparable totals at batch 32
 bm = {n: load("bert-base-memory", n + ".json", base=R4) for n in ("bert-base-fp32", "bert-base-fp32-pytorch")}
-if all(bm.values()):
+pfit = {s: load("bert-base-memory", "fit-%d-fp32-pytorch.json" % s, base=R4) for s in (128, 256, 512)}
+if all(bm.values()) and all(pfit.values()):
     pt, ab = bm["bert-base-fp32-pytorch"], bm["bert-base-fp32"]
     cap = pt["memory_limit_bytes"]
+    for s_, f_ in pfit.items():
+        if f_.get("tool") != "pytorch-fit" or f_["memory_limit_bytes"] != cap or f_["max_seq_len"] != s_:
+            fail("fit-%d-fp32-pytorch.json is not the peer's fit under the same cap" % s_)
     add("BERT-base: FP32 fits an 8 GB GPU",
-        "at batch %d and sequence %d PyTorch's autograd holds %s MB (ampbench %s MB), %s %d GiB" % (
-            pt["workload"]["batch_size"], pt["workload"]["max_seq_len"], mb(peak(pt)), mb(peak(ab)),
-            "also within" if peak(pt) <= cap and peak(ab) <= cap else "not both within", cap // 2**30),
+        "ampbench holds %s MB at batch %d and sequence %d" % (mb(peak(ab)), ab["workload"]["batch_size"],
+                                                             ab["workload"]["max_seq_len"]),
+        "PyTorch's autograd holds %s MB at batch %d and fits up to %d, %d and %d, %s %d GiB" % (
+            mb(peak(pt)), pt["workload"]["batch_size"], pfit[128]["max_batch"], pfit[256]["max_batch"],
+            pfit[512]["max_batch"], "also within" if peak(pt) <= cap and peak(ab) <= cap else "not both within",
+            cap // 2**30),
         "resident set grew %s MB" % mb(pt["peak_memory_bytes"]["resident_set_growth"]))
 ratios = [fits[(s, "amp")]["max_batch"] / fits[(s, "fp32")]["max_batch"] for s in (128, 256, 512)]
 f, a = peak(q["bert-base-fp32"]), peak(q["bert-base-amp"])
