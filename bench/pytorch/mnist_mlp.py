@@ -103,8 +103,11 @@ def parse_args():
 def main():
     a = parse_args()
     world = int(os.environ.get("OMPI_COMM_WORLD_SIZE", os.environ.get("PMI_SIZE", os.environ.get("WORLD_SIZE", "1"))))
-    if world > 1:
-        print("mnist_mlp.py: no data-parallel version of this peer (launched with %d ranks)" % world, file=sys.stderr)
+    if world > 1:  # one line, from rank 0 (every rank's at once would run together in the log)
+        rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", os.environ.get("RANK", "0"))))
+        if rank == 0:
+            print("mnist_mlp.py: no data-parallel version of this peer (launched with %d ranks)" % world,
+                  file=sys.stderr)
         return 2
     started = pc.utc_now()
     n_train, dim, train_x, train_y = load_split(a.data, "train")
