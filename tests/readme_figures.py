@@ -272,7 +272,9 @@ if all(mlp.values()):
         "PyTorch %.2f%% FP32, %.2f%% AMP" % (pf["final_test_accuracy"], pa["final_test_accuracy"])]
     mlp_figs["data-parallel AMP speed-up over one AMP device"] = [
         "%.2fx with %d CPU ranks (measured)" % (sps(dp) / sps(a16), dp["world_size"]),
-        "%.2fx for 4 GPUs **projected from this CPU's step**" % proj(a16, 4, "gpus", None)["speedup"]]
+        "%.2fx for 4 GPUs **projected** from the step modelled on an RTX 3090" % proj(a16, 4, "gpus")["speedup"],
+        "the AMP step **modelled** there: %s ms, against %s ms in FP32" % (
+            "%.3f" % (1e3 * a16["step_model"]["step_time_s"]), "%.3f" % (1e3 * f32["step_model"]["step_time_s"]))]
 
 # ---- README's tables ----
 NUM = re.compile(r"(?<![\w.])[-+]?\d[\d,]*(?:\.\d+)?")
