@@ -114,9 +114,8 @@ static int run_step(const ms_args *a, const ab_sample_info *s, const ab_recipe *
     c.width = a->width, c.dropout = a->dropout;
     memcpy(c.blocks, a->blocks, sizeof c.blocks);
     AB_TRY(ab_workloads.create_model(&c, &r->s, &r->model));
-    ab_rng rng;
-    ab_rng_seed(&rng, 1);
-    AB_TRY(ab_params_init(&r->params, r->be, prec, r->model->specs, r->model->n_specs, &rng));
+    /* no weight values: the counting backend never reads them (BERT-base: 440 MB and seconds saved) */
+    AB_TRY(ab_params_init(&r->params, r->be, prec, r->model->specs, r->model->n_specs, NULL));
     AB_TRY(ab_model_bind(r->model, &r->params));
     const ab_optimizer_kind ok = a->have_optimizer ? a->optimizer : rec->optimizer;
     AB_TRY(ab_optimizer_init(&r->opt, r->be, ok, r->params.n, rec->lr, rec->momentum, rec->weight_decay));

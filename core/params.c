@@ -46,10 +46,11 @@ int ab_params_init(ab_params *p, ab_backend *be, ab_precision prec, ab_param_spe
     p->n_bufs = boff;
     /* an fp32 compute type has no separate copy: the whole buffer is the compute region */
     if (p->cdt == AB_F32) p->n_compute = p->n;
-    float *host = malloc((p->n + p->n_bufs + 1) * sizeof(float));
-    if (!host) return ab_errorf("out of host memory for %zu parameters", p->n);
-    float *hbuf = host + p->n;
-    for (int i = 0; i < n_specs; i++) { /* spec order: the order of the RNG draws */
+    /* rng NULL: no values at all (a backend that only counts ops: the weights are never read) */
+    float *host = rng ? malloc((p->n + p->n_bufs + 1) * sizeof(float)) : NULL;
+    if (rng && !host) return ab_errorf("out of host memory for %zu parameters", p->n);
+    float *hbuf = host ? host + p->n : NULL;
+    for (int i = 0; host && i < n_specs; i++) { /* spec order: the order of the RNG draws */
         float *w = (specs[i].region == AB_REGION_BUFFER ? hbuf : host) + specs[i].offset;
         for (size_t k = 0; k < specs[i].numel; k++) w[k] = init_value(&specs[i], rng);
     }
@@ -68,8 +69,8 @@ int ab_params_init(ab_params *p, ab_backend *be, ab_precision prec, ab_param_spe
     p->bufs = p->n_bufs ? ab_alloc(be, AB_MEM_PARAMETERS, p->n_bufs * sizeof(float)) : NULL;
     int rc = (!p->master || !p->grad || !p->wc || !p->gradc || (p->n_bufs && !p->bufs)) ? -1 : 0;
     ab_mem_label(&be->mem, "%s", "");
-    if (rc == 0) rc = be->ops->upload(be, p->master, host, b32);
-    if (rc == 0 && p->n_bufs) rc = be->ops->upload(be, p->bufs, hbuf, p->n_bufs * sizeof(float));
+    if (rc == 0 && host) rc = be->ops->upload(be, p->master, host, b32);
+    if (rc == 0 && host && p->n_bufs) rc = be->ops->upload(be, p->bufs, hbuf, p->n_bufs * sizeof(float));
     if (rc == 0) rc = be->ops->zero(be, p->grad, b32);
     if (rc == 0) rc = ab_params_refresh(p);
     free(host);

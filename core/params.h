@@ -91,7 +91,8 @@ typedef struct ab_grad_sink {
 } ab_grad_sink;
 
 /* Lays out the specs (offsets), allocates the buffers and initialises the weights on the host
- * with the given RNG in spec order. */
+ * with the given RNG in spec order; rng NULL leaves them unset (a backend that only counts ops,
+ * kernels/cost: nothing reads them). */
 int ab_params_init(ab_params *p, ab_backend *be, ab_precision prec, ab_param_spec *specs, int n_specs, ab_rng *rng);
 void ab_params_free(ab_params *p);
 /* refresh the compute copy from the master weights (no-op under fp32) */
