@@ -19,6 +19,7 @@
 #include "backend_cpu.h"
 #include "comm_engines.h"
 #include "glue.h"
+#include "backend_prof.h"
 #include "model_step.h"
 #include "params.h"
 #include "platform.h"
@@ -51,6 +52,7 @@ typedef struct {
     ab_train_config cfg;
     int repeats;       /* bench: number of runs */
     int find_max_batch;
+    int profile_ops;   /* time every op (kernels/prof) and print the table by op kind at the end */
     int help, version; /* print and exit */
     const char *loss_scale; /* --loss-scale as given (NULL: not given) */
     unsigned char given[96]; /* rows[i] was given on the command line */
@@ -374,6 +376,9 @@ static const option_row rows[] = {
     {"save", "FILE", "weights written at the end (.safetensors; rank 0)", NULL, STRING(cfg.save_path)},
     {"log-interval", "N", "print and record the loss every N steps", "100", INT(cfg.log_interval, 1, 1 << 30)},
     {"quiet", NULL, "no progress lines", NULL, FLAG(cfg.quiet, 1)},
+    {"profile-ops", NULL, "time every op and print, at the end, where the time went by op kind\n"
+                          "(GFLOP/s, GB/s, the backend's own GEMM rate beside; one process)", NULL,
+     FLAG(profile_ops, 1)},
     {"repeats", "N", "bench: number of runs", "5", INT(repeats, 1, 1000)},
 };
 enum { N_ROWS = sizeof rows / sizeof rows[0] };
@@ -813,6 +818,20 @@ static void choose_blas_kernels(char **argv) {
     unsetenv("OPENBLAS_CORETYPE");
 }
 
+/* --profile-ops: the platform's backend inside the profiling one, its table printed at the end */
+static ab_backend *profiled_backend(const char *device, int index, int threads, int quiet) {
+    ab_backend *inner = ab_backend_create_on(device, index, threads, quiet);
+    if (!inner) return NULL;
+    ab_backend *be = ab_backend_prof_create(inner);
+    if (!be) {
+        inner->ops->destroy(inner);
+        return NULL;
+    }
+    ab_prof_report_at_destroy(be, stdout);
+    return be;
+}
+static const ab_platform_ops profiled_platform = {.comm_create = ab_comm_create, .backend_create = profiled_backend};
+
 int main(int argc, char **argv) {
     choose_blas_kernels(argv);
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
@@ -853,6 +872,18 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (opts.version) return print_version();
+    if (opts.profile_ops) {
+        int world = 1;
+        if (ab_comm_launched(&world) && world > 1) {
+            fprintf(stderr, "ampbench: --profile-ops profiles one process: run it without mpirun\n");
+            return 2;
+        }
+        if (opts.find_max_batch) {
+            fprintf(stderr, "ampbench: --profile-ops profiles a training run, not --find-max-batch's probes\n");
+            return 2;
+        }
+        opts.cfg.platform = &profiled_platform;
+    }
     const ab_train_config *cfg = &opts.cfg;
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);

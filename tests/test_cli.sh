@@ -48,6 +48,11 @@ expect_error 2 "--proj-gpu: 'b200' is not a GPU of the step model's table" -- tr
 "$AMPBENCH" model-step --model mlp --gpu v100 >"$tmp/ms" 2>&1 || fail "model-step --model mlp --gpu v100 failed: $(cat "$tmp/ms")"
 for p in fp32 amp; do grep -qE "^  $p +[0-9.]+ +[0-9.]+ +[0-9.]+x" "$tmp/ms" || fail "model-step: no $p row: $(cat "$tmp/ms")"; done
 grep -q "^  bf16 .*has no BF16" "$tmp/ms" || fail "model-step: the V100's missing bf16 not said: $(cat "$tmp/ms")"
+# --profile-ops: the run as usual, then the table by op kind
+"$AMPBENCH" train --max-steps 5 --test-subset 64 --profile-ops >"$tmp/prof" 2>&1 || fail "train --profile-ops failed: $(tail -3 "$tmp/prof")"
+grep -q "^  GEMM (linear, attention products) " "$tmp/prof" || fail "--profile-ops printed no GEMM line: $(cat "$tmp/prof")"
+grep -q "fp32 GEMM at 2048^3: [0-9.]* GFLOP/s" "$tmp/prof" || fail "--profile-ops printed no reference GEMM rate"
+expect_error 2 "--profile-ops profiles a training run" -- train --profile-ops --find-max-batch --memory-limit 1G
 expect_error 2 "--blocks: '1,1,x,1' is not four blocks per stage" -- train --blocks 1,1,x,1
 expect_error 2 "--blocks: '1,1,1' is not four blocks per stage" -- train --blocks 1,1,1
 expect_error 2 "--blocks: '1,1,1,1,1' is not four blocks per stage" -- train --blocks=1,1,1,1,1

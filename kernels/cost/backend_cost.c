@@ -400,3 +400,12 @@ const ab_op_cost *ab_cost_ops(const ab_backend *be, size_t *n) {
 }
 
 void ab_cost_clear(ab_backend *be) { st_of(be)->n = 0; }
+
+int ab_cost_record(ab_backend *be, const char *op, ab_op_class cls, double bytes, int kernels) {
+    return record(be, op, cls, AB_F32, 0.0, bytes, 0.0, kernels);
+}
+
+ab_op_cost *ab_cost_last(ab_backend *be) {
+    cost_state *st = st_of(be);
+    return st->n ? &st->ops[st->n - 1] : NULL;
+}

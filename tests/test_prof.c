@@ -1,0 +1,83 @@
+/* The profiling backend (kernels/prof): it forwards every op to the backend it wraps (the same
+ * results as the CPU backend's own, the same memory charged), times each, and its records carry
+ * the counting backend's FLOPs and bytes; the table by op kind adds the ops up. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_cpu.h"
+#include "backend_prof.h"
+#include "tolerances.h"
+
+static int failures = 0;
+
+int main(void) {
+    ab_backend *ref = ab_backend_cpu_create(1), *be = ab_backend_prof_create(ab_backend_cpu_create(1));
+    if (!ref || !be) {
+        fprintf(stderr, "test_prof: %s\n", ab_error());
+        return 1;
+    }
+    AB_CHECK(be->ops->is_host == 1 && strcmp(be->ops->name, "cpu") == 0, "the wrapper is not the CPU backend's kind");
+    enum { M = 96, N = 80, K = 112 };
+    float *A = ab_alloc(be, AB_MEM_ACTIVATIONS, M * K * 4), *B = ab_alloc(be, AB_MEM_ACTIVATIONS, K * N * 4);
+    float *C = ab_alloc(be, AB_MEM_ACTIVATIONS, M * N * 4), *C2 = malloc(M * N * 4);
+    AB_CHECK(A && B && C && C2, "allocation: %s", ab_error());
+    AB_CHECK(be->mem.current_total == (size_t)(M * K + K * N + M * N) * 4, "the wrapper charged %zu bytes",
+             be->mem.current_total);
+    for (int i = 0; i < M * K; i++) A[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+    for (int i = 0; i < K * N; i++) B[i] = (float)((i * 53) % 97) / 48.0f - 1.0f;
+    AB_CHECK(be->ops->gemm(be, 0, 0, M, N, K, 1.0f, AB_F32, A, K, AB_F32, B, N, NULL, AB_EPI_NONE, 0.0f, AB_F32, C, N) == 0,
+             "gemm: %s", ab_error());
+    AB_CHECK(ref->ops->gemm(ref, 0, 0, M, N, K, 1.0f, AB_F32, A, K, AB_F32, B, N, NULL, AB_EPI_NONE, 0.0f, AB_F32, C2, N) ==
+                 0,
+             "gemm: %s", ab_error());
+    AB_CHECK(memcmp(C, C2, M * N * 4) == 0, "the wrapped gemm's result differs from the CPU backend's");
+    AB_CHECK(be->ops->relu_forward(be, M * N, AB_F32, C, C) == 0, "relu: %s", ab_error());
+    int neg = 0;
+    for (int i = 0; i < M * N; i++) neg += C[i] < 0;
+    AB_CHECK(neg == 0, "the wrapped relu left %d negative values", neg);
+    float sq = 0.0f;
+    AB_CHECK(be->ops->sum_squares(be, M * N, C, &sq) == 0 && sq > 0, "sum_squares: %g", (double)sq);
+    float back[4];
+    AB_CHECK(be->ops->download(be, back, C, sizeof back) == 0 && memcmp(back, C, sizeof back) == 0,
+             "the wrapped download did not copy");
+    size_t n;
+    const ab_op_cost *ops = ab_prof_ops(be, &n);
+    AB_CHECK(n == 4, "%zu ops recorded, expected 4", n);
+    if (n == 4) {
+        AB_CHECK(!strcmp(ops[0].op, "gemm") && ops[0].flops == 2.0 * M * N * K && ops[0].time_s > 0,
+                 "gemm record: %s, %g FLOPs, %g s", ops[0].op, ops[0].flops, ops[0].time_s);
+        AB_CHECK(!strcmp(ops[1].op, "relu_forward") && ops[1].bytes == 2.0 * M * N * 4, "relu record: %s, %g bytes",
+                 ops[1].op, ops[1].bytes);
+        AB_CHECK(!strcmp(ops[3].op, "download") && ops[3].cls == AB_OPC_SYNC, "download record: %s", ops[3].op);
+    }
+    /* the table by kind: the GEMM line carries its FLOPs, every line its calls */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (f) {
+        ab_prof_report(f, ops, n, ab_backend_prof_inner(be));
+        fclose(f);
+    }
+    AB_CHECK(text && strstr(text, "GEMM (linear, attention products)") && strstr(text, "0.00") &&
+                 strstr(text, "activation (ReLU, GELU, tanh)") && strstr(text, "fp32 GEMM at 2048^3"),
+             "the table lacks a kind or the reference GEMM:\n%s", text ? text : "(none)");
+    free(text);
+    ab_prof_clear(be);
+    ab_prof_ops(be, &n);
+    AB_CHECK(n == 0, "clear left %zu ops", n);
+    ab_release(be, AB_MEM_ACTIVATIONS, A, M * K * 4);
+    ab_release(be, AB_MEM_ACTIVATIONS, B, K * N * 4);
+    ab_release(be, AB_MEM_ACTIVATIONS, C, M * N * 4);
+    AB_CHECK(be->mem.current_total == 0, "%zu bytes still charged after the releases", be->mem.current_total);
+    free(C2);
+    be->ops->destroy(be);
+    ref->ops->destroy(ref);
+    if (failures) {
+        fprintf(stderr, "test_prof: %d failure(s)\n", failures);
+        return 1;
+    }
+    printf("test_prof: the wrapped CPU backend's results, memory and op records agree\n");
+    return 0;
+}
