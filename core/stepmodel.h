@@ -29,6 +29,7 @@ typedef struct {
                         * chunks of 4,096, times the batch); fewer than the GPU's SMs leave some idle */
     int kernels;       /* kernels the op launches on a GPU backend */
     double time_s;     /* measured (kernels/prof: the wrapped backend's wall time for the op), else 0 */
+    int M, N, K, batch, ta, tb; /* a GEMM's shape (gemm, gemm_batched; 0 for other ops) */
 } ab_op_cost;
 
 /* A GPU's published figures: dense peaks (no sparsity) in TFLOPS for each math mode (0 where it

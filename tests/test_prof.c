@@ -61,7 +61,8 @@ int main(void) {
         fclose(f);
     }
     AB_CHECK(text && strstr(text, "GEMM (linear, attention products)") && strstr(text, "0.00") &&
-                 strstr(text, "activation (ReLU, GELU, tanh)") && strstr(text, "fp32 GEMM at 2048^3"),
+                 strstr(text, "activation (ReLU, GELU, tanh)") && strstr(text, "fp32 GEMM at 2048^3") &&
+                 strstr(text, "gemm    96 x 80 x 112            NN fp32:      1 calls"),
              "the table lacks a kind or the reference GEMM:\n%s", text ? text : "(none)");
     free(text);
     ab_prof_clear(be);

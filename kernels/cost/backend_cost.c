@@ -36,6 +36,13 @@ static int record(ab_backend *be, const char *op, ab_op_class cls, ab_dtype t, d
                                     .bytes = bytes, .tiles = tiles, .kernels = kernels};
     return 0;
 }
+/* the last recorded product's shape */
+static int shape(ab_backend *be, int M, int N, int K, int batch, int ta, int tb) {
+    cost_state *st = st_of(be);
+    ab_op_cost *op = &st->ops[st->n - 1];
+    op->M = M, op->N = N, op->K = K, op->batch = batch, op->ta = ta != 0, op->tb = tb != 0;
+    return 0;
+}
 static int mem_op(ab_backend *be, const char *op, double bytes, int kernels) {
     return record(be, op, AB_OPC_MEMORY, AB_F32, 0.0, bytes, 0.0, kernels);
 }
@@ -91,21 +98,22 @@ static void cost_unmap_data(ab_backend *be, const void *mapped, size_t bytes) { 
 static int cost_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at, const void *A,
                      int lda, ab_dtype bt, const void *B, int ldb, const void *bias, ab_epilogue epi, float beta,
                      ab_dtype ct, void *C, int ldc) {
-    (void)ta, (void)tb, (void)alpha, (void)A, (void)lda, (void)B, (void)ldb, (void)epi, (void)C, (void)ldc;
+    (void)alpha, (void)A, (void)lda, (void)B, (void)ldb, (void)epi, (void)C, (void)ldc;
     const double m = M, n = N, k = K;
     const double bytes = m * k * es(at) + k * n * es(bt) + m * n * es(ct) * (beta != 0.0f ? 2.0 : 1.0) +
                          (bias ? n * es(bt) : 0.0);
-    return record(be, "gemm", AB_OPC_MATMUL, product_type(at, bt), 2.0 * m * n * k, bytes, tiles_of(m, n, k, 1.0), 1);
+    AB_TRY(record(be, "gemm", AB_OPC_MATMUL, product_type(at, bt), 2.0 * m * n * k, bytes, tiles_of(m, n, k, 1.0), 1));
+    return shape(be, M, N, K, 1, ta, tb);
 }
 static int cost_gemm_batched(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at,
                              const void *A, int lda, long long sa, ab_dtype bt, const void *B, int ldb, long long sb,
                              float beta, ab_dtype ct, void *C, int ldc, long long sc, int batch) {
-    (void)ta, (void)tb, (void)alpha, (void)A, (void)lda, (void)sa, (void)B, (void)ldb, (void)sb, (void)C, (void)ldc,
-        (void)sc;
+    (void)alpha, (void)A, (void)lda, (void)sa, (void)B, (void)ldb, (void)sb, (void)C, (void)ldc, (void)sc;
     const double m = M, n = N, k = K, z = batch;
     const double bytes = z * (m * k * es(at) + k * n * es(bt) + m * n * es(ct) * (beta != 0.0f ? 2.0 : 1.0));
-    return record(be, "gemm_batched", AB_OPC_MATMUL, product_type(at, bt), 2.0 * m * n * k * z, bytes,
-                  tiles_of(m, n, k, z), 1);
+    AB_TRY(record(be, "gemm_batched", AB_OPC_MATMUL, product_type(at, bt), 2.0 * m * n * k * z, bytes,
+                  tiles_of(m, n, k, z), 1));
+    return shape(be, M, N, K, batch, ta, tb);
 }
 
 /* ---- convolutions: implicit GEMMs of (N P Q) x K x (R S C) ---- */

@@ -526,7 +526,9 @@ void ab_prof_clear(ab_backend *be) {
     ab_cost_clear(st_of(be)->cost);
 }
 
-void ab_prof_report_at_destroy(ab_backend *be, FILE *f) { st_of(be)->report = f; }
+void ab_prof_report_at_destroy(ab_backend *be, FILE *f) {
+    st_of(be)->report = f;
+}
 
 /* the kind an op's time is counted under */
 static const char *kind_of(const char *op) {
@@ -575,8 +577,8 @@ static double gemm_reference(ab_backend *inner) {
     if (a && b && c && inner->ops->zero(inner, a, bytes) == 0 && inner->ops->zero(inner, b, bytes) == 0)
         for (int r = 0; r < 3; r++) {
             const double t0 = now();
-            if (inner->ops->gemm(inner, 0, 1, S, S, S, 1.0f, AB_F32, a, S, AB_F32, b, S, NULL, AB_EPI_NONE, 0.0f, AB_F32,
-                                 c, S) != 0 ||
+            if (inner->ops->gemm(inner, 0, 1, S, S, S, 1.0f, AB_F32, a, S, AB_F32, b, S, NULL, AB_EPI_NONE, 0.0f,
+                                 AB_F32, c, S) != 0 ||
                 inner->ops->sync(inner) != 0)
                 break;
             const double rate = 2.0 * S * S * (double)S / (now() - t0);
@@ -586,6 +588,82 @@ static double gemm_reference(ab_backend *inner) {
     inner->ops->release(inner, AB_MEM_WORKSPACE, b, bytes);
     inner->ops->release(inner, AB_MEM_WORKSPACE, c, bytes);
     return best;
+}
+
+/* one GEMM shape alone on the backend, dense operands of type t (best of 3, GFLOP/s; 0 when the
+ * buffers cannot be had) */
+static double shape_rate(ab_backend *inner, const ab_op_cost *g) {
+    const size_t es = ab_dtype_size(g->dtype), z = (size_t)(g->batch > 0 ? g->batch : 1);
+    const size_t na = (size_t)g->M * g->K * z, nb = (size_t)g->K * g->N * z, nc = (size_t)g->M * g->N * z;
+    void *a = inner->ops->alloc(inner, AB_MEM_WORKSPACE, na * es),
+         *b = inner->ops->alloc(inner, AB_MEM_WORKSPACE, nb * es);
+    void *c = inner->ops->alloc(inner, AB_MEM_WORKSPACE, nc * es);
+    double best = 0.0;
+    const int lda = g->ta ? g->M : g->K, ldb = g->tb ? g->K : g->N;
+    if (a && b && c && inner->ops->zero(inner, a, na * es) == 0 && inner->ops->zero(inner, b, nb * es) == 0)
+        for (int r = 0; r < 3; r++) {
+            const double t0 = now();
+            const int rc =
+                g->batch > 1
+                    ? inner->ops->gemm_batched(inner, g->ta, g->tb, g->M, g->N, g->K, 1.0f, g->dtype, a, lda,
+                                               (long long)g->M * g->K, g->dtype, b, ldb, (long long)g->K * g->N, 0.0f,
+                                               g->dtype, c, g->N, (long long)g->M * g->N, g->batch)
+                    : inner->ops->gemm(inner, g->ta, g->tb, g->M, g->N, g->K, 1.0f, g->dtype, a, lda, g->dtype, b, ldb,
+                                       NULL, AB_EPI_NONE, 0.0f, g->dtype, c, g->N);
+            if (rc != 0 || inner->ops->sync(inner) != 0) break;
+            const double rate = g->flops / (now() - t0);
+            if (rate > best) best = rate;
+        }
+    inner->ops->release(inner, AB_MEM_WORKSPACE, a, na * es);
+    inner->ops->release(inner, AB_MEM_WORKSPACE, b, nb * es);
+    inner->ops->release(inner, AB_MEM_WORKSPACE, c, nc * es);
+    return best;
+}
+
+/* the GEMM shapes that took the most time: in the run, and alone (the practical peak at the
+ * workload's own shapes) */
+static void top_shapes(FILE *f, const ab_op_cost *ops, size_t n, ab_backend *inner) {
+    enum { TOP = 4, MAXS = 256 };
+    ab_op_cost agg[MAXS];
+    size_t na = 0;
+    for (size_t i = 0; i < n; i++) {
+        const ab_op_cost *o = &ops[i];
+        if (o->cls != AB_OPC_MATMUL || o->M <= 0) continue;
+        size_t j = 0;
+        while (j < na && !(agg[j].M == o->M && agg[j].N == o->N && agg[j].K == o->K && agg[j].batch == o->batch &&
+                           agg[j].ta == o->ta && agg[j].tb == o->tb && agg[j].dtype == o->dtype))
+            j++;
+        if (j == na) {
+            if (na == MAXS) continue;
+            agg[na] = *o;
+            agg[na].time_s = 0.0;
+            agg[na].kernels = 0; /* calls */
+            na++;
+        }
+        agg[j].time_s += o->time_s;
+        agg[j].kernels++;
+    }
+    for (size_t i = 1; i < na; i++)
+        for (size_t j = i; j > 0 && agg[j].time_s > agg[j - 1].time_s; j--) {
+            const ab_op_cost t = agg[j];
+            agg[j] = agg[j - 1];
+            agg[j - 1] = t;
+        }
+    if (na)
+        fprintf(f, "  the GEMM shapes that took the most time, in the run and alone on this backend (best of 3):\n");
+    for (size_t j = 0; j < na && j < TOP; j++) {
+        const ab_op_cost *g = &agg[j];
+        const double run = g->time_s > 0 ? g->flops * g->kernels / g->time_s : 0.0;
+        const double alone = inner->ops->is_host ? shape_rate(inner, g) : 0.0;
+        char dims[64];
+        if (g->batch > 1)
+            snprintf(dims, sizeof dims, "%d x (%d x %d x %d)", g->batch, g->M, g->N, g->K);
+        else
+            snprintf(dims, sizeof dims, "%d x %d x %d", g->M, g->N, g->K);
+        fprintf(f, "    %-7s %-24s %s%s %-4s: %6d calls, %7.1f GFLOP/s in the run, %7.1f alone\n",
+                g->batch > 1 ? "batched" : "gemm", dims, g->ta ? "T" : "N", g->tb ? "T" : "N", ab_dtype_name(g->dtype),
+                g->kernels, run / 1e9, alone / 1e9);
+    }
 }
 
 void ab_prof_report(FILE *f, const ab_op_cost *ops, size_t n, ab_backend *inner) {
@@ -620,8 +698,8 @@ void ab_prof_report(FILE *f, const ab_op_cost *ops, size_t n, ab_backend *inner)
         }
     fprintf(f, "profile: every op the run issued (training and evaluation), its wall time on the %s backend\n",
             inner->ops->name);
-    fprintf(f, "  %-42s %8s %10s %7s %10s %9s %9s %8s\n", "op kind", "calls", "seconds", "share", "GFLOP", "GFLOP/s", "GB",
-            "GB/s");
+    fprintf(f, "  %-42s %8s %10s %7s %10s %9s %9s %8s\n", "op kind", "calls", "seconds", "share", "GFLOP", "GFLOP/s",
+            "GB", "GB/s");
     for (size_t j = 0; j < nr; j++) {
         const row *r = &rows[j];
         char fl[32] = "-", rate[32] = "-";
@@ -633,6 +711,7 @@ void ab_prof_report(FILE *f, const ab_op_cost *ops, size_t n, ab_backend *inner)
                 total > 0 ? 100.0 * r->time / total : 0.0, fl, rate, r->bytes / 1e9,
                 r->time > 0 ? r->bytes / r->time / 1e9 : 0.0);
     }
+    top_shapes(f, ops, n, inner);
     const double peak = inner->ops->is_host ? gemm_reference(inner) : 0.0;
     fprintf(f, "  all ops: %.4f s, %.2f GFLOP, %.1f GFLOP/s over the ops' time", total, flops / 1e9,
             total > 0 ? flops / total / 1e9 : 0.0);
