@@ -57,9 +57,9 @@ const ab_gpu_spec *ab_gpu_spec_match(const char *device_name) {
     /* variants the table's figures are not: PCIe and NVL boards (lower clocks, other memory), the
      * 3090 Ti; better no model than another part's */
     static const char *const not_these[] = {"PCIe", "PCIE", "NVL", "Ti"};
+    if (strstr(device_name, "-PCIE") || strstr(device_name, "-PCIe")) return NULL;
     for (size_t k = 0; k < sizeof not_these / sizeof not_these[0]; k++)
-        if (has_word(device_name, not_these[k]) || strstr(device_name, "-PCIE") || strstr(device_name, "-PCIe"))
-            return NULL;
+        if (has_word(device_name, not_these[k])) return NULL;
     for (int i = 0; i < N_GPUS; i++)
         if (has_word(device_name, gpus[i].marker)) return &gpus[i];
     return NULL;

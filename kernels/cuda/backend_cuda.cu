@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -26,6 +25,7 @@ extern "C" {
 #include "backend.h"
 #include "backend_cuda.h"
 #include "kernel_math.h"
+#include "timer.h"
 }
 
 /* ---- error checking: every library call names itself, the file and the line ------------------ */
@@ -101,6 +101,7 @@ typedef struct {
     /* what the GEMM engine did, printed to stderr when the backend ends if AB_CUDA_STATS is set:
      * calls, their host time (enqueueing, not running), plans built and the host time that took,
      * products by cuBLASLt, by the fallback, and calls whose operands were first widened */
+    int stats; /* AB_CUDA_STATS set when the backend was made: only then are the GEMMs timed */
     long long n_gemm, n_lt, n_fallback, n_widen, n_plan_build;
     double host_gemm_s, host_plan_s;
     /* gather_normalize: idx (host) -> pinned staging ring -> device */
@@ -119,11 +120,6 @@ typedef struct {
 
 static cuda_state *st_of(ab_backend *be) { return (cuda_state *)be->impl; }
 
-static double host_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Makes the backend's GPU current. The stream, the cuBLAS(Lt) handles and the memory belong to
  * it; a kernel or a library call issued while another GPU is current (a second backend, the nccl
@@ -823,10 +819,10 @@ static int plan_get(cuda_state *st, const gemm_key *key, const void *bias, gemm_
     gemm_plan fresh;
     memset(&fresh, 0, sizeof fresh);
     fresh.key = *key;
-    const double t0 = host_seconds();
+    const double t0 = st->stats ? ab_now() : 0.0;
     const int built = plan_build_into(st, key, bias, &fresh);
     st->n_plan_build++;
-    st->host_plan_s += host_seconds() - t0;
+    if (st->stats) st->host_plan_s += ab_now() - t0;
     if (built != 0) {
         plan_release(&fresh);
         return -1;
@@ -939,11 +935,14 @@ static int gemm_strided(ab_backend *be, int ta, int tb, int M, int N, int K, flo
                         int lda, long long sa, ab_dtype bt, const void *B, int ldb, long long sb, const void *bias,
                         ab_epilogue epi, float beta, ab_dtype ct, void *C, int ldc, long long sc, int batch) {
     cuda_state *st = st_of(be);
-    const double t0 = host_seconds();
+    if (!st->stats) /* the step's path: no clock reads unless asked */
+        return gemm_strided_(be, ta, tb, M, N, K, alpha, at, A, lda, sa, bt, B, ldb, sb, bias, epi, beta, ct, C, ldc,
+                             sc, batch);
+    const double t0 = ab_now();
     const int rc = gemm_strided_(be, ta, tb, M, N, K, alpha, at, A, lda, sa, bt, B, ldb, sb, bias, epi, beta, ct, C,
                                  ldc, sc, batch);
     st->n_gemm++;
-    st->host_gemm_s += host_seconds() - t0;
+    st->host_gemm_s += ab_now() - t0;
     return rc;
 }
 
@@ -1019,7 +1018,7 @@ static void cuda_destroy(ab_backend *be) {
     if (st) {
         on_device_quiet(st);
         if (st->stream) cudaStreamSynchronize(st->stream);
-        if (getenv("AB_CUDA_STATS"))
+        if (st->stats)
             fprintf(stderr,
                     "cuda stats: %lld GEMM calls (%.3f s host, %.1f us each): %lld by cuBLASLt, %lld by the "
                     "fallback, %lld widened to fp32; %lld plans built (%.3f s host)\n",
@@ -1117,6 +1116,7 @@ static void version_str(char *buf, size_t cap, int v) { /* 13000 -> "13.0" */
 static int cuda_init(ab_backend *be, int index) {
     cuda_state *st = st_of(be);
     st->device = index;
+    st->stats = getenv("AB_CUDA_STATS") != NULL;
     CU_CHECK(cudaSetDevice(index));
     cudaDeviceProp prop;
     CU_CHECK(cudaGetDeviceProperties(&prop, index));

@@ -6,9 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "backend_cost.h"
+#include "timer.h"
 
 typedef struct {
     ab_backend *inner, *cost;
@@ -18,12 +18,6 @@ typedef struct {
 
 static prof_state *st_of(ab_backend *be) {
     return (prof_state *)be->impl;
-}
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* the op just recorded by the counting backend takes the measured time (a host backend's op has
@@ -39,130 +33,131 @@ static int p_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alp
                   ab_dtype bt, const void *B, int ldb, const void *bias, ab_epilogue epi, float beta, ab_dtype ct,
                   void *C, int ldc) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc =
         st->inner->ops->gemm(st->inner, ta, tb, M, N, K, alpha, at, A, lda, bt, B, ldb, bias, epi, beta, ct, C, ldc);
     return rc != 0 ? rc
                    : timed(st,
                            st->cost->ops->gemm(st->cost, ta, tb, M, N, K, alpha, at, A, lda, bt, B, ldb, bias, epi,
                                                beta, ct, C, ldc),
-                           now() - t0);
+                           ab_now() - t0);
 }
 static int p_cast(ab_backend *be, size_t n, ab_dtype stype, const void *src, ab_dtype dt, void *dst) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc = st->inner->ops->cast(st->inner, n, stype, src, dt, dst);
-    return rc != 0 ? rc : timed(st, st->cost->ops->cast(st->cost, n, stype, src, dt, dst), now() - t0);
+    return rc != 0 ? rc : timed(st, st->cost->ops->cast(st->cost, n, stype, src, dt, dst), ab_now() - t0);
 }
 static int p_accumulate(ab_backend *be, size_t n, ab_dtype stype, const void *src, float *dst, int accumulate) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc = st->inner->ops->accumulate(st->inner, n, stype, src, dst, accumulate);
-    return rc != 0 ? rc : timed(st, st->cost->ops->accumulate(st->cost, n, stype, src, dst, accumulate), now() - t0);
+    return rc != 0 ? rc : timed(st, st->cost->ops->accumulate(st->cost, n, stype, src, dst, accumulate), ab_now() - t0);
 }
 static int p_relu_forward(ab_backend *be, size_t n, ab_dtype t, const void *x, void *y) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc = st->inner->ops->relu_forward(st->inner, n, t, x, y);
-    return rc != 0 ? rc : timed(st, st->cost->ops->relu_forward(st->cost, n, t, x, y), now() - t0);
+    return rc != 0 ? rc : timed(st, st->cost->ops->relu_forward(st->cost, n, t, x, y), ab_now() - t0);
 }
 static int p_relu_backward(ab_backend *be, size_t n, ab_dtype t, const void *y, const void *dy, void *dx) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc = st->inner->ops->relu_backward(st->inner, n, t, y, dy, dx);
-    return rc != 0 ? rc : timed(st, st->cost->ops->relu_backward(st->cost, n, t, y, dy, dx), now() - t0);
+    return rc != 0 ? rc : timed(st, st->cost->ops->relu_backward(st->cost, n, t, y, dy, dx), ab_now() - t0);
 }
 static int p_col_sum(ab_backend *be, int M, int N, ab_dtype xt, const void *X, float beta, ab_dtype ot, void *out) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc = st->inner->ops->col_sum(st->inner, M, N, xt, X, beta, ot, out);
-    return rc != 0 ? rc : timed(st, st->cost->ops->col_sum(st->cost, M, N, xt, X, beta, ot, out), now() - t0);
+    return rc != 0 ? rc : timed(st, st->cost->ops->col_sum(st->cost, M, N, xt, X, beta, ot, out), ab_now() - t0);
 }
 static int p_softmax_xent(ab_backend *be, int B, int C, ab_dtype lt, const void *logits, const int32_t *labels,
                           float grad_scale, ab_dtype dt, void *dlogits, float *loss_sum, int32_t *correct) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc =
         st->inner->ops->softmax_xent(st->inner, B, C, lt, logits, labels, grad_scale, dt, dlogits, loss_sum, correct);
     return rc != 0 ? rc
                    : timed(st,
                            st->cost->ops->softmax_xent(st->cost, B, C, lt, logits, labels, grad_scale, dt, dlogits,
                                                        loss_sum, correct),
-                           now() - t0);
+                           ab_now() - t0);
 }
 static int p_unscale_check(ab_backend *be, size_t n, float *g, float inv_scale, int32_t *found_inf) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc = st->inner->ops->unscale_check(st->inner, n, g, inv_scale, found_inf);
-    return rc != 0 ? rc : timed(st, st->cost->ops->unscale_check(st->cost, n, g, inv_scale, found_inf), now() - t0);
+    return rc != 0 ? rc : timed(st, st->cost->ops->unscale_check(st->cost, n, g, inv_scale, found_inf), ab_now() - t0);
 }
 static int p_sgd_step(ab_backend *be, size_t n, float *w, const float *g, float *buf, float lr, float momentum,
                       float weight_decay, int first_step) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc = st->inner->ops->sgd_step(st->inner, n, w, g, buf, lr, momentum, weight_decay, first_step);
     return rc != 0 ? rc
                    : timed(st, st->cost->ops->sgd_step(st->cost, n, w, g, buf, lr, momentum, weight_decay, first_step),
-                           now() - t0);
+                           ab_now() - t0);
 }
 static int p_adamw_step(ab_backend *be, size_t n, float *w, const float *g, float *m, float *v, float lr, float beta1,
                         float beta2, float eps, float weight_decay, int step) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc = st->inner->ops->adamw_step(st->inner, n, w, g, m, v, lr, beta1, beta2, eps, weight_decay, step);
     return rc != 0
                ? rc
                : timed(st,
                        st->cost->ops->adamw_step(st->cost, n, w, g, m, v, lr, beta1, beta2, eps, weight_decay, step),
-                       now() - t0);
+                       ab_now() - t0);
 }
 static int p_gather_normalize(ab_backend *be, int B, int D, const uint8_t *data, const uint8_t *labels,
                               const int32_t *idx, float mean, float std, ab_dtype ot, void *out, int32_t *labels_out) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc = st->inner->ops->gather_normalize(st->inner, B, D, data, labels, idx, mean, std, ot, out, labels_out);
     return rc != 0 ? rc
                    : timed(st,
                            st->cost->ops->gather_normalize(st->cost, B, D, data, labels, idx, mean, std, ot, out,
                                                            labels_out),
-                           now() - t0);
+                           ab_now() - t0);
 }
 static int p_gather_images(ab_backend *be, int B, const ab_image_layout *L, const ab_image_aug *aug,
                            const uint8_t *data, const uint8_t *labels, const int32_t *idx, ab_dtype ot, void *out,
                            int32_t *labels_out) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc = st->inner->ops->gather_images(st->inner, B, L, aug, data, labels, idx, ot, out, labels_out);
     return rc != 0
                ? rc
                : timed(st, st->cost->ops->gather_images(st->cost, B, L, aug, data, labels, idx, ot, out, labels_out),
-                       now() - t0);
+                       ab_now() - t0);
 }
 static int p_conv2d_forward(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *x, const void *w, void *y) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc = st->inner->ops->conv2d_forward(st->inner, s, t, x, w, y);
-    return rc != 0 ? rc : timed(st, st->cost->ops->conv2d_forward(st->cost, s, t, x, w, y), now() - t0);
+    return rc != 0 ? rc : timed(st, st->cost->ops->conv2d_forward(st->cost, s, t, x, w, y), ab_now() - t0);
 }
 static int p_conv2d_backward_data(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *dy, const void *w,
                                   void *dx) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc = st->inner->ops->conv2d_backward_data(st->inner, s, t, dy, w, dx);
-    return rc != 0 ? rc : timed(st, st->cost->ops->conv2d_backward_data(st->cost, s, t, dy, w, dx), now() - t0);
+    return rc != 0 ? rc : timed(st, st->cost->ops->conv2d_backward_data(st->cost, s, t, dy, w, dx), ab_now() - t0);
 }
 static int p_conv2d_backward_filter(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *x, const void *dy,
                                     float beta, void *dw) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc = st->inner->ops->conv2d_backward_filter(st->inner, s, t, x, dy, beta, dw);
-    return rc != 0 ? rc : timed(st, st->cost->ops->conv2d_backward_filter(st->cost, s, t, x, dy, beta, dw), now() - t0);
+    return rc != 0 ? rc
+                   : timed(st, st->cost->ops->conv2d_backward_filter(st->cost, s, t, x, dy, beta, dw), ab_now() - t0);
 }
 static int p_batchnorm_forward_train(ab_backend *be, int M, int C, ab_dtype t, const void *x, const float *gamma,
                                      const float *beta, float eps, float momentum, float *running_mean,
                                      float *running_var, float *save_mean, float *save_invstd, int relu, void *y) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc = st->inner->ops->batchnorm_forward_train(st->inner, M, C, t, x, gamma, beta, eps, momentum,
                                                            running_mean, running_var, save_mean, save_invstd, relu, y);
     return rc != 0 ? rc
@@ -170,203 +165,205 @@ static int p_batchnorm_forward_train(ab_backend *be, int M, int C, ab_dtype t, c
                            st->cost->ops->batchnorm_forward_train(st->cost, M, C, t, x, gamma, beta, eps, momentum,
                                                                   running_mean, running_var, save_mean, save_invstd,
                                                                   relu, y),
-                           now() - t0);
+                           ab_now() - t0);
 }
 static int p_batchnorm_forward_eval(ab_backend *be, int M, int C, ab_dtype t, const void *x, const float *gamma,
                                     const float *beta, const float *running_mean, const float *running_var, float eps,
                                     int relu, void *y) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc = st->inner->ops->batchnorm_forward_eval(st->inner, M, C, t, x, gamma, beta, running_mean, running_var,
                                                           eps, relu, y);
     return rc != 0 ? rc
                    : timed(st,
                            st->cost->ops->batchnorm_forward_eval(st->cost, M, C, t, x, gamma, beta, running_mean,
                                                                  running_var, eps, relu, y),
-                           now() - t0);
+                           ab_now() - t0);
 }
 static int p_batchnorm_backward(ab_backend *be, int M, int C, ab_dtype t, const void *x, const void *dy,
                                 const float *gamma, const float *save_mean, const float *save_invstd, float acc,
                                 float *dgamma, float *dbeta, void *dx) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc = st->inner->ops->batchnorm_backward(st->inner, M, C, t, x, dy, gamma, save_mean, save_invstd, acc,
                                                       dgamma, dbeta, dx);
     return rc != 0 ? rc
                    : timed(st,
                            st->cost->ops->batchnorm_backward(st->cost, M, C, t, x, dy, gamma, save_mean, save_invstd,
                                                              acc, dgamma, dbeta, dx),
-                           now() - t0);
+                           ab_now() - t0);
 }
 static int p_maxpool_forward(ab_backend *be, const ab_pool_shape *s, ab_dtype t, const void *x, void *y) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc = st->inner->ops->maxpool_forward(st->inner, s, t, x, y);
-    return rc != 0 ? rc : timed(st, st->cost->ops->maxpool_forward(st->cost, s, t, x, y), now() - t0);
+    return rc != 0 ? rc : timed(st, st->cost->ops->maxpool_forward(st->cost, s, t, x, y), ab_now() - t0);
 }
 static int p_maxpool_backward(ab_backend *be, const ab_pool_shape *s, ab_dtype t, const void *x, const void *y,
                               const void *dy, void *dx) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc = st->inner->ops->maxpool_backward(st->inner, s, t, x, y, dy, dx);
-    return rc != 0 ? rc : timed(st, st->cost->ops->maxpool_backward(st->cost, s, t, x, y, dy, dx), now() - t0);
+    return rc != 0 ? rc : timed(st, st->cost->ops->maxpool_backward(st->cost, s, t, x, y, dy, dx), ab_now() - t0);
 }
 static int p_avgpool_forward(ab_backend *be, int N, int HW, int C, ab_dtype t, const void *x, void *y) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc = st->inner->ops->avgpool_forward(st->inner, N, HW, C, t, x, y);
-    return rc != 0 ? rc : timed(st, st->cost->ops->avgpool_forward(st->cost, N, HW, C, t, x, y), now() - t0);
+    return rc != 0 ? rc : timed(st, st->cost->ops->avgpool_forward(st->cost, N, HW, C, t, x, y), ab_now() - t0);
 }
 static int p_avgpool_backward(ab_backend *be, int N, int HW, int C, ab_dtype t, const void *dy, void *dx) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc = st->inner->ops->avgpool_backward(st->inner, N, HW, C, t, dy, dx);
-    return rc != 0 ? rc : timed(st, st->cost->ops->avgpool_backward(st->cost, N, HW, C, t, dy, dx), now() - t0);
+    return rc != 0 ? rc : timed(st, st->cost->ops->avgpool_backward(st->cost, N, HW, C, t, dy, dx), ab_now() - t0);
 }
 static int p_add(ab_backend *be, size_t n, ab_dtype t, const void *a, const void *b, int relu, void *y) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc = st->inner->ops->add(st->inner, n, t, a, b, relu, y);
-    return rc != 0 ? rc : timed(st, st->cost->ops->add(st->cost, n, t, a, b, relu, y), now() - t0);
+    return rc != 0 ? rc : timed(st, st->cost->ops->add(st->cost, n, t, a, b, relu, y), ab_now() - t0);
 }
 static int p_gemm_batched(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at, const void *A,
                           int lda, long long sa, ab_dtype bt, const void *B, int ldb, long long sb, float beta,
                           ab_dtype ct, void *C, int ldc, long long sc, int batch) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc = st->inner->ops->gemm_batched(st->inner, ta, tb, M, N, K, alpha, at, A, lda, sa, bt, B, ldb, sb, beta,
                                                 ct, C, ldc, sc, batch);
     return rc != 0 ? rc
                    : timed(st,
                            st->cost->ops->gemm_batched(st->cost, ta, tb, M, N, K, alpha, at, A, lda, sa, bt, B, ldb, sb,
                                                        beta, ct, C, ldc, sc, batch),
-                           now() - t0);
+                           ab_now() - t0);
 }
 static int p_layernorm_forward(ab_backend *be, int R, int C, ab_dtype xt, const void *x, const float *gamma,
                                const float *beta, float eps, float *mean, float *rstd, ab_dtype yt, void *y) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc = st->inner->ops->layernorm_forward(st->inner, R, C, xt, x, gamma, beta, eps, mean, rstd, yt, y);
     return rc != 0
                ? rc
                : timed(st, st->cost->ops->layernorm_forward(st->cost, R, C, xt, x, gamma, beta, eps, mean, rstd, yt, y),
-                       now() - t0);
+                       ab_now() - t0);
 }
 static int p_layernorm_backward(ab_backend *be, int R, int C, ab_dtype xt, const void *x, ab_dtype yt, const void *dy,
                                 const float *gamma, const float *mean, const float *rstd, float acc, float *dgamma,
                                 float *dbeta, void *dx) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc =
         st->inner->ops->layernorm_backward(st->inner, R, C, xt, x, yt, dy, gamma, mean, rstd, acc, dgamma, dbeta, dx);
     return rc != 0 ? rc
                    : timed(st,
                            st->cost->ops->layernorm_backward(st->cost, R, C, xt, x, yt, dy, gamma, mean, rstd, acc,
                                                              dgamma, dbeta, dx),
-                           now() - t0);
+                           ab_now() - t0);
 }
 static int p_gelu_forward(ab_backend *be, size_t n, ab_dtype t, const void *x, void *y) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc = st->inner->ops->gelu_forward(st->inner, n, t, x, y);
-    return rc != 0 ? rc : timed(st, st->cost->ops->gelu_forward(st->cost, n, t, x, y), now() - t0);
+    return rc != 0 ? rc : timed(st, st->cost->ops->gelu_forward(st->cost, n, t, x, y), ab_now() - t0);
 }
 static int p_gelu_backward(ab_backend *be, size_t n, ab_dtype t, const void *x, const void *dy, void *dx) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc = st->inner->ops->gelu_backward(st->inner, n, t, x, dy, dx);
-    return rc != 0 ? rc : timed(st, st->cost->ops->gelu_backward(st->cost, n, t, x, dy, dx), now() - t0);
+    return rc != 0 ? rc : timed(st, st->cost->ops->gelu_backward(st->cost, n, t, x, dy, dx), ab_now() - t0);
 }
 static int p_tanh_forward(ab_backend *be, size_t n, ab_dtype t, const void *x, void *y) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc = st->inner->ops->tanh_forward(st->inner, n, t, x, y);
-    return rc != 0 ? rc : timed(st, st->cost->ops->tanh_forward(st->cost, n, t, x, y), now() - t0);
+    return rc != 0 ? rc : timed(st, st->cost->ops->tanh_forward(st->cost, n, t, x, y), ab_now() - t0);
 }
 static int p_tanh_backward(ab_backend *be, size_t n, ab_dtype t, const void *y, const void *dy, void *dx) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc = st->inner->ops->tanh_backward(st->inner, n, t, y, dy, dx);
-    return rc != 0 ? rc : timed(st, st->cost->ops->tanh_backward(st->cost, n, t, y, dy, dx), now() - t0);
+    return rc != 0 ? rc : timed(st, st->cost->ops->tanh_backward(st->cost, n, t, y, dy, dx), ab_now() - t0);
 }
 static int p_softmax_forward(ab_backend *be, int B, int heads, int L, ab_dtype t, float scale, const void *x,
                              const int32_t *mask, void *p) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc = st->inner->ops->softmax_forward(st->inner, B, heads, L, t, scale, x, mask, p);
-    return rc != 0 ? rc
-                   : timed(st, st->cost->ops->softmax_forward(st->cost, B, heads, L, t, scale, x, mask, p), now() - t0);
+    return rc != 0
+               ? rc
+               : timed(st, st->cost->ops->softmax_forward(st->cost, B, heads, L, t, scale, x, mask, p), ab_now() - t0);
 }
 static int p_softmax_backward(ab_backend *be, int rows, int L, ab_dtype t, float scale, const void *p, const void *dp,
                               void *dx) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc = st->inner->ops->softmax_backward(st->inner, rows, L, t, scale, p, dp, dx);
     return rc != 0 ? rc
-                   : timed(st, st->cost->ops->softmax_backward(st->cost, rows, L, t, scale, p, dp, dx), now() - t0);
+                   : timed(st, st->cost->ops->softmax_backward(st->cost, rows, L, t, scale, p, dp, dx), ab_now() - t0);
 }
 static int p_dropout_forward(ab_backend *be, size_t n, ab_dtype t, float rate, uint64_t seed, const void *x, void *y) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc = st->inner->ops->dropout_forward(st->inner, n, t, rate, seed, x, y);
-    return rc != 0 ? rc : timed(st, st->cost->ops->dropout_forward(st->cost, n, t, rate, seed, x, y), now() - t0);
+    return rc != 0 ? rc : timed(st, st->cost->ops->dropout_forward(st->cost, n, t, rate, seed, x, y), ab_now() - t0);
 }
 static int p_dropout_backward(ab_backend *be, size_t n, ab_dtype t, float rate, uint64_t seed, const void *dy,
                               void *dx) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc = st->inner->ops->dropout_backward(st->inner, n, t, rate, seed, dy, dx);
-    return rc != 0 ? rc : timed(st, st->cost->ops->dropout_backward(st->cost, n, t, rate, seed, dy, dx), now() - t0);
+    return rc != 0 ? rc : timed(st, st->cost->ops->dropout_backward(st->cost, n, t, rate, seed, dy, dx), ab_now() - t0);
 }
 static int p_embedding_forward(ab_backend *be, int R, int L, int C, const int32_t *ids, const int32_t *types,
                                const float *word, int vocab, const float *pos, const float *type, int n_types,
                                float *y) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc =
         st->inner->ops->embedding_forward(st->inner, R, L, C, ids, types, word, vocab, pos, type, n_types, y);
     return rc != 0 ? rc
                    : timed(st,
                            st->cost->ops->embedding_forward(st->cost, R, L, C, ids, types, word, vocab, pos, type,
                                                             n_types, y),
-                           now() - t0);
+                           ab_now() - t0);
 }
 static int p_embedding_backward(ab_backend *be, int R, int L, int C, const int32_t *ids, const int32_t *types,
                                 const float *dy, int vocab, int n_types, int acc, float *dword, float *dpos,
                                 float *dtype) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc =
         st->inner->ops->embedding_backward(st->inner, R, L, C, ids, types, dy, vocab, n_types, acc, dword, dpos, dtype);
     return rc != 0 ? rc
                    : timed(st,
                            st->cost->ops->embedding_backward(st->cost, R, L, C, ids, types, dy, vocab, n_types, acc,
                                                              dword, dpos, dtype),
-                           now() - t0);
+                           ab_now() - t0);
 }
 static int p_gather_rows(ab_backend *be, int B, size_t row_bytes, const void *rows, const int32_t *idx, void *out) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc = st->inner->ops->gather_rows(st->inner, B, row_bytes, rows, idx, out);
-    return rc != 0 ? rc : timed(st, st->cost->ops->gather_rows(st->cost, B, row_bytes, rows, idx, out), now() - t0);
+    return rc != 0 ? rc : timed(st, st->cost->ops->gather_rows(st->cost, B, row_bytes, rows, idx, out), ab_now() - t0);
 }
 static int p_sum_squares(ab_backend *be, size_t n, const float *x, float *out) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc = st->inner->ops->sum_squares(st->inner, n, x, out);
-    return rc != 0 ? rc : timed(st, st->cost->ops->sum_squares(st->cost, n, x, out), now() - t0);
+    return rc != 0 ? rc : timed(st, st->cost->ops->sum_squares(st->cost, n, x, out), ab_now() - t0);
 }
 static int p_scale(ab_backend *be, size_t n, float *x, float s) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc = st->inner->ops->scale(st->inner, n, x, s);
-    return rc != 0 ? rc : timed(st, st->cost->ops->scale(st->cost, n, x, s), now() - t0);
+    return rc != 0 ? rc : timed(st, st->cost->ops->scale(st->cost, n, x, s), ab_now() - t0);
 }
 static int p_log2_hist(ab_backend *be, size_t n, ab_dtype t, const void *x, int log2_min, int nbins, int64_t *counts) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc = st->inner->ops->log2_hist(st->inner, n, t, x, log2_min, nbins, counts);
-    return rc != 0 ? rc : timed(st, st->cost->ops->log2_hist(st->cost, n, t, x, log2_min, nbins, counts), now() - t0);
+    return rc != 0 ? rc
+                   : timed(st, st->cost->ops->log2_hist(st->cost, n, t, x, log2_min, nbins, counts), ab_now() - t0);
 }
 
 /* ---- memory and the rest: forwarded, memory charged here too (the trainer reads this
@@ -391,15 +388,15 @@ static int p_upload(ab_backend *be, void *dst, const void *src, size_t bytes) {
 }
 static int p_download(ab_backend *be, void *dst, const void *src, size_t bytes) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc = st->inner->ops->download(st->inner, dst, src, bytes);
-    return rc != 0 ? rc : timed(st, ab_cost_record(st->cost, "download", AB_OPC_SYNC, (double)bytes, 0), now() - t0);
+    return rc != 0 ? rc : timed(st, ab_cost_record(st->cost, "download", AB_OPC_SYNC, (double)bytes, 0), ab_now() - t0);
 }
 static int p_zero(ab_backend *be, void *p, size_t bytes) {
     prof_state *st = st_of(be);
-    const double t0 = now();
+    const double t0 = ab_now();
     const int rc = st->inner->ops->zero(st->inner, p, bytes);
-    return rc != 0 ? rc : timed(st, st->cost->ops->zero(st->cost, p, bytes), now() - t0);
+    return rc != 0 ? rc : timed(st, st->cost->ops->zero(st->cost, p, bytes), ab_now() - t0);
 }
 static int p_sync(ab_backend *be) {
     prof_state *st = st_of(be);
@@ -567,29 +564,6 @@ static const char *kind_of(const char *op) {
     return op;
 }
 
-/* the backend's own fp32 GEMM at 2048^3 (best of 3): the rate its products could reach here */
-static double gemm_reference(ab_backend *inner) {
-    enum { S = 2048 };
-    const size_t bytes = (size_t)S * S * sizeof(float);
-    void *a = inner->ops->alloc(inner, AB_MEM_WORKSPACE, bytes), *b = inner->ops->alloc(inner, AB_MEM_WORKSPACE, bytes);
-    void *c = inner->ops->alloc(inner, AB_MEM_WORKSPACE, bytes);
-    double best = 0.0;
-    if (a && b && c && inner->ops->zero(inner, a, bytes) == 0 && inner->ops->zero(inner, b, bytes) == 0)
-        for (int r = 0; r < 3; r++) {
-            const double t0 = now();
-            if (inner->ops->gemm(inner, 0, 1, S, S, S, 1.0f, AB_F32, a, S, AB_F32, b, S, NULL, AB_EPI_NONE, 0.0f,
-                                 AB_F32, c, S) != 0 ||
-                inner->ops->sync(inner) != 0)
-                break;
-            const double rate = 2.0 * S * S * (double)S / (now() - t0);
-            if (rate > best) best = rate;
-        }
-    inner->ops->release(inner, AB_MEM_WORKSPACE, a, bytes);
-    inner->ops->release(inner, AB_MEM_WORKSPACE, b, bytes);
-    inner->ops->release(inner, AB_MEM_WORKSPACE, c, bytes);
-    return best;
-}
-
 /* one GEMM shape alone on the backend, dense operands of type t (best of 3, GFLOP/s; 0 when the
  * buffers cannot be had) */
 static double shape_rate(ab_backend *inner, const ab_op_cost *g) {
@@ -602,7 +576,7 @@ static double shape_rate(ab_backend *inner, const ab_op_cost *g) {
     const int lda = g->ta ? g->M : g->K, ldb = g->tb ? g->K : g->N;
     if (a && b && c && inner->ops->zero(inner, a, na * es) == 0 && inner->ops->zero(inner, b, nb * es) == 0)
         for (int r = 0; r < 3; r++) {
-            const double t0 = now();
+            const double t0 = ab_now();
             const int rc =
                 g->batch > 1
                     ? inner->ops->gemm_batched(inner, g->ta, g->tb, g->M, g->N, g->K, 1.0f, g->dtype, a, lda,
@@ -611,13 +585,21 @@ static double shape_rate(ab_backend *inner, const ab_op_cost *g) {
                     : inner->ops->gemm(inner, g->ta, g->tb, g->M, g->N, g->K, 1.0f, g->dtype, a, lda, g->dtype, b, ldb,
                                        NULL, AB_EPI_NONE, 0.0f, g->dtype, c, g->N);
             if (rc != 0 || inner->ops->sync(inner) != 0) break;
-            const double rate = g->flops / (now() - t0);
+            const double rate = g->flops / (ab_now() - t0);
             if (rate > best) best = rate;
         }
     inner->ops->release(inner, AB_MEM_WORKSPACE, a, na * es);
     inner->ops->release(inner, AB_MEM_WORKSPACE, b, nb * es);
     inner->ops->release(inner, AB_MEM_WORKSPACE, c, nc * es);
     return best;
+}
+
+/* the backend's own fp32 GEMM at 2048^3 (best of 3): the rate its products could reach here */
+static double gemm_reference(ab_backend *inner) {
+    enum { S = 2048 };
+    const ab_op_cost g = {
+        .dtype = AB_F32, .M = S, .N = S, .K = S, .batch = 1, .tb = 1, .flops = 2.0 * S * S * (double)S};
+    return shape_rate(inner, &g);
 }
 
 /* the GEMM shapes that took the most time: in the run, and alone (the practical peak at the
