@@ -20,6 +20,7 @@
 #include "comm_engines.h"
 #include "glue.h"
 #include "backend_prof.h"
+#include "train_checkpoint.h"
 #include "model_step.h"
 #include "params.h"
 #include "platform.h"
@@ -375,6 +376,17 @@ static const option_row rows[] = {
     {"out", "FILE.json", "result record (written atomically after each epoch)", NULL, STRING(cfg.out_path)},
     {"save", "FILE", "weights written at the end (.safetensors; rank 0)", NULL, STRING(cfg.save_path)},
     {"log-interval", "N", "print and record the loss every N steps", "100", INT(cfg.log_interval, 1, 1 << 30)},
+
+    SECTION("checkpoints (docs/checkpoints.md)"),
+    {"checkpoint-dir", "DIR", "write checkpoints (weights, optimizer, loss scaler, data position,\n"
+                              "the record so far) into DIR/ckpt-<step>: at every epoch's end and\n"
+                              "when asked to stop (INT/TERM); a DIR holding checkpoints needs --resume",
+     NULL, STRING(cfg.checkpoint_dir)},
+    {"checkpoint-every", "N", "also every N optimizer steps", "0 = epochs only",
+     LONG(cfg.checkpoint_every, 0, 1L << 40)},
+    {"keep-checkpoints", "K", "keep the newest K checkpoints", "2", INT(cfg.keep_checkpoints, 1, 1 << 20)},
+    {"resume", NULL, "continue from --checkpoint-dir's newest checkpoint, bit-identical to a\n"
+                     "run never stopped (none there: start from the beginning)", NULL, FLAG(cfg.resume, 1)},
     {"quiet", NULL, "no progress lines", NULL, FLAG(cfg.quiet, 1)},
     {"profile-ops", NULL, "time every op and print, at the end, where the time went by op kind\n"
                           "(GFLOP/s, GB/s, the backend's own GEMM rate beside; one process)", NULL,
@@ -856,6 +868,7 @@ int main(int argc, char **argv) {
     opts.cfg.workload = &ab_workloads;
     opts.cfg.platform = &ab_platform;
     opts.cfg.step_model = ab_model_step_hook;
+    opts.cfg.checkpoints = &ab_checkpoint_store;
     /* two passes: the first only learns --model, whose recipe then sets the defaults that the
      * second pass's options override */
     cli first = opts;
@@ -883,6 +896,11 @@ int main(int argc, char **argv) {
             return 2;
         }
         opts.cfg.platform = &profiled_platform;
+    }
+    if ((is_bench || opts.find_max_batch) && (opts.cfg.checkpoint_dir || opts.cfg.resume)) {
+        fprintf(stderr, "ampbench: --checkpoint-dir and --resume belong to ampbench train, not to %s\n",
+                is_bench ? "bench" : "--find-max-batch");
+        return 2;
     }
     const ab_train_config *cfg = &opts.cfg;
     signal(SIGINT, on_signal);

@@ -208,6 +208,11 @@ static cJSON *build(const ab_train_config *c, const ab_run_record *r) {
     cJSON_AddStringToObject(o, "started_at", r->started_at);
     cJSON_AddBoolToObject(o, "complete", r->complete);
     cJSON_AddBoolToObject(o, "interrupted", r->interrupted);
+    if (r->n_resumes) { /* a run continued from checkpoints (--resume): at which steps, the last from where */
+        cJSON *ra = cJSON_AddArrayToObject(o, "resumed_at_steps");
+        for (int i = 0; i < r->n_resumes; i++) cJSON_AddItemToArray(ra, cJSON_CreateNumber((double)r->resumed_at[i]));
+        cJSON_AddStringToObject(o, "resumed_from", r->resumed_from);
+    }
 
     cJSON *w = cJSON_AddObjectToObject(o, "workload");
     cJSON_AddStringToObject(w, "model", c->model);

@@ -27,6 +27,7 @@
 #include "params.h"
 #include "rng.h"
 #include "timer.h"
+#include "train_internal.h"
 
 volatile sig_atomic_t ab_stop_requested = 0;
 
@@ -37,53 +38,10 @@ void ab_train_config_defaults(ab_train_config *c) {
                            .augment = 1, .lr_schedule = AB_LR_CONSTANT,
                            .seed = 1, .init_scale = 65536.0f, .growth_factor = 2.0f, .backoff_factor = 0.5f,
                            .growth_interval = 2000, .log_interval = 100, .shuffle = 1,
-                           .inject_inf_step = -1, .inject_inf_rank = -1, .comm = "auto",
+                           .inject_inf_step = -1, .inject_inf_rank = -1, .comm = "auto", .keep_checkpoints = 2,
                            .allreduce_dtype = AB_F32};
 }
 
-/* per-step scalars the host reads back: one small download per step */
-typedef struct {
-    float loss_sum;
-    int32_t correct;
-    int32_t found_inf;
-    float grad_sq; /* sum of the squared (unscaled) gradients, when clipping */
-} step_stats;
-
-/* what a step's synchronisation leaves for its update: the same on every rank */
-typedef struct {
-    int found_inf;    /* some gradient of some rank is inf or NaN */
-    double loss;      /* the world's mean (unscaled) loss */
-    double grad_norm; /* of the unscaled gradients (0 when not clipping) */
-} step_sync;
-
-struct ab_trainer {
-    const ab_train_config *cfg;
-    ab_run_record *rec;
-    ab_backend *be;
-    ab_model *model;
-    ab_params params;
-    ab_optimizer opt;
-    ab_scaler scaler; /* the live loss scaler; the record gets a copy when it is written */
-    ab_dataset *train, *test;
-    void *x;               /* one micro-batch as the data set assembles it, in compute type */
-    int32_t *labels;       /* (B) */
-    step_stats *stats;     /* backend memory */
-    int32_t *perm;         /* host: the epoch's sample order */
-    int32_t *eval_order;   /* host: 0, 1, ... (test samples), the test set's order */
-    size_t x_bytes;
-    long passes;           /* training forward passes so far: the next one's index (ab_pass) */
-    double data_host_s;    /* host seconds spent assembling batches since the data clock restarted */
-    ab_comm *comm;
-    int32_t *shard; /* (batch * accum steps) this rank's samples of the step, host */
-    void *fp16_bucket;     /* fp16 all-reduce bucket (bucket_elems), under --allreduce-dtype fp16 */
-    size_t bucket_elems;
-    int stop_any;   /* some rank was asked to stop (all-reduced each step) */
-    int32_t *pred;  /* (test samples) predicted classes: the record's and a data set's own metric */
-    uint8_t *hit;   /* (test samples) 1 where the prediction was right */
-    void *logits_h; /* (batch, classes) host copy of a batch's logits */
-    int32_t *labels_h; /* (batch) host copy of a batch's labels */
-};
-typedef struct ab_trainer trainer;
 
 /* fp16 all-reduce bucket: 12.5 MiB, the fp16 half of DDP's 25 MB default bucket */
 #define AB_ALLREDUCE_BUCKET_ELEMS ((size_t)25 << 18)
@@ -291,7 +249,7 @@ static int setup(trainer *t, ab_run_record *rec) {
     AB_TRY(build_model(t, rec));
     AB_TRY(alloc_step(t));
     describe_run(t, rec);
-    return 0;
+    return ab_ckpt_setup(t);
 }
 
 /* The record's copy of the trainer's state before it is written: the scaler (its event arrays
@@ -331,6 +289,7 @@ static void teardown(trainer *t) {
     free(t->hit);
     free(t->labels_h);
     free(t->logits_h);
+    ab_ckpt_free(t);
 }
 
 /* Under data parallelism each rank's batch statistics move its own running statistics; as DDP
@@ -351,6 +310,8 @@ static int evaluate(trainer *t, double *loss, double *accuracy, double *metric) 
     const int B = t->cfg->batch_size, C = t->model->n_classes, N = t->test->n;
     const int scored = t->test->ops->score != NULL;
     AB_TRY(sync_buffers(t));
+    /* the compute copy of the weights the last update left (a step refreshes it when it starts) */
+    AB_TRY(ab_params_refresh(&t->params));
     AB_TRY(be->ops->zero(be, t->stats, sizeof(step_stats)));
     for (int pos = 0; pos < N; pos += B) {
         const int b = N - pos < B ? N - pos : B;
@@ -714,12 +675,6 @@ static int start_run(trainer *t) {
     return 0;
 }
 
-/* what an epoch adds up between its steps */
-typedef struct {
-    double loss_sum, interval_sum; /* the finite step losses: the epoch's, the log interval's */
-    long finite_steps, interval_n;
-    double t0; /* when the epoch's clock started (again after the run's set-up steps) */
-} epoch_tally;
 
 /* the sample order of epoch e: a seeded permutation, or the data set's order */
 static void epoch_order(trainer *t, int e) {
@@ -741,10 +696,10 @@ static int count_step(trainer *t, ab_epoch_record *er, epoch_tally *et, const ab
     er->skipped_steps += !r->applied;
     er->clipped_steps += r->clipped;
     if (isfinite(r->loss)) {
-        et->loss_sum += r->loss;
-        et->finite_steps++;
-        et->interval_sum += r->loss;
-        et->interval_n++;
+        et->sum.loss_sum += r->loss;
+        et->sum.finite_steps++;
+        et->sum.interval_sum += r->loss;
+        et->sum.interval_n++;
     }
     const long skip = t->cfg->timing_skip_steps;
     if (step > skip) {
@@ -752,6 +707,7 @@ static int count_step(trainer *t, ab_epoch_record *er, epoch_tally *et, const ab
     } else if (step == skip) {
         AB_TRY(t->be->ops->sync(t->be));
         AB_TRY(data_clock_restart(t));
+        et->sum.data_s = 0.0;
         et->t0 = ab_now();
     }
     return 0;
@@ -762,33 +718,60 @@ static int count_step(trainer *t, ab_epoch_record *er, epoch_tally *et, const ab
 static int log_step(trainer *t, epoch_tally *et, const ab_step_result *r, long step, int e, int done, int last) {
     const int every = t->cfg->log_interval, N = t->train->n;
     if (step % every != 0 && !last) return 0;
-    const double mean = et->interval_n ? et->interval_sum / et->interval_n : NAN;
+    const double mean = et->sum.interval_n ? et->sum.interval_sum / et->sum.interval_n : NAN;
     const int rc = record_curve(t->rec, step, e, mean, t->scaler.scale);
     if (verbose(t) && step % every == 0)
         printf("Epoch: %d [%d/%d (%.0f%%)]\tLoss: %.6f%s\n", e, done, N, 100.0 * done / N, r->loss,
                r->applied ? "" : "\t(step skipped: gradient overflow)");
-    et->interval_sum = 0.0;
-    et->interval_n = 0;
+    et->sum.interval_sum = 0.0;
+    et->sum.interval_n = 0;
     return rc;
 }
 
-/* the steps of epoch e and their times; *step counts the run's steps */
+long ab_steps_per_epoch(const trainer *t) {
+    const long group = (long)t->cfg->batch_size * t->cfg->accum_steps * t->comm->size;
+    return (t->train->n + group - 1) / group;
+}
+
+/* a checkpoint every --checkpoint-every steps, but not at an epoch's last step: the epoch's end
+ * writes one after its evaluation */
+static int checkpoint_due(const trainer *t, long step, long s, long steps_per_epoch) {
+    const ab_train_config *c = t->cfg;
+    return c->checkpoint_dir && c->checkpoint_every > 0 && step % c->checkpoint_every == 0 && s < steps_per_epoch;
+}
+
+/* the checkpoint of a run inside epoch e, s of its steps taken: the tally with the clocks read */
+static int checkpoint_in_epoch(trainer *t, long step, int e, long s, const epoch_tally *et) {
+    ab_epoch_tally now = et->sum;
+    double data_s;
+    AB_TRY(data_clock_read(t, &data_s));
+    now.time_s = ab_now() - et->t0;
+    now.data_s += data_s;
+    return ab_ckpt_write(t, step, e, s, &now);
+}
+
+/* the steps of epoch e and their times; *step counts the run's steps. A resumed run continues
+ * its first epoch after the steps the checkpoint had taken, with their counts and tally. */
 static int train_epoch(trainer *t, int e, long *step) {
     const ab_train_config *c = t->cfg;
     ab_run_record *rec = t->rec;
     ab_epoch_record *er = &rec->epochs[e - 1];
-    *er = (ab_epoch_record){.epoch = e};
-    const int W = t->comm->size, N = t->train->n, group = c->batch_size * c->accum_steps * W;
-    const long steps_per_epoch = (N + group - 1) / group;
-    epoch_order(t, e);
+    const int N = t->train->n, group = c->batch_size * c->accum_steps * t->comm->size;
+    const long steps_per_epoch = ab_steps_per_epoch(t);
+    const long s0 = e == t->resume_epoch ? t->resume_epoch_step : 0;
     epoch_tally et = {0};
+    if (s0 > 0) et.sum = t->resume_tally; /* er holds the checkpoint's counts */
+    else *er = (ab_epoch_record){.epoch = e};
+    epoch_order(t, e);
     AB_TRY(data_clock_restart(t));
-    et.t0 = ab_now();
-    for (long s = 0; s < steps_per_epoch; s++) {
+    et.t0 = ab_now() - et.sum.time_s;
+    for (long s = s0; s < steps_per_epoch; s++) {
         /* under W > 1 ranks stop together, on the all-reduced request of the previous step */
-        const int stop = W > 1 ? t->stop_any : ab_stop_requested != 0;
+        const int stop = t->comm->size > 1 ? t->stop_any : ab_stop_requested != 0;
         if (stop || (c->max_steps > 0 && *step >= c->max_steps)) {
             rec->interrupted = stop;
+            /* a run asked to stop keeps where it is, before the partial epoch's evaluation */
+            if (stop && c->checkpoint_dir) AB_TRY(checkpoint_in_epoch(t, *step, e, s, &et));
             break;
         }
         const int pos = (int)(s * group), n = N - pos < group ? N - pos : group;
@@ -797,19 +780,20 @@ static int train_epoch(trainer *t, int e, long *step) {
         ++*step;
         AB_TRY(count_step(t, er, &et, &r, n, *step));
         AB_TRY(log_step(t, &et, &r, *step, e, pos + n, s == steps_per_epoch - 1));
+        if (checkpoint_due(t, *step, s + 1, steps_per_epoch)) AB_TRY(checkpoint_in_epoch(t, *step, e, s + 1, &et));
     }
     AB_TRY(t->be->ops->sync(t->be));
     er->time_s = ab_now() - et.t0;
     double data_s;
     AB_TRY(data_clock_read(t, &data_s));
-    er->data_time_s = data_s;
-    er->compute_time_s = er->time_s - data_s;
-    er->train_loss = et.finite_steps ? et.loss_sum / et.finite_steps : NAN;
+    er->data_time_s = data_s + et.sum.data_s;
+    er->compute_time_s = er->time_s - er->data_time_s;
+    er->train_loss = et.sum.finite_steps ? et.sum.loss_sum / et.sum.finite_steps : NAN;
     return 0;
 }
 
 /* after epoch e: the test set, the epoch's line, the record rewritten */
-static int finish_epoch(trainer *t, int e) {
+static int finish_epoch(trainer *t, int e, long step) {
     const ab_train_config *c = t->cfg;
     ab_run_record *rec = t->rec;
     ab_epoch_record *er = &rec->epochs[e - 1];
@@ -836,6 +820,8 @@ static int finish_epoch(trainer *t, int e) {
                (double)t->scaler.scale);
     fflush(stdout);
     if (c->out_path && rec->rank == 0) AB_TRY(ab_result_write(c->out_path, c, rec));
+    /* the epoch's end: the next one starts at its first step (an interrupted epoch has its own) */
+    if (c->checkpoint_dir && !rec->interrupted) AB_TRY(ab_ckpt_write(t, step, e + 1, 0, NULL));
     return 0;
 }
 
@@ -875,10 +861,12 @@ int ab_train_run(const ab_train_config *cfg, ab_run_record *rec) {
     int rc = setup(&t, rec);
     if (rc == 0) rc = start_run(&t);
     long step = 0;
-    for (int e = 1; rc == 0 && e <= cfg->epochs && !rec->interrupted; e++) {
-        rc = train_epoch(&t, e, &step);
-        if (rc == 0) rc = finish_epoch(&t, e);
+    int e0 = 1;
+    if (rc == 0 && cfg->resume) rc = ab_ckpt_resume(&t, &step, &e0);
+    for (int e = e0; rc == 0 && e <= cfg->epochs && !rec->interrupted; e++) {
         if (cfg->max_steps > 0 && step >= cfg->max_steps) break;
+        rc = train_epoch(&t, e, &step);
+        if (rc == 0) rc = finish_epoch(&t, e, step);
     }
     if (rc == 0) rc = finish_run(&t);
     if (rc != 0) keep_refused_record(&t);
@@ -930,6 +918,7 @@ void ab_run_record_free(ab_run_record *rec) {
     ab_census_free(rec->census);
     free(rec->test_pred);
     free(rec->test_hit);
+    free(rec->resumed_at);
     ab_scaler_free(&rec->scaler);
     memset(rec, 0, sizeof *rec);
 }

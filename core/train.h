@@ -14,6 +14,7 @@
 #include "optim.h"
 #include "scaler.h"
 #include "stepmodel.h"
+#include "trainstate.h"
 
 typedef struct ab_train_config ab_train_config;
 
@@ -108,6 +109,15 @@ struct ab_train_config {
     const char *proj_gpu;
     int (*step_model)(const ab_train_config *c, const ab_sample_info *s, const char *gpu,
                       ab_step_model_result *out);
+    /* checkpoints (core/trainstate.h): the program's store (NULL: this build writes none), the
+     * folder (NULL: no checkpoints), a checkpoint every N optimizer steps (0: only at each epoch's
+     * end and when the run is asked to stop), the newest K kept, and whether to continue from the
+     * folder's newest checkpoint (a folder without one: from the start) */
+    const struct ab_checkpoint_ops *checkpoints;
+    const char *checkpoint_dir;
+    long checkpoint_every;
+    int keep_checkpoints;
+    int resume;
 };
 
 /* Documented defaults of the projection (docs/data-parallel.md): PCIe 4.0 x16-class GPU links
@@ -138,7 +148,7 @@ typedef struct {
     float scale;
 } ab_loss_point;
 
-typedef struct {
+typedef struct ab_run_record {
     char started_at[32];
     char backend[16], device_name[160], blas[200];
     long parameters, train_samples, test_samples;
@@ -158,6 +168,9 @@ typedef struct {
     ab_device_info device; /* from the backend's describe op (is_host: the CPU; else the device) */
     ab_step_model_result step_model; /* the modelled GPU step (ab_train_config.step_model), valid or not */
     int complete, interrupted;
+    long *resumed_at; /* (n_resumes) the optimizer step each --resume continued from */
+    int n_resumes;
+    char resumed_from[512]; /* the last checkpoint resumed from ("" when none) */
     /* data parallelism: world_size 1 and engine "none" for a single process */
     int world_size, rank;
     char comm_engine[8];          /* "none" | "mpi" | "nccl" */

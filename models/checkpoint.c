@@ -19,17 +19,27 @@ int ab_checkpoint_torch_shape(const ab_param_spec *s, long long shape[4]) {
     return s->ndim;
 }
 
-/* (K, C, R, S) -> (K, R, S, C), or back (to_torch) */
-static void permute_ohwi(const ab_param_spec *s, const float *src, float *dst, int to_torch) {
+void ab_checkpoint_permute(const ab_param_spec *s, const void *src, void *dst, size_t elem, int to_torch) {
+    if (s->layout != AB_LAYOUT_OHWI) {
+        memcpy(dst, src, s->numel * elem);
+        return;
+    }
+    /* (K, C, R, S) -> (K, R, S, C), or back (to_torch) */
     const int K = s->shape[0], R = s->shape[1], S = s->shape[2], C = s->shape[3];
+    const char *in = src;
+    char *out = dst;
     for (int k = 0; k < K; k++)
         for (int c = 0; c < C; c++)
             for (int r = 0; r < R; r++)
                 for (int t = 0; t < S; t++) {
                     const size_t ohwi = (((size_t)k * R + r) * S + t) * C + c, oihw = (((size_t)k * C + c) * R + r) * S + t;
-                    if (to_torch) dst[oihw] = src[ohwi];
-                    else dst[ohwi] = src[oihw];
+                    if (to_torch) memcpy(out + oihw * elem, in + ohwi * elem, elem);
+                    else memcpy(out + ohwi * elem, in + oihw * elem, elem);
                 }
+}
+
+static void permute_ohwi(const ab_param_spec *s, const float *src, float *dst, int to_torch) {
+    ab_checkpoint_permute(s, src, dst, sizeof(float), to_torch);
 }
 
 /* "layer1.0.bn1.running_mean" -> "layer1.0.bn1.num_batches_tracked"; 0 if s is no such buffer */
@@ -46,14 +56,14 @@ static int ignored(const char *name, const char *const *ignore) {
     return 0;
 }
 
-int ab_checkpoint_load(const char *path, ab_model *m, ab_params *p, const char *const *ignore, char *from, size_t cap) {
+int ab_checkpoint_read(const char *path, const ab_params *p, const char *const *ignore, float *host, long long *nbt_out,
+                       char *from, size_t cap) {
     ab_safetensors st;
     AB_TRY(ab_st_open(path, &st));
-    ab_backend *be = p->be;
-    float *host = malloc((p->n + p->n_bufs + 1) * sizeof(float)), *tmp = NULL;
+    float *tmp = NULL;
     size_t tmp_cap = 0;
     unsigned char *used = calloc((size_t)st.n + 1, 1);
-    int rc = (!host || !used) ? ab_errorf("%s: out of host memory", path) : 0;
+    int rc = !used ? ab_errorf("%s: out of host memory", path) : 0;
     int dtypes_seen = 0, n_loaded = 0;
     long long nbt = -1;
     for (int i = 0; rc == 0 && i < p->n_specs; i++) {
@@ -124,40 +134,47 @@ int ab_checkpoint_load(const char *path, ab_model *m, ab_params *p, const char *
     for (int i = 0; rc == 0 && i < st.n; i++)
         if (!used[i] && !ignored(st.t[i].name, ignore))
             rc = ab_errorf("%s: unexpected tensor '%s' (not a tensor of this model)", path, st.t[i].name);
-    if (rc == 0) rc = be->ops->upload(be, p->master, host, p->n * sizeof(float));
-    if (rc == 0 && p->n_bufs) rc = be->ops->upload(be, p->bufs, host + p->n, p->n_bufs * sizeof(float));
     if (rc == 0) {
-        if (nbt >= 0) m->batches_tracked = (long)nbt;
+        *nbt_out = nbt;
         char types[32] = "";
         for (int d = 0, l = 0; d < AB_ST_DTYPE_COUNT; d++)
             if (dtypes_seen >> d & 1) l += snprintf(types + l, sizeof types - (size_t)l, "%s%s", l ? "+" : "", ab_st_dtype_name((ab_st_dtype)d));
         snprintf(from, cap, "all %d tensors from %s (%s)", n_loaded, path, types);
     }
-    free(host);
     free(tmp);
     free(used);
     ab_st_close(&st);
     return rc;
 }
 
-int ab_checkpoint_save(const char *path, const ab_model *m, const ab_params *p) {
+int ab_checkpoint_load(const char *path, ab_model *m, ab_params *p, const char *const *ignore, char *from, size_t cap) {
     ab_backend *be = p->be;
     float *host = malloc((p->n + p->n_bufs + 1) * sizeof(float));
+    if (!host) return ab_errorf("%s: out of host memory", path);
+    long long nbt = -1;
+    int rc = ab_checkpoint_read(path, p, ignore, host, &nbt, from, cap);
+    if (rc == 0) rc = be->ops->upload(be, p->master, host, p->n * sizeof(float));
+    if (rc == 0 && p->n_bufs) rc = be->ops->upload(be, p->bufs, host + p->n, p->n_bufs * sizeof(float));
+    if (rc == 0 && nbt >= 0) m->batches_tracked = (long)nbt;
+    free(host);
+    return rc;
+}
+
+int ab_checkpoint_write(const char *path, const ab_params *p, const float *master, const float *bufs,
+                        long long batches_tracked) {
     float *torch = malloc((p->n + p->n_bufs + 1) * sizeof(float));
     ab_st_entry *e = calloc((size_t)p->n_specs * 2 + 1, sizeof *e);
     char (*names)[160] = calloc((size_t)p->n_specs + 1, sizeof *names);
-    int rc = (!host || !torch || !e || !names) ? ab_errorf("%s: out of host memory", path) : 0;
-    if (rc == 0) rc = be->ops->download(be, host, p->master, p->n * sizeof(float));
-    if (rc == 0 && p->n_bufs) rc = be->ops->download(be, host + p->n, p->bufs, p->n_bufs * sizeof(float));
-    const int64_t steps = m->batches_tracked;
+    int rc = (!torch || !e || !names) ? ab_errorf("%s: out of host memory", path) : 0;
+    const int64_t steps = batches_tracked;
     int n = 0;
     for (int i = 0; rc == 0 && i < p->n_specs; i++) {
         const ab_param_spec *s = &p->specs[i];
         const size_t at = (s->region == AB_REGION_BUFFER ? p->n : 0) + s->offset;
+        const float *from = s->region == AB_REGION_BUFFER ? bufs + s->offset : master + s->offset;
         long long shape[4];
         const int nd = ab_checkpoint_torch_shape(s, shape);
-        if (s->layout == AB_LAYOUT_OHWI) permute_ohwi(s, host + at, torch + at, 1);
-        else memcpy(torch + at, host + at, s->numel * sizeof(float));
+        permute_ohwi(s, from, torch + at, 1);
         e[n] = (ab_st_entry){.name = s->name, .dtype = AB_ST_F32, .ndim = nd, .data = torch + at};
         for (int d = 0; d < nd; d++) e[n].shape[d] = shape[d];
         n++;
@@ -166,9 +183,19 @@ int ab_checkpoint_save(const char *path, const ab_model *m, const ab_params *p) 
             e[n++] = (ab_st_entry){.name = names[i], .dtype = AB_ST_I64, .ndim = 0, .data = &steps};
     }
     if (rc == 0) rc = ab_st_write(path, e, n);
-    free(host);
     free(torch);
     free(e);
     free(names);
+    return rc;
+}
+
+int ab_checkpoint_save(const char *path, const ab_model *m, const ab_params *p) {
+    ab_backend *be = p->be;
+    float *host = malloc((p->n + p->n_bufs + 1) * sizeof(float));
+    int rc = !host ? ab_errorf("%s: out of host memory", path) : 0;
+    if (rc == 0) rc = be->ops->download(be, host, p->master, p->n * sizeof(float));
+    if (rc == 0 && p->n_bufs) rc = be->ops->download(be, host + p->n, p->bufs, p->n_bufs * sizeof(float));
+    if (rc == 0) rc = ab_checkpoint_write(path, p, host, host + p->n, m->batches_tracked);
+    free(host);
     return rc;
 }

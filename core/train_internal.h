@@ -1,0 +1,78 @@
+/* The trainer's insides, shared by the training loop (core/train.c) and its checkpoints
+ * (core/resume.c). Nothing outside core/ includes this. */
+#ifndef AB_TRAIN_INTERNAL_H
+#define AB_TRAIN_INTERNAL_H
+
+#include "train.h"
+#include "params.h"
+
+/* per-step scalars the host reads back: one small download per step */
+typedef struct {
+    float loss_sum;
+    int32_t correct;
+    int32_t found_inf;
+    float grad_sq; /* sum of the squared (unscaled) gradients, when clipping */
+} step_stats;
+
+/* what a step's synchronisation leaves for its update: the same on every rank */
+typedef struct {
+    int found_inf;    /* some gradient of some rank is inf or NaN */
+    double loss;      /* the world's mean (unscaled) loss */
+    double grad_norm; /* of the unscaled gradients (0 when not clipping) */
+} step_sync;
+
+struct ab_trainer {
+    const ab_train_config *cfg;
+    ab_run_record *rec;
+    ab_backend *be;
+    ab_model *model;
+    ab_params params;
+    ab_optimizer opt;
+    ab_scaler scaler; /* the live loss scaler; the record gets a copy when it is written */
+    ab_dataset *train, *test;
+    void *x;               /* one micro-batch as the data set assembles it, in compute type */
+    int32_t *labels;       /* (B) */
+    step_stats *stats;     /* backend memory */
+    int32_t *perm;         /* host: the epoch's sample order */
+    int32_t *eval_order;   /* host: 0, 1, ... (test samples), the test set's order */
+    size_t x_bytes;
+    long passes;           /* training forward passes so far: the next one's index (ab_pass) */
+    double data_host_s;    /* host seconds spent assembling batches since the data clock restarted */
+    ab_comm *comm;
+    int32_t *shard; /* (batch * accum steps) this rank's samples of the step, host */
+    void *fp16_bucket;     /* fp16 all-reduce bucket (bucket_elems), under --allreduce-dtype fp16 */
+    size_t bucket_elems;
+    int stop_any;   /* some rank was asked to stop (all-reduced each step) */
+    int32_t *pred;  /* (test samples) predicted classes: the record's and a data set's own metric */
+    uint8_t *hit;   /* (test samples) 1 where the prediction was right */
+    void *logits_h; /* (batch, classes) host copy of a batch's logits */
+    int32_t *labels_h; /* (batch) host copy of a batch's labels */
+    /* checkpoints: host copies of the state (core/resume.c), and where a resumed run continues */
+    ab_train_state state;
+    int resume_epoch;      /* the epoch the resumed run continues in (0: not resumed) */
+    long resume_epoch_step; /* ... after this many of its steps */
+    ab_epoch_tally resume_tally;
+};
+typedef struct ab_trainer trainer;
+
+/* what an epoch adds up between its steps: the tally a checkpoint keeps, and the clocks */
+typedef struct {
+    ab_epoch_tally sum; /* sum.time_s and sum.data_s: the epoch's seconds before a resume */
+    double t0;          /* when the epoch's clock started (again after the run's set-up steps) */
+} epoch_tally;
+
+/* ---- core/resume.c ---- */
+/* checks the options (and, unless resuming, that the folder holds no checkpoint); allocates the
+ * host state. Collective. */
+int ab_ckpt_setup(trainer *t);
+/* writes the checkpoint of the run at `step` steps, next in epoch `epoch` after epoch_step of its
+ * steps, with the tally of that epoch so far (NULL when epoch_step is 0). Collective. */
+int ab_ckpt_write(trainer *t, long step, int epoch, long epoch_step, const ab_epoch_tally *tally);
+/* --resume: continues from the folder's newest checkpoint; *step and *epoch say where (unchanged
+ * when there is none). Collective. */
+int ab_ckpt_resume(trainer *t, long *step, int *epoch);
+void ab_ckpt_free(trainer *t);
+/* optimizer steps of one epoch (the world's) */
+long ab_steps_per_epoch(const trainer *t);
+
+#endif
