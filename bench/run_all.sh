@@ -63,7 +63,9 @@ usage: bench/run_all.sh [--quick | --full] [options]
   --out-root DIR      the run folder goes under DIR           [results/runs]
   --run-dir DIR       exactly this run folder
   --resume            with --run-dir: keep the complete results already there (an interrupted
-                      or partly failed run goes on where it stopped) and run only the rest
+                      or partly failed run goes on where it stopped) and run only the rest;
+                      under --full an ampbench run killed midway continues from its last
+                      checkpoint (RUN_DIR/checkpoints/RUN: every epoch's end), bit-identical
   --copy-plots DIR    copy the PNGs there too                 [plots]
   --no-copy-plots     leave plots/ alone
 EOF
@@ -363,6 +365,15 @@ for item in "${PLAN[@]}"; do
              --epochs "$ep" --max-steps "$st" --seed "$seed" --log-interval "$li" --quiet --out "$RUN_DIR/$run.json")
     fi
     [ "$mode" = amp-ls1 ] && cmd+=(--loss-scale 1)
+    # --full: ampbench's runs write a checkpoint at every epoch's end (and when stopped) into a
+    # folder of their own, which --resume continues from; a finished run's folder is removed
+    ckpt=""
+    if [ "$MODE" = full ] && [ "$tool" = ampbench ]; then
+        ckpt="$RUN_DIR/checkpoints/$run"
+        [ "$RESUME" = 1 ] || rm -rf "$ckpt"
+        [ -d "$ckpt" ] && echo "$tag resuming from $(ls "$ckpt" | grep '^ckpt-' | tail -n 1) in ${ckpt#"$RUN_DIR"/}"
+        cmd+=(--checkpoint-dir "$ckpt" --resume)
+    fi
     # the gradient census of ampbench's single-process runs: --grad-census K, or under the ablation
     # a tenth of the run's steps (100 over whole epochs); the config's own --grad-census comes later
     # on the command line and wins
@@ -409,6 +420,7 @@ for item in "${PLAN[@]}"; do
         record "$run" "$wl" "$mode" did-not-fit "$secs" "${why:-out of memory}" "$tool"
         N_OK=$((N_OK + 1)); SUMMARY+=("$run: did not fit in memory")
     elif [ "$rc" = 0 ] && [ -s "$RUN_DIR/$run.json" ]; then
+        [ -n "$ckpt" ] && rm -rf "$ckpt" && rmdir "$RUN_DIR/checkpoints" 2> /dev/null
         line=$("$REPORT" --line "$RUN_DIR/$run.json" 2>&1)
         printf '%s ok      %6.1f s  %s\n' "$tag" "$secs" "$line"
         record "$run" "$wl" "$mode" ok "$secs" "" "$tool"
