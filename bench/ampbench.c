@@ -405,6 +405,9 @@ static int given(const cli *c, const char *name) {
 /* What the options say together: a static loss scale belongs to amp, and excludes the dynamic
  * scaler's options. 0, or -1 with a one-line ab_error(). */
 static int check_combination(const cli *c) {
+    if (!c->cfg.checkpoint_dir && (c->cfg.resume || given(c, "checkpoint-every") || given(c, "keep-checkpoints")))
+        return ab_errorf("--%s needs --checkpoint-dir DIR (the folder of the run's checkpoints)",
+                         c->cfg.resume ? "resume" : given(c, "checkpoint-every") ? "checkpoint-every" : "keep-checkpoints");
     if (c->cfg.loss_scale > 0.0f && c->cfg.precision != AB_PREC_AMP)
         return ab_errorf("--loss-scale %s: a static loss scale needs --precision amp (%s trains without a loss scale)",
                          c->loss_scale, ab_precision_name(c->cfg.precision));

@@ -36,6 +36,12 @@ static cJSON *f64(double v) {
     return cJSON_CreateRaw(buf);
 }
 
+/* 1 when v is a number in [lo, hi] (whole when whole is set) */
+static int num_in(const cJSON *v, double lo, double hi, int whole) {
+    return cJSON_IsNumber(v) && v->valuedouble >= lo && v->valuedouble <= hi &&
+           (!whole || v->valuedouble == floor(v->valuedouble));
+}
+
 /* what f64 wrote: 0, or -1 when v is no such value */
 static int f64_of(const cJSON *v, double *out) {
     if (cJSON_IsNumber(v)) return *out = v->valuedouble, 0;
@@ -56,8 +62,7 @@ static int get_f64(const cJSON *o, const char *key, double *out, const char *whe
 static int get_i64(const cJSON *o, const char *key, long long lo, long long hi, long long *out, const char *where) {
     *out = 0;
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < (double)lo ||
-        v->valuedouble > (double)hi)
+    if (!num_in(v, (double)lo, (double)hi, 1))
         return ab_errorf("%s: '%s' is missing or not an integer in [%lld, %lld]", where, key, lo, hi);
     *out = (long long)v->valuedouble;
     return 0;
@@ -94,6 +99,15 @@ static int get_string(const cJSON *o, const char *key, char *out, size_t cap, co
         return ab_errorf("%s: '%s' is missing or not a string (of under %zu bytes)", where, key, cap);
     snprintf(out, cap, "%s", v->valuestring);
     return 0;
+}
+
+/* a string of the file for an error message: control characters as '?', at most 60 bytes */
+static const char *printable(const char *in, char out[64]) {
+    size_t i = 0;
+    for (; in && in[i] && i < 60; i++) out[i] = (unsigned char)in[i] < 0x20 || in[i] == 0x7f ? '?' : in[i];
+    if (in && in[i]) out[i - 1] = '.';
+    out[i] = 0;
+    return out;
 }
 
 /* ---- the folder ---- */
@@ -656,7 +670,7 @@ static int parse_census(const cJSON *a, ab_census *c, const char *w) {
                 return ab_errorf("%s: a census histogram of %d bins, not %d", w, cJSON_GetArraySize(h), AB_CENSUS_BINS);
             int i = 0;
             cJSON_ArrayForEach(b, h) {
-                if (!cJSON_IsNumber(b) || b->valuedouble < 0) return ab_errorf("%s: a census count is not a count", w);
+                if (!num_in(b, 0, 0x1p62, 1)) return ab_errorf("%s: a census count is not a count", w);
                 t->hist[i++] = (int64_t)b->valuedouble;
             }
         }
@@ -691,7 +705,7 @@ static int parse_record(const cJSON *o, ab_train_state *s, int max_epochs, const
         if (!cJSON_IsArray(p) || cJSON_GetArraySize(p) != 4) return ab_errorf("%s: a loss-curve point is not 4 numbers", w);
         const cJSON *a = cJSON_GetArrayItem(p, 0), *b = cJSON_GetArrayItem(p, 1);
         double l, sc;
-        if (!cJSON_IsNumber(a) || !cJSON_IsNumber(b) || a->valuedouble < 0 || b->valuedouble < 0 ||
+        if (!num_in(a, 0, 0x1p52, 1) || !num_in(b, 0, 0x1p30, 1) ||
             f64_of(cJSON_GetArrayItem(p, 2), &l) != 0 || f64_of(cJSON_GetArrayItem(p, 3), &sc) != 0)
             return ab_errorf("%s: a loss-curve point is not [step, epoch, loss, scale]", w);
         ab_loss_point *lp = &r->curve[r->n_curve++];
@@ -717,7 +731,7 @@ static int parse_record(const cJSON *o, ab_train_state *s, int max_epochs, const
     if (cJSON_GetArraySize(pk) != AB_MEM_COUNT) return ab_errorf("%s: 'peak_memory_bytes' has %d categories, not %d", w, cJSON_GetArraySize(pk), AB_MEM_COUNT);
     i = 0;
     cJSON_ArrayForEach(p, pk) {
-        if (!cJSON_IsNumber(p) || p->valuedouble < 0) return ab_errorf("%s: a peak is not a byte count", w);
+        if (!num_in(p, 0, 0x1p60, 1)) return ab_errorf("%s: a peak is not a byte count", w);
         r->mem.peak[i++] = (size_t)p->valuedouble;
     }
     long v;
@@ -732,7 +746,7 @@ static int parse_record(const cJSON *o, ab_train_state *s, int max_epochs, const
     if (!(r->resumed_at = calloc((size_t)nr + 1, sizeof *r->resumed_at))) return ab_errorf("out of host memory");
     r->n_resumes = 0;
     cJSON_ArrayForEach(p, ra) {
-        if (!cJSON_IsNumber(p) || p->valuedouble < 0) return ab_errorf("%s: 'resumed_at' holds a non-step", w);
+        if (!num_in(p, 0, 0x1p52, 1)) return ab_errorf("%s: 'resumed_at' holds a non-step", w);
         r->resumed_at[r->n_resumes++] = (long)p->valuedouble;
     }
     return 0;
@@ -743,15 +757,17 @@ static int check_keys(const cJSON *k, const ab_train_state *s, const char *w) {
     for (int i = 0; i < s->n_keys; i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(k, s->keys[i].key);
         if (!cJSON_IsString(v)) return ab_errorf("%s: says nothing of %s (this run: %s)", w, s->keys[i].key, s->keys[i].value);
+        char shown[64];
         if (strcmp(v->valuestring, s->keys[i].value) != 0)
-            return ab_errorf("%s: a checkpoint of %s %s; this run has %s %s", w, s->keys[i].key, v->valuestring,
-                             s->keys[i].key, s->keys[i].value);
+            return ab_errorf("%s: a checkpoint of %s %s; this run has %s %s", w, s->keys[i].key,
+                             printable(v->valuestring, shown), s->keys[i].key, s->keys[i].value);
     }
     const cJSON *v;
     cJSON_ArrayForEach(v, k) {
         int known = 0;
         for (int i = 0; !known && i < s->n_keys; i++) known = v->string && strcmp(v->string, s->keys[i].key) == 0;
-        if (!known) return ab_errorf("%s: a key this run does not have: '%s'", w, v->string ? v->string : "?");
+        char shown[64];
+        if (!known) return ab_errorf("%s: a key this run does not have: '%s'", w, printable(v->string, shown));
     }
     return 0;
 }
@@ -765,7 +781,8 @@ int ab_checkpoint_parse_state(const char *text, size_t n, const char *w, ab_trai
     const cJSON *pos, *ranks, *opt, *sc, *ta, *rec, *keys;
     if ((rc = get_string(o, "format", format, sizeof format, w)) != 0) goto done;
     if (strcmp(format, FORMAT) != 0) {
-        rc = ab_errorf("%s: format '%s', not " FORMAT, w, format);
+        char shown[64];
+        rc = ab_errorf("%s: format '%s', not " FORMAT, w, printable(format, shown));
         goto done;
     }
     if ((rc = get_i64(o, "version", 0, 1 << 20, &version, w)) != 0) goto done;

@@ -8,7 +8,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 seconds=60
 build="$root/build-fuzz"
 targets=()
-all=(fuzz_idx fuzz_cifar10 fuzz_safetensors fuzz_glue fuzz_vocab)
+all=(fuzz_idx fuzz_cifar10 fuzz_safetensors fuzz_glue fuzz_vocab fuzz_checkpoint)
 usage() { sed -n '2,5s/^# \{0,1\}//p' "$0"; }
 while [ $# -gt 0 ]; do
   case "$1" in

@@ -72,3 +72,41 @@ put("fuzz_safetensors", "bf16-f64-u8-empty.safetensors", safetensors([
 put("fuzz_safetensors", "eight-dims.safetensors", safetensors([
     ("x", "F32", [1, 1, 1, 1, 1, 1, 1, 2], struct.pack("<2f", 0.25, -0.0)),
 ], {"format": "pt"}))
+
+# fuzz_checkpoint: state.json of a 2-rank run of 3 epochs (the target's keys), one mid-epoch with
+# a scaler history, a census record and a curve; one at the run's end
+def ckpt_state(epoch, epoch_step, step, n_epochs, census):
+    ep = lambda e, steps: {"epoch": e, "time_s": 1.5, "compute_time_s": 1.25, "data_time_s": 0.25,
+                           "eval_time_s": 0.5, "steps": steps, "skipped_steps": 1 if e == 1 else 0,
+                           "clipped_steps": 0, "samples": steps * 64, "timed_samples": steps * 64,
+                           "train_loss": 0.75, "test_loss": "nan", "test_accuracy": 91.5, "test_metric": 91.5}
+    listed = epoch if epoch_step > 0 else n_epochs
+    return json.dumps({
+        "format": "ampbench-checkpoint", "version": 1,
+        "keys": {"model": "fuzz", "world_size": "2", "epochs": "3"},
+        "position": {"step": step, "epoch": epoch, "epoch_step": epoch_step},
+        "ranks": [{"passes": step, "batches_tracked": step, "peak_memory_bytes": 1048576},
+                  {"passes": step, "batches_tracked": step, "peak_memory_bytes": 1048000}],
+        "optimizer": {"steps": step - 1, "state": "momentum_buffer"},
+        "scaler": {"scale": 32768, "tracker": 3, "min_scale": 32768, "max_scale": 65536, "growths": 0,
+                   "backoffs": 1, "skipped": 1,
+                   "events": [{"step": 2, "epoch": 1, "scale_before": 65536, "scale_after": 32768}],
+                   "changes": [{"step": 0, "scale": 65536}, {"step": 3, "scale": 32768}]},
+        "tally": {"loss_sum": 1.25, "interval_sum": 0.5, "finite_steps": 2, "interval_n": 1,
+                  "time_s": 0.75, "data_s": "inf"},
+        "record": {"started_at": "2026-12-04T20:00:00Z", "weights_from": "initialised (seed 1)",
+                   "n_epochs": n_epochs, "epochs": [ep(e + 1, 10) for e in range(listed)],
+                   "curve": [[5, 1, 2.25, 65536], [10, 1, "nan", 32768]],
+                   "census": census, "n_test_pred": 0, "n_classes": 10, "comm_time_s": 0.125,
+                   "allreduce_time_s": 0.0625, "bytes_allreduced": 8192, "allreduce_calls": 4,
+                   "peak_memory_bytes": [1, 2, 3, 4, 5, 6, 7], "peak_total_bytes": 21, "peak_all_bytes": 28,
+                   "resumed_at": [10]},
+        "files": {"weights.safetensors": {"bytes": 8, "crc32": "00000000"},
+                  "state.safetensors": {"bytes": 8, "crc32": "00000000"}}}, indent=1).encode()
+
+
+census = [{"step": 1, "loss_scale": 65536, "tensors": [
+    {"name": "fc.weight", "kind": 0, "dtype": 1, "n": 100, "zeros": 2, "nonfinite": 0,
+     "hist": [0] * 40 + [98] + [0] * 39}]}]
+put("fuzz_checkpoint", "mid-epoch.json", ckpt_state(2, 4, 14, 1, census))
+put("fuzz_checkpoint", "end.json", ckpt_state(4, 0, 30, 3, []))

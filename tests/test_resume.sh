@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Runs killed and resumed end bit-identical to runs never stopped. Each case trains once without
+# interruption, then again with --checkpoint-dir and --resume, killed with SIGKILL at a random
+# moment after a new checkpoint appeared (so at a random step between checkpoints), at least twice,
+# and resumed until it finishes. The saved weights must be byte-identical, the records identical
+# but their wall-clock times (tests/resume_check.py), and every loss line any attempt printed one
+# that the uninterrupted run printed. Cases: the MLP in fp32 (its first stop a SIGTERM, which
+# writes a checkpoint and exits 130) and amp; resnet-tiny under amp with gradient accumulation and
+# augmentation; bert-tiny under amp with dropout and a gradient census; and 2 MPI ranks of
+# resnet-tiny (each rank's own batch-norm statistics), killed as a whole job.
+# usage: test_resume.sh AMPBENCH MPIEXEC [SEED]
+set -u
+ampbench=$1 mpiexec=$2
+seed=${3:-${AB_RESUME_SEED:-$(date +%s)}}
+RANDOM=$seed
+echo "test_resume: kill times drawn with seed $seed (rerun: $0 $1 $2 $seed)"
+here=$(cd "$(dirname "$0")" && pwd)
+mpirun=("$mpiexec" --allow-run-as-root --oversubscribe)
+tmp=$(mktemp -d)
+trap 'pkill -9 -f -- "$tmp/" 2> /dev/null; rm -rf "$tmp"' EXIT
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+
+# the step of the newest checkpoint in $1, or -1
+newest() { local n; n=$(ls "$1" 2> /dev/null | grep '^ckpt-' | sort | tail -n 1); echo "${n#ckpt-}" | sed 's/^0*\([0-9]\)/\1/;s/^$/-1/'; }
+
+# case NAME RANKS FIRST_SIGNAL ARGS...: the run killed at least twice (the first time with
+# FIRST_SIGNAL), then resumed to its end, against the run never stopped
+run_case() {
+    local name=$1 np=$2 first=$3
+    shift 3
+    local d=$tmp/$name
+    mkdir -p "$d"
+    local launch=("$ampbench")
+    [ "$np" -gt 1 ] && launch=("${mpirun[@]}" -np "$np" "$ampbench")
+    if ! "${launch[@]}" train "$@" --out "$d/ref.json" --save "$d/ref.safetensors" > "$d/ref.log" 2>&1; then
+        fail "$name: the uninterrupted run failed: $(tail -n 3 "$d/ref.log")"
+        return
+    fi
+    local kills=0 attempt=0 sig pid before rc
+    while [ "$kills" -lt 2 ] && [ "$attempt" -lt 8 ]; do
+        attempt=$((attempt + 1))
+        sig=KILL
+        [ "$kills" = 0 ] && sig=$first
+        before=$(newest "$d/ck")
+        "${launch[@]}" train "$@" --checkpoint-dir "$d/ck" --checkpoint-every 3 --resume --out "$d/run.json" \
+            --save "$d/run.safetensors" > "$d/attempt$attempt.log" 2>&1 &
+        pid=$!
+        while kill -0 "$pid" 2> /dev/null && [ "$(newest "$d/ck")" = "$before" ]; do sleep 0.01; done
+        sleep "$(printf '0.%03d' $((RANDOM % 150)))"
+        if kill -0 "$pid" 2> /dev/null; then
+            if [ "$sig" = TERM ]; then
+                kill -TERM "$pid"
+            elif [ "$np" -gt 1 ]; then
+                pkill -9 -f -- "$d/ck" # the launcher and every rank: a lost node
+            else
+                kill -9 "$pid"
+            fi
+            wait "$pid" 2> /dev/null
+            rc=$?
+            kills=$((kills + 1))
+            echo "$name: attempt $attempt stopped by SIG$sig (exit $rc) after checkpoint step $(newest "$d/ck")"
+            if [ "$sig" = TERM ]; then
+                [ "$rc" = 130 ] || fail "$name: SIGTERM: exit $rc, expected 130 (interrupted, result kept)"
+                grep -q '"interrupted":[[:space:]]*true' "$d/run.json" || fail "$name: SIGTERM: the record is not marked interrupted"
+                grep -q "^Checkpoint .*ckpt-0*$(newest "$d/ck") " "$d/attempt$attempt.log" ||
+                    fail "$name: SIGTERM wrote no checkpoint: $(tail -n 3 "$d/attempt$attempt.log")"
+            fi
+        else
+            wait "$pid" 2> /dev/null
+        fi
+    done
+    [ "$kills" -ge 2 ] || fail "$name: only $kills of the attempts were stopped midway (the runs ended first)"
+    if ! "${launch[@]}" train "$@" --checkpoint-dir "$d/ck" --checkpoint-every 3 --resume --out "$d/run.json" \
+        --save "$d/run.safetensors" > "$d/final.log" 2>&1; then
+        fail "$name: the resumed run failed: $(tail -n 3 "$d/final.log")"
+        return
+    fi
+    grep -q '^Resumed from ' "$d/final.log" || fail "$name: the last run did not resume: $(head -n 4 "$d/final.log")"
+    cmp -s "$d/ref.safetensors" "$d/run.safetensors" || fail "$name: the saved weights differ from the uninterrupted run's"
+    python3 "$here/resume_check.py" "$d/ref.json" "$d/run.json" --min-resumes "$kills" | sed "s/^/$name: /"
+    [ "${PIPESTATUS[0]}" = 0 ] || fail "$name: the records differ"
+    # every loss line printed by any attempt is one the uninterrupted run printed
+    local stray
+    stray=$(cat "$d"/attempt*.log "$d/final.log" | grep '^Epoch: ' | grep -vxF -f <(grep '^Epoch: ' "$d/ref.log") | head -n 3)
+    [ -z "$stray" ] || fail "$name: loss lines the uninterrupted run did not print: $stray"
+    [ "$(grep -c '^Epoch: ' "$d/ref.log")" -gt 0 ] || fail "$name: no loss lines to compare"
+}
+
+common=(--threads 1 --log-interval 5)
+run_case mlp-fp32 1 TERM --model mlp --precision fp32 --epochs 2 --train-subset 12000 --test-subset 2000 "${common[@]}"
+run_case mlp-amp 1 KILL --model mlp --precision amp --epochs 2 --train-subset 12000 --test-subset 2000 "${common[@]}"
+run_case resnet-tiny-amp 1 KILL --model resnet-tiny --precision amp --accum-steps 2 --batch-size 16 --epochs 2 \
+    --train-subset 1024 --test-subset 256 "${common[@]}"
+run_case bert-tiny-amp 1 KILL --model bert-tiny --precision amp --batch-size 16 --max-seq-len 32 --epochs 2 \
+    --train-subset 640 --test-subset 128 --grad-census 10 "${common[@]}"
+run_case resnet-tiny-2ranks 2 KILL --model resnet-tiny --precision amp --batch-size 16 --epochs 2 \
+    --train-subset 1024 --test-subset 256 "${common[@]}"
+
+[ "$failures" -eq 0 ] || { echo "test_resume: $failures failure(s) (seed $seed)"; exit 1; }
+echo "test_resume: ok"
