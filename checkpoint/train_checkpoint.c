@@ -501,7 +501,7 @@ static int state_entries(const ab_train_state *s, entries *es) {
     return 0;
 }
 
-static int save(const char *dir, int keep, const ab_train_state *s, char *path, size_t cap) {
+static int save(const char *dir, int keep, const ab_train_state *s, char *path, size_t cap, double *bytes) {
     AB_TRY(make_dirs(dir));
     char tmp[1100], f[1200], old[1100];
     snprintf(path, cap, "%s/" PREFIX "%09ld", dir, s->step);
@@ -526,6 +526,7 @@ static int save(const char *dir, int keep, const ab_train_state *s, char *path, 
     if (rc == 0 && !text) rc = ab_errorf("out of host memory writing the checkpoint's state");
     snprintf(f, sizeof f, "%s/state.json", tmp);
     if (rc == 0) rc = ab_write_file_atomic(f, text, strlen(text));
+    *bytes = (double)size[0] + (double)size[1] + (text ? (double)strlen(text) : 0.0);
     free(text);
     if (rc == 0) rc = fsync_dir(tmp);
     /* into place: a checkpoint of the same step (written again after a resume) is replaced */

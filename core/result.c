@@ -208,6 +208,12 @@ static cJSON *build(const ab_train_config *c, const ab_run_record *r) {
     cJSON_AddStringToObject(o, "started_at", r->started_at);
     cJSON_AddBoolToObject(o, "complete", r->complete);
     cJSON_AddBoolToObject(o, "interrupted", r->interrupted);
+    if (r->checkpoints_written) { /* --checkpoint-dir: what writing them cost this process */
+        cJSON *ck = cJSON_AddObjectToObject(o, "checkpoints");
+        cJSON_AddNumberToObject(ck, "written", (double)r->checkpoints_written);
+        cJSON_AddItemToObject(ck, "time_s", num(r->checkpoint_time_s));
+        cJSON_AddNumberToObject(ck, "bytes", r->checkpoint_bytes);
+    }
     if (r->n_resumes) { /* a run continued from checkpoints (--resume): at which steps, the last from where */
         cJSON *ra = cJSON_AddArrayToObject(o, "resumed_at_steps");
         for (int i = 0; i < r->n_resumes; i++) cJSON_AddItemToArray(ra, cJSON_CreateNumber((double)r->resumed_at[i]));

@@ -202,16 +202,21 @@ int ab_ckpt_write(trainer *t, long step, int epoch, long epoch_step, const ab_ep
     AB_TRY(gather_bufs(t));
     int rc = 0;
     char path[1024] = "";
+    double bytes = 0.0;
     if (t->comm->rank == 0) {
         rec->mem = be->mem;
         rc = be->ops->download(be, s->master, p->master, p->n * sizeof(float));
         if (rc == 0 && s->wc) rc = be->ops->download(be, s->wc, p->wc, p->n_compute * ab_dtype_size(p->cdt));
         if (rc == 0 && s->s1) rc = be->ops->download(be, s->s1, t->opt.s1, p->n * sizeof(float));
         if (rc == 0 && s->s2) rc = be->ops->download(be, s->s2, t->opt.s2, p->n * sizeof(float));
-        if (rc == 0) rc = c->checkpoints->save(c->checkpoint_dir, c->keep_checkpoints, s, path, sizeof path);
+        if (rc == 0) rc = c->checkpoints->save(c->checkpoint_dir, c->keep_checkpoints, s, path, sizeof path, &bytes);
     }
     AB_TRY(agree(t, rc, "writing the checkpoint"));
-    if (verbose(t)) printf("Checkpoint %s (step %ld, %.2f s)\n", path, step, ab_now() - t0);
+    const double dt = ab_now() - t0;
+    rec->checkpoints_written++;
+    rec->checkpoint_time_s += dt;
+    rec->checkpoint_bytes = bytes;
+    if (verbose(t)) printf("Checkpoint %s (step %ld, %.1f MB, %.3f s)\n", path, step, bytes / 1e6, dt);
     return 0;
 }
 
@@ -362,6 +367,7 @@ int ab_ckpt_resume(trainer *t, long *step, int *epoch) {
     const ab_params *p = &t->params;
     char path[1024] = "";
     int found = 0, rc = 0;
+    const double t0 = ab_now();
     if (t->comm->rank == 0) {
         found = c->checkpoints->latest(c->checkpoint_dir, path, sizeof path);
         rc = found < 0 ? -1 : 0;
@@ -417,7 +423,7 @@ int ab_ckpt_resume(trainer *t, long *step, int *epoch) {
     *step = s->step;
     *epoch = s->epoch;
     if (verbose(t))
-        printf("Resumed from %s: step %ld of %ld, epoch %d after %ld of its %ld steps\n", path, s->step,
-               rec->total_steps, s->epoch, s->epoch_step, ab_steps_per_epoch(t));
+        printf("Resumed from %s: step %ld of %ld, epoch %d after %ld of its %ld steps (%.3f s)\n", path, s->step,
+               rec->total_steps, s->epoch, s->epoch_step, ab_steps_per_epoch(t), ab_now() - t0);
     return 0;
 }

@@ -171,6 +171,9 @@ typedef struct ab_run_record {
     long *resumed_at; /* (n_resumes) the optimizer step each --resume continued from */
     int n_resumes;
     char resumed_from[512]; /* the last checkpoint resumed from ("" when none) */
+    long checkpoints_written;  /* by this process (a resumed run counts its own) */
+    double checkpoint_time_s;  /* wall-clock seconds those took (outside the epochs' times) */
+    double checkpoint_bytes;   /* the last one's size */
     /* data parallelism: world_size 1 and engine "none" for a single process */
     int world_size, rank;
     char comm_engine[8];          /* "none" | "mpi" | "nccl" */

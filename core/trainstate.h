@@ -67,8 +67,8 @@ typedef struct ab_train_state {
  * (a temporary folder, then rename), so a crash mid-write leaves the previous checkpoints intact. */
 typedef struct ab_checkpoint_ops {
     /* writes s under dir (created if missing) as the checkpoint of step s->step, then removes all
-     * but the newest keep checkpoints; its path to path (cap bytes) */
-    int (*save)(const char *dir, int keep, const ab_train_state *s, char *path, size_t cap);
+     * but the newest keep checkpoints; its path to path (cap bytes), its size to *bytes */
+    int (*save)(const char *dir, int keep, const ab_train_state *s, char *path, size_t cap, double *bytes);
     /* the newest checkpoint in dir: 1 with its path, 0 when dir has none (or does not exist), -1 on error */
     int (*latest)(const char *dir, char *path, size_t cap);
     /* Reads the checkpoint at path into s, whose keys, world, model, params and buffers (master,

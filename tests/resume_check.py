@@ -15,7 +15,7 @@ IGNORED = re.compile(
     r"measured_compute_time_per_step_s|saved_to|resumed_at_steps|resumed_from|comm_time_s|"
     r"comm_time_per_step_s|allreduce_time_s|allreduce_bandwidth_Bps|algbw_Bps|busbw_Bps|epoch_time_s|"
     r"speedup|efficiency|compute_time_per_step_s|allreduce_time_per_step_s|driver_used_bytes_\w+|"
-    r"git_dirty|git_commit)(/\d+)*$")
+    r"git_dirty|git_commit|checkpoints)(/\w+)*$")
 
 
 def flat(o, path=""):

@@ -117,6 +117,35 @@ grep -q '^\[1/[0-9]*\] mlp *fp32 *kept' "$tmp/resume.log" || fail "--resume did 
 grep -q '^\[[0-9]*/[0-9]*\] mlp *amp *ok' "$tmp/resume.log" || fail "--resume did not run AMP: $(cat "$tmp/resume.log")"
 grep -q '"complete":[[:space:]]*true' "$tmp/int/mlp-amp.json" || fail "the resumed AMP result is not complete"
 
+# --full: each ampbench run checkpoints every epoch into RUN_DIR/checkpoints/<run>; the whole
+# harness killed (SIGKILL: a lost machine) midway through a run, then --resume continues that run
+# from its last epoch and ends with the record of a harness never stopped (tests/resume_check.py)
+full=(--full --epochs 4 --workloads resnet50 --modes amp --no-mpi --no-peers --no-build --build-dir "$build"
+      --config "$src/tests/fixtures/harness/workloads-quick.conf" --no-copy-plots)
+"$src/bench/run_all.sh" "${full[@]}" --run-dir "$tmp/full-ref" > "$tmp/full-ref.log" 2>&1 ||
+    { cat "$tmp/full-ref.log"; fail "run_all.sh --full exited non-zero"; }
+[ ! -e "$tmp/full-ref/checkpoints" ] || fail "a finished --full run left its checkpoints: $(ls -R "$tmp/full-ref/checkpoints")"
+"$src/bench/run_all.sh" "${full[@]}" --run-dir "$tmp/full" > "$tmp/full.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 600); do
+    ls "$tmp/full/checkpoints/resnet50-amp" 2> /dev/null | grep -q '^ckpt-0*80$' && break
+    kill -0 "$pid" 2> /dev/null || break
+    sleep 0.05
+done
+kill -9 "$pid" 2> /dev/null
+pkill -9 -f -- "$tmp/full/" 2> /dev/null
+wait "$pid" 2> /dev/null
+ls "$tmp/full/checkpoints/resnet50-amp" 2> /dev/null | grep -q '^ckpt-' || fail "the killed --full run left no checkpoint"
+"$src/bench/run_all.sh" "${full[@]}" --run-dir "$tmp/full" --resume > "$tmp/full-resume.log" 2>&1 ||
+    { cat "$tmp/full-resume.log"; fail "run_all.sh --full --resume exited non-zero"; }
+grep -q 'resuming from ckpt-' "$tmp/full-resume.log" || fail "--resume did not continue from a checkpoint: $(cat "$tmp/full-resume.log")"
+grep -q '"resumed_at_steps"' "$tmp/full/resnet50-amp.json" || fail "the resumed record does not say it was resumed"
+python3 "$src/tests/resume_check.py" "$tmp/full-ref/resnet50-amp.json" "$tmp/full/resnet50-amp.json" --min-resumes 1 ||
+    fail "the resumed --full run's record differs from the uninterrupted one's"
+[ ! -e "$tmp/full/checkpoints" ] || fail "the resumed run left its checkpoints"
+grep -q '^| `resnet50-amp` .*| complete, resumed 1 time from checkpoints |$' "$tmp/full/REPORT.md" ||
+    fail "REPORT.md does not say the run was resumed: $(grep 'resnet50-amp' "$tmp/full/REPORT.md" | head -n 3)"
+
 # --seeds 2 --modes fp32,amp: every run twice (<run>-s<seed>.json, workload.seed), the CPU profile
 # named in run.json and REPORT.md, and the report's accuracy over seeds
 "$src/bench/run_all.sh" --quick --max-steps 20 --workloads mlp --seeds 2 --modes fp32,amp --no-mpi --no-peers \

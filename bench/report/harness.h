@@ -47,6 +47,7 @@ typedef struct {
     int world_size;
     int seed;            /* workload.seed, 1 when absent (run_all.sh --seeds N: 1..N) */
     int complete, interrupted;
+    int resumes; /* resumed_at_steps: the times the run continued from a checkpoint */
     uint8_t *hit;    /* test_predictions.correct decoded: 1 where example i was right; NULL when absent */
     long n_hit;      /* its examples */
     char commit[48]; /* git_commit: the source the record's program was built from, "unknown" */

@@ -57,8 +57,12 @@ static void claim_cell(char *buf, size_t n, const hr_reported *rep, const cJSON 
 
 static double mb(double bytes) { return bytes / 1e6; }
 
-static const char *run_status(const hr_run *r) {
-    return r->complete ? "complete" : r->interrupted ? "interrupted" : "incomplete";
+/* the run's state; a run continued from checkpoints says so (its times include the restarts' partial epochs) */
+static const char *run_status(const hr_run *r, char *buf, size_t n) {
+    const char *s = r->complete ? "complete" : r->interrupted ? "interrupted" : "incomplete";
+    if (r->resumes > 0) snprintf(buf, n, "%s, resumed %d time%s from checkpoints", s, r->resumes, r->resumes == 1 ? "" : "s");
+    else snprintf(buf, n, "%s", s);
+    return buf;
 }
 
 static void runs_table(FILE *f, const hr_workload *w) {
@@ -67,12 +71,12 @@ static void runs_table(FILE *f, const hr_workload *w) {
     fprintf(f, "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < w->n_all; i++) {
         const hr_run *r = w->all[i];
-        char a[32], b[32], c[32], d[32], e[32];
+        char a[32], b[32], c[32], d[32], e[32], st[80];
         fprintf(f, "| `%s` | %s | %d | %s (%s) | %d of %d | %ld | %s | %s | %s | %s | %s | %d / %ld | %s |\n", r->name,
                 r->precision, r->world_size, r->backend, r->device, r->epochs_done, r->epochs_requested, r->steps,
                 fmt_num(a, sizeof a, r->total_time_s, "%.2f"), fmt_num(b, sizeof b, r->samples_per_s, "%.0f"),
                 fmt_num(c, sizeof c, mb(r->peak_total), "%.2f"), fmt_num(d, sizeof d, r->final_accuracy, "%.2f"),
-                fmt_num(e, sizeof e, r->final_train_loss, "%.4f"), r->overflow_events, r->skipped_steps, run_status(r));
+                fmt_num(e, sizeof e, r->final_train_loss, "%.4f"), r->overflow_events, r->skipped_steps, run_status(r, st, sizeof st));
     }
     fprintf(f, "\n");
 }

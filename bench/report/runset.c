@@ -139,6 +139,7 @@ static int run_from_json(const char *path, cJSON *j, hr_run *r) {
     r->seed = (int)hr_num(wl, "seed", 1);
     r->complete = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "complete"));
     r->interrupted = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "interrupted"));
+    r->resumes = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "resumed_at_steps"));
     copy_str(r->commit, sizeof r->commit, hr_str(j, "git_commit", "unknown"));
     const cJSON *dirty = cJSON_GetObjectItemCaseSensitive(j, "git_dirty");
     r->dirty = cJSON_IsBool(dirty) ? cJSON_IsTrue(dirty) : -1;
