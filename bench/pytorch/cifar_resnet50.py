@@ -34,7 +34,8 @@ autocasts only to bf16 on a CPU) the script says so in one line and exits 2.
 --channels-last (default on for cuda, off for cpu) puts the model and the inputs in channels_last.
 
 Recipe: SGD, momentum 0.9, weight decay 5e-4 on every parameter, lr 0.1, batch 128 per rank,
-cross-entropy. The learning rate of optimizer step s (0-based, counted over the whole run, skipped
+cross-entropy (--optimizer adamw: AdamW's decoupled decay; --wd-exclude bias-norm: none on biases and
+batch-norm weights). The learning rate of optimizer step s (0-based, counted over the whole run, skipped
 AMP steps included) with base lr L, W warm-up steps and T steps in all (epochs x steps per epoch,
 or --max-steps if smaller) is
   s < W          L * s / W                       (linear warm-up from 0; step 0 has lr 0)
@@ -133,7 +134,13 @@ def parse_args():
                     help="torch.backends.cudnn.benchmark (cuda)")
     ap.add_argument("--epochs", type=int, default=1, help="the articles' setting is 50")
     ap.add_argument("--max-steps", type=int, default=0, help="stop after N optimizer steps in all (0 = no limit)")
+    ap.add_argument("--zero-init-residual", action="store_true",
+                    help="each bottleneck's last batch-norm scale starts at 0 (torchvision's zero_init_residual)")
     ap.add_argument("--batch-size", type=int, default=128, help="per rank")
+    ap.add_argument("--optimizer", default="sgd", choices=["sgd", "adamw"],
+                    help="adamw: torch.optim.AdamW, betas 0.9/0.999, eps 1e-8, decoupled weight decay")
+    ap.add_argument("--wd-exclude", default="none", choices=["none", "bias-norm"],
+                    help="bias-norm: no weight decay on biases and batch-norm weights (tensors of one dimension)")
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--weight-decay", type=float, default=5e-4)
@@ -246,7 +253,7 @@ def main():
     meter = pc.MemoryMeter(dev, cuda, resident_bytes)  # VmRSS now; VmHWM reset on the CPU
 
     # ---- model ----
-    model = torchvision.models.resnet50(weights=None, num_classes=10)
+    model = torchvision.models.resnet50(weights=None, num_classes=10, zero_init_residual=a.zero_init_residual)
     if a.model == "resnet50-cifar":
         model.conv1 = nn.Conv2d(3, 64, kernel_size=3, stride=1, padding=1, bias=False)
         nn.init.kaiming_normal_(model.conv1.weight, mode="fan_out", nonlinearity="relu")  # torchvision's conv init
@@ -278,7 +285,17 @@ def main():
     if world > 1:
         from torch.nn.parallel import DistributedDataParallel as DDP
         net = DDP(model, device_ids=[dev.index] if cuda else None)
-    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum, weight_decay=a.weight_decay)
+    # weight decay on every parameter, or (bias-norm) not on biases and batch-norm weights: the
+    # tensors of one dimension, what ampbench's no_decay specs are
+    if a.wd_exclude == "bias-norm":
+        groups = [{"params": [p for p in model.parameters() if p.ndim > 1], "weight_decay": a.weight_decay},
+                  {"params": [p for p in model.parameters() if p.ndim <= 1], "weight_decay": 0.0}]
+    else:
+        groups = [{"params": list(model.parameters()), "weight_decay": a.weight_decay}]
+    if a.optimizer == "adamw":
+        opt = torch.optim.AdamW(groups, lr=a.lr, betas=(0.9, 0.999), eps=1e-8)
+    else:
+        opt = torch.optim.SGD(groups, lr=a.lr, momentum=a.momentum)
     scaler = pc.make_scaler(a, dev, amp)
     autocast = pc.make_autocast(dev, ac_dtype)
     sync = pc.make_sync(dev, cuda)
@@ -358,7 +375,8 @@ def main():
             **pc.record_head(commit, started, complete, interrupted),
             "workload": {"model": a.model, "dataset": "cifar10", "train_samples": n_train, "test_samples": n_test,
                          "batch_size": a.batch_size, "epochs": a.epochs, "max_steps": a.max_steps,
-                         "optimizer": "sgd", "lr": a.lr, "momentum": a.momentum, "weight_decay": a.weight_decay,
+                         "optimizer": a.optimizer, "lr": a.lr, "momentum": a.momentum, "weight_decay": a.weight_decay,
+                         "wd_exclude": a.wd_exclude,
                          "seed": a.seed, "accum_steps": 1, "parameters": n_params,
                          "macs_per_sample": macs_per_sample, "lr_schedule": a.lr_schedule,
                          "warmup_steps": a.warmup_steps, "total_steps": total_steps, "shuffle": a.shuffle,
