@@ -1,9 +1,11 @@
 /* The checkpoint store: folders of safetensors and JSON (train_checkpoint.h). */
+#define _GNU_SOURCE /* renameat2 */
 #include "train_checkpoint.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
+#include <float.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
@@ -56,6 +58,15 @@ static int get_f64(const cJSON *o, const char *key, double *out, const char *whe
     *out = 0.0;
     if (f64_of(cJSON_GetObjectItemCaseSensitive(o, key), out) == 0) return 0;
     return ab_errorf("%s: '%s' is missing or not a number", where, key);
+}
+
+/* a loss scale: a positive float (read as a double, so first checked to be one) */
+static int get_scale(const cJSON *o, const char *key, float *out, const char *where) {
+    double v;
+    AB_TRY(get_f64(o, key, &v, where));
+    if (!(v > 0.0 && v <= FLT_MAX)) return ab_errorf("%s: '%s' is not a positive finite loss scale", where, key);
+    *out = (float)v;
+    return 0;
 }
 
 /* an integer in [lo, hi] */
@@ -149,6 +160,9 @@ static int list_steps(const char *dir, long **steps, int *n) {
             long *p = realloc(*steps, (size_t)cap * sizeof *p);
             if (!p) {
                 closedir(d);
+                free(*steps);
+                *steps = NULL;
+                *n = 0;
                 return ab_errorf("out of host memory");
             }
             *steps = p;
@@ -164,8 +178,9 @@ static int latest(const char *dir, char *path, size_t cap) {
     long *steps;
     int n;
     AB_TRY(list_steps(dir, &steps, &n));
-    if (n) snprintf(path, cap, "%s/" PREFIX "%09ld", dir, steps[0]);
+    const int fits = !n || snprintf(path, cap, "%s/" PREFIX "%09ld", dir, steps[0]) < (int)cap;
     free(steps);
+    if (!fits) return ab_errorf("%s: the checkpoint folder's path is too long", dir);
     return n > 0;
 }
 
@@ -206,7 +221,16 @@ static int make_dirs(const char *dir) {
             if (mkdir(p, 0777) != 0 && errno != EEXIST) return ab_errorf("%s: cannot create: %s", p, strerror(errno));
             *s = '/';
         }
-    if (mkdir(p, 0777) != 0 && errno != EEXIST) return ab_errorf("%s: cannot create: %s", p, strerror(errno));
+    if (mkdir(p, 0777) == 0) { /* a new folder: its parent's entry made durable too */
+        char *slash = strrchr(p, '/');
+        if (slash && slash != p) {
+            *slash = 0;
+            const int fd = open(p, O_RDONLY | O_DIRECTORY);
+            if (fd >= 0) fsync(fd), close(fd);
+        }
+    } else if (errno != EEXIST) {
+        return ab_errorf("%s: cannot create: %s", p, strerror(errno));
+    }
     return 0;
 }
 
@@ -503,8 +527,9 @@ static int state_entries(const ab_train_state *s, entries *es) {
 
 static int save(const char *dir, int keep, const ab_train_state *s, char *path, size_t cap, double *bytes) {
     AB_TRY(make_dirs(dir));
-    char tmp[1100], f[1200], old[1100];
-    snprintf(path, cap, "%s/" PREFIX "%09ld", dir, s->step);
+    char tmp[1100], f[1200];
+    if (snprintf(path, cap, "%s/" PREFIX "%09ld", dir, s->step) >= (int)cap || strlen(dir) > 900)
+        return ab_errorf("%s: the checkpoint folder's path is too long", dir);
     snprintf(tmp, sizeof tmp, "%s/.tmp-" PREFIX "%09ld.%ld", dir, s->step, (long)getpid());
     AB_TRY(remove_folder(tmp));
     if (mkdir(tmp, 0777) != 0) return ab_errorf("%s: cannot create: %s", tmp, strerror(errno));
@@ -529,20 +554,24 @@ static int save(const char *dir, int keep, const ab_train_state *s, char *path, 
     *bytes = (double)size[0] + (double)size[1] + (text ? (double)strlen(text) : 0.0);
     free(text);
     if (rc == 0) rc = fsync_dir(tmp);
-    /* into place: a checkpoint of the same step (written again after a resume) is replaced */
+    /* into place. A checkpoint of the same step (a stop right after an epoch's end, the step
+     * limit's epoch end after its mid-epoch one) is swapped with the new one in one atomic
+     * exchange, so that some whole checkpoint of the step exists at every moment; the old one is
+     * then in tmp and removed */
     struct stat st;
-    snprintf(old, sizeof old, "%s/.old-" PREFIX "%09ld.%ld", dir, s->step, (long)getpid());
     const int existed = rc == 0 && stat(path, &st) == 0;
-    if (existed && rename(path, old) != 0) rc = ab_errorf("%s: cannot move aside: %s", path, strerror(errno));
-    if (rc == 0 && rename(tmp, path) != 0) rc = ab_errorf("%s: cannot rename into place: %s", path, strerror(errno));
+    if (rc == 0 && existed && renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE) != 0)
+        rc = ab_errorf("%s: cannot replace: %s", path, strerror(errno));
+    if (rc == 0 && !existed && rename(tmp, path) != 0)
+        rc = ab_errorf("%s: cannot rename into place: %s", path, strerror(errno));
     if (rc == 0) rc = fsync_dir(dir);
     if (rc != 0) {
         char why[1024];
         snprintf(why, sizeof why, "%s", ab_error());
-        remove_folder(tmp);
+        if (!existed) remove_folder(tmp);
         return ab_errorf("checkpoint: %s", why);
     }
-    if (existed) AB_TRY(remove_folder(old));
+    if (existed) AB_TRY(remove_folder(tmp));
     /* the newest `keep`, and no one's leftovers */
     long *steps;
     int n;
@@ -555,8 +584,7 @@ static int save(const char *dir, int keep, const ab_train_state *s, char *path, 
     DIR *d = opendir(dir);
     struct dirent *e;
     while (rc == 0 && d && (e = readdir(d)) != NULL)
-        if (strncmp(e->d_name, ".tmp-" PREFIX, 5 + strlen(PREFIX)) == 0 ||
-            strncmp(e->d_name, ".old-" PREFIX, 5 + strlen(PREFIX)) == 0) {
+        if (strncmp(e->d_name, ".tmp-" PREFIX, 5 + strlen(PREFIX)) == 0) {
             snprintf(f, sizeof f, "%s/%s", dir, e->d_name);
             rc = remove_folder(f);
         }
@@ -587,20 +615,15 @@ static int parse_epoch(const cJSON *o, ab_epoch_record *e, const char *w) {
 }
 
 static int parse_scaler(const cJSON *o, ab_scaler *s, const char *w) {
-    double v;
     long long x;
-    AB_TRY(get_f64(o, "scale", &v, w));
-    s->scale = (float)v;
+    AB_TRY(get_scale(o, "scale", &s->scale, w));
     AB_TRY(get_i64(o, "tracker", 0, 1 << 30, &x, w));
     s->tracker = (int)x;
-    AB_TRY(get_f64(o, "min_scale", &v, w));
-    s->min_scale = (float)v;
-    AB_TRY(get_f64(o, "max_scale", &v, w));
-    s->max_scale = (float)v;
+    AB_TRY(get_scale(o, "min_scale", &s->min_scale, w));
+    AB_TRY(get_scale(o, "max_scale", &s->max_scale, w));
     AB_TRY(get_long(o, "growths", &s->growths, w));
     AB_TRY(get_long(o, "backoffs", &s->backoffs, w));
     AB_TRY(get_long(o, "skipped", &s->skipped, w));
-    if (!(s->scale > 0.0f) || !isfinite(s->scale)) return ab_errorf("%s: the loss scale %g is not positive", w, v);
     const cJSON *ev = get_array(o, "events", w), *ch = get_array(o, "changes", w);
     if (!ev || !ch) return -1;
     const int ne = cJSON_GetArraySize(ev), nc = cJSON_GetArraySize(ch);
@@ -616,16 +639,13 @@ static int parse_scaler(const cJSON *o, ab_scaler *s, const char *w) {
         AB_TRY(get_long(e, "step", &x2->step, w));
         AB_TRY(get_i64(e, "epoch", 0, 1 << 30, &epoch, w));
         x2->epoch = (int)epoch;
-        AB_TRY(get_f64(e, "scale_before", &v, w));
-        x2->scale_before = (float)v;
-        AB_TRY(get_f64(e, "scale_after", &v, w));
-        x2->scale_after = (float)v;
+        AB_TRY(get_scale(e, "scale_before", &x2->scale_before, w));
+        AB_TRY(get_scale(e, "scale_after", &x2->scale_after, w));
     }
     cJSON_ArrayForEach(e, ch) {
         ab_scale_change *x2 = &s->changes[s->n_changes++];
         AB_TRY(get_long(e, "step", &x2->step, w));
-        AB_TRY(get_f64(e, "scale", &v, w));
-        x2->scale = (float)v;
+        AB_TRY(get_scale(e, "scale", &x2->scale, w));
     }
     if (s->n_changes == 0) return ab_errorf("%s: the loss scaler has no scale history", w);
     return 0;
@@ -642,6 +662,7 @@ static int parse_census(const cJSON *a, ab_census *c, const char *w) {
         ab_census_record *r = &c->records[c->n_records++];
         AB_TRY(get_long(o, "step", &r->step, w));
         AB_TRY(get_f64(o, "loss_scale", &r->loss_scale, w));
+        if (!(r->loss_scale > 0.0 && isfinite(r->loss_scale))) return ab_errorf("%s: a census's loss scale is not positive", w);
         const cJSON *ts = get_array(o, "tensors", w), *j;
         if (!ts) return -1;
         const int k = cJSON_GetArraySize(ts);
@@ -670,10 +691,13 @@ static int parse_census(const cJSON *a, ab_census *c, const char *w) {
             if (cJSON_GetArraySize(h) != AB_CENSUS_BINS)
                 return ab_errorf("%s: a census histogram of %d bins, not %d", w, cJSON_GetArraySize(h), AB_CENSUS_BINS);
             int i = 0;
+            int64_t sum = t->zeros + t->nonfinite;
             cJSON_ArrayForEach(b, h) {
-                if (!num_in(b, 0, 0x1p62, 1)) return ab_errorf("%s: a census count is not a count", w);
-                t->hist[i++] = (int64_t)b->valuedouble;
+                if (!num_in(b, 0, 0x1p52, 1)) return ab_errorf("%s: a census count is not a count", w);
+                sum += t->hist[i++] = (int64_t)b->valuedouble;
             }
+            if (sum != t->n) return ab_errorf("%s: a census's counts add up to %lld, not its %lld values", w,
+                                              (long long)sum, (long long)t->n);
         }
     }
     return 0;
@@ -707,7 +731,8 @@ static int parse_record(const cJSON *o, ab_train_state *s, int max_epochs, const
         const cJSON *a = cJSON_GetArrayItem(p, 0), *b = cJSON_GetArrayItem(p, 1);
         double l, sc;
         if (!num_in(a, 0, 0x1p52, 1) || !num_in(b, 0, 0x1p30, 1) ||
-            f64_of(cJSON_GetArrayItem(p, 2), &l) != 0 || f64_of(cJSON_GetArrayItem(p, 3), &sc) != 0)
+            f64_of(cJSON_GetArrayItem(p, 2), &l) != 0 || f64_of(cJSON_GetArrayItem(p, 3), &sc) != 0 ||
+            !(sc > 0.0 && sc <= FLT_MAX))
             return ab_errorf("%s: a loss-curve point is not [step, epoch, loss, scale]", w);
         ab_loss_point *lp = &r->curve[r->n_curve++];
         lp->step = (long)a->valuedouble;
@@ -922,7 +947,10 @@ static int read_state_tensors(const char *path, ab_train_state *s) {
         }
     }
     for (int i = 0; rc == 0 && i < st.n; i++)
-        if (!used[i]) rc = ab_errorf("%s: unexpected tensor '%s'", path, st.t[i].name);
+        if (!used[i]) {
+            char shown[64];
+            rc = ab_errorf("%s: unexpected tensor '%s'", path, printable(st.t[i].name, shown));
+        }
     free(used);
     ab_st_close(&st);
     return rc;
@@ -950,7 +978,9 @@ static int check_file(const char *dir, const char *file, const char *text, size_
     snprintf(got, sizeof got, "%08lx", crc);
     if ((long long)size != bytes)
         return ab_errorf("%s: %zu bytes, state.json says %lld (truncated or replaced)", f, size, bytes);
-    if (strcmp(got, want) != 0) return ab_errorf("%s: CRC-32 %s, state.json says %s (the file was changed)", f, got, want);
+    char shown[64];
+    if (strcmp(got, want) != 0)
+        return ab_errorf("%s: CRC-32 %s, state.json says %s (the file was changed)", f, got, printable(want, shown));
     return 0;
 }
 

@@ -32,8 +32,9 @@ static void add_key(ab_train_state *s, const char *key, const char *fmt, ...) {
     va_end(ap);
 }
 
-/* the model, the world, the precision and the recipe: what decides the run's every value. Not
- * the wall-clock options (threads, timing skip) nor where the output goes. */
+/* the model, the world, the backend, the precision and the recipe: what decides the run's every
+ * value. Not the threads nor where the output goes; nor the data files' folder (a data set may
+ * move): the sample counts are checked, the contents are the user's to keep. */
 static void state_keys(const trainer *t, ab_train_state *s) {
     const ab_train_config *c = t->cfg;
     const ab_scaler *sc = &t->scaler;
@@ -49,7 +50,10 @@ static void state_keys(const trainer *t, ab_train_state *s) {
     if (t->train->info.kind == AB_SAMPLE_TOKENS) add_key(s, "max_seq_len", "%d", t->train->info.seq_len);
     add_key(s, "dropout", "%.9g", (double)c->dropout);
     add_key(s, "precision", "%s", ab_precision_name(c->precision));
+    add_key(s, "backend", "%s", t->be->ops->name); /* the CPU's and a GPU's roundings differ */
     add_key(s, "world_size", "%d", t->comm->size);
+    /* engines sum in their own orders past 2 ranks (core/comm.h) */
+    add_key(s, "comm_engine", "%s", t->comm->size > 1 ? t->comm->ops->name : "none");
     add_key(s, "allreduce_dtype", "%s", ab_dtype_name(c->allreduce_dtype));
     add_key(s, "batch_size", "%d", c->batch_size);
     add_key(s, "accum_steps", "%d", c->accum_steps);
@@ -72,6 +76,7 @@ static void state_keys(const trainer *t, ab_train_state *s) {
         add_key(s, "loss_scaler", "%s %.9g", ab_scaler_mode(sc), (double)sc->init_scale);
     add_key(s, "grad_census", "%d", c->grad_census);
     add_key(s, "log_interval", "%d", c->log_interval);
+    add_key(s, "timing_skip_steps", "%ld", c->timing_skip_steps); /* the record's timed samples */
     add_key(s, "inject_inf", "step %ld rank %d", c->inject_inf_step, c->inject_inf_rank);
 }
 
@@ -118,9 +123,13 @@ int ab_ckpt_setup(trainer *t) {
     if (p->cdt != AB_F32) s->wc = malloc(p->n_compute * ab_dtype_size(p->cdt) + 1);
     if (t->opt.s1) s->s1 = malloc((p->n + 1) * sizeof(float));
     if (t->opt.s2) s->s2 = malloc((p->n + 1) * sizeof(float));
+    ab_run_record *rec = t->rec;
+    if (!rec->peak_memory_per_rank) rec->peak_memory_per_rank = calloc(W, sizeof(int64_t));
+    int rc = 0;
     if (!s->passes || !s->batches_tracked || !s->master || !s->bufs || (p->cdt != AB_F32 && !s->wc) ||
-        (t->opt.s1 && !s->s1) || (t->opt.s2 && !s->s2))
-        return ab_errorf("out of host memory for the checkpoint's state (%zu parameters)", p->n);
+        (t->opt.s1 && !s->s1) || (t->opt.s2 && !s->s2) || !rec->peak_memory_per_rank)
+        rc = ab_errorf("out of host memory for the checkpoint's state (%zu parameters)", p->n);
+    AB_TRY(agree(t, rc, "allocating the checkpoint's state"));
     s->s1_name = t->opt.kind == AB_OPT_ADAMW ? "exp_avg" : "momentum_buffer";
     s->s2_name = "exp_avg_sq";
     state_keys(t, s);
@@ -129,7 +138,7 @@ int ab_ckpt_setup(trainer *t) {
     char path[1024] = "";
     int found = 0;
     if (t->comm->rank == 0) found = c->checkpoints->latest(c->checkpoint_dir, path, sizeof path);
-    int rc = found < 0 ? -1 : found > 0 ? ab_errorf("%s holds checkpoints (newest %s): --resume continues that run; "
+    rc = found < 0 ? -1 : found > 0 ? ab_errorf("%s holds checkpoints (newest %s): --resume continues that run; "
                                                     "or name another --checkpoint-dir",
                                                     c->checkpoint_dir, path)
                                         : 0;
@@ -145,6 +154,7 @@ void ab_ckpt_free(trainer *t) {
     free(s->wc);
     free(s->s1);
     free(s->s2);
+    ab_scaler_free(&s->scaler); /* a loaded scaler that never reached the trainer (else zeroed) */
     memset(s, 0, sizeof *s);
 }
 
@@ -160,12 +170,11 @@ static int gather_bufs(trainer *t) {
     if (nb == 0) return 0;
     int rc = t->comm->rank == 0 ? be->ops->download(be, t->state.bufs, p->bufs, bytes) : 0;
     if (t->comm->size == 1) return rc;
-    AB_TRY(agree(t, rc, "reading the buffers"));
     float *d = nb <= p->n ? p->grad : NULL, *host = malloc(bytes);
-    rc = d && host ? 0 : ab_errorf("out of memory gathering the buffers");
-    rc = agree(t, rc, "gathering the buffers");
-    for (int r = 1; rc == 0 && r < t->comm->size; r++) {
-        if (t->comm->rank == r) {
+    if (rc == 0 && (!d || !host)) rc = ab_errorf("out of memory gathering the buffers");
+    /* every rank takes every turn; a failure anywhere is agreed on before the next collective */
+    for (int r = 1; r < t->comm->size; r++) {
+        if (rc == 0 && t->comm->rank == r) {
             rc = be->ops->download(be, host, p->bufs, bytes);
             if (rc == 0) rc = be->ops->upload(be, d, host, bytes);
         }
@@ -174,7 +183,7 @@ static int gather_bufs(trainer *t) {
         if (rc == 0 && t->comm->rank == 0) rc = be->ops->download(be, t->state.bufs + (size_t)r * nb, d, bytes);
     }
     free(host);
-    return rc;
+    return agree(t, rc, "gathering the buffers");
 }
 
 int ab_ckpt_write(trainer *t, long step, int epoch, long epoch_step, const ab_epoch_tally *tally) {
@@ -185,7 +194,7 @@ int ab_ckpt_write(trainer *t, long step, int epoch, long epoch_step, const ab_ep
     const double t0 = ab_now();
     /* the compute copy of the weights as the next step (or an evaluation) will refresh it: the
      * checkpoint's copy is then the master weights' cast, which the reader checks */
-    AB_TRY(ab_params_refresh(&t->params));
+    AB_TRY(agree(t, ab_params_refresh(&t->params), "preparing the checkpoint"));
     s->step = step;
     s->epoch = epoch;
     s->epoch_step = epoch_step;
@@ -195,9 +204,7 @@ int ab_ckpt_write(trainer *t, long step, int epoch, long epoch_step, const ab_ep
     s->rec = t->rec;
     AB_TRY(t->comm->ops->allgather_i64(t->comm, (int64_t)t->passes, s->passes));
     AB_TRY(t->comm->ops->allgather_i64(t->comm, (int64_t)t->model->batches_tracked, s->batches_tracked));
-    ab_run_record *rec = t->rec;
-    if (!rec->peak_memory_per_rank && !(rec->peak_memory_per_rank = calloc((size_t)t->comm->size, sizeof(int64_t))))
-        return ab_errorf("out of host memory");
+    ab_run_record *rec = t->rec; /* its peaks per rank were allocated by ab_ckpt_setup */
     AB_TRY(t->comm->ops->allgather_i64(t->comm, (int64_t)be->mem.peak_total, rec->peak_memory_per_rank));
     AB_TRY(gather_bufs(t));
     int rc = 0;
@@ -211,6 +218,7 @@ int ab_ckpt_write(trainer *t, long step, int epoch, long epoch_step, const ab_ep
         if (rc == 0 && s->s2) rc = be->ops->download(be, s->s2, t->opt.s2, p->n * sizeof(float));
         if (rc == 0) rc = c->checkpoints->save(c->checkpoint_dir, c->keep_checkpoints, s, path, sizeof path, &bytes);
     }
+    memset(&s->scaler, 0, sizeof s->scaler); /* the copy's history is the trainer's */
     AB_TRY(agree(t, rc, "writing the checkpoint"));
     const double dt = ab_now() - t0;
     rec->checkpoints_written++;
@@ -237,7 +245,13 @@ static int check_state(const trainer *t, const ab_train_state *s, const char *pa
                          rec->n_epochs, s->epoch);
     long steps = 0, skipped = 0;
     const int listed = s->epoch_step > 0 ? s->epoch : rec->n_epochs;
-    for (int i = 0; i < listed; i++) steps += rec->epochs[i].steps, skipped += rec->epochs[i].skipped_steps;
+    for (int i = 0; i < listed; i++) {
+        const ab_epoch_record *er = &rec->epochs[i];
+        if (er->steps < 0 || er->steps > spe || er->skipped_steps < 0 || er->skipped_steps > er->steps)
+            return ab_errorf("%s: epoch %d records %ld steps (%ld skipped); an epoch has %ld", path, i + 1, er->steps,
+                             er->skipped_steps, spe);
+        steps += er->steps, skipped += er->skipped_steps;
+    }
     if (steps != s->step || (s->epoch_step > 0 && rec->epochs[s->epoch - 1].steps != s->epoch_step))
         return ab_errorf("%s: contradicts itself: the epochs' steps add up to %ld, the position says %ld", path, steps,
                          s->step);
@@ -250,6 +264,14 @@ static int check_state(const trainer *t, const ab_train_state *s, const char *pa
     for (int r = 0; r < s->world; r++)
         if (s->passes[r] < 0 || s->batches_tracked[r] < 0)
             return ab_errorf("%s: rank %d's pass or batch count is negative", path, r);
+    /* the last evaluation's predictions: none before the first epoch's end, else one per test sample */
+    if ((rec->n_test_pred != 0 && rec->n_test_pred != t->test->n) || (rec->n_epochs > 0 && rec->n_test_pred == 0) ||
+        (rec->n_test_pred && rec->n_classes != t->model->n_classes))
+        return ab_errorf("%s: %d predictions of %d classes; this run evaluates %d samples of %d classes", path,
+                         rec->n_test_pred, rec->n_classes, t->test->n, t->model->n_classes);
+    if (s->scaler.dynamic && (s->scaler.tracker < 0 || s->scaler.tracker >= s->scaler.growth_interval))
+        return ab_errorf("%s: the loss scaler's %d clean steps reach its growth interval %d", path, s->scaler.tracker,
+                         s->scaler.growth_interval);
     if (rec->n_curve && rec->curve[rec->n_curve - 1].step > s->step)
         return ab_errorf("%s: contradicts itself: the loss curve reaches step %ld, the position is step %ld", path,
                          rec->curve[rec->n_curve - 1].step, s->step);
@@ -275,7 +297,7 @@ static double unbits(int64_t b) {
 static int share_scalars(trainer *t, ab_train_state *s) {
     const int W = t->comm->size;
     int64_t *v = calloc(SC_COUNT + 3 * (size_t)W, sizeof *v);
-    if (!v) return ab_errorf("out of host memory");
+    AB_TRY(agree(t, v ? 0 : ab_errorf("out of host memory"), "restoring the state"));
     if (t->comm->rank == 0) {
         const int64_t x[SC_COUNT] = {s->step, s->epoch, s->epoch_step, s->opt_steps, bits(s->scaler.scale),
                                      s->scaler.tracker, s->scaler.growths, s->scaler.backoffs, s->scaler.skipped,
@@ -331,12 +353,13 @@ static int share_bufs(trainer *t) {
     const size_t nb = p->n_bufs, bytes = nb * sizeof(float);
     if (nb == 0) return 0;
     float *mine = malloc(bytes);
-    int rc = mine ? 0 : ab_errorf("out of host memory");
+    int rc = agree(t, mine ? 0 : ab_errorf("out of host memory"), "restoring the buffers");
     for (int r = t->comm->size - 1; rc == 0 && r >= 0; r--) {
         rc = share_tensor(t, p->bufs, t->state.bufs + (size_t)r * nb, bytes);
         if (rc == 0 && t->comm->rank == r) rc = t->be->ops->download(t->be, mine, p->bufs, bytes);
+        rc = agree(t, rc, "restoring the buffers");
     }
-    if (rc == 0) rc = t->be->ops->upload(t->be, p->bufs, mine, bytes);
+    if (rc == 0) rc = agree(t, t->be->ops->upload(t->be, p->bufs, mine, bytes), "restoring the buffers");
     free(mine);
     return rc;
 }
@@ -403,8 +426,11 @@ int ab_ckpt_resume(trainer *t, long *step, int *epoch) {
     if (s->s1) AB_TRY(share_tensor(t, t->opt.s1, s->s1, p->n * sizeof(float)));
     if (s->s2) AB_TRY(share_tensor(t, t->opt.s2, s->s2, p->n * sizeof(float)));
     AB_TRY(share_bufs(t));
-    AB_TRY(ab_params_refresh(&t->params));
-    AB_TRY(agree(t, check_compute_copy(t, path), "checking the checkpoint"));
+    rc = ab_params_refresh(&t->params);
+    if (rc == 0) rc = check_compute_copy(t, path);
+    long *at = rc == 0 ? realloc(rec->resumed_at, (size_t)(rec->n_resumes + 1) * sizeof *at) : NULL;
+    if (rc == 0 && !at) rc = ab_errorf("out of host memory");
+    AB_TRY(agree(t, rc, "checking the checkpoint"));
     /* the live state */
     t->opt.t = (int)s->opt_steps;
     t->passes = (long)s->passes[t->comm->rank];
@@ -415,8 +441,6 @@ int ab_ckpt_resume(trainer *t, long *step, int *epoch) {
     t->resume_epoch = s->epoch;
     t->resume_epoch_step = s->epoch_step;
     t->resume_tally = s->tally;
-    long *at = realloc(rec->resumed_at, (size_t)(rec->n_resumes + 1) * sizeof *at);
-    if (!at) return ab_errorf("out of host memory");
     rec->resumed_at = at;
     rec->resumed_at[rec->n_resumes++] = s->step;
     snprintf(rec->resumed_from, sizeof rec->resumed_from, "%s", path);

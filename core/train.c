@@ -740,14 +740,20 @@ static int checkpoint_due(const trainer *t, long step, long s, long steps_per_ep
     return c->checkpoint_dir && c->checkpoint_every > 0 && step % c->checkpoint_every == 0 && s < steps_per_epoch;
 }
 
-/* the checkpoint of a run inside epoch e, s of its steps taken: the tally with the clocks read */
-static int checkpoint_in_epoch(trainer *t, long step, int e, long s, const epoch_tally *et) {
-    ab_epoch_tally now = et->sum;
+/* the checkpoint of a run inside epoch e, s of its steps taken: the tally with the clocks read
+ * (the data clock's seconds moved into the tally, as a device clock resets when read), and the
+ * checkpoint's own time kept out of the epoch's */
+static int checkpoint_in_epoch(trainer *t, long step, int e, long s, epoch_tally *et) {
     double data_s;
     AB_TRY(data_clock_read(t, &data_s));
-    now.time_s = ab_now() - et->t0;
-    now.data_s += data_s;
-    return ab_ckpt_write(t, step, e, s, &now);
+    t->data_host_s = 0.0;
+    et->sum.data_s += data_s;
+    ab_epoch_tally now = et->sum;
+    const double t0 = ab_now();
+    now.time_s = t0 - et->t0;
+    const int rc = ab_ckpt_write(t, step, e, s, &now);
+    et->t0 += ab_now() - t0;
+    return rc;
 }
 
 /* the steps of epoch e and their times; *step counts the run's steps. A resumed run continues
@@ -864,7 +870,9 @@ int ab_train_run(const ab_train_config *cfg, ab_run_record *rec) {
     int e0 = 1;
     if (rc == 0 && cfg->resume) rc = ab_ckpt_resume(&t, &step, &e0);
     for (int e = e0; rc == 0 && e <= cfg->epochs && !rec->interrupted; e++) {
-        if (cfg->max_steps > 0 && step >= cfg->max_steps) break;
+        /* the step limit reached; but an epoch resumed at it still ends (evaluated, recorded) */
+        const int resumed_inside = e == t.resume_epoch && t.resume_epoch_step > 0;
+        if (cfg->max_steps > 0 && step >= cfg->max_steps && !resumed_inside) break;
         rc = train_epoch(&t, e, &step);
         if (rc == 0) rc = finish_epoch(&t, e, step);
     }

@@ -133,7 +133,8 @@ int ab_checkpoint_read(const char *path, const ab_params *p, const char *const *
     }
     for (int i = 0; rc == 0 && i < st.n; i++)
         if (!used[i] && !ignored(st.t[i].name, ignore))
-            rc = ab_errorf("%s: unexpected tensor '%s' (not a tensor of this model)", path, st.t[i].name);
+            rc = ab_errorf("%s: unexpected tensor '%.*s' (not a tensor of this model)", path,
+                           (int)strcspn(st.t[i].name, "\n\r"), st.t[i].name);
     if (rc == 0) {
         *nbt_out = nbt;
         char types[32] = "";

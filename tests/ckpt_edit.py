@@ -9,7 +9,7 @@ usage: ckpt_edit.py CKPT truncate FILE BYTES        cut FILE to BYTES (no CRC fi
        ckpt_edit.py CKPT reshape FILE TENSOR D0,D1,...  the same bytes under another shape
        ckpt_edit.py CKPT drop FILE TENSOR           the tensor removed
        ckpt_edit.py CKPT flip FILE TENSOR           the low bit of its first byte flipped
-       ckpt_edit.py CKPT setjson KEY.PATH JSON      a value of state.json replaced
+       ckpt_edit.py CKPT setjson KEY/PATH JSON      a value of state.json replaced
 """
 import json
 import os
@@ -67,7 +67,7 @@ def main():
     if op == "setjson":
         p = os.path.join(ckpt, "state.json")
         state = json.load(open(p))
-        *path, last = args[0].split(".")
+        *path, last = args[0].split("/")
         o = state
         for k in path:
             o = o[int(k)] if isinstance(o, list) else o[k]

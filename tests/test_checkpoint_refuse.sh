@@ -63,15 +63,19 @@ c=$(copy weights-missing) && edit "$c" drop weights.safetensors fc.bias
 refused weights-missing "no tensor 'fc.bias'"
 c=$(copy compute) && edit "$c" flip state.safetensors compute.fc.weight
 refused compute "its fp16 copy of the weights differs from its fp32 master weights"
-c=$(copy optsteps) && edit "$c" setjson optimizer.steps 3
+c=$(copy optsteps) && edit "$c" setjson optimizer/steps 3
 refused optsteps "contradicts itself"
-c=$(copy position) && edit "$c" setjson position.step 15
+c=$(copy position) && edit "$c" setjson position/step 15
 refused position "contradicts itself: the epochs' steps add up to 16, the position says 15"
-c=$(copy bncount) && edit "$c" setjson ranks.0.batches_tracked 7
+c=$(copy bncount) && edit "$c" setjson ranks/0/batches_tracked 7
 refused bncount "contradicts state.json: num_batches_tracked"
 c=$(copy notjson) && edit "$c" truncate state.json 300
 refused notjson "state.json: not JSON"
-c=$(copy key) && edit "$c" setjson keys.lr '"0.5"'
+c=$(copy predictions) && edit "$c" setjson record/n_test_pred 1
+refused predictions "predictions"
+c=$(copy crc-line) && edit "$c" setjson files/state.safetensors/crc32 '"dead\nbeef"'
+refused crc-line "state.json says dead?beef"
+c=$(copy key) && edit "$c" setjson keys/lr '"0.5"'
 refused key "a checkpoint of lr 0.5; this run has lr 0.100000001"
 
 # true checkpoints of another run

@@ -87,7 +87,27 @@ run_case() {
     [ "$(grep -c '^Epoch: ' "$d/ref.log")" -gt 0 ] || fail "$name: no loss lines to compare"
 }
 
+# The step limit's last step: a run killed while it evaluates its last, partial epoch (after the
+# mid-epoch checkpoint at the limit, before the epoch's own) resumes into that evaluation and
+# records the epoch as the run never stopped does.
+limit_case() {
+    local d=$tmp/limit
+    mkdir -p "$d"
+    local args=(--model resnet-tiny --precision amp --batch-size 16 --epochs 2 --train-subset 1024 --max-steps 9
+                --threads 1 --log-interval 3)
+    "$ampbench" train "${args[@]}" --out "$d/ref.json" > "$d/ref.log" 2>&1 || { fail "limit: reference run failed"; return; }
+    "$ampbench" train "${args[@]}" --checkpoint-dir "$d/ck" --checkpoint-every 3 --out "$d/run.json" > "$d/a.log" 2>&1 &
+    local pid=$!
+    while kill -0 "$pid" 2> /dev/null && [ "$(newest "$d/ck")" != 9 ]; do sleep 0.005; done
+    kill -9 "$pid" 2> /dev/null && echo "limit: killed in the evaluation after the mid-epoch checkpoint at step 9"
+    wait "$pid" 2> /dev/null
+    "$ampbench" train "${args[@]}" --checkpoint-dir "$d/ck" --checkpoint-every 3 --resume --out "$d/run.json"         > "$d/final.log" 2>&1 || { fail "limit: the resumed run failed: $(tail -n 3 "$d/final.log")"; return; }
+    python3 "$here/resume_check.py" "$d/ref.json" "$d/run.json" | sed "s/^/limit: /"
+    [ "${PIPESTATUS[0]}" = 0 ] || fail "limit: the records differ"
+}
+
 common=(--threads 1 --log-interval 5)
+limit_case
 run_case mlp-fp32 1 TERM --model mlp --precision fp32 --epochs 2 --train-subset 12000 --test-subset 2000 "${common[@]}"
 run_case mlp-amp 1 KILL --model mlp --precision amp --epochs 2 --train-subset 12000 --test-subset 2000 "${common[@]}"
 run_case resnet-tiny-amp 1 KILL --model resnet-tiny --precision amp --accum-steps 2 --batch-size 16 --epochs 2 \
