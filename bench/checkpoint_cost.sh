@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What checkpoints cost (docs/checkpoints.md): per workload and precision, the size of one
 # checkpoint and the median time to write one (a checkpoint after each of 5 steps, the first left
-# out) and to read one back (--resume); then ResNet-50 on the accuracy recipe
+# out) and to read one back (--resume); then ResNet-50 on the converged accuracy recipe
 # (bench/accuracy-converged-cpu.conf) for one epoch with a checkpoint at its end, the checkpoint's
 # time as a share of the epoch's training and evaluation.
 #   bench/checkpoint_cost.sh [--build-dir DIR] [--threads N] [--data DIR]
@@ -59,9 +59,14 @@ measure bert-minilm amp --model bert --init-from "$root_data/all-MiniLM-L6-v2" -
 measure bert-base fp32 --model bert-base --max-seq-len 128 --batch-size 8 "${small[@]}"
 measure bert-base amp --model bert-base --max-seq-len 128 --batch-size 8 "${small[@]}"
 
-# ResNet-50 on the accuracy recipe: one epoch, its checkpoint at the end, against the epoch
-recipe=(--model resnet50 --batch-size 64 --lr 0.02 --momentum 0.9 --weight-decay 5e-4 --lr-schedule cosine
-        --warmup-steps 157 --epochs 1 --threads "$threads" --quiet)
+# ResNet-50 on the converged accuracy recipe (its extra arguments, read from the config): one
+# epoch, its checkpoint at the end, against the epoch
+conf="$root/bench/accuracy-converged-cpu.conf"
+read -r -a extra <<< "$(awk '$1 == "resnet50" { for (i = 9; i <= NF; i++) printf "%s ", $i }' "$conf")"
+[ "${#extra[@]}" -gt 0 ] || { echo "checkpoint_cost.sh: no resnet50 line in $conf" >&2; exit 1; }
+recipe=(--model resnet50 "${extra[@]}" --epochs 1 --threads "$threads" --quiet)
+echo
+echo "ResNet-50 recipe (bench/accuracy-converged-cpu.conf): ${extra[*]}"
 printf '\n| ResNet-50, accuracy recipe | epoch: training | evaluation | checkpoint at its end | share of the epoch |\n|---|---|---|---|---|\n'
 for prec in fp32 amp; do
     d="$tmp/epoch-$prec"

@@ -463,6 +463,13 @@ static char *state_text(const ab_train_state *s, const char *const files[2], con
     cJSON_AddNumberToObject(pos, "step", (double)s->step);
     cJSON_AddNumberToObject(pos, "epoch", s->epoch);
     cJSON_AddNumberToObject(pos, "epoch_step", (double)s->epoch_step);
+    cJSON_AddNumberToObject(pos, "epoch_samples", (double)s->epoch_samples);
+    char seed[24];
+    snprintf(seed, sizeof seed, "%016llx", (unsigned long long)s->shuffle_seed);
+    cJSON_AddStringToObject(pos, "shuffle_seed", seed);
+    snprintf(seed, sizeof seed, "%016llx", (unsigned long long)s->augment_seed);
+    cJSON_AddStringToObject(pos, "augment_seed", seed);
+    cJSON_AddItemToObject(pos, "next_lr", f64(s->next_lr));
     cJSON *ranks = cJSON_AddArrayToObject(o, "ranks");
     for (int r = 0; r < s->world; r++) {
         cJSON *j = cJSON_CreateObject();
@@ -828,6 +835,25 @@ int ab_checkpoint_parse_state(const char *text, size_t n, const char *w, ab_trai
     s->step = (long)step;
     s->epoch = (int)epoch;
     s->epoch_step = (long)estep;
+    long long samples;
+    char seeds[2][24];
+    if (get_i64(pos, "epoch_samples", 0, 1LL << 52, &samples, w) || get_f64(pos, "next_lr", &s->next_lr, w) ||
+        get_string(pos, "shuffle_seed", seeds[0], sizeof seeds[0], w) ||
+        get_string(pos, "augment_seed", seeds[1], sizeof seeds[1], w)) {
+        rc = -1;
+        goto done;
+    }
+    s->epoch_samples = (long)samples;
+    uint64_t *const seed_of[2] = {&s->shuffle_seed, &s->augment_seed};
+    for (int i = 0; i < 2; i++) {
+        char *end;
+        errno = 0;
+        *seed_of[i] = strtoull(seeds[i], &end, 16);
+        if (errno || *end || strlen(seeds[i]) != 16) {
+            rc = ab_errorf("%s: a seed of the position is not 16 hex digits", w);
+            goto done;
+        }
+    }
     if (!(ranks = get_array(o, "ranks", w))) {
         rc = -1;
         goto done;

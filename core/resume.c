@@ -158,6 +158,16 @@ void ab_ckpt_free(trainer *t) {
     memset(s, 0, sizeof *s);
 }
 
+/* the position's meaning: samples, seeds and the next step's learning rate */
+static void explain_position(const trainer *t, ab_train_state *s) {
+    const ab_train_config *c = t->cfg;
+    const long group = (long)c->batch_size * c->accum_steps * t->comm->size;
+    s->epoch_samples = s->epoch_step * group < t->train->n ? s->epoch_step * group : t->train->n;
+    s->shuffle_seed = ab_shuffle_seed(t, s->epoch);
+    s->augment_seed = ab_aug_seed(t, s->epoch);
+    s->next_lr = ab_lr_at(c->lr_schedule, c->lr, s->step, t->rec->total_steps, c->warmup_steps);
+}
+
 /* ---- writing ---- */
 
 /* each rank's buffers into s->bufs (rank r's at r * n_bufs) on rank 0, through a device buffer
@@ -198,6 +208,7 @@ int ab_ckpt_write(trainer *t, long step, int epoch, long epoch_step, const ab_ep
     s->step = step;
     s->epoch = epoch;
     s->epoch_step = epoch_step;
+    explain_position(t, s);
     s->tally = tally ? *tally : (ab_epoch_tally){0};
     s->opt_steps = t->opt.t;
     s->scaler = t->scaler; /* a shallow copy: the history stays the trainer's */
@@ -240,6 +251,15 @@ static int check_state(const trainer *t, const ab_train_state *s, const char *pa
         (s->epoch == E + 1 && s->epoch_step != 0))
         return ab_errorf("%s: position epoch %d after %ld steps is outside this run (%d epochs of %ld steps)", path,
                          s->epoch, s->epoch_step, E, spe);
+    ab_train_state own = *s;
+    explain_position(t, &own);
+    if (own.epoch_samples != s->epoch_samples || own.shuffle_seed != s->shuffle_seed ||
+        own.augment_seed != s->augment_seed || own.next_lr != s->next_lr)
+        return ab_errorf("%s: contradicts itself: its data position (%ld samples, order seed %llx, augmentation seed "
+                         "%llx, next lr %g) is not what step %ld means (%ld, %llx, %llx, %g)",
+                         path, s->epoch_samples, (unsigned long long)s->shuffle_seed,
+                         (unsigned long long)s->augment_seed, s->next_lr, s->step, own.epoch_samples,
+                         (unsigned long long)own.shuffle_seed, (unsigned long long)own.augment_seed, own.next_lr);
     if (rec->n_epochs != s->epoch - 1)
         return ab_errorf("%s: contradicts itself: %d finished epochs recorded, position in epoch %d", path,
                          rec->n_epochs, s->epoch);

@@ -70,7 +70,7 @@ static int load_data(trainer *t) {
 }
 
 /* the augmentation seed of an epoch: every rank and micro-batch draws the same per sample */
-static uint64_t aug_seed(const trainer *t, int epoch) {
+uint64_t ab_aug_seed(const trainer *t, int epoch) {
     if (!t->cfg->augment || !t->train->augments) return 0;
     return (t->cfg->seed * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)epoch * 0xD1B54A32D192ED03ull) ^ 1ull;
 }
@@ -366,7 +366,7 @@ static int fill_batch(trainer *t, const int32_t *idx, int b, int epoch) {
     ab_backend *be = t->be;
     const double t0 = ab_now();
     if (be->ops->data_mark) be->ops->data_mark(be, 1);
-    AB_TRY(t->train->ops->fill(t->train, idx, b, aug_seed(t, epoch), t->params.cdt, t->x, t->labels));
+    AB_TRY(t->train->ops->fill(t->train, idx, b, ab_aug_seed(t, epoch), t->params.cdt, t->x, t->labels));
     if (be->ops->data_mark) be->ops->data_mark(be, 0);
     t->data_host_s += ab_now() - t0;
     return 0;
@@ -676,12 +676,14 @@ static int start_run(trainer *t) {
 }
 
 
+uint64_t ab_shuffle_seed(const trainer *t, int e) { return t->cfg->shuffle ? t->cfg->seed * 1000003ull + (uint64_t)e : 0; }
+
 /* the sample order of epoch e: a seeded permutation, or the data set's order */
 static void epoch_order(trainer *t, int e) {
     const int N = t->train->n;
     if (t->cfg->shuffle) {
         ab_rng r;
-        ab_rng_seed(&r, t->cfg->seed * 1000003ull + (uint64_t)e);
+        ab_rng_seed(&r, ab_shuffle_seed(t, e));
         ab_rng_permutation(&r, t->perm, (size_t)N);
     } else {
         for (int i = 0; i < N; i++) t->perm[i] = i;

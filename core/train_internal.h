@@ -72,6 +72,9 @@ int ab_ckpt_write(trainer *t, long step, int epoch, long epoch_step, const ab_ep
  * when there is none). Collective. */
 int ab_ckpt_resume(trainer *t, long *step, int *epoch);
 void ab_ckpt_free(trainer *t);
+/* the seeds of epoch e's sample order (0: the data set's order) and augmentation (0: none) */
+uint64_t ab_shuffle_seed(const trainer *t, int e);
+uint64_t ab_aug_seed(const trainer *t, int e);
 /* optimizer steps of one epoch (the world's) */
 long ab_steps_per_epoch(const trainer *t);
 

@@ -44,6 +44,12 @@ typedef struct ab_train_state {
     long step;
     int epoch;
     long epoch_step;
+    /* what the position means, written out (the reader checks them against the run's own): the
+     * samples of the epoch already trained, the seeds of its order and augmentation, the learning
+     * rate of the next step */
+    long epoch_samples;
+    uint64_t shuffle_seed, augment_seed;
+    double next_lr;
     int world;
     int64_t *passes;          /* (world) each rank's training passes: the next pass's index (dropout) */
     int64_t *batches_tracked; /* (world) each rank's batch-norm step count */

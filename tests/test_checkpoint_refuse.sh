@@ -66,7 +66,9 @@ refused compute "its fp16 copy of the weights differs from its fp32 master weigh
 c=$(copy optsteps) && edit "$c" setjson optimizer/steps 3
 refused optsteps "contradicts itself"
 c=$(copy position) && edit "$c" setjson position/step 15
-refused position "contradicts itself: the epochs' steps add up to 16, the position says 15"
+refused position "is not what step 15 means"
+c=$(copy seed) && edit "$c" setjson position/shuffle_seed '"0000000000000001"'
+refused seed "contradicts itself: its data position"
 c=$(copy bncount) && edit "$c" setjson ranks/0/batches_tracked 7
 refused bncount "contradicts state.json: num_batches_tracked"
 c=$(copy notjson) && edit "$c" truncate state.json 300

@@ -84,7 +84,9 @@ def ckpt_state(epoch, epoch_step, step, n_epochs, census):
     return json.dumps({
         "format": "ampbench-checkpoint", "version": 1,
         "keys": {"model": "fuzz", "world_size": "2", "epochs": "3"},
-        "position": {"step": step, "epoch": epoch, "epoch_step": epoch_step},
+        "position": {"step": step, "epoch": epoch, "epoch_step": epoch_step, "epoch_samples": epoch_step * 64,
+                     "shuffle_seed": "%016x" % (1000003 + epoch), "augment_seed": "9e3779b97f4a7c14",
+                     "next_lr": 0.025},
         "ranks": [{"passes": step, "batches_tracked": step, "peak_memory_bytes": 1048576},
                   {"passes": step, "batches_tracked": step, "peak_memory_bytes": 1048000}],
         "optimizer": {"steps": step - 1, "state": "momentum_buffer"},
