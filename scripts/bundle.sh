@@ -163,6 +163,8 @@ cp "$glue/SST-2/dev.tsv" "$out/data/glue/SST-2/"
 cp "$vocab" "$out/data/bert-base-uncased/vocab.txt"
 cp "$here"/bench/pytorch/*.py "$out/bench/pytorch/"
 cp "$here/scripts/gpu_check.sh" "$here/scripts/gpu_remote.sh" "$out/scripts/"
+mkdir -p "$out/tests" # the resume check (gpu_check.sh's resume_cuda)
+cp "$here/tests/test_resume.sh" "$here/tests/resume_check.py" "$out/tests/"
 cp "$here/docs/gpu.md" "$out/docs/" 2>/dev/null || true
 
 commit=$(git -c 'safe.directory=*' -C "$here" rev-parse HEAD 2>/dev/null || echo unknown)

@@ -258,6 +258,7 @@ fig_fit() {
     python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print("largest batch %d (%.0f MiB)" % (r["max_batch"], r["peak_memory_at_max_batch_bytes"] / 2**20))' \
         "$out/$1.json"
 }
+fig_resume() { grep -m1 -E '^FAIL|^test_resume:' "$out/$1.log" | cut -c1-200; }
 fig_memcheck() { grep -m1 'ERROR SUMMARY' "$out/$1.log"; }
 
 # ---- 1. the bundle's program runs at all (on any machine: the CPU) ----
@@ -344,6 +345,11 @@ for prec in fp32 amp; do
     gpu_step "ampbench_bert-base_${prec}_fit" 240 fig_fit "$ampbench" train --device cuda "${bert_args[@]}" \
         --precision "$prec" --find-max-batch --out "$out/ampbench_bert-base_${prec}_fit.json"
 done
+
+# ---- 10. checkpoints on the GPU: runs killed with SIGKILL and resumed, against runs never stopped
+# (tests/test_resume.sh, which first asks whether two runs never stopped agree at all) ----
+gpu_step resume_cuda 150 fig_resume env AB_RESUME_DEVICE=cuda AB_RESUME_MNIST="$data" AB_RESUME_CIFAR="$cifar" \
+    AB_RESUME_SST2="$glue/SST-2" AB_RESUME_VOCAB="$vocab" bash "$root/tests/test_resume.sh" "$ampbench" - 1
 
 table() {
     python3 - "$out" "$steps_resnet" "$steps_bert" <<'EOF'
