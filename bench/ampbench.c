@@ -238,6 +238,14 @@ static int set_allreduce_dtype(const option_row *o, const char *v, cli *c) {
     return 0;
 }
 
+static int set_dp_overlap(const option_row *o, const char *v, cli *c) {
+    (void)o;
+    if (strcmp(v, "on") == 0) c->cfg.dp_overlap = 1;
+    else if (strcmp(v, "off") == 0) c->cfg.dp_overlap = 0;
+    else return ab_errorf("'%s' is not on or off", v);
+    return 0;
+}
+
 /* A,B,C,D: four integers >= 1 */
 static int set_blocks(const option_row *o, const char *v, cli *c) {
     (void)o;
@@ -359,6 +367,9 @@ static const option_row rows[] = {
     {"comm", "C", "auto | self | mpi | nccl; auto = nccl under mpirun with --device cuda,\n"
                   "mpi under mpirun, else self (world size 1)", "auto", CALL(set_comm)},
     {"allreduce-dtype", "T", "fp32 | fp16 (fp16 needs --precision amp)", "fp32", CALL(set_allreduce_dtype)},
+    {"dp-overlap", "on|off", "all-reduce gradient buckets while backward runs (as DDP), or\n"
+                             "the whole gradient after it", "on", CALL(set_dp_overlap)},
+    {"bucket-mb", "MB", "the gradient buckets' size (DDP's bucket_cap_mb)", "25", POSITIVE(cfg.bucket_mb)},
     {"comm-timeout", "S", "a collective unfinished after S seconds fails the run", "300", POSITIVE(cfg.comm_timeout_s)},
     {"inject-inf-step", "N", "fault injection: +inf in one gradient at step N", "-1 = never",
      LONG(cfg.inject_inf_step, -1, 1L << 40)},

@@ -8,6 +8,7 @@
 #include <float.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include "checkpoint.h"
 #include "fileio.h"
 #include "safetensors.h"
+#include "timer.h"
 #include "train.h"
 
 #define FORMAT "ampbench-checkpoint"
@@ -452,8 +454,8 @@ static cJSON *record_json(const ab_train_state *s) {
     return o;
 }
 
-static char *state_text(const ab_train_state *s, const char *const files[2], const unsigned long crc[2],
-                        const size_t size[2]) {
+/* state.json but its "files": a snapshot of the state and record, taken before training goes on */
+static cJSON *state_json(const ab_train_state *s) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "format", FORMAT);
     cJSON_AddNumberToObject(o, "version", VERSION);
@@ -491,17 +493,20 @@ static char *state_text(const ab_train_state *s, const char *const files[2], con
     cJSON_AddItemToObject(ta, "time_s", f64(s->tally.time_s));
     cJSON_AddItemToObject(ta, "data_s", f64(s->tally.data_s));
     cJSON_AddItemToObject(o, "record", record_json(s));
+    return o;
+}
+
+/* the tensor files' sizes and CRC-32s into the snapshot, and its text (NULL when out of memory) */
+static char *state_text(cJSON *o, const char *const files[2], const unsigned long crc[2], const size_t size[2]) {
     cJSON *fs = cJSON_AddObjectToObject(o, "files");
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; fs && i < 2; i++) {
         cJSON *f = cJSON_AddObjectToObject(fs, files[i]);
         cJSON_AddNumberToObject(f, "bytes", (double)size[i]);
         char hex[16];
         snprintf(hex, sizeof hex, "%08lx", crc[i]);
         cJSON_AddStringToObject(f, "crc32", hex);
     }
-    char *text = cJSON_Print(o);
-    cJSON_Delete(o);
-    return text;
+    return fs ? cJSON_Print(o) : NULL;
 }
 
 static const char *const FILES[2] = {"weights.safetensors", "state.safetensors"};
@@ -523,42 +528,64 @@ static int state_entries(const ab_train_state *s, entries *es) {
         snprintf(prefix, sizeof prefix, "rank%d.", r);
         AB_TRY(push_set(es, p, prefix, 1, s->bufs + (size_t)r * p->n_bufs, sizeof(float), AB_ST_F32, 0));
     }
-    const ab_run_record *rec = s->rec;
-    if (rec->n_test_pred > 0 && rec->test_pred && rec->test_hit) {
-        const int64_t n = rec->n_test_pred;
-        AB_TRY(entries_push(es, "record.test_pred", AB_ST_I32, 1, &n, rec->test_pred));
-        AB_TRY(entries_push(es, "record.test_hit", AB_ST_U8, 1, &n, rec->test_hit));
-    }
     return 0;
 }
 
-static int save(const char *dir, int keep, const ab_train_state *s, char *path, size_t cap, double *bytes) {
-    AB_TRY(make_dirs(dir));
-    char tmp[1100], f[1200];
-    if (snprintf(path, cap, "%s/" PREFIX "%09ld", dir, s->step) >= (int)cap || strlen(dir) > 900)
-        return ab_errorf("%s: the checkpoint folder's path is too long", dir);
-    snprintf(tmp, sizeof tmp, "%s/.tmp-" PREFIX "%09ld.%ld", dir, s->step, (long)getpid());
+/* the last evaluation's predictions, copied (the next evaluation rewrites the record's) */
+static int prediction_entries(const ab_run_record *rec, entries *es) {
+    if (rec->n_test_pred <= 0 || !rec->test_pred || !rec->test_hit) return 0;
+    const int64_t n = rec->n_test_pred;
+    void *pred = entries_buf(es, (size_t)n * sizeof(int32_t)), *hit = entries_buf(es, (size_t)n);
+    if (!pred || !hit) return ab_errorf("out of host memory");
+    memcpy(pred, rec->test_pred, (size_t)n * sizeof(int32_t));
+    memcpy(hit, rec->test_hit, (size_t)n);
+    AB_TRY(entries_push(es, "record.test_pred", AB_ST_I32, 1, &n, pred));
+    return entries_push(es, "record.test_hit", AB_ST_U8, 1, &n, hit);
+}
+
+/* One checkpoint written in the background: the caller's host buffers (master, bufs) stay as
+ * they are until flush, and so do wc, s1, s2 and the other ranks' buffers, which the writer
+ * lays out for state.safetensors; what changes as training goes on is copied before save
+ * returns (the predictions, the state and record as a JSON tree). One at a time: save waits for
+ * the one before. */
+typedef struct {
+    pthread_t thread;
+    int running, rc;
+    char err[1024];
+    char dir[1024], path[1100];
+    int keep;
+    long step;
+    const ab_train_state *s; /* for master, bufs, params and the batch count: unchanged until flush */
+    long long batches_tracked;
+    entries es;
+    cJSON *json;
+    double seconds; /* the write's own time */
+} write_job;
+
+static write_job job;
+
+/* the files into a temporary folder, then into place, then the old ones removed */
+static int write_files(write_job *j) {
+    const ab_train_state *s = j->s;
+    char tmp[1100], f[1400];
+    snprintf(tmp, sizeof tmp, "%s/.tmp-" PREFIX "%09ld.%ld", j->dir, j->step, (long)getpid());
     AB_TRY(remove_folder(tmp));
     if (mkdir(tmp, 0777) != 0) return ab_errorf("%s: cannot create: %s", tmp, strerror(errno));
-    const ab_params *p = s->params;
     snprintf(f, sizeof f, "%s/%s", tmp, FILES[0]);
-    int rc = ab_checkpoint_write(f, p, s->master, s->bufs, s->batches_tracked[0]);
-    entries es = {0};
-    if (rc == 0) rc = state_entries(s, &es);
+    int rc = ab_checkpoint_write(f, s->params, s->master, s->bufs, j->batches_tracked);
     snprintf(f, sizeof f, "%s/%s", tmp, FILES[1]);
-    if (rc == 0) rc = ab_st_write(f, es.e, es.n);
-    entries_free(&es);
+    if (rc == 0) rc = state_entries(s, &j->es); /* after the predictions save copied */
+    if (rc == 0) rc = ab_st_write(f, j->es.e, j->es.n);
     unsigned long crc[2] = {0, 0};
     size_t size[2] = {0, 0};
     for (int i = 0; rc == 0 && i < 2; i++) {
         snprintf(f, sizeof f, "%s/%s", tmp, FILES[i]);
         rc = file_crc(f, &crc[i], &size[i]);
     }
-    char *text = rc == 0 ? state_text(s, FILES, crc, size) : NULL;
+    char *text = rc == 0 ? state_text(j->json, FILES, crc, size) : NULL;
     if (rc == 0 && !text) rc = ab_errorf("out of host memory writing the checkpoint's state");
     snprintf(f, sizeof f, "%s/state.json", tmp);
     if (rc == 0) rc = ab_write_file_atomic(f, text, strlen(text));
-    *bytes = (double)size[0] + (double)size[1] + (text ? (double)strlen(text) : 0.0);
     free(text);
     if (rc == 0) rc = fsync_dir(tmp);
     /* into place. A checkpoint of the same step (a stop right after an epoch's end, the step
@@ -566,12 +593,12 @@ static int save(const char *dir, int keep, const ab_train_state *s, char *path, 
      * exchange, so that some whole checkpoint of the step exists at every moment; the old one is
      * then in tmp and removed */
     struct stat st;
-    const int existed = rc == 0 && stat(path, &st) == 0;
-    if (rc == 0 && existed && renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE) != 0)
-        rc = ab_errorf("%s: cannot replace: %s", path, strerror(errno));
-    if (rc == 0 && !existed && rename(tmp, path) != 0)
-        rc = ab_errorf("%s: cannot rename into place: %s", path, strerror(errno));
-    if (rc == 0) rc = fsync_dir(dir);
+    const int existed = rc == 0 && stat(j->path, &st) == 0;
+    if (rc == 0 && existed && renameat2(AT_FDCWD, tmp, AT_FDCWD, j->path, RENAME_EXCHANGE) != 0)
+        rc = ab_errorf("%s: cannot replace: %s", j->path, strerror(errno));
+    if (rc == 0 && !existed && rename(tmp, j->path) != 0)
+        rc = ab_errorf("%s: cannot rename into place: %s", j->path, strerror(errno));
+    if (rc == 0) rc = fsync_dir(j->dir);
     if (rc != 0) {
         char why[1024];
         snprintf(why, sizeof why, "%s", ab_error());
@@ -582,21 +609,73 @@ static int save(const char *dir, int keep, const ab_train_state *s, char *path, 
     /* the newest `keep`, and no one's leftovers */
     long *steps;
     int n;
-    AB_TRY(list_steps(dir, &steps, &n));
-    for (int i = keep; rc == 0 && i < n; i++) {
-        snprintf(f, sizeof f, "%s/" PREFIX "%09ld", dir, steps[i]);
+    AB_TRY(list_steps(j->dir, &steps, &n));
+    for (int i = j->keep; rc == 0 && i < n; i++) {
+        snprintf(f, sizeof f, "%s/" PREFIX "%09ld", j->dir, steps[i]);
         rc = remove_folder(f);
     }
     free(steps);
-    DIR *d = opendir(dir);
+    DIR *d = opendir(j->dir);
     struct dirent *e;
     while (rc == 0 && d && (e = readdir(d)) != NULL)
         if (strncmp(e->d_name, ".tmp-" PREFIX, 5 + strlen(PREFIX)) == 0) {
-            snprintf(f, sizeof f, "%s/%s", dir, e->d_name);
+            snprintf(f, sizeof f, "%s/%s", j->dir, e->d_name);
             rc = remove_folder(f);
         }
     if (d) closedir(d);
     return rc;
+}
+
+static void *write_main(void *arg) {
+    write_job *j = arg;
+    const double t0 = ab_now();
+    j->rc = write_files(j);
+    if (j->rc != 0) snprintf(j->err, sizeof j->err, "%s", ab_error()); /* the error is this thread's */
+    j->seconds = ab_now() - t0;
+    return NULL;
+}
+
+static int flush(double *seconds) {
+    if (seconds) *seconds = 0.0;
+    if (!job.running) return 0;
+    pthread_join(job.thread, NULL);
+    job.running = 0;
+    entries_free(&job.es);
+    cJSON_Delete(job.json);
+    job.json = NULL;
+    if (seconds) *seconds = job.seconds;
+    return job.rc == 0 ? 0 : ab_errorf("%s", job.err);
+}
+
+static int save(const char *dir, int keep, const ab_train_state *s, char *path, size_t cap, double *bytes) {
+    AB_TRY(flush(NULL));
+    AB_TRY(make_dirs(dir));
+    if (snprintf(path, cap, "%s/" PREFIX "%09ld", dir, s->step) >= (int)cap || strlen(dir) > 900)
+        return ab_errorf("%s: the checkpoint folder's path is too long", dir);
+    write_job *j = &job;
+    memset(j, 0, sizeof *j);
+    snprintf(j->dir, sizeof j->dir, "%s", dir);
+    snprintf(j->path, sizeof j->path, "%s", path);
+    j->keep = keep;
+    j->step = s->step;
+    j->s = s;
+    j->batches_tracked = s->batches_tracked[0];
+    int rc = prediction_entries(s->rec, &j->es);
+    if (rc == 0 && !(j->json = state_json(s))) rc = ab_errorf("out of host memory for the checkpoint's state");
+    const ab_params *p = s->params;
+    *bytes = (double)(p->n + p->n_bufs) * sizeof(float) + (double)p->n * sizeof(float) * ((s->s1 != NULL) + (s->s2 != NULL)) +
+             (double)(s->world - 1) * (double)p->n_bufs * sizeof(float) +
+             (s->wc ? (double)p->n_compute * 2.0 : 0.0) + (double)s->rec->n_test_pred * 5.0;
+    if (rc == 0 && pthread_create(&j->thread, NULL, write_main, j) != 0)
+        rc = ab_errorf("cannot start the checkpoint writer thread");
+    if (rc != 0) {
+        entries_free(&j->es);
+        cJSON_Delete(j->json);
+        j->json = NULL;
+        return rc;
+    }
+    j->running = 1;
+    return 0;
 }
 
 /* ---- reading ---- */
@@ -1042,4 +1121,4 @@ static int load(const char *path, ab_train_state *s) {
     return read_state_tensors(f, s);
 }
 
-const ab_checkpoint_ops ab_checkpoint_store = {.save = save, .latest = latest, .load = load};
+const ab_checkpoint_ops ab_checkpoint_store = {.save = save, .flush = flush, .latest = latest, .load = load};

@@ -241,6 +241,49 @@ static int mpi_allreduce(ab_comm *c, void *buf, size_t n, ab_dtype t, ab_reduce_
     return stage_out(c, buf, h, n * es);
 }
 
+/* Non-blocking on host memory: MPI_Iallreduce, progressed by test and finished by wait (under the
+ * watchdog). Device memory staged through the host, and counts past an int, complete at once. */
+static int mpi_iallreduce(ab_comm *c, void *buf, size_t n, ab_dtype t, ab_comm_req *req) {
+    mpi_impl *m = c->impl;
+    *req = (ab_comm_req){0};
+    if (!host_memory(c) || n > (size_t)(INT_MAX / 2) || (t != AB_F32 && t != AB_F16 && t != AB_BF16)) {
+        req->done = 1;
+        return mpi_allreduce(c, buf, n, t, AB_RED_SUM);
+    }
+    MPI_Request *r = malloc(sizeof *r);
+    if (!r) return ab_errorf("out of host memory for a request");
+    const int rc = t == AB_F32 ? MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, m->comm, r)
+                               : MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_UINT16_T,
+                                                t == AB_F16 ? m->f16_sum : m->bf16_sum, m->comm, r);
+    if (rc != MPI_SUCCESS) {
+        free(r);
+        return mpi_fail("MPI_Iallreduce", __FILE__, __LINE__, rc);
+    }
+    req->handle = r;
+    return 0;
+}
+
+static int mpi_test(ab_comm *c, ab_comm_req *req) {
+    (void)c;
+    if (req->done) return 0;
+    int flag = 0;
+    const int rc = MPI_Test((MPI_Request *)req->handle, &flag, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return mpi_fail("MPI_Test", __FILE__, __LINE__, rc);
+    if (flag) {
+        free(req->handle);
+        *req = (ab_comm_req){.done = 1};
+    }
+    return 0;
+}
+
+static int mpi_wait(ab_comm *c, ab_comm_req *req) {
+    if (req->done) return 0;
+    AB_MPI_GUARDED(c, "MPI_Wait for the gradients' all-reduce", MPI_Wait((MPI_Request *)req->handle, MPI_STATUS_IGNORE));
+    free(req->handle);
+    *req = (ab_comm_req){.done = 1};
+    return 0;
+}
+
 static MPI_Op host_op(ab_reduce_op op) { return op == AB_RED_MIN ? MPI_MIN : op == AB_RED_MAX ? MPI_MAX : MPI_SUM; }
 
 static int mpi_allreduce_i64(ab_comm *c, int64_t *v, int n, ab_reduce_op op) {
@@ -306,7 +349,8 @@ static void mpi_destroy(ab_comm *c) {
 
 static const ab_comm_ops mpi_ops = {.name = "mpi", .allreduce = mpi_allreduce, .allreduce_i64 = mpi_allreduce_i64,
                                     .allreduce_f64 = mpi_allreduce_f64, .allgather_i64 = mpi_allgather_i64,
-                                    .broadcast = mpi_broadcast, .barrier = mpi_barrier, .destroy = mpi_destroy};
+                                    .broadcast = mpi_broadcast, .barrier = mpi_barrier, .destroy = mpi_destroy,
+                                    .iallreduce = mpi_iallreduce, .test = mpi_test, .wait = mpi_wait};
 
 static int mpi_setup(ab_comm *c) {
     mpi_impl *m = c->impl;

@@ -44,6 +44,12 @@ typedef struct ab_comm ab_comm;
  *         2.4e-4 relative), biases the mean.
  *   bf16  as fp16, in bf16: each pairwise sum the exact sum of two bf16 values rounded once (the
  *         mpi engine's user-defined op, NCCL's ncclBfloat16 sum); AVG one multiply after the sum. */
+/* A buffer all-reduce in flight (iallreduce): the engine's handle, and whether it has completed. */
+typedef struct {
+    void *handle;
+    int done;
+} ab_comm_req;
+
 typedef struct {
     const char *name; /* "self" | "mpi" | "nccl" */
     /* in place over n elements of type t (fp32, fp16 or bf16) in backend memory; SUM or AVG, as above */
@@ -58,6 +64,16 @@ typedef struct {
     int (*broadcast)(ab_comm *c, void *buf, size_t bytes, int root);
     int (*barrier)(ab_comm *c);
     void (*destroy)(ab_comm *c);
+    /* Non-blocking: a SUM all-reduce in place over n elements of type t in backend memory,
+     * started on the data the backend has produced so far and returned at once (an engine that
+     * cannot overlap completes it here and sets req->done). Every rank starts the same ones in
+     * the same order; each must reach test (done) or wait before the buffer is read. The result is
+     * allreduce's, bit for bit. */
+    int (*iallreduce)(ab_comm *c, void *buf, size_t n, ab_dtype t, ab_comm_req *req);
+    /* sets req->done when it has completed, and lets the engine progress; never blocks */
+    int (*test)(ab_comm *c, ab_comm_req *req);
+    /* until it has completed (under the communicator's timeout) */
+    int (*wait)(ab_comm *c, ab_comm_req *req);
 } ab_comm_ops;
 
 struct ab_comm {

@@ -31,10 +31,10 @@ int ab_linear_backward(const ab_params *p, const ab_grad_sink *g, const ab_linea
     /* d_weight (out, in) = dy^T (out, B) @ x (B, in) */
     AB_TRY(ops->gemm(p->be, 1, 0, l->out, l->in, B, 1.0f, t, dy, l->out, t, x, l->in, NULL, AB_EPI_NONE,
                      ab_param_gbeta(p, g, l->w), t, ab_param_g(p, l->w), l->in));
-    AB_TRY(ab_param_grad_fold(p, g, l->w));
+    AB_TRY(ab_param_grad_done(p, g, l->w));
     /* d_bias (out) = sum over the batch of dy */
     AB_TRY(ops->col_sum(p->be, B, l->out, t, dy, ab_param_gbeta(p, g, l->b), t, ab_param_g(p, l->b)));
-    AB_TRY(ab_param_grad_fold(p, g, l->b));
+    AB_TRY(ab_param_grad_done(p, g, l->b));
     /* dx (B, in) = dy (B, out) @ W (out, in) */
     if (dx)
         AB_TRY(ops->gemm(p->be, 0, 0, B, l->in, l->out, 1.0f, t, dy, l->out, t, ab_param_w(p, l->w), l->in, NULL,
@@ -66,7 +66,7 @@ int ab_conv_backward(const ab_params *p, const ab_grad_sink *g, const ab_conv *c
     s.N = B;
     AB_TRY(ab_grad_observe(g, c->w, p->cdt, (size_t)B * s.P * s.Q * s.K, dy));
     AB_TRY(p->be->ops->conv2d_backward_filter(p->be, &s, p->cdt, x, dy, ab_param_gbeta(p, g, c->w), ab_param_g(p, c->w)));
-    AB_TRY(ab_param_grad_fold(p, g, c->w));
+    AB_TRY(ab_param_grad_done(p, g, c->w));
     if (dx) AB_TRY(p->be->ops->conv2d_backward_data(p->be, &s, p->cdt, dy, ab_param_w(p, c->w), dx));
     return 0;
 }
@@ -112,9 +112,11 @@ int ab_batchnorm_forward(const ab_params *p, const ab_batchnorm *bn, int M, cons
 int ab_batchnorm_backward(const ab_params *p, const ab_grad_sink *g, const ab_batchnorm *bn, int M, const void *x,
                           const void *dy, void *dx) {
     AB_TRY(ab_grad_observe(g, bn->gamma, p->cdt, (size_t)M * bn->C, dy));
-    return p->be->ops->batchnorm_backward(p->be, M, bn->C, p->cdt, x, dy, ab_param_w(p, bn->gamma), bn->save_mean,
+    AB_TRY(p->be->ops->batchnorm_backward(p->be, M, bn->C, p->cdt, x, dy, ab_param_w(p, bn->gamma), bn->save_mean,
                                           bn->save_invstd, ab_param_gbeta(p, g, bn->gamma), ab_param_g(p, bn->gamma),
-                                          ab_param_g(p, bn->beta), dx);
+                                          ab_param_g(p, bn->beta), dx));
+    AB_TRY(ab_grad_ready(g, bn->gamma));
+    return ab_grad_ready(g, bn->beta);
 }
 
 void ab_layernorm_specs(ab_param_spec s[2], char names[2][96], const char *prefix, int C) {
@@ -142,9 +144,11 @@ int ab_layernorm_forward(const ab_params *p, const ab_layernorm *ln, int R, ab_d
 int ab_layernorm_backward(const ab_params *p, const ab_grad_sink *g, const ab_layernorm *ln, int R, ab_dtype xt, const void *x, ab_dtype yt,
                           const void *dy, const float *mean, const float *rstd, void *dx) {
     AB_TRY(ab_grad_observe(g, ln->gamma, yt, (size_t)R * ln->C, dy));
-    return p->be->ops->layernorm_backward(p->be, R, ln->C, xt, x, yt, dy, ab_param_w(p, ln->gamma), mean, rstd,
+    AB_TRY(p->be->ops->layernorm_backward(p->be, R, ln->C, xt, x, yt, dy, ab_param_w(p, ln->gamma), mean, rstd,
                                           ab_param_gbeta(p, g, ln->gamma), ab_param_g(p, ln->gamma),
-                                          ab_param_g(p, ln->beta), dx);
+                                          ab_param_g(p, ln->beta), dx));
+    AB_TRY(ab_grad_ready(g, ln->gamma));
+    return ab_grad_ready(g, ln->beta);
 }
 
 /* Attention, per sequence b: the heads are strided views of the (L, H) rows (head h starts at

@@ -96,10 +96,11 @@ int ab_params_refresh(ab_params *p) {
     return p->be->ops->cast(p->be, p->n_compute, AB_F32, p->master, p->cdt, p->wc);
 }
 
-int ab_param_grad_fold(const ab_params *p, const ab_grad_sink *g, const ab_param_spec *s) {
-    if (!ab_param_via_scratch(p, s)) return 0;
-    return p->be->ops->accumulate(p->be, s->numel, p->cdt, p->gradc, p->grad + s->offset,
-                                  g->mode == AB_GRAD_ACCUMULATE);
+int ab_param_grad_done(const ab_params *p, const ab_grad_sink *g, const ab_param_spec *s) {
+    if (ab_param_via_scratch(p, s))
+        AB_TRY(p->be->ops->accumulate(p->be, s->numel, p->cdt, p->gradc, p->grad + s->offset,
+                                      g->mode == AB_GRAD_ACCUMULATE));
+    return ab_grad_ready(g, s);
 }
 
 int ab_params_find(const ab_params *p, const char *name) {

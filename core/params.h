@@ -3,7 +3,7 @@
  *   fp32: master = the weights (charged as parameters), grad = fp32 gradients;
  *   amp/bf16: master = fp32 master weights, wc = fp16/bf16 working copy the forward reads,
  *   grad = fp32 gradients, gradc = a compute-type scratch of the largest tensor: backward writes
- *   one tensor's gradient there and ab_param_grad_fold adds it into grad at once, as autograd's
+ *   one tensor's gradient there and ab_param_grad_done adds it into grad at once, as autograd's
  *   AccumulateGrad does, so no compute-type copy of all the gradients is ever held.
  * Specs fall in three regions, laid out in this order:
  *   AB_REGION_COMPUTE  weights the matrix products read: a compute-type copy under amp/bf16
@@ -80,14 +80,16 @@ typedef enum { AB_GRAD_WRITE = 0, AB_GRAD_ACCUMULATE = 1 } ab_grad_mode;
 /* Where one backward pass delivers its gradients. observe (optional, NULL: none) is shown the
  * gradient arriving at the output of each layer that has weights (named by that weight's spec),
  * in the compute type, before the layer's backward reads it; it reads and never writes.
- * A layer's weight gradient is final, for the step, at its ab_param_grad_fold in the last
- * micro-batch: that is where a bucketed all-reduce could start and overlap the rest of
- * backward (as DDP's gradient hooks do); today the all-reduce waits for the whole backward
- * (sync_gradients in core/train.c). */
+ * ready (optional, NULL: none) is told of each trained tensor once its gradient of this pass is
+ * in the fp32 gradient buffer (ab_param_grad_done): in the step's last micro-batch that gradient
+ * is final, and the data-parallel buckets (core/buckets.c) start its all-reduce there, while the
+ * rest of backward runs, as DDP's gradient hooks do. Every layer reports every weight it has. */
 typedef struct ab_grad_sink {
     ab_grad_mode mode;
     int (*observe)(void *ctx, const ab_param_spec *w, ab_dtype t, size_t n, const void *dy);
     void *ctx;
+    int (*ready)(void *ctx, const ab_param_spec *w);
+    void *ready_ctx;
 } ab_grad_sink;
 
 /* Lays out the specs (offsets), allocates the buffers and initialises the weights on the host
@@ -116,7 +118,7 @@ static inline int ab_param_via_scratch(const ab_params *p, const ab_param_spec *
 }
 /* Where backward writes s's gradient, in p->cdt for the compute region, fp32 for the fp32
  * region: the fp32 gradient itself, or under amp/bf16 the compute-type scratch (then call
- * ab_param_grad_fold before the next tensor's gradient is written). */
+ * ab_param_grad_done before the next tensor's gradient is written). */
 static inline void *ab_param_g(const ab_params *p, const ab_param_spec *s) {
     if (ab_param_via_scratch(p, s)) return p->gradc;
     return s->region == AB_REGION_COMPUTE ? ab_at(p->gradc, p->cdt, s->offset) : (void *)(p->grad + s->offset);
@@ -133,7 +135,12 @@ static inline int ab_grad_observe(const ab_grad_sink *g, const ab_param_spec *w,
     return g->observe ? g->observe(g->ctx, w, t, n, dy) : 0;
 }
 /* after s's gradient is written at ab_param_g: adds the scratch into the fp32 gradient
- * (overwrites it on a step's first micro-batch); nothing to do otherwise */
-int ab_param_grad_fold(const ab_params *p, const ab_grad_sink *g, const ab_param_spec *s);
+ * (overwrites it on a step's first micro-batch) where it went through the scratch, then tells
+ * g's ready hook that s's gradient of this pass is in place */
+int ab_param_grad_done(const ab_params *p, const ab_grad_sink *g, const ab_param_spec *s);
+/* the ready hook alone, for a gradient written straight into the fp32 buffer */
+static inline int ab_grad_ready(const ab_grad_sink *g, const ab_param_spec *s) {
+    return g->ready ? g->ready(g->ready_ctx, s) : 0;
+}
 
 #endif

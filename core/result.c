@@ -29,7 +29,9 @@ static void add_data_parallel(cJSON *o, const ab_train_config *c, const ab_run_r
         steps += r->epochs[i].steps;
     }
     const double grad_bytes = (double)r->parameters * (double)ab_dtype_size(c->allreduce_dtype);
-    const double algbw = r->allreduce_time_s > 0 ? r->bytes_allreduced / r->allreduce_time_s : 0.0;
+    /* the all-reduce's own time: under overlap the buckets' start to completion, part of it hidden */
+    const double busy = r->allreduce_busy_s > 0 ? r->allreduce_busy_s : r->allreduce_time_s;
+    const double algbw = busy > 0 ? r->bytes_allreduced / busy : 0.0;
     if (W > 1 || c->accum_steps > 1) {
         cJSON *d = cJSON_AddObjectToObject(o, "data_parallel");
         cJSON_AddNumberToObject(d, "world_size", W);
@@ -41,6 +43,16 @@ static void add_data_parallel(cJSON *o, const ab_train_config *c, const ab_run_r
         cJSON_AddNumberToObject(d, "bytes_allreduced", r->bytes_allreduced);
         cJSON_AddItemToObject(d, "allreduce_time_s", num(r->allreduce_time_s));
         cJSON_AddItemToObject(d, "allreduce_bandwidth_Bps", num(algbw));
+        /* overlap: the part of the all-reduce the steps waited for (exposed) and its whole time
+         * (busy); the bytes a rank passes per step, and what a ring sends and receives for them */
+        cJSON_AddBoolToObject(d, "overlap", c->dp_overlap && W > 1);
+        cJSON_AddNumberToObject(d, "buckets", r->buckets);
+        cJSON_AddNumberToObject(d, "bucket_mb", c->bucket_mb);
+        const double per = steps ? 1.0 / (double)steps : 0.0;
+        cJSON_AddItemToObject(d, "allreduce_exposed_time_per_step_s", num(r->allreduce_time_s * per));
+        cJSON_AddItemToObject(d, "allreduce_busy_time_per_step_s", num(busy * per));
+        cJSON_AddNumberToObject(d, "bytes_per_step", r->bytes_allreduced * per);
+        cJSON_AddNumberToObject(d, "ring_bytes_sent_per_step", 2.0 * (W - 1) / W * r->bytes_allreduced * per);
         cJSON *pm = cJSON_AddArrayToObject(d, "peak_memory_bytes_per_rank");
         for (int i = 0; r->peak_memory_per_rank && i < W; i++)
             cJSON_AddItemToArray(pm, cJSON_CreateNumber((double)r->peak_memory_per_rank[i]));
@@ -212,6 +224,7 @@ static cJSON *build(const ab_train_config *c, const ab_run_record *r) {
         cJSON *ck = cJSON_AddObjectToObject(o, "checkpoints");
         cJSON_AddNumberToObject(ck, "written", (double)r->checkpoints_written);
         cJSON_AddItemToObject(ck, "time_s", num(r->checkpoint_time_s));
+        cJSON_AddItemToObject(ck, "write_time_s", num(r->checkpoint_write_s));
         cJSON_AddNumberToObject(ck, "bytes", r->checkpoint_bytes);
     }
     if (r->n_resumes) { /* a run continued from checkpoints (--resume): at which steps, the last from where */

@@ -54,6 +54,7 @@ static void state_keys(const trainer *t, ab_train_state *s) {
     add_key(s, "world_size", "%d", t->comm->size);
     /* engines sum in their own orders past 2 ranks (core/comm.h) */
     add_key(s, "comm_engine", "%s", t->comm->size > 1 ? t->comm->ops->name : "none");
+    if (t->comm->size > 1) add_key(s, "dp_overlap", "%d, buckets of %.9g MB", c->dp_overlap, c->bucket_mb);
     add_key(s, "allreduce_dtype", "%s", ab_dtype_name(c->allreduce_dtype));
     add_key(s, "batch_size", "%d", c->batch_size);
     add_key(s, "accum_steps", "%d", c->accum_steps);
@@ -147,6 +148,13 @@ int ab_ckpt_setup(trainer *t) {
 
 void ab_ckpt_free(trainer *t) {
     ab_train_state *s = &t->state;
+    if (t->cfg && t->cfg->checkpoint_dir && t->cfg->checkpoints && s->master) {
+        /* a run that failed: its last checkpoint still finishes (or fails) before the buffers go */
+        char keep[1024];
+        snprintf(keep, sizeof keep, "%s", ab_error());
+        if (t->cfg->checkpoints->flush(NULL) != 0) fprintf(stderr, "ampbench: %s\n", ab_error());
+        ab_errorf("%s", keep);
+    }
     free(s->passes);
     free(s->batches_tracked);
     free(s->master);
@@ -220,10 +228,12 @@ int ab_ckpt_write(trainer *t, long step, int epoch, long epoch_step, const ab_ep
     AB_TRY(gather_bufs(t));
     int rc = 0;
     char path[1024] = "";
-    double bytes = 0.0;
+    double bytes = 0.0, wrote = 0.0;
     if (t->comm->rank == 0) {
         rec->mem = be->mem;
-        rc = be->ops->download(be, s->master, p->master, p->n * sizeof(float));
+        rc = c->checkpoints->flush(&wrote); /* the write before: done with the host buffers */
+        rec->checkpoint_write_s += wrote;
+        if (rc == 0) rc = be->ops->download(be, s->master, p->master, p->n * sizeof(float));
         if (rc == 0 && s->wc) rc = be->ops->download(be, s->wc, p->wc, p->n_compute * ab_dtype_size(p->cdt));
         if (rc == 0 && s->s1) rc = be->ops->download(be, s->s1, t->opt.s1, p->n * sizeof(float));
         if (rc == 0 && s->s2) rc = be->ops->download(be, s->s2, t->opt.s2, p->n * sizeof(float));
@@ -235,8 +245,20 @@ int ab_ckpt_write(trainer *t, long step, int epoch, long epoch_step, const ab_ep
     rec->checkpoints_written++;
     rec->checkpoint_time_s += dt;
     rec->checkpoint_bytes = bytes;
-    if (verbose(t)) printf("Checkpoint %s (step %ld, %.1f MB, %.3f s)\n", path, step, bytes / 1e6, dt);
+    if (verbose(t))
+        printf("Checkpoint %s (step %ld, %.1f MB of tensors; training held %.3f s, the files are written in the "
+               "background)\n",
+               path, step, bytes / 1e6, dt);
     return 0;
+}
+
+int ab_ckpt_finish(trainer *t) {
+    const ab_train_config *c = t->cfg;
+    if (!c->checkpoint_dir) return 0;
+    double wrote = 0.0;
+    const int rc = t->comm->rank == 0 ? c->checkpoints->flush(&wrote) : 0;
+    t->rec->checkpoint_write_s += wrote;
+    return agree(t, rc, "writing the checkpoint");
 }
 
 /* ---- resuming ---- */

@@ -4,7 +4,7 @@
  *      forward, softmax cross-entropy in fp32 (its gradient pre-multiplied by the loss scale),
  *      backward. Gradients: the first micro-batch writes the fp32 gradients (AB_GRAD_WRITE),
  *      every later one adds to them (AB_GRAD_ACCUMULATE); under amp/bf16 each tensor passes
- *      through the compute-type scratch (ab_param_grad_fold, core/params.h).
+ *      through the compute-type scratch (ab_param_grad_done, core/params.h).
  *   2. synchronise: the all-reduce of the gradients (W ranks, core/comm.h: summed, each rank's
  *      loss gradient already carries 1/n, n the world's samples), unscale and the overflow
  *      flag, the gradient norm, one read-back of the step's scalars and one all-reduce of the
@@ -39,6 +39,7 @@ void ab_train_config_defaults(ab_train_config *c) {
                            .seed = 1, .init_scale = 65536.0f, .growth_factor = 2.0f, .backoff_factor = 0.5f,
                            .growth_interval = 2000, .log_interval = 100, .shuffle = 1,
                            .inject_inf_step = -1, .inject_inf_rank = -1, .comm = "auto", .keep_checkpoints = 2,
+                           .dp_overlap = 1, .bucket_mb = 25.0,
                            .allreduce_dtype = AB_F32};
 }
 
@@ -100,11 +101,11 @@ static int check_world_config(trainer *t) {
     snprintf(desc, sizeof desc,
              "model %s, parameters %zu, precision %s, dataset %s (%d train samples), batch %d, accum steps %d, "
              "epochs %d, max steps %ld, optimizer %s lr %g momentum %g wd %g, seed %llu, shuffle %d, "
-             "all-reduce %s, engine %s",
+             "all-reduce %s, engine %s, overlap %d, buckets of %g MB",
              c->model, t->params.n, ab_precision_name(c->precision), c->dataset, t->train->n, c->batch_size,
              c->accum_steps, c->epochs, c->max_steps, ab_optimizer_name(c->optimizer), (double)c->lr,
              (double)c->momentum, (double)c->weight_decay, (unsigned long long)c->seed, c->shuffle,
-             ab_dtype_name(c->allreduce_dtype), cm->ops->name);
+             ab_dtype_name(c->allreduce_dtype), cm->ops->name, c->dp_overlap, c->bucket_mb);
     const int64_t h = (int64_t)(fnv1a(desc) >> 1);
     int64_t lo = h, hi = h;
     AB_TRY(cm->ops->allreduce_i64(cm, &lo, 1, AB_RED_MIN));
@@ -202,7 +203,12 @@ static int alloc_step(trainer *t) {
     t->x = ab_alloc(t->be, AB_MEM_ACTIVATIONS, t->x_bytes);
     t->labels = ab_alloc(t->be, AB_MEM_ACTIVATIONS, (size_t)c->batch_size * sizeof(int32_t));
     t->stats = ab_alloc(t->be, AB_MEM_WORKSPACE, sizeof(step_stats));
-    if (t->comm->size > 1 && c->allreduce_dtype == AB_F16) {
+    if (!(c->bucket_mb > 0.0)) return ab_errorf("--bucket-mb %g: a bucket must hold more than 0 MB", c->bucket_mb);
+    t->overlap = t->comm->size > 1 && c->dp_overlap;
+    if (t->overlap) {
+        AB_TRY(ab_buckets_init(&t->buckets, &t->params, t->comm, c->bucket_mb, c->allreduce_dtype));
+        t->rec->buckets = t->buckets.n;
+    } else if (t->comm->size > 1 && c->allreduce_dtype == AB_F16) {
         const size_t nc = t->params.n_compute;
         t->bucket_elems = nc < AB_ALLREDUCE_BUCKET_ELEMS ? nc : AB_ALLREDUCE_BUCKET_ELEMS;
         t->fp16_bucket = ab_alloc(t->be, AB_MEM_WORKSPACE, (t->bucket_elems ? t->bucket_elems : 1) * 2);
@@ -269,6 +275,7 @@ static void teardown(trainer *t) {
         ab_release(be, AB_MEM_WORKSPACE, t->stats, sizeof(step_stats));
         if (t->fp16_bucket)
             ab_release(be, AB_MEM_WORKSPACE, t->fp16_bucket, (t->bucket_elems ? t->bucket_elems : 1) * 2);
+        if (t->overlap) ab_buckets_free(&t->buckets);
         ab_model_destroy(t->model);
         ab_optimizer_free(&t->opt);
         ab_params_free(&t->params);
@@ -440,8 +447,11 @@ static int micro_batches(trainer *t, const int32_t *mine, int m, int n, int epoc
         void *const dlogits = model->logits;
         AB_TRY(be->ops->softmax_xent(be, b, C, p->cdt, model->logits, t->labels, scale * (float)b / (float)n, p->cdt,
                                      dlogits, &t->stats->loss_sum, NULL));
+        /* the step's last micro-batch: each final gradient may start its bucket's all-reduce */
+        const int last = pos + b >= m;
         const ab_grad_sink sink = {.mode = pos == 0 ? AB_GRAD_WRITE : AB_GRAD_ACCUMULATE,
-                                   .observe = census ? census_activation : NULL, .ctx = census};
+                                   .observe = census ? census_activation : NULL, .ctx = census,
+                                   .ready = last && t->overlap ? ab_buckets_ready : NULL, .ready_ctx = &t->buckets};
         AB_TRY(model->ops->backward(model, p, &sink, t->x, dlogits, b));
     }
     return 0;
@@ -476,8 +486,26 @@ static int allreduce_grads(trainer *t) {
     AB_TRY(be->ops->sync(be));
     const double dt = ab_now() - t0;
     t->rec->allreduce_time_s += dt;
+    t->rec->allreduce_busy_s += dt;
     t->rec->comm_time_s += dt;
     t->rec->bytes_allreduced += bytes;
+    t->rec->allreduce_calls++;
+    return 0;
+}
+
+/* the buckets' end: what has not started starts, everything is waited for; the step's exposed
+ * time is what it waited, the buckets' own times are counted apart */
+static int finish_buckets(trainer *t, int reported) {
+    ab_buckets *k = &t->buckets;
+    const double exposed = k->exposed_s, busy = k->total_s;
+    AB_TRY(ab_buckets_finish(k, reported));
+    const ab_params *p = &t->params;
+    const double dt = k->exposed_s - exposed;
+    t->rec->allreduce_time_s += dt;
+    t->rec->allreduce_busy_s += k->total_s - busy;
+    t->rec->comm_time_s += dt;
+    t->rec->bytes_allreduced += k->wire == AB_F16 ? (double)p->n_compute * 2.0 + (double)(p->n - p->n_compute) * 4.0
+                                                  : (double)p->n * 4.0;
     t->rec->allreduce_calls++;
     return 0;
 }
@@ -494,11 +522,11 @@ static int inject_fault(trainer *t, long step) {
 /* the gradients reduced over the world (and counted, on a census step) and unscaled; the
  * overflow flag, the loss, the norm and the stop request read back once and agreed on by every
  * rank */
-static int synchronise(trainer *t, long step, int n, float scale, ab_census *census, step_sync *out) {
+static int synchronise(trainer *t, long step, int n, int reported, float scale, ab_census *census, step_sync *out) {
     ab_backend *be = t->be;
     ab_params *p = &t->params;
     ab_comm *cm = t->comm;
-    if (cm->size > 1) AB_TRY(allreduce_grads(t));
+    if (cm->size > 1) AB_TRY(t->overlap ? finish_buckets(t, reported) : allreduce_grads(t));
     AB_TRY(inject_fault(t, step));
     if (census) AB_TRY(census_weights(t, census));
     if (t->scaler.enabled) AB_TRY(be->ops->unscale_check(be, p->n, p->grad, 1.0f / scale, &t->stats->found_inf));
@@ -556,9 +584,10 @@ int ab_trainer_step(ab_trainer *t, const int32_t *order, int n, long step, int e
     const int32_t *mine = W > 1 ? t->shard : order;
     ab_census *census = census_due(t, step);
     if (census) AB_TRY(ab_census_begin(census, t->be, step + 1, out->scale));
+    if (t->overlap) ab_buckets_begin(&t->buckets);
     step_sync sy = {0};
     int rc = micro_batches(t, mine, m, n, epoch, out->scale, census);
-    if (rc == 0) rc = synchronise(t, step, n, out->scale, census, &sy);
+    if (rc == 0) rc = synchronise(t, step, n, m > 0, out->scale, census, &sy);
     if (census) rc = census_close(t, census, rc);
     AB_TRY(rc);
     out->loss = sy.loss;
@@ -838,6 +867,7 @@ static int finish_epoch(trainer *t, int e, long step) {
 static int finish_run(trainer *t) {
     const ab_train_config *c = t->cfg;
     ab_run_record *rec = t->rec;
+    AB_TRY(ab_ckpt_finish(t));
     snapshot_record(t);
     if (t->be->ops->describe) AB_TRY(t->be->ops->describe(t->be, &rec->device));
     AB_TRY(gather_peaks(t));

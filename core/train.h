@@ -97,6 +97,8 @@ struct ab_train_config {
     /* data parallelism (core/comm.h) */
     const char *comm;         /* "auto" | "self" | "mpi" | "nccl" */
     ab_dtype allreduce_dtype; /* AB_F32, or AB_F16 under amp */
+    int dp_overlap;           /* 1: gradient buckets all-reduced while backward runs (core/buckets.h); 0: after it */
+    double bucket_mb;         /* the buckets' size (DDP's bucket_cap_mb; default 25) */
     double comm_timeout_s;    /* a collective that takes longer ends the run (<= 0: 300 s) */
     /* projection of scaling beyond this machine: ring all-reduce bandwidth (B/s) and latency (s)
      * per step; a bandwidth <= 0 means the default, or the measured one where one was measured */
@@ -172,13 +174,17 @@ typedef struct ab_run_record {
     int n_resumes;
     char resumed_from[512]; /* the last checkpoint resumed from ("" when none) */
     long checkpoints_written;  /* by this process (a resumed run counts its own) */
-    double checkpoint_time_s;  /* wall-clock seconds those took (outside the epochs' times) */
+    double checkpoint_time_s;  /* wall-clock seconds training was held for them (outside the epochs' times) */
+    double checkpoint_write_s; /* seconds their files took to write, in the background */
     double checkpoint_bytes;   /* the last one's size */
     /* data parallelism: world_size 1 and engine "none" for a single process */
     int world_size, rank;
     char comm_engine[8];          /* "none" | "mpi" | "nccl" */
     double comm_time_s;           /* all collectives of the training steps */
-    double allreduce_time_s;      /* the gradient all-reduce alone */
+    double allreduce_time_s;      /* the gradient all-reduce alone: what the steps waited for it */
+    double allreduce_busy_s;      /* the buckets' own times, start to completion, summed (with overlap partly
+                                   * hidden behind backward; without, the same as allreduce_time_s) */
+    int buckets;                  /* gradient buckets under --dp-overlap on (0: one all-reduce after backward) */
     double bytes_allreduced;      /* gradient payload bytes passed to all-reduce, per rank */
     long allreduce_calls;
     int64_t *peak_memory_per_rank; /* (world_size) peak_total of every rank, gathered */

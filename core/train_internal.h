@@ -3,8 +3,9 @@
 #ifndef AB_TRAIN_INTERNAL_H
 #define AB_TRAIN_INTERNAL_H
 
-#include "train.h"
+#include "buckets.h"
 #include "params.h"
+#include "train.h"
 
 /* per-step scalars the host reads back: one small download per step */
 typedef struct {
@@ -47,6 +48,8 @@ struct ab_trainer {
     uint8_t *hit;   /* (test samples) 1 where the prediction was right */
     void *logits_h; /* (batch, classes) host copy of a batch's logits */
     int32_t *labels_h; /* (batch) host copy of a batch's labels */
+    int overlap;         /* the gradient buckets are all-reduced while backward runs */
+    ab_buckets buckets;
     /* checkpoints: host copies of the state (core/resume.c), and where a resumed run continues */
     ab_train_state state;
     int resume_epoch;      /* the epoch the resumed run continues in (0: not resumed) */
@@ -71,6 +74,8 @@ int ab_ckpt_write(trainer *t, long step, int epoch, long epoch_step, const ab_ep
 /* --resume: continues from the folder's newest checkpoint; *step and *epoch say where (unchanged
  * when there is none). Collective. */
 int ab_ckpt_resume(trainer *t, long *step, int *epoch);
+/* the end of a run: the checkpoint being written finishes (its error is the run's). Collective. */
+int ab_ckpt_finish(trainer *t);
 void ab_ckpt_free(trainer *t);
 /* the seeds of epoch e's sample order (0: the data set's order) and augmentation (0: none) */
 uint64_t ab_shuffle_seed(const trainer *t, int e);

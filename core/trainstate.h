@@ -72,9 +72,15 @@ typedef struct ab_train_state {
 /* The program's checkpoint store. A checkpoint is one folder DIR/ckpt-<step> written whole
  * (a temporary folder, then rename), so a crash mid-write leaves the previous checkpoints intact. */
 typedef struct ab_checkpoint_ops {
-    /* writes s under dir (created if missing) as the checkpoint of step s->step, then removes all
-     * but the newest keep checkpoints; its path to path (cap bytes), its size to *bytes */
+    /* Starts writing s under dir (created if missing) as the checkpoint of step s->step, then
+     * removing all but the newest keep checkpoints, and returns: its path to path (cap bytes), its
+     * tensors' size to *bytes. The writing goes on in the background: s's tensors (master, bufs,
+     * wc, s1, s2) must stay as they are until flush (the rest is copied before save returns). A
+     * save first finishes the write before it. */
     int (*save)(const char *dir, int keep, const ab_train_state *s, char *path, size_t cap, double *bytes);
+    /* waits for the write in progress (none: returns at once); its error; *seconds (may be NULL)
+     * the write's own time */
+    int (*flush)(double *seconds);
     /* the newest checkpoint in dir: 1 with its path, 0 when dir has none (or does not exist), -1 on error */
     int (*latest)(const char *dir, char *path, size_t cap);
     /* Reads the checkpoint at path into s, whose keys, world, model, params and buffers (master,
