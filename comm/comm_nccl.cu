@@ -201,7 +201,8 @@ static int nccl_allreduce(ab_comm *c, void *buf, size_t n, ab_dtype t, ab_reduce
  * queued on the communicator's stream, where the buckets run in the order started while the
  * backend goes on computing on its own. test asks the stream; wait drains it (under the timeout). */
 static int nccl_iallreduce(ab_comm *c, void *buf, size_t n, ab_dtype t, ab_comm_req *req) {
-    *req = (ab_comm_req){0};
+    req->handle = NULL;
+    req->done = 0;
     if (t != AB_F32 && t != AB_F16 && t != AB_BF16)
         return ab_errorf("allreduce: %s buffers are not supported", ab_dtype_name(t));
     AB_TRY(usable(c));
