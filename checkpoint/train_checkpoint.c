@@ -323,6 +323,7 @@ static void entries_free(entries *es) {
     free(es->e);
     free(es->names);
     free(es->bufs);
+    memset(es, 0, sizeof *es);
 }
 
 /* every spec of region class `buffers` (1: the buffer region; 0: the trained ones) of base
@@ -443,6 +444,7 @@ static cJSON *record_json(const ab_train_state *s) {
     cJSON_AddNumberToObject(o, "n_classes", r->n_classes);
     cJSON_AddItemToObject(o, "comm_time_s", f64(r->comm_time_s));
     cJSON_AddItemToObject(o, "allreduce_time_s", f64(r->allreduce_time_s));
+    cJSON_AddItemToObject(o, "allreduce_busy_s", f64(r->allreduce_busy_s));
     cJSON_AddItemToObject(o, "bytes_allreduced", f64(r->bytes_allreduced));
     cJSON_AddNumberToObject(o, "allreduce_calls", (double)r->allreduce_calls);
     cJSON *pk = cJSON_AddArrayToObject(o, "peak_memory_bytes");
@@ -576,6 +578,7 @@ static int write_files(write_job *j) {
     snprintf(f, sizeof f, "%s/%s", tmp, FILES[1]);
     if (rc == 0) rc = state_entries(s, &j->es); /* after the predictions save copied */
     if (rc == 0) rc = ab_st_write(f, j->es.e, j->es.n);
+    entries_free(&j->es); /* the host copies go as soon as they are on disk */
     unsigned long crc[2] = {0, 0};
     size_t size[2] = {0, 0};
     for (int i = 0; rc == 0 && i < 2; i++) {
@@ -836,6 +839,7 @@ static int parse_record(const cJSON *o, ab_train_state *s, int max_epochs, const
     r->n_classes = (int)ncl;
     AB_TRY(get_f64(o, "comm_time_s", &r->comm_time_s, w));
     AB_TRY(get_f64(o, "allreduce_time_s", &r->allreduce_time_s, w));
+    AB_TRY(get_f64(o, "allreduce_busy_s", &r->allreduce_busy_s, w));
     AB_TRY(get_f64(o, "bytes_allreduced", &r->bytes_allreduced, w));
     AB_TRY(get_long(o, "allreduce_calls", &r->allreduce_calls, w));
     const cJSON *pk = get_array(o, "peak_memory_bytes", w);

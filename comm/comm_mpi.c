@@ -257,6 +257,7 @@ static int mpi_iallreduce(ab_comm *c, void *buf, size_t n, ab_dtype t, ab_comm_r
                                                 t == AB_F16 ? m->f16_sum : m->bf16_sum, m->comm, r);
     if (rc != MPI_SUCCESS) {
         free(r);
+        req->done = 1; /* nothing in flight to test or wait for */
         return mpi_fail("MPI_Iallreduce", __FILE__, __LINE__, rc);
     }
     req->handle = r;
@@ -278,10 +279,12 @@ static int mpi_test(ab_comm *c, ab_comm_req *req) {
 
 static int mpi_wait(ab_comm *c, ab_comm_req *req) {
     if (req->done) return 0;
-    AB_MPI_GUARDED(c, "MPI_Wait for the gradients' all-reduce", MPI_Wait((MPI_Request *)req->handle, MPI_STATUS_IGNORE));
+    guard_begin(c, "MPI_Wait for the gradients' all-reduce");
+    const int rc = MPI_Wait((MPI_Request *)req->handle, MPI_STATUS_IGNORE);
+    guard_end(c);
     free(req->handle);
     *req = (ab_comm_req){.done = 1};
-    return 0;
+    return rc == MPI_SUCCESS ? 0 : mpi_fail("MPI_Wait", __FILE__, __LINE__, rc);
 }
 
 static MPI_Op host_op(ab_reduce_op op) { return op == AB_RED_MIN ? MPI_MIN : op == AB_RED_MAX ? MPI_MAX : MPI_SUM; }

@@ -1,6 +1,7 @@
 /* Data-parallel gradient buckets (buckets.h). */
 #include "buckets.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -119,10 +120,7 @@ int ab_buckets_ready(void *ctx, const ab_param_spec *s) {
 }
 
 int ab_buckets_finish(ab_buckets *k, int reported) {
-    if (reported && k->ready != k->trained)
-        return ab_errorf("gradient buckets: backward reported %ld of its %d trained tensors (a layer without its "
-                         "ready hook: core/params.h)",
-                         k->ready, k->trained);
+    const long ready = k->ready;
     const double t0 = ab_now();
     while (k->next < k->n) AB_TRY(start(k, k->next++));
     const ab_params *p = k->p;
@@ -139,5 +137,25 @@ int ab_buckets_finish(ab_buckets *k, int reported) {
     AB_TRY(p->be->ops->sync(p->be));
     k->exposed_s += ab_now() - t0;
     k->steps++;
+    /* checked once every bucket is done, so that the peers are not left waiting */
+    if (reported && ready != k->trained)
+        return ab_errorf("gradient buckets: backward reported %ld of its %d trained tensors (a layer without its "
+                         "ready hook: core/params.h)",
+                         ready, k->trained);
     return 0;
+}
+
+void ab_buckets_drain(ab_buckets *k) {
+    if (!k->b) return;
+    char keep[1024];
+    snprintf(keep, sizeof keep, "%s", ab_error());
+    int started = 0;
+    for (int i = 0; i < k->n; i++) started |= k->b[i].started;
+    if (started) {
+        while (k->next < k->n && start(k, k->next++) == 0) {}
+        for (int i = 0; i < k->n; i++)
+            for (int r = 0; r < 4; r++)
+                if (k->b[i].started && !k->b[i].req[r].done) k->comm->ops->wait(k->comm, &k->b[i].req[r]);
+    }
+    ab_errorf("%s", keep);
 }

@@ -58,5 +58,8 @@ int ab_buckets_ready(void *ctx, const ab_param_spec *s);
  * all) and waits for every bucket; copies the fp16 sums back. reported: whether this rank ran a
  * backward this step, whose ready hooks must then have covered every tensor. */
 int ab_buckets_finish(ab_buckets *k, int reported);
+/* after a failure: starts what has not started and waits for everything, so that no all-reduce
+ * is left writing the gradients (and the peers' waits complete); errors are ignored */
+void ab_buckets_drain(ab_buckets *k);
 
 #endif

@@ -54,7 +54,8 @@ static void state_keys(const trainer *t, ab_train_state *s) {
     add_key(s, "world_size", "%d", t->comm->size);
     /* engines sum in their own orders past 2 ranks (core/comm.h) */
     add_key(s, "comm_engine", "%s", t->comm->size > 1 ? t->comm->ops->name : "none");
-    if (t->comm->size > 1) add_key(s, "dp_overlap", "%d, buckets of %.9g MB", c->dp_overlap, c->bucket_mb);
+    /* past 2 ranks the buckets decide the order of the engine's additions (2 ranks: one addition) */
+    if (t->comm->size > 2) add_key(s, "dp_overlap", "%d, buckets of %.9g MB", c->dp_overlap, c->bucket_mb);
     add_key(s, "allreduce_dtype", "%s", ab_dtype_name(c->allreduce_dtype));
     add_key(s, "batch_size", "%d", c->batch_size);
     add_key(s, "accum_steps", "%d", c->accum_steps);
@@ -146,15 +147,17 @@ int ab_ckpt_setup(trainer *t) {
     return agree(t, rc, "checking --checkpoint-dir");
 }
 
+void ab_ckpt_drain(trainer *t) {
+    if (!t->cfg || !t->cfg->checkpoint_dir || !t->cfg->checkpoints || !t->state.master) return;
+    /* a run that failed: its last checkpoint still finishes (or fails) before anything it reads goes */
+    char keep[1024];
+    snprintf(keep, sizeof keep, "%s", ab_error());
+    if (t->cfg->checkpoints->flush(NULL) != 0) fprintf(stderr, "ampbench: %s\n", ab_error());
+    ab_errorf("%s", keep);
+}
+
 void ab_ckpt_free(trainer *t) {
     ab_train_state *s = &t->state;
-    if (t->cfg && t->cfg->checkpoint_dir && t->cfg->checkpoints && s->master) {
-        /* a run that failed: its last checkpoint still finishes (or fails) before the buffers go */
-        char keep[1024];
-        snprintf(keep, sizeof keep, "%s", ab_error());
-        if (t->cfg->checkpoints->flush(NULL) != 0) fprintf(stderr, "ampbench: %s\n", ab_error());
-        ab_errorf("%s", keep);
-    }
     free(s->passes);
     free(s->batches_tracked);
     free(s->master);
@@ -212,7 +215,12 @@ int ab_ckpt_write(trainer *t, long step, int epoch, long epoch_step, const ab_ep
     const double t0 = ab_now();
     /* the compute copy of the weights as the next step (or an evaluation) will refresh it: the
      * checkpoint's copy is then the master weights' cast, which the reader checks */
-    AB_TRY(agree(t, ab_params_refresh(&t->params), "preparing the checkpoint"));
+    /* the write before must be done with the host buffers before anything is gathered into them */
+    double wrote = 0.0;
+    int rc = t->comm->rank == 0 ? c->checkpoints->flush(&wrote) : 0;
+    t->rec->checkpoint_write_s += wrote;
+    if (rc == 0) rc = ab_params_refresh(&t->params);
+    AB_TRY(agree(t, rc, "preparing the checkpoint"));
     s->step = step;
     s->epoch = epoch;
     s->epoch_step = epoch_step;
@@ -226,14 +234,11 @@ int ab_ckpt_write(trainer *t, long step, int epoch, long epoch_step, const ab_ep
     ab_run_record *rec = t->rec; /* its peaks per rank were allocated by ab_ckpt_setup */
     AB_TRY(t->comm->ops->allgather_i64(t->comm, (int64_t)be->mem.peak_total, rec->peak_memory_per_rank));
     AB_TRY(gather_bufs(t));
-    int rc = 0;
     char path[1024] = "";
-    double bytes = 0.0, wrote = 0.0;
+    double bytes = 0.0;
     if (t->comm->rank == 0) {
         rec->mem = be->mem;
-        rc = c->checkpoints->flush(&wrote); /* the write before: done with the host buffers */
-        rec->checkpoint_write_s += wrote;
-        if (rc == 0) rc = be->ops->download(be, s->master, p->master, p->n * sizeof(float));
+        rc = be->ops->download(be, s->master, p->master, p->n * sizeof(float));
         if (rc == 0 && s->wc) rc = be->ops->download(be, s->wc, p->wc, p->n_compute * ab_dtype_size(p->cdt));
         if (rc == 0 && s->s1) rc = be->ops->download(be, s->s1, t->opt.s1, p->n * sizeof(float));
         if (rc == 0 && s->s2) rc = be->ops->download(be, s->s2, t->opt.s2, p->n * sizeof(float));

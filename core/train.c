@@ -101,11 +101,11 @@ static int check_world_config(trainer *t) {
     snprintf(desc, sizeof desc,
              "model %s, parameters %zu, precision %s, dataset %s (%d train samples), batch %d, accum steps %d, "
              "epochs %d, max steps %ld, optimizer %s lr %g momentum %g wd %g, seed %llu, shuffle %d, "
-             "all-reduce %s, engine %s, overlap %d, buckets of %g MB",
+             "all-reduce %s, engine %s, overlap %d, buckets of %g MB, backend %s",
              c->model, t->params.n, ab_precision_name(c->precision), c->dataset, t->train->n, c->batch_size,
              c->accum_steps, c->epochs, c->max_steps, ab_optimizer_name(c->optimizer), (double)c->lr,
              (double)c->momentum, (double)c->weight_decay, (unsigned long long)c->seed, c->shuffle,
-             ab_dtype_name(c->allreduce_dtype), cm->ops->name, c->dp_overlap, c->bucket_mb);
+             ab_dtype_name(c->allreduce_dtype), cm->ops->name, c->dp_overlap, c->bucket_mb, t->be->ops->name);
     const int64_t h = (int64_t)(fnv1a(desc) >> 1);
     int64_t lo = h, hi = h;
     AB_TRY(cm->ops->allreduce_i64(cm, &lo, 1, AB_RED_MIN));
@@ -266,6 +266,8 @@ static void snapshot_record(trainer *t) {
 }
 
 static void teardown(trainer *t) {
+    ab_ckpt_drain(t);
+    if (t->overlap) ab_buckets_drain(&t->buckets); /* no all-reduce left writing the gradients */
     snapshot_record(t);
     memset(&t->scaler, 0, sizeof t->scaler); /* the record owns the scaler's history now */
     ab_backend *be = t->be;

@@ -76,6 +76,9 @@ int ab_ckpt_write(trainer *t, long step, int epoch, long epoch_step, const ab_ep
 int ab_ckpt_resume(trainer *t, long *step, int *epoch);
 /* the end of a run: the checkpoint being written finishes (its error is the run's). Collective. */
 int ab_ckpt_finish(trainer *t);
+/* waits for a checkpoint still being written (a failed run's): first thing in teardown, before
+ * the model and the buffers it reads go */
+void ab_ckpt_drain(trainer *t);
 void ab_ckpt_free(trainer *t);
 /* the seeds of epoch e's sample order (0: the data set's order) and augmentation (0: none) */
 uint64_t ab_shuffle_seed(const trainer *t, int e);

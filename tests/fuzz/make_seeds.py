@@ -100,7 +100,7 @@ def ckpt_state(epoch, epoch_step, step, n_epochs, census):
                    "n_epochs": n_epochs, "epochs": [ep(e + 1, 10) for e in range(listed)],
                    "curve": [[5, 1, 2.25, 65536], [10, 1, "nan", 32768]],
                    "census": census, "n_test_pred": 0, "n_classes": 10, "comm_time_s": 0.125,
-                   "allreduce_time_s": 0.0625, "bytes_allreduced": 8192, "allreduce_calls": 4,
+                   "allreduce_time_s": 0.0625, "allreduce_busy_s": 0.125, "bytes_allreduced": 8192, "allreduce_calls": 4,
                    "peak_memory_bytes": [1, 2, 3, 4, 5, 6, 7], "peak_total_bytes": 21, "peak_all_bytes": 28,
                    "resumed_at": [10]},
         "files": {"weights.safetensors": {"bytes": 8, "crc32": "00000000"},
