@@ -106,6 +106,16 @@ rc=$?
 rc=$?
 [ "$rc" = 2 ] && grep -q "checkpoint-every needs --checkpoint-dir" "$tmp/opt.err" || fail "--checkpoint-every alone: exit $rc, $(cat "$tmp/opt.err")"
 
+# a run that fails while a checkpoint is being written (fp32 has no scaler: an inf is a divergence)
+# waits for that write before it frees what the writer reads (under AddressSanitizer a use after
+# free would abort), and leaves that checkpoint whole
+"$ampbench" train --model resnet-tiny --precision fp32 --train-subset 256 --test-subset 64 --batch-size 32 --threads 1 \
+    --quiet --inject-inf-step 2 --checkpoint-dir "$tmp/failing" --checkpoint-every 1 > /dev/null 2> "$tmp/failing.err"
+rc=$?
+[ "$rc" = 1 ] && grep -q "diverged" "$tmp/failing.err" && [ "$(wc -l < "$tmp/failing.err")" = 1 ] ||
+    fail "a run failing after a checkpoint: exit $rc, $(cat "$tmp/failing.err")"
+ls "$tmp/failing" | grep -q '^ckpt-0*2$' || fail "the failing run's checkpoint at step 2 is not there: $(ls "$tmp/failing")"
+
 # and the true checkpoint resumes
 "$ampbench" train "${run[@]}" --checkpoint-dir "$tmp/good" --resume > "$tmp/ok.out" 2>&1 ||
     fail "the true checkpoint did not resume: $(cat "$tmp/ok.out")"
