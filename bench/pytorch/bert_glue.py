@@ -383,6 +383,7 @@ def parse_args():
     ap.add_argument("--attn-implementation", default="auto", choices=["auto", "eager", "sdpa"],
                     help="transformers' attention implementation (auto: the library's default)")
     ap.add_argument("--epochs", type=int, default=3)
+    pc.add_bucket_arg(ap)
     ap.add_argument("--max-steps", type=int, default=0, help="stop after N optimizer steps in all (0 = no limit)")
     ap.add_argument("--batch-size", type=int, default=32, help="per rank, per micro-batch")
     ap.add_argument("--accum-steps", type=int, default=1, help="micro-batches per optimizer step")
@@ -777,7 +778,7 @@ def main():
     net = model
     if world > 1:
         from torch.nn.parallel import DistributedDataParallel as DDP
-        net = DDP(model, device_ids=[dev.index] if cuda else None)
+        net = DDP(model, device_ids=[dev.index] if cuda else None, bucket_cap_mb=a.bucket_mb)
     ln_ids = {id(p) for m in model.modules() if isinstance(m, nn.LayerNorm) for p in m.parameters(recurse=False)}
     decay, no_decay = [], []
     for name, p in model.named_parameters():
@@ -873,7 +874,7 @@ def main():
             rec["test_predictions"] = tp
         if world > 1 or a.accum_steps > 1:
             rec["data_parallel"] = pc.data_parallel_record(world, a.accum_steps, backend, peaks_per_rank,
-                                                           mem["total"])
+                                                           mem["total"], a.bucket_mb)
         if cuda:
             rec["gpu"] = pc.gpu_record(dev, total_mem, free0, state["peak_used"], resident_bytes, raw_peak)
         return rec

@@ -133,6 +133,7 @@ def parse_args():
     ap.add_argument("--cudnn-benchmark", action=argparse.BooleanOptionalAction, default=True,
                     help="torch.backends.cudnn.benchmark (cuda)")
     ap.add_argument("--epochs", type=int, default=1, help="the articles' setting is 50")
+    pc.add_bucket_arg(ap)
     ap.add_argument("--max-steps", type=int, default=0, help="stop after N optimizer steps in all (0 = no limit)")
     ap.add_argument("--zero-init-residual", action="store_true",
                     help="each bottleneck's last batch-norm scale starts at 0 (torchvision's zero_init_residual)")
@@ -284,7 +285,7 @@ def main():
     net = model
     if world > 1:
         from torch.nn.parallel import DistributedDataParallel as DDP
-        net = DDP(model, device_ids=[dev.index] if cuda else None)
+        net = DDP(model, device_ids=[dev.index] if cuda else None, bucket_cap_mb=a.bucket_mb)
     # weight decay on every parameter, or (bias-norm) not on biases and batch-norm weights: the
     # tensors of one dimension, what ampbench's no_decay specs are
     if a.wd_exclude == "bias-norm":
@@ -404,7 +405,7 @@ def main():
         if tp:
             rec["test_predictions"] = tp
         if world > 1:
-            rec["data_parallel"] = pc.data_parallel_record(world, 1, backend, peaks_per_rank, mem["total"])
+            rec["data_parallel"] = pc.data_parallel_record(world, 1, backend, peaks_per_rank, mem["total"], a.bucket_mb)
         if cuda:
             rec["gpu"] = pc.gpu_record(dev, total_mem, free0, state["peak_used"], resident_bytes, raw_peak)
         return rec

@@ -13,7 +13,7 @@ need it import it themselves. Messages carry the calling script's name, passed i
                losses, counters, clock, curve points, progress lines and record)
   memory       proc_status_kb, reset_peak_rss, MemoryMeter
   the record   record_head, host_record, blas_desc, run_totals, LossScaleLog.mixed_precision_record,
-               data_parallel_record, gpu_record, finite_or_none, write_text_atomic, write_atomic,
+               data_parallel_record, add_bucket_arg, gpu_record, finite_or_none, write_text_atomic, write_atomic,
                finish_run, run_main
 """
 import contextlib
@@ -753,10 +753,18 @@ def predictions_record(pred, gold, classes):
             "predicted": base64.b64encode(ids).decode(), "correct": base64.b64encode(bytes(bits)).decode()}
 
 
-def data_parallel_record(world, accum_steps, backend, peaks_per_rank, total):
+def data_parallel_record(world, accum_steps, backend, peaks_per_rank, total, bucket_mb=25.0):
+    """DDP always all-reduces its buckets while backward runs (overlap), bucket_cap_mb = bucket_mb"""
     return {"world_size": world, "accum_steps": accum_steps, "allreduce_dtype": "fp32",
             "engine": "nccl" if backend == "nccl" else "none", "torch_backend": backend,
+            "overlap": world > 1, "bucket_mb": bucket_mb,
             "peak_memory_bytes_per_rank": peaks_per_rank or [total]}
+
+
+def add_bucket_arg(ap):
+    """--bucket-mb: DDP's bucket_cap_mb, the size of ampbench's --bucket-mb, so both tools' buckets match"""
+    ap.add_argument("--bucket-mb", type=float, default=25.0,
+                    help="DistributedDataParallel's bucket_cap_mb (ampbench's --bucket-mb)")
 
 
 def gpu_record(dev, total_mem, free0, peak_used, resident_bytes, raw_peak):
