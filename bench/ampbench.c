@@ -510,8 +510,8 @@ static void on_signal(int sig) {
     static struct timespec first;
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
-    if (!ab_stop_requested) {
-        ab_stop_requested = 1;
+    if (!ab_stop_requested()) {
+        ab_request_stop();
         first = now;
     } else if ((double)(now.tv_sec - first.tv_sec) + 1e-9 * (double)(now.tv_nsec - first.tv_nsec) > 1.0) {
         signal(sig, SIG_DFL);
@@ -540,7 +540,7 @@ static int run_bench(ab_train_config *c, int repeats) {
            c->dataset, ab_precision_name(c->precision), c->device, c->batch_size, repeats, c->epochs);
     int rc = 0;
     ab_device_info dev = {0}; /* what the runs ran on, as the backend described itself */
-    for (int r = 0; r < repeats && rc == 0 && !ab_stop_requested; r++) {
+    for (int r = 0; r < repeats && rc == 0 && !ab_stop_requested(); r++) {
         ab_run_record rec;
         rc = ab_train_run(c, &rec);
         if (rc == 0) dev = rec.device;

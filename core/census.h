@@ -1,4 +1,4 @@
-/* The gradient census (issue 17, "Gradient underflow, measured"): at optimizer step 1 and every
+/* The gradient census (--grad-census, docs/gradient-range.md): at optimizer step 1 and every
  * interval steps after, for every parameter tensor's weight gradient and every layer's output
  * gradient, a histogram of floor(log2 |g|) with the counts of exact zeros and non-finite values,
  * taken from the values the run holds: fp32 in fp32 mode; under amp the fp16 values as stored,

@@ -29,7 +29,10 @@
 #include "timer.h"
 #include "train_internal.h"
 
-volatile sig_atomic_t ab_stop_requested = 0;
+/* the one stop request of the process: a flag a signal handler may set (ab_request_stop) */
+static volatile sig_atomic_t stop_flag = 0;
+void ab_request_stop(void) { stop_flag = 1; }
+int ab_stop_requested(void) { return stop_flag != 0; }
 
 void ab_train_config_defaults(ab_train_config *c) {
     *c = (ab_train_config){.model = "mlp", .dataset = "mnist", .device = "cpu", .precision = AB_PREC_FP32,
@@ -536,7 +539,7 @@ static int synchronise(trainer *t, long step, int n, int reported, float scale, 
     step_stats s;
     AB_TRY(be->ops->download(be, &s, t->stats, sizeof s));
     int found_inf = s.found_inf != 0;
-    double sums[2] = {s.loss_sum, ab_stop_requested != 0};
+    double sums[2] = {s.loss_sum, ab_stop_requested()};
     if (cm->size > 1) {
         const double t0 = ab_now();
         AB_TRY(ab_comm_flag_max(cm, &found_inf));
@@ -806,7 +809,7 @@ static int train_epoch(trainer *t, int e, long *step) {
     et.t0 = ab_now() - et.sum.time_s;
     for (long s = s0; s < steps_per_epoch; s++) {
         /* under W > 1 ranks stop together, on the all-reduced request of the previous step */
-        const int stop = t->comm->size > 1 ? t->stop_any : ab_stop_requested != 0;
+        const int stop = t->comm->size > 1 ? t->stop_any : ab_stop_requested();
         if (stop || (c->max_steps > 0 && *step >= c->max_steps)) {
             rec->interrupted = stop;
             /* a run asked to stop keeps where it is, before the partial epoch's evaluation */

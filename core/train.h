@@ -200,8 +200,11 @@ typedef struct ab_run_record {
     int n_test_pred, n_classes;
 } ab_run_record;
 
-/* Set from a signal handler: the run stops after the current step and keeps what it measured. */
-extern volatile sig_atomic_t ab_stop_requested;
+/* Asks the runs of this process to stop after their current step and keep what they measured
+ * (a checkpoint first, under --checkpoint-dir). Async-signal-safe: a signal handler may call it. */
+void ab_request_stop(void);
+/* whether a stop was asked for */
+int ab_stop_requested(void);
 
 /* Runs the training; fills rec (free with ab_run_record_free). Writes cfg->out_path after each
  * epoch and at the end. Returns 0, or -1 with ab_error() set; an interrupted run returns 0 with
