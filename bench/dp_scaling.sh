@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Data-parallel scaling of the MNIST MLP on this machine's CPUs: 1 rank, then 2 ranks under
-# mpirun, one BLAS thread per rank, per-rank batch fixed; RUNS runs each (default 3), medians
-# printed: epoch time, throughput, time in all-reduce, bytes all-reduced, and the PROJECTED epoch
+# mpirun with gradient buckets all-reduced while backward runs (--dp-overlap on) and after it
+# (off), one BLAS thread per rank, per-rank batch fixed; RUNS runs each (default 3), medians
+# printed: epoch time, throughput, time in all-reduce (exposed and busy), bytes, and the PROJECTED epoch
 # time on 4 and 8 GPUs / nodes (ring all-reduce model, see docs/data-parallel.md).
 # usage: bench/dp_scaling.sh [extra ampbench options...]
 #   AMPBENCH=path/to/ampbench (default build/ampbench), RUNS=3, EPOCHS=1, PRECISION=fp32
@@ -36,11 +37,14 @@ minimum() { sort -g | head -n 1; }
 common=(train --threads 1 --epochs "$epochs" --precision "$precision" --quiet "$@")
 echo "dp_scaling: MNIST MLP, $precision, batch 64 per rank, $epochs epoch(s), --threads 1 per rank, $runs runs each"
 echo "host: $(nproc) CPU(s), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'); load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-for np in 1 2; do
+# 2: buckets all-reduced while backward runs (--dp-overlap on, the default); 2off: after it
+for np in 1 2 2off; do
     for r in $(seq 1 "$runs"); do
         out="$tmp/np${np}_r$r.json"
-        if [ "$np" -eq 1 ]; then
+        if [ "$np" = 1 ]; then
             "$ampbench" "${common[@]}" --out "$out"
+        elif [ "$np" = 2off ]; then
+            "${mpirun[@]}" -np 2 "$ampbench" "${common[@]}" --dp-overlap off --out "$out"
         else
             "${mpirun[@]}" -np "$np" "$ampbench" "${common[@]}" --out "$out"
         fi
@@ -56,13 +60,24 @@ best() { # np key: the smallest over the runs
 medp() { # np kind n key
     for f in "$tmp"/np"$1"_r*.json; do point "$f" "$2" "$3" "$4"; done | median
 }
-printf '\n%-6s %9s %9s %11s %12s %11s %13s %13s %9s\n' ranks "epoch s" "(best)" "samples/s" "allreduce s" "all comm s" "bytes/rank" "allreduce B/s" "test acc"
-for np in 1 2; do
-    if [ "$np" -eq 1 ]; then ar=0 cm=0 by=0 bw=0
-    else ar=$(med 2 allreduce_time_s) cm=$(med 2 comm_time_s) by=$(med 2 bytes_allreduced) bw=$(med 2 allreduce_bandwidth_Bps)
+printf '\n%-16s %9s %9s %11s %12s %11s %13s %13s %9s\n' ranks "epoch s" "(best)" "samples/s" "allreduce s" "all comm s" "bytes/rank" "allreduce B/s" "test acc"
+for np in 1 2 2off; do
+    if [ "$np" = 1 ]; then ar=0 cm=0 by=0 bw=0
+    else ar=$(med "$np" allreduce_time_s) cm=$(med "$np" comm_time_s) by=$(med "$np" bytes_allreduced) bw=$(med "$np" allreduce_bandwidth_Bps)
     fi
-    printf '%-6s %9.3f %9.3f %11.0f %12.3f %11.3f %13.0f %13.3g %8.2f%%\n' "$np" "$(med "$np" time_s)" "$(best "$np" time_s)" \
+    label=$np
+    [ "$np" = 2 ] && label="2, overlap on"
+    [ "$np" = 2off ] && label="2, overlap off"
+    printf '%-16s %9.3f %9.3f %11.0f %12.3f %11.3f %13.0f %13.3g %8.2f%%\n' "$label" "$(med "$np" time_s)" "$(best "$np" time_s)" \
         "$(med "$np" samples_per_s)" "$ar" "$cm" "$by" "$bw" "$(med "$np" final_test_accuracy)"
+done
+echo
+echo "the all-reduce per step, 2 ranks (allreduce s above is the exposed part: what a step waited for)"
+printf '  %-14s %8s %14s %14s %14s\n' overlap buckets "exposed ms" "busy ms" "bytes"
+for np in 2 2off; do
+    printf '  %-14s %8s %14.3f %14.3f %14.0f\n' "$([ "$np" = 2 ] && echo on || echo off)" "$(med "$np" buckets)" \
+        "$(med "$np" allreduce_exposed_time_per_step_s | awk '{ print $1 * 1e3 }')" \
+        "$(med "$np" allreduce_busy_time_per_step_s | awk '{ print $1 * 1e3 }')" "$(med "$np" bytes_per_step)"
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg) (other processes share these CPUs: figures are only as quiet as the machine)"
 s1=$(med 1 samples_per_s) s2=$(med 2 samples_per_s)
