@@ -213,29 +213,6 @@ static int fsync_dir(const char *dir) {
     return rc == 0 ? 0 : ab_errorf("%s: cannot sync: %s", dir, strerror(errno));
 }
 
-/* mkdir -p */
-static int make_dirs(const char *dir) {
-    char p[1024];
-    if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p) return ab_errorf("%s: path too long", dir);
-    for (char *s = p + 1; *s; s++)
-        if (*s == '/') {
-            *s = 0;
-            if (mkdir(p, 0777) != 0 && errno != EEXIST) return ab_errorf("%s: cannot create: %s", p, strerror(errno));
-            *s = '/';
-        }
-    if (mkdir(p, 0777) == 0) { /* a new folder: its parent's entry made durable too */
-        char *slash = strrchr(p, '/');
-        if (slash && slash != p) {
-            *slash = 0;
-            const int fd = open(p, O_RDONLY | O_DIRECTORY);
-            if (fd >= 0) fsync(fd), close(fd);
-        }
-    } else if (errno != EEXIST) {
-        return ab_errorf("%s: cannot create: %s", p, strerror(errno));
-    }
-    return 0;
-}
-
 /* a whole file mapped read-only (*size 0: nothing mapped) */
 static int map_file(const char *path, const uint8_t **data, size_t *size) {
     *data = NULL;
@@ -652,7 +629,7 @@ static int flush(double *seconds) {
 
 static int save(const char *dir, int keep, const ab_train_state *s, char *path, size_t cap, double *bytes) {
     AB_TRY(flush(NULL));
-    AB_TRY(make_dirs(dir));
+    AB_TRY(ab_mkdir_p(dir));
     if (snprintf(path, cap, "%s/" PREFIX "%09ld", dir, s->step) >= (int)cap || strlen(dir) > 900)
         return ab_errorf("%s: the checkpoint folder's path is too long", dir);
     write_job *j = &job;

@@ -64,7 +64,6 @@ void ab_buckets_begin(ab_buckets *k) {
     for (int i = 0; i < k->n; i++) {
         ab_bucket *b = &k->b[i];
         b->pending = b->n_specs;
-        b->started = 0;
         for (int r = 0; r < 4; r++) b->req[r] = (ab_comm_req){.done = 1};
         b->t_start = b->t_done = 0.0;
     }
@@ -78,7 +77,6 @@ static int start(ab_buckets *k, int i) {
     ab_bucket *b = &k->b[i];
     const ab_params *p = k->p;
     b->t_start = ab_now();
-    b->started = 1;
     for (int r = 0; r < 4; r++) {
         if (!b->n[r]) continue;
         if (k->f16 && r < 2) {
@@ -136,7 +134,6 @@ int ab_buckets_finish(ab_buckets *k, int reported) {
     }
     AB_TRY(p->be->ops->sync(p->be));
     k->exposed_s += ab_now() - t0;
-    k->steps++;
     /* checked once every bucket is done, so that the peers are not left waiting */
     if (reported && ready != k->trained)
         return ab_errorf("gradient buckets: backward reported %ld of its %d trained tensors (a layer without its "
@@ -149,13 +146,11 @@ void ab_buckets_drain(ab_buckets *k) {
     if (!k->b) return;
     char keep[1024];
     snprintf(keep, sizeof keep, "%s", ab_error());
-    int started = 0;
-    for (int i = 0; i < k->n; i++) started |= k->b[i].started;
-    if (started) {
+    if (k->next > 0) { /* some bucket started: the rest start too, so that the peers' waits end */
         while (k->next < k->n && start(k, k->next++) == 0) {}
-        for (int i = 0; i < k->n; i++)
+        for (int i = 0; i < k->next; i++)
             for (int r = 0; r < 4; r++)
-                if (k->b[i].started && !k->b[i].req[r].done) k->comm->ops->wait(k->comm, &k->b[i].req[r]);
+                if (!k->b[i].req[r].done) k->comm->ops->wait(k->comm, &k->b[i].req[r]);
     }
     ab_errorf("%s", keep);
 }

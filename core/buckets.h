@@ -24,7 +24,6 @@ typedef struct {
     int n_specs;            /* tensors, the bucket's run of the reverse spec order */
     size_t off[4], n[4];    /* its range in each group of the layout (n 0: none; ab_bucket_group) */
     int pending;            /* its tensors whose gradient is not final yet this step */
-    int started;
     ab_comm_req req[4];
     double t_start, t_done; /* when it started, when its completion was first seen */
 } ab_bucket;
@@ -35,7 +34,7 @@ typedef struct ab_buckets {
     int *bucket_of;   /* (n_specs) a spec's bucket, -1 for the buffer region */
     int trained;      /* trained tensors */
     size_t cap_bytes; /* the bucket size asked for */
-    int next;         /* the next bucket to start */
+    int next;         /* the next bucket to start: those before it have started */
     long ready;       /* ready hooks seen this step */
     const ab_params *p;
     ab_comm *comm;
@@ -44,7 +43,6 @@ typedef struct ab_buckets {
     /* per step: seconds from the end of backward to every bucket done (exposed), and the sum over
      * buckets of start to first-seen completion (total); since the run began */
     double exposed_s, total_s;
-    long steps;
 } ab_buckets;
 
 /* lays out the buckets of p for comm (bucket_mb > 0), allocating the fp16 copy under wire fp16 */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ab.h"
@@ -61,4 +62,26 @@ int ab_write_parts_atomic(const char *path, const ab_file_part *parts, size_t n_
 int ab_write_file_atomic(const char *path, const void *data, size_t n) {
     const ab_file_part part = {data, n};
     return ab_write_parts_atomic(path, &part, 1);
+}
+
+int ab_mkdir_p(const char *path) {
+    char p[1024];
+    if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p) return ab_errorf("%s: path too long", path);
+    for (char *s = p + 1; *s; s++)
+        if (*s == '/') {
+            *s = 0;
+            if (mkdir(p, 0777) != 0 && errno != EEXIST) return ab_errorf("%s: cannot create: %s", p, strerror(errno));
+            *s = '/';
+        }
+    if (mkdir(p, 0777) == 0) { /* a new folder: its parent's entry made durable too */
+        char *slash = strrchr(p, '/');
+        if (slash && slash != p) {
+            *slash = 0;
+            const int fd = open(p, O_RDONLY | O_DIRECTORY);
+            if (fd >= 0) fsync(fd), close(fd);
+        }
+    } else if (errno != EEXIST) {
+        return ab_errorf("%s: cannot create: %s", p, strerror(errno));
+    }
+    return 0;
 }

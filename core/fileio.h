@@ -20,6 +20,9 @@ typedef struct {
 int ab_write_parts_atomic(const char *path, const ab_file_part *parts, size_t n_parts);
 /* The same for one buffer. */
 int ab_write_file_atomic(const char *path, const void *data, size_t n);
+/* mkdir -p: path and every folder above it; a folder it creates is made durable in its parent
+ * (fsync of the parent folder). 0, or -1 with a one-line error naming the folder. */
+int ab_mkdir_p(const char *path);
 
 #ifdef __cplusplus
 }

@@ -72,18 +72,7 @@ int hr_read_file(const char *path, char **text) {
     return 0;
 }
 
-int hr_mkdir_p(const char *path) {
-    char tmp[1024];
-    if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp) return ab_errorf("%s: path too long", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return ab_errorf("%s: cannot create: %s", tmp, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return ab_errorf("%s: cannot create: %s", tmp, strerror(errno));
-    return 0;
-}
+int hr_mkdir_p(const char *path) { return ab_mkdir_p(path); }
 
 int hr_write_atomic(const char *path, const char *text) { return ab_write_file_atomic(path, text, strlen(text)); }
 
