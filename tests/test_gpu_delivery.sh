@@ -84,7 +84,7 @@ steps="$steps train_parity memcheck_ops ampbench_mlp_fp32 ampbench_mlp_amp ampbe
 steps="$steps ampbench_resnet50-cifar_amp ampbench_resnet50_fp32 ampbench_resnet50_amp ampbench_bert-base_fp32"
 steps="$steps ampbench_bert-base_amp pytorch_mlp_fp32 pytorch_mlp_amp pytorch_resnet50-cifar_fp32"
 steps="$steps pytorch_resnet50-cifar_amp pytorch_resnet50_fp32 pytorch_resnet50_amp pytorch_bert-base_fp32"
-steps="$steps pytorch_bert-base_amp ampbench_bert-base_fp32_fit ampbench_bert-base_amp_fit"
+steps="$steps pytorch_bert-base_amp ampbench_bert-base_fp32_fit ampbench_bert-base_amp_fit resume_cuda"
 missing=""
 for s in $steps; do grep -qE "^$s +(passed|FAILED|SKIPPED|TIMED-OUT|NOT-RUN) " "$summary" || missing="$missing $s"; done
 [ -z "$missing" ] && ok "summary.txt has a line for each of the $(echo $steps | wc -w) steps (exit $rc, $((SECONDS - t0)) s)" ||
@@ -110,7 +110,7 @@ dt=$((SECONDS - t0))
 answer_ok "$work/r2" "a planted hang, deadline 24 s"
 [ $dt -le $((24 + 40)) ] && ok "the hang was cut: the command returned after $dt s" || fail "the planted hang ran $dt s past a 24 s deadline"
 grep -qE '^canary_mlp_cpu +TIMED-OUT ' "$work/r2/out/summary.txt" || fail "the hung step is not TIMED-OUT: $(grep canary "$work/r2/out/summary.txt")"
-grep -qE '^ampbench_bert-base_amp_fit +(NOT-RUN|SKIPPED) ' "$work/r2/out/summary.txt" || fail "the last step has no NOT-RUN/SKIPPED line after the hang"
+grep -qE '^resume_cuda +(NOT-RUN|SKIPPED) ' "$work/r2/out/summary.txt" || fail "the last step has no NOT-RUN/SKIPPED line after the hang"
 
 # ---- 4. the answer unpacked here ----
 if python3 -c 'import jsonschema' 2>/dev/null || /usr/bin/python3 -c 'import jsonschema' 2>/dev/null; then
