@@ -238,6 +238,11 @@ static int set_allreduce_dtype(const option_row *o, const char *v, cli *c) {
     return 0;
 }
 
+static int set_dp_sync(const option_row *o, const char *v, cli *c) {
+    (void)o;
+    return ab_dp_sync_parse(v, &c->cfg.dp_sync);
+}
+
 static int set_dp_overlap(const option_row *o, const char *v, cli *c) {
     (void)o;
     if (strcmp(v, "on") == 0) c->cfg.dp_overlap = 1;
@@ -370,6 +375,11 @@ static const option_row rows[] = {
     {"dp-overlap", "on|off", "all-reduce gradient buckets while backward runs (as DDP), or\n"
                              "the whole gradient after it", "on", CALL(set_dp_overlap)},
     {"bucket-mb", "MB", "the gradient buckets' size (DDP's bucket_cap_mb)", "25", POSITIVE(cfg.bucket_mb)},
+    {"dp-sync", "ring|ps", "ring all-reduce, or a parameter server: gradients pushed to the\n"
+                           "server ranks, which update their shards and send the weights back", "ring",
+     CALL(set_dp_sync)},
+    {"ps-shards", "K", "--dp-sync ps: servers (ranks 0 .. K-1), each 1/K of the weights", "1",
+     INT(cfg.ps_shards, 1, 1 << 20)},
     {"comm-timeout", "S", "a collective unfinished after S seconds fails the run", "300", POSITIVE(cfg.comm_timeout_s)},
     {"inject-inf-step", "N", "fault injection: +inf in one gradient at step N", "-1 = never",
      LONG(cfg.inject_inf_step, -1, 1L << 40)},
@@ -415,6 +425,24 @@ static int given(const cli *c, const char *name) {
 
 /* What the options say together: a static loss scale belongs to amp, and excludes the dynamic
  * scaler's options. 0, or -1 with a one-line ab_error(). */
+/* the parameter server's servers are ranks of the world the launcher started */
+static int check_dp_sync(const cli *c) {
+    const ab_train_config *g = &c->cfg;
+    if (g->dp_sync != AB_DP_PS && given(c, "ps-shards"))
+        return ab_errorf("--ps-shards %d needs --dp-sync ps (the ring has no servers)", g->ps_shards);
+    if (g->dp_sync != AB_DP_PS) return 0;
+    int world = 1;
+    ab_comm_launched(&world);
+    if (g->ps_shards > world)
+        return ab_errorf("--ps-shards %d: the servers are ranks of the world, and this one has %d rank%s", g->ps_shards,
+                         world, world == 1 ? "" : "s");
+    if (world > 1 && g->inject_inf_step >= 0 && g->inject_inf_rank >= g->ps_shards)
+        return ab_errorf("--inject-inf-rank %d serves no shard under --dp-sync ps --ps-shards %d: the fault goes "
+                         "into a summed gradient, which only servers (ranks 0 .. %d) hold",
+                         g->inject_inf_rank, g->ps_shards, g->ps_shards - 1);
+    return 0;
+}
+
 static int check_combination(const cli *c) {
     if (!c->cfg.checkpoint_dir && (c->cfg.resume || given(c, "checkpoint-every") || given(c, "keep-checkpoints")))
         return ab_errorf("--%s needs --checkpoint-dir DIR (the folder of the run's checkpoints)",
@@ -427,7 +455,7 @@ static int check_combination(const cli *c) {
         if (given(c, dynamic_only[i]))
             return ab_errorf("--loss-scale %s is static: --%s belongs to the dynamic scaler", c->loss_scale,
                              dynamic_only[i]);
-    return 0;
+    return check_dp_sync(c);
 }
 
 /* One row: --name ARG, the help from column 27 (a '\n' continues it below), the default at
@@ -891,7 +919,8 @@ int main(int argc, char **argv) {
         if (r) ab_recipe_apply(r, &opts.cfg);
     }
     if (parse_args(argc - 1, argv + 1, &opts) != 0 || (!opts.help && !opts.version && check_combination(&opts) != 0)) {
-        fprintf(stderr, "ampbench: %s\n", ab_error());
+        /* every rank of a launched job has the same options: one says what is wrong */
+        if (ab_comm_launcher_rank() == 0) fprintf(stderr, "ampbench: %s\n", ab_error());
         return 2;
     }
     if (opts.help) {

@@ -241,24 +241,62 @@ static int mpi_allreduce(ab_comm *c, void *buf, size_t n, ab_dtype t, ab_reduce_
     return stage_out(c, buf, h, n * es);
 }
 
-/* Non-blocking on host memory: MPI_Iallreduce, progressed by test and finished by wait (under the
- * watchdog). Device memory staged through the host, and counts past an int, complete at once. */
-static int mpi_iallreduce(ab_comm *c, void *buf, size_t n, ab_dtype t, ab_comm_req *req) {
+/* a blocking SUM to root, in place there (the other ranks' buffers are only read) */
+static int mpi_reduce(ab_comm *c, void *buf, size_t n, ab_dtype t, int root) {
+    mpi_impl *m = c->impl;
+    const size_t es = ab_dtype_size(t);
+    const int at_root = c->rank == root;
+    void *h = NULL; /* stage_in sets it when it returns 0 */
+    AB_TRY(stage_in(c, buf, n * es, 1, &h));
+    for (size_t off = 0; off < n;) {
+        const int cnt = n - off > (size_t)(INT_MAX / 2) ? INT_MAX / 2 : (int)(n - off);
+        char *at = (char *)h + off * es;
+        if (t == AB_F32)
+            AB_MPI_GUARDED(c, "MPI_Reduce of the gradients",
+                           MPI_Reduce(at_root ? MPI_IN_PLACE : at, at_root ? at : NULL, cnt, MPI_FLOAT, MPI_SUM,
+                                      root, m->comm));
+        else
+            AB_MPI_GUARDED(c, "MPI_Reduce of the gradients (fp16/bf16)",
+                           MPI_Reduce(at_root ? MPI_IN_PLACE : at, at_root ? at : NULL, cnt, MPI_UINT16_T,
+                                      t == AB_F16 ? m->f16_sum : m->bf16_sum, root, m->comm));
+        off += (size_t)cnt;
+    }
+    return at_root ? stage_out(c, buf, h, n * es) : 0;
+}
+
+/* Non-blocking on host memory: MPI_Iallreduce (root -1) or MPI_Ireduce, progressed by test and
+ * finished by wait (under the watchdog). Device memory staged through the host, and counts past
+ * an int, complete at once. */
+static int mpi_ireduce(ab_comm *c, void *buf, size_t n, ab_dtype t, int root, ab_comm_req *req) {
     mpi_impl *m = c->impl;
     *req = (ab_comm_req){0};
-    if (!host_memory(c) || n > (size_t)(INT_MAX / 2) || (t != AB_F32 && t != AB_F16 && t != AB_BF16)) {
+    if (t != AB_F32 && t != AB_F16 && t != AB_BF16) {
         req->done = 1;
-        return mpi_allreduce(c, buf, n, t, AB_RED_SUM);
+        return ab_errorf("reduce: %s buffers are not supported", ab_dtype_name(t));
+    }
+    if (root >= c->size) {
+        req->done = 1;
+        return ab_errorf("reduce: root %d outside a world of %d", root, c->size);
+    }
+    if (!host_memory(c) || n > (size_t)(INT_MAX / 2)) {
+        req->done = 1;
+        return root < 0 ? mpi_allreduce(c, buf, n, t, AB_RED_SUM) : mpi_reduce(c, buf, n, t, root);
     }
     MPI_Request *r = malloc(sizeof *r);
-    if (!r) return ab_errorf("out of host memory for a request");
-    const int rc = t == AB_F32 ? MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, m->comm, r)
-                               : MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_UINT16_T,
-                                                t == AB_F16 ? m->f16_sum : m->bf16_sum, m->comm, r);
+    if (!r) {
+        req->done = 1;
+        return ab_errorf("out of host memory for a request");
+    }
+    const MPI_Datatype dt = t == AB_F32 ? MPI_FLOAT : MPI_UINT16_T;
+    const MPI_Op op = t == AB_F32 ? MPI_SUM : t == AB_F16 ? m->f16_sum : m->bf16_sum;
+    const int at_root = c->rank == root;
+    const int rc = root < 0 ? MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, dt, op, m->comm, r)
+                            : MPI_Ireduce(at_root ? MPI_IN_PLACE : buf, at_root ? buf : NULL, (int)n, dt, op, root,
+                                          m->comm, r);
     if (rc != MPI_SUCCESS) {
         free(r);
         req->done = 1; /* nothing in flight to test or wait for */
-        return mpi_fail("MPI_Iallreduce", __FILE__, __LINE__, rc);
+        return mpi_fail(root < 0 ? "MPI_Iallreduce" : "MPI_Ireduce", __FILE__, __LINE__, rc);
     }
     req->handle = r;
     return 0;
@@ -279,7 +317,7 @@ static int mpi_test(ab_comm *c, ab_comm_req *req) {
 
 static int mpi_wait(ab_comm *c, ab_comm_req *req) {
     if (req->done) return 0;
-    guard_begin(c, "MPI_Wait for the gradients' all-reduce");
+    guard_begin(c, "MPI_Wait for a gradient bucket's reduction");
     const int rc = MPI_Wait((MPI_Request *)req->handle, MPI_STATUS_IGNORE);
     guard_end(c);
     free(req->handle);
@@ -353,7 +391,7 @@ static void mpi_destroy(ab_comm *c) {
 static const ab_comm_ops mpi_ops = {.name = "mpi", .allreduce = mpi_allreduce, .allreduce_i64 = mpi_allreduce_i64,
                                     .allreduce_f64 = mpi_allreduce_f64, .allgather_i64 = mpi_allgather_i64,
                                     .broadcast = mpi_broadcast, .barrier = mpi_barrier, .destroy = mpi_destroy,
-                                    .iallreduce = mpi_iallreduce, .test = mpi_test, .wait = mpi_wait};
+                                    .ireduce = mpi_ireduce, .test = mpi_test, .wait = mpi_wait};
 
 static int mpi_setup(ab_comm *c) {
     mpi_impl *m = c->impl;

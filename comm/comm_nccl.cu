@@ -200,21 +200,26 @@ static int nccl_allreduce(ab_comm *c, void *buf, size_t n, ab_dtype t, ab_reduce
 /* Non-blocking: the backend's work so far finished (its stream synchronised), then the all-reduce
  * queued on the communicator's stream, where the buckets run in the order started while the
  * backend goes on computing on its own. test asks the stream; wait drains it (under the timeout). */
-static int nccl_iallreduce(ab_comm *c, void *buf, size_t n, ab_dtype t, ab_comm_req *req) {
+static int nccl_ireduce(ab_comm *c, void *buf, size_t n, ab_dtype t, int root, ab_comm_req *req) {
     req->handle = NULL;
     req->done = 0;
     if (t != AB_F32 && t != AB_F16 && t != AB_BF16)
-        return ab_errorf("allreduce: %s buffers are not supported", ab_dtype_name(t));
+        return req->done = 1, ab_errorf("reduce: %s buffers are not supported", ab_dtype_name(t));
+    if (root >= c->size) return req->done = 1, ab_errorf("reduce: root %d outside a world of %d", root, c->size);
     AB_TRY(usable(c));
     nccl_impl *m = impl_of(c);
     if (c->be) AB_TRY(c->be->ops->sync(c->be));
     if (n == 0) return req->done = 1, 0;
     AB_TRY(on_device(c));
     const ncclDataType_t nt = t == AB_F32 ? ncclFloat32 : t == AB_F16 ? ncclFloat16 : ncclBfloat16;
-    AB_NCCL_COLLECTIVE(c, ncclAllReduce(buf, buf, n, nt, ncclSum, m->nccl, m->stream));
-    return nccl_wait(c, "ncclAllReduce of a gradient bucket", 0); /* queued (non-blocking communicator) */
+    if (root < 0) {
+        AB_NCCL_COLLECTIVE(c, ncclAllReduce(buf, buf, n, nt, ncclSum, m->nccl, m->stream));
+        return nccl_wait(c, "ncclAllReduce of a gradient bucket", 0); /* queued (non-blocking communicator) */
+    }
+    /* in place at the root (sendbuff == recvbuff); the others' buffers are only read */
+    AB_NCCL_COLLECTIVE(c, ncclReduce(buf, buf, n, nt, ncclSum, root, m->nccl, m->stream));
+    return nccl_wait(c, "ncclReduce of a gradient bucket", 0);
 }
-
 static int nccl_test(ab_comm *c, ab_comm_req *req) {
     if (req->done) return 0;
     AB_TRY(on_device(c));
@@ -228,7 +233,7 @@ static int nccl_test(ab_comm *c, ab_comm_req *req) {
 static int nccl_wait_req(ab_comm *c, ab_comm_req *req) {
     if (req->done) return 0;
     AB_TRY(on_device(c));
-    AB_TRY(nccl_wait(c, "ncclAllReduce of a gradient bucket", 1));
+    AB_TRY(nccl_wait(c, "the reduction of a gradient bucket", 1));
     req->done = 1;
     return 0;
 }
@@ -288,7 +293,7 @@ static void nccl_destroy(ab_comm *c) {
 
 static const ab_comm_ops nccl_ops = {"nccl",          nccl_allreduce, nccl_allreduce_i64, nccl_allreduce_f64,
                                      nccl_allgather_i64, nccl_broadcast, nccl_barrier,       nccl_destroy,
-                                     nccl_iallreduce,    nccl_test,      nccl_wait_req};
+                                     nccl_ireduce,       nccl_test,      nccl_wait_req};
 
 /* 64-bit FNV-1a of a GPU's UUID, sign bit clear: one int64 per rank for the all-gather */
 static int64_t uuid_hash(const cudaUUID_t *u) {

@@ -32,8 +32,9 @@ static int self_barrier(ab_comm *c) {
     return 0;
 }
 static void self_destroy(ab_comm *c) { free(c); }
-static int self_iallreduce(ab_comm *c, void *buf, size_t n, ab_dtype t, ab_comm_req *req) {
+static int self_ireduce(ab_comm *c, void *buf, size_t n, ab_dtype t, int root, ab_comm_req *req) {
     req->done = 1;
+    if (root > 0) return ab_errorf("reduce: root %d outside a world of 1", root);
     return self_allreduce(c, buf, n, t, AB_RED_SUM);
 }
 static int self_test(ab_comm *c, ab_comm_req *req) {
@@ -44,7 +45,7 @@ static int self_test(ab_comm *c, ab_comm_req *req) {
 static const ab_comm_ops self_ops = {.name = "self", .allreduce = self_allreduce, .allreduce_i64 = self_allreduce_i64,
                                      .allreduce_f64 = self_allreduce_f64, .allgather_i64 = self_allgather_i64,
                                      .broadcast = self_broadcast, .barrier = self_barrier, .destroy = self_destroy,
-                                     .iallreduce = self_iallreduce, .test = self_test, .wait = self_test};
+                                     .ireduce = self_ireduce, .test = self_test, .wait = self_test};
 
 int ab_comm_self_create(ab_comm **out) {
     ab_comm *c = calloc(1, sizeof *c);

@@ -7,45 +7,83 @@
 
 #include "timer.h"
 
-int ab_buckets_init(ab_buckets *k, const ab_params *p, ab_comm *comm, double bucket_mb, ab_dtype wire) {
+/* a bucket's range [off, off + n) of the gradient buffer as pieces: one all-reduced (ring), or
+ * one per shard it touches, each reduced to that shard's server */
+static int add_pieces(ab_buckets *k, size_t off, size_t n, int f16) {
+    const size_t end = off + n;
+    int j = 0;
+    while (off < end) {
+        size_t lo = 0, hi = k->p->n;
+        if (k->shards > 0) {
+            for (ab_ps_shard(k->p->n, k->shards, j, &lo, &hi); hi <= off; ab_ps_shard(k->p->n, k->shards, j, &lo, &hi))
+                j++;
+        }
+        const size_t stop = hi < end ? hi : end;
+        ab_bucket_piece *grown = realloc(k->piece, ((size_t)k->n_pieces + 1) * sizeof *grown);
+        if (!grown) return ab_errorf("out of host memory for the gradient buckets");
+        k->piece = grown;
+        k->piece[k->n_pieces++] =
+            (ab_bucket_piece){.off = off, .n = stop - off, .f16 = f16, .root = k->shards > 0 ? j : -1};
+        off = stop;
+    }
+    return 0;
+}
+
+int ab_buckets_init(ab_buckets *k, const ab_params *p, ab_comm *comm, double bucket_mb, ab_dtype wire, int shards) {
     memset(k, 0, sizeof *k);
     if (!(bucket_mb > 0.0)) return ab_errorf("--bucket-mb %g: a bucket must hold more than 0 MB", bucket_mb);
+    if (shards < 0 || shards > comm->size)
+        return ab_errorf("--ps-shards %d: the servers are ranks of the world, 1 to %d", shards, comm->size);
     k->p = p;
     k->comm = comm;
     k->wire = wire;
+    k->shards = shards;
     k->cap_bytes = (size_t)(bucket_mb * 1e6);
-    if (!comm->ops->iallreduce || !comm->ops->test || !comm->ops->wait)
-        return ab_errorf("the %s engine cannot all-reduce while backward runs", comm->ops->name);
+    if (!comm->ops->ireduce || !comm->ops->test || !comm->ops->wait)
+        return ab_errorf("the %s engine cannot reduce gradient buckets", comm->ops->name);
     k->bucket_of = malloc(((size_t)p->n_specs + 1) * sizeof *k->bucket_of);
     k->b = calloc((size_t)p->n_specs + 1, sizeof *k->b);
     if (!k->bucket_of || !k->b) return ab_errorf("out of host memory for the gradient buckets");
-    /* the reverse spec order, cut where the next tensor would take a bucket past the cap */
-    size_t bytes = 0;
-    for (int i = p->n_specs - 1; i >= 0; i--) {
-        const ab_param_spec *s = &p->specs[i];
-        k->bucket_of[i] = -1;
-        if (s->region == AB_REGION_BUFFER) continue;
-        const size_t sb = s->numel * sizeof(float);
-        if (k->n == 0 || (k->b[k->n - 1].n_specs > 0 && bytes + sb > k->cap_bytes)) {
+    /* the reverse spec order, cut where the next tensor would take a bucket past the cap; each
+     * bucket's range in each of ab_params_init's groups (compute/decay, compute/no decay,
+     * fp32/decay, fp32/no decay), which a run of the reverse order fills downwards */
+    size_t bytes = 0, off[4] = {0}, n[4] = {0};
+    int i = p->n_specs - 1;
+    for (;;) {
+        const ab_param_spec *s = i >= 0 ? &p->specs[i] : NULL;
+        if (s && s->region == AB_REGION_BUFFER) {
+            k->bucket_of[i--] = -1;
+            continue;
+        }
+        const size_t sb = s ? s->numel * sizeof(float) : 0;
+        const int open = k->n > 0 && k->b[k->n - 1].n_specs > 0;
+        if (open && (!s || bytes + sb > k->cap_bytes)) { /* the open bucket is complete: its pieces */
+            ab_bucket *b = &k->b[k->n - 1];
+            b->first = k->n_pieces;
+            for (int r = 0; r < 4; r++)
+                if (n[r]) AB_TRY(add_pieces(k, off[r], n[r], wire == AB_F16 && r < 2));
+            b->count = k->n_pieces - b->first;
+            memset(n, 0, sizeof n);
+        }
+        if (!s) break;
+        if (k->n == 0 || (open && bytes + sb > k->cap_bytes)) {
             k->n++;
             bytes = 0;
         }
         ab_bucket *b = &k->b[k->n - 1];
-        /* ab_params_init's groups: compute/decay, compute/no decay, fp32/decay, fp32/no decay */
         const int r = (s->region == AB_REGION_COMPUTE ? 0 : 2) + (s->no_decay ? 1 : 0);
-        /* a run of the reverse order is contiguous within each region: it grows downwards */
-        if (b->n[r] == 0) b->off[r] = s->offset + s->numel;
-        if (s->offset + s->numel != b->off[r])
+        if (n[r] == 0) off[r] = s->offset + s->numel;
+        if (s->offset + s->numel != off[r])
             return ab_errorf("gradient buckets: %s is not next to its layout group's other tensors", s->name);
-        b->off[r] = s->offset;
-        b->n[r] += s->numel;
+        off[r] = s->offset;
+        n[r] += s->numel;
         b->n_specs++;
         bytes += sb;
-        k->bucket_of[i] = k->n - 1;
+        k->bucket_of[i--] = k->n - 1;
         k->trained++;
     }
     if (wire == AB_F16 && p->n_compute) {
-        ab_mem_label(&p->be->mem, "the fp16 copy of the gradients the buckets all-reduce");
+        ab_mem_label(&p->be->mem, "the fp16 copy of the gradients the buckets reduce");
         k->f16 = ab_alloc(p->be, AB_MEM_WORKSPACE, p->n_compute * 2);
         ab_mem_label(&p->be->mem, "%s", "");
         if (!k->f16) return -1;
@@ -56,6 +94,7 @@ int ab_buckets_init(ab_buckets *k, const ab_params *p, ab_comm *comm, double buc
 void ab_buckets_free(ab_buckets *k) {
     if (k->f16) ab_release(k->p->be, AB_MEM_WORKSPACE, k->f16, k->p->n_compute * 2);
     free(k->b);
+    free(k->piece);
     free(k->bucket_of);
     memset(k, 0, sizeof *k);
 }
@@ -64,27 +103,26 @@ void ab_buckets_begin(ab_buckets *k) {
     for (int i = 0; i < k->n; i++) {
         ab_bucket *b = &k->b[i];
         b->pending = b->n_specs;
-        for (int r = 0; r < 4; r++) b->req[r] = (ab_comm_req){.done = 1};
         b->t_start = b->t_done = 0.0;
     }
+    for (int i = 0; i < k->n_pieces; i++) k->piece[i].req = (ab_comm_req){.done = 1};
     k->next = 0;
     k->ready = 0;
 }
 
-/* bucket i's all-reduce, range by range in the groups' order (the compute region's through the
- * fp16 copy under fp16) */
+/* bucket i's reduction, piece by piece (the compute region's through the fp16 copy under fp16) */
 static int start(ab_buckets *k, int i) {
     ab_bucket *b = &k->b[i];
     const ab_params *p = k->p;
     b->t_start = ab_now();
-    for (int r = 0; r < 4; r++) {
-        if (!b->n[r]) continue;
-        if (k->f16 && r < 2) {
-            void *h = (char *)k->f16 + b->off[r] * 2;
-            AB_TRY(p->be->ops->cast(p->be, b->n[r], AB_F32, p->grad + b->off[r], AB_F16, h));
-            AB_TRY(k->comm->ops->iallreduce(k->comm, h, b->n[r], AB_F16, &b->req[r]));
+    for (int q = b->first; q < b->first + b->count; q++) {
+        ab_bucket_piece *c = &k->piece[q];
+        if (c->f16) {
+            void *h = (char *)k->f16 + c->off * 2;
+            AB_TRY(p->be->ops->cast(p->be, c->n, AB_F32, p->grad + c->off, AB_F16, h));
+            AB_TRY(k->comm->ops->ireduce(k->comm, h, c->n, AB_F16, c->root, &c->req));
         } else {
-            AB_TRY(k->comm->ops->iallreduce(k->comm, p->grad + b->off[r], b->n[r], AB_F32, &b->req[r]));
+            AB_TRY(k->comm->ops->ireduce(k->comm, p->grad + c->off, c->n, AB_F32, c->root, &c->req));
         }
     }
     return 0;
@@ -96,9 +134,10 @@ static int progress(ab_buckets *k) {
         ab_bucket *b = &k->b[i];
         if (b->t_done > 0.0) continue;
         int done = 1;
-        for (int r = 0; r < 4; r++) {
-            if (!b->req[r].done) AB_TRY(k->comm->ops->test(k->comm, &b->req[r]));
-            done &= b->req[r].done;
+        for (int q = b->first; q < b->first + b->count; q++) {
+            ab_comm_req *r = &k->piece[q].req;
+            if (!r->done) AB_TRY(k->comm->ops->test(k->comm, r));
+            done &= r->done;
         }
         if (done) b->t_done = ab_now();
     }
@@ -124,12 +163,14 @@ int ab_buckets_finish(ab_buckets *k, int reported) {
     const ab_params *p = k->p;
     for (int i = 0; i < k->n; i++) {
         ab_bucket *b = &k->b[i];
-        for (int r = 0; r < 4; r++) AB_TRY(k->comm->ops->wait(k->comm, &b->req[r]));
+        for (int q = b->first; q < b->first + b->count; q++) AB_TRY(k->comm->ops->wait(k->comm, &k->piece[q].req));
         if (b->t_done == 0.0) b->t_done = ab_now();
-        for (int r = 0; k->f16 && r < 2; r++)
-            if (b->n[r])
-                AB_TRY(p->be->ops->accumulate(p->be, b->n[r], AB_F16, (char *)k->f16 + b->off[r] * 2,
-                                              p->grad + b->off[r], 0));
+        /* the fp16 sums back into the gradients, where this rank holds them */
+        for (int q = b->first; q < b->first + b->count; q++) {
+            const ab_bucket_piece *c = &k->piece[q];
+            if (c->f16 && (c->root < 0 || c->root == k->comm->rank))
+                AB_TRY(p->be->ops->accumulate(p->be, c->n, AB_F16, (char *)k->f16 + c->off * 2, p->grad + c->off, 0));
+        }
         k->total_s += b->t_done - b->t_start;
     }
     AB_TRY(p->be->ops->sync(p->be));
@@ -148,9 +189,8 @@ void ab_buckets_drain(ab_buckets *k) {
     snprintf(keep, sizeof keep, "%s", ab_error());
     if (k->next > 0) { /* some bucket started: the rest start too, so that the peers' waits end */
         while (k->next < k->n && start(k, k->next++) == 0) {}
-        for (int i = 0; i < k->next; i++)
-            for (int r = 0; r < 4; r++)
-                if (!k->b[i].req[r].done) k->comm->ops->wait(k->comm, &k->b[i].req[r]);
+        for (int q = 0; q < k->n_pieces; q++)
+            if (!k->piece[q].req.done) k->comm->ops->wait(k->comm, &k->piece[q].req);
     }
     ab_errorf("%s", keep);
 }

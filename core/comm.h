@@ -44,7 +44,7 @@ typedef struct ab_comm ab_comm;
  *         2.4e-4 relative), biases the mean.
  *   bf16  as fp16, in bf16: each pairwise sum the exact sum of two bf16 values rounded once (the
  *         mpi engine's user-defined op, NCCL's ncclBfloat16 sum); AVG one multiply after the sum. */
-/* A buffer all-reduce in flight (iallreduce): the engine's handle, and whether it has completed. */
+/* A buffer reduction in flight (ireduce): the engine's handle, and whether it has completed. */
 typedef struct {
     void *handle;
     int done;
@@ -64,12 +64,14 @@ typedef struct {
     int (*broadcast)(ab_comm *c, void *buf, size_t bytes, int root);
     int (*barrier)(ab_comm *c);
     void (*destroy)(ab_comm *c);
-    /* Non-blocking: a SUM all-reduce in place over n elements of type t in backend memory,
+    /* Non-blocking: a SUM over the ranks in place over n elements of type t in backend memory,
      * started on the data the backend has produced so far and returned at once (an engine that
-     * cannot overlap completes it here and sets req->done). Every rank starts the same ones in
-     * the same order; each must reach test (done) or wait before the buffer is read. The result is
-     * allreduce's, bit for bit. */
-    int (*iallreduce)(ab_comm *c, void *buf, size_t n, ab_dtype t, ab_comm_req *req);
+     * cannot overlap completes it here and sets req->done). root -1: an all-reduce, every rank
+     * gets the sum; root r: a reduce, rank r gets the sum and the others' buffers are only read
+     * (a parameter server's push). Every rank starts the same ones in the same order; each must
+     * reach test (done) or wait before the buffer is read. The sum is allreduce's, bit for bit,
+     * where the engine adds in the same order (2 ranks: one addition). */
+    int (*ireduce)(ab_comm *c, void *buf, size_t n, ab_dtype t, int root, ab_comm_req *req);
     /* sets req->done when it has completed, and lets the engine progress; never blocks */
     int (*test)(ab_comm *c, ab_comm_req *req);
     /* until it has completed (under the communicator's timeout) */

@@ -102,20 +102,25 @@ int ab_optimizer_exclude(ab_optimizer *o, const ab_param_spec *specs, int n_spec
     return 0;
 }
 
-int ab_optimizer_step(ab_optimizer *o, float *w, const float *g) {
+int ab_optimizer_step_range(ab_optimizer *o, float *w, const float *g, size_t lo, size_t hi) {
     o->t++;
     for (int i = 0; i < o->n_runs; i++) {
         const ab_optim_run *r = &o->runs[i];
+        const size_t a = r->off > lo ? r->off : lo, e = r->off + r->n < hi ? r->off + r->n : hi;
+        if (a >= e) continue;
+        const size_t n = e - a;
         const float wd = r->decay ? o->weight_decay : 0.0f;
         if (o->kind == AB_OPT_ADAMW)
-            AB_TRY(o->be->ops->adamw_step(o->be, r->n, w + r->off, g + r->off, o->s1 + r->off, o->s2 + r->off, o->lr,
-                                          o->beta1, o->beta2, o->eps, wd, o->t));
+            AB_TRY(o->be->ops->adamw_step(o->be, n, w + a, g + a, o->s1 + a, o->s2 + a, o->lr, o->beta1, o->beta2,
+                                          o->eps, wd, o->t));
         else
-            AB_TRY(o->be->ops->sgd_step(o->be, r->n, w + r->off, g + r->off, o->s1 ? o->s1 + r->off : NULL, o->lr,
-                                        o->momentum, wd, o->t == 1));
+            AB_TRY(o->be->ops->sgd_step(o->be, n, w + a, g + a, o->s1 ? o->s1 + a : NULL, o->lr, o->momentum, wd,
+                                        o->t == 1));
     }
     return 0;
 }
+
+int ab_optimizer_step(ab_optimizer *o, float *w, const float *g) { return ab_optimizer_step_range(o, w, g, 0, o->n); }
 
 void ab_optimizer_free(ab_optimizer *o) {
     if (!o->be) return;

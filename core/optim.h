@@ -46,6 +46,9 @@ int ab_optimizer_init(ab_optimizer *o, ab_backend *be, ab_optimizer_kind kind, s
 struct ab_param_spec;
 int ab_optimizer_exclude(ab_optimizer *o, const struct ab_param_spec *specs, int n_specs);
 int ab_optimizer_step(ab_optimizer *o, float *w, const float *g);
+/* one step over the elements [lo, hi) only (a parameter server's shard; may be empty): the same
+ * arithmetic per element as ab_optimizer_step, which is the range [0, n). Counts the step. */
+int ab_optimizer_step_range(ab_optimizer *o, float *w, const float *g, size_t lo, size_t hi);
 void ab_optimizer_free(ab_optimizer *o);
 
 #endif

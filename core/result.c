@@ -53,6 +53,21 @@ static void add_data_parallel(cJSON *o, const ab_train_config *c, const ab_run_r
         cJSON_AddItemToObject(d, "allreduce_busy_time_per_step_s", num(busy * per));
         cJSON_AddNumberToObject(d, "bytes_per_step", r->bytes_allreduced * per);
         cJSON_AddNumberToObject(d, "ring_bytes_sent_per_step", 2.0 * (W - 1) / W * r->bytes_allreduced * per);
+        /* how the gradients met: the ring, or the parameter server (its pull's time apart) */
+        cJSON_AddStringToObject(d, "sync", ab_dp_sync_name(W > 1 ? c->dp_sync : AB_DP_RING));
+        cJSON_AddNumberToObject(d, "ps_shards", W > 1 && c->dp_sync == AB_DP_PS ? c->ps_shards : 0);
+        cJSON_AddItemToObject(d, "ps_pull_time_per_step_s", num(r->ps_pull_time_s * per));
+        cJSON_AddStringToObject(d, "traffic_model",
+                                "bytes as the pattern moves them, per synchronising step: ring 2(W-1)/W of the "
+                                "payload each way; ps a rank pushes the payload it does not serve and receives the "
+                                "weights it does not serve, a server receives W-1 pushes of its shard and sends W-1 "
+                                "copies of its weights (the library may route them otherwise)");
+        cJSON *sent = cJSON_AddArrayToObject(d, "bytes_sent_per_step_per_rank");
+        cJSON *recv = cJSON_AddArrayToObject(d, "bytes_received_per_step_per_rank");
+        for (int i = 0; r->dp_sent_per_rank && i < W; i++) {
+            cJSON_AddItemToArray(sent, cJSON_CreateNumber(r->dp_sent_per_rank[i]));
+            cJSON_AddItemToArray(recv, cJSON_CreateNumber(r->dp_received_per_rank[i]));
+        }
         cJSON *pm = cJSON_AddArrayToObject(d, "peak_memory_bytes_per_rank");
         for (int i = 0; r->peak_memory_per_rank && i < W; i++)
             cJSON_AddItemToArray(pm, cJSON_CreateNumber((double)r->peak_memory_per_rank[i]));

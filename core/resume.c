@@ -234,6 +234,7 @@ int ab_ckpt_write(trainer *t, long step, int epoch, long epoch_step, const ab_ep
     ab_run_record *rec = t->rec; /* its peaks per rank were allocated by ab_ckpt_setup */
     AB_TRY(t->comm->ops->allgather_i64(t->comm, (int64_t)be->mem.peak_total, rec->peak_memory_per_rank));
     AB_TRY(gather_bufs(t));
+    AB_TRY(ab_trainer_share_optimizer(t)); /* a parameter server's shards of the state, to rank 0 */
     char path[1024] = "";
     double bytes = 0.0;
     if (t->comm->rank == 0) {

@@ -42,7 +42,7 @@ void ab_train_config_defaults(ab_train_config *c) {
                            .seed = 1, .init_scale = 65536.0f, .growth_factor = 2.0f, .backoff_factor = 0.5f,
                            .growth_interval = 2000, .log_interval = 100, .shuffle = 1,
                            .inject_inf_step = -1, .inject_inf_rank = -1, .comm = "auto", .keep_checkpoints = 2,
-                           .dp_overlap = 1, .bucket_mb = 25.0,
+                           .dp_overlap = 1, .bucket_mb = 25.0, .dp_sync = AB_DP_RING, .ps_shards = 1,
                            .allreduce_dtype = AB_F32};
 }
 
@@ -104,11 +104,12 @@ static int check_world_config(trainer *t) {
     snprintf(desc, sizeof desc,
              "model %s, parameters %zu, precision %s, dataset %s (%d train samples), batch %d, accum steps %d, "
              "epochs %d, max steps %ld, optimizer %s lr %g momentum %g wd %g, seed %llu, shuffle %d, "
-             "all-reduce %s, engine %s, overlap %d, buckets of %g MB, backend %s",
+             "all-reduce %s, engine %s, overlap %d, buckets of %g MB, sync %s (%d shards), backend %s",
              c->model, t->params.n, ab_precision_name(c->precision), c->dataset, t->train->n, c->batch_size,
              c->accum_steps, c->epochs, c->max_steps, ab_optimizer_name(c->optimizer), (double)c->lr,
              (double)c->momentum, (double)c->weight_decay, (unsigned long long)c->seed, c->shuffle,
-             ab_dtype_name(c->allreduce_dtype), cm->ops->name, c->dp_overlap, c->bucket_mb, t->be->ops->name);
+             ab_dtype_name(c->allreduce_dtype), cm->ops->name, c->dp_overlap, c->bucket_mb, ab_dp_sync_name(c->dp_sync),
+             c->ps_shards, t->be->ops->name);
     const int64_t h = (int64_t)(fnv1a(desc) >> 1);
     int64_t lo = h, hi = h;
     AB_TRY(cm->ops->allreduce_i64(cm, &lo, 1, AB_RED_MIN));
@@ -192,6 +193,78 @@ static int init_scaler(trainer *t) {
                           c->growth_interval);
 }
 
+int ab_dp_sync_parse(const char *s, ab_dp_sync *out) {
+    if (strcmp(s, "ring") == 0) *out = AB_DP_RING;
+    else if (strcmp(s, "ps") == 0) *out = AB_DP_PS;
+    else return ab_errorf("--dp-sync %s: expected ring or ps", s);
+    return 0;
+}
+
+const char *ab_dp_sync_name(ab_dp_sync s) { return s == AB_DP_PS ? "ps" : "ring"; }
+
+/* the bytes on the wire of the gradients [lo, hi): the compute region's in fp16 under fp16 */
+static double wire_bytes(const trainer *t, size_t lo, size_t hi) {
+    const size_t nc = t->params.n_compute;
+    const size_t in_c = lo < nc ? (hi < nc ? hi : nc) - lo : 0;
+    return t->cfg->allreduce_dtype == AB_F16 ? 2.0 * (double)in_c + 4.0 * (double)(hi - lo - in_c)
+                                             : 4.0 * (double)(hi - lo);
+}
+
+/* What each rank sends and receives per synchronisation, as the pattern moves the bytes (the
+ * library may route them otherwise: MPI's reduce can be a tree). B the gradients on the wire,
+ * rank r serving b_r of them (w_r bytes of fp32 weights), all weights 4n:
+ *   ring  2(W-1)/W B each way (reduce-scatter, then all-gather);
+ *   ps    sent: B - b_r pushed, (W-1) w_r pulled from it; received: (W-1) b_r, 4n - w_r. */
+static int dp_traffic(trainer *t) {
+    const int W = t->comm->size;
+    ab_run_record *rec = t->rec;
+    if (W == 1) return 0;
+    rec->dp_sent_per_rank = calloc((size_t)W, sizeof(double));
+    rec->dp_received_per_rank = calloc((size_t)W, sizeof(double));
+    if (!rec->dp_sent_per_rank || !rec->dp_received_per_rank) return ab_errorf("out of host memory");
+    const size_t n = t->params.n;
+    const double B = wire_bytes(t, 0, n);
+    for (int r = 0; r < W; r++) {
+        if (!t->ps) {
+            rec->dp_sent_per_rank[r] = rec->dp_received_per_rank[r] = 2.0 * (W - 1) / W * B;
+            continue;
+        }
+        size_t lo, hi;
+        ab_ps_shard(n, t->cfg->ps_shards, r, &lo, &hi);
+        const double b = wire_bytes(t, lo, hi), w = 4.0 * (double)(hi - lo);
+        rec->dp_sent_per_rank[r] = (B - b) + (W - 1) * w;
+        rec->dp_received_per_rank[r] = (W - 1) * b + (4.0 * (double)n - w);
+    }
+    return 0;
+}
+
+/* every shard of buf (n fp32 values, backend memory) from its server to every rank */
+static int ps_share(trainer *t, float *buf) {
+    for (int j = 0; j < t->cfg->ps_shards; j++) {
+        size_t lo, hi;
+        ab_ps_shard(t->params.n, t->cfg->ps_shards, j, &lo, &hi);
+        if (hi > lo) AB_TRY(t->comm->ops->broadcast(t->comm, buf + lo, (hi - lo) * sizeof(float), j));
+    }
+    return 0;
+}
+
+/* the parameter server's pull: the updated weights from each server to every rank */
+static int ps_pull(trainer *t) {
+    const double t0 = ab_now();
+    AB_TRY(ps_share(t, t->params.master));
+    const double dt = ab_now() - t0;
+    t->rec->ps_pull_time_s += dt;
+    t->rec->comm_time_s += dt;
+    return 0;
+}
+
+int ab_trainer_share_optimizer(trainer *t) {
+    if (!t->ps) return 0;
+    if (t->opt.s1) AB_TRY(ps_share(t, t->opt.s1));
+    if (t->opt.s2) AB_TRY(ps_share(t, t->opt.s2));
+    return 0;
+}
+
 /* the optimizer, the scaler and what a step needs: the batch, its labels, the step's scalars,
  * the fp16 all-reduce bucket, the sample orders */
 static int alloc_step(trainer *t) {
@@ -207,9 +280,19 @@ static int alloc_step(trainer *t) {
     t->labels = ab_alloc(t->be, AB_MEM_ACTIVATIONS, (size_t)c->batch_size * sizeof(int32_t));
     t->stats = ab_alloc(t->be, AB_MEM_WORKSPACE, sizeof(step_stats));
     if (!(c->bucket_mb > 0.0)) return ab_errorf("--bucket-mb %g: a bucket must hold more than 0 MB", c->bucket_mb);
-    t->overlap = t->comm->size > 1 && c->dp_overlap;
-    if (t->overlap) {
-        AB_TRY(ab_buckets_init(&t->buckets, &t->params, t->comm, c->bucket_mb, c->allreduce_dtype));
+    const int W = t->comm->size;
+    if (c->dp_sync == AB_DP_PS && (c->ps_shards < 1 || c->ps_shards > W))
+        return ab_errorf("--ps-shards %d: the servers are ranks of the world, 1 to %d", c->ps_shards, W);
+    t->overlap = W > 1 && c->dp_overlap;
+    t->ps = W > 1 && c->dp_sync == AB_DP_PS;
+    /* the parameter server always pushes bucket by bucket (after backward without overlap) */
+    t->bucketed = t->overlap || t->ps;
+    if (t->ps) ab_ps_shard(t->params.n, c->ps_shards, t->comm->rank, &t->own_lo, &t->own_hi);
+    else t->own_lo = 0, t->own_hi = t->params.n;
+    AB_TRY(dp_traffic(t));
+    if (t->bucketed) {
+        AB_TRY(ab_buckets_init(&t->buckets, &t->params, t->comm, c->bucket_mb, c->allreduce_dtype,
+                               t->ps ? c->ps_shards : 0));
         t->rec->buckets = t->buckets.n;
     } else if (t->comm->size > 1 && c->allreduce_dtype == AB_F16) {
         const size_t nc = t->params.n_compute;
@@ -270,7 +353,7 @@ static void snapshot_record(trainer *t) {
 
 static void teardown(trainer *t) {
     ab_ckpt_drain(t);
-    if (t->overlap) ab_buckets_drain(&t->buckets); /* no all-reduce left writing the gradients */
+    if (t->bucketed) ab_buckets_drain(&t->buckets); /* no reduction left writing the gradients */
     snapshot_record(t);
     memset(&t->scaler, 0, sizeof t->scaler); /* the record owns the scaler's history now */
     ab_backend *be = t->be;
@@ -280,7 +363,7 @@ static void teardown(trainer *t) {
         ab_release(be, AB_MEM_WORKSPACE, t->stats, sizeof(step_stats));
         if (t->fp16_bucket)
             ab_release(be, AB_MEM_WORKSPACE, t->fp16_bucket, (t->bucket_elems ? t->bucket_elems : 1) * 2);
-        if (t->overlap) ab_buckets_free(&t->buckets);
+        if (t->bucketed) ab_buckets_free(&t->buckets);
         ab_model_destroy(t->model);
         ab_optimizer_free(&t->opt);
         ab_params_free(&t->params);
@@ -456,7 +539,8 @@ static int micro_batches(trainer *t, const int32_t *mine, int m, int n, int epoc
         const int last = pos + b >= m;
         const ab_grad_sink sink = {.mode = pos == 0 ? AB_GRAD_WRITE : AB_GRAD_ACCUMULATE,
                                    .observe = census ? census_activation : NULL, .ctx = census,
-                                   .ready = last && t->overlap ? ab_buckets_ready : NULL, .ready_ctx = &t->buckets};
+                                   .ready = last && t->overlap ? ab_buckets_ready : NULL,
+                                   .ready_ctx = &t->buckets};
         AB_TRY(model->ops->backward(model, p, &sink, t->x, dlogits, b));
     }
     return 0;
@@ -516,12 +600,16 @@ static int finish_buckets(trainer *t, int reported) {
 }
 
 /* fault injection (--inject-inf-step): one gradient element becomes +inf. Planted after the
- * all-reduce, so that with one inject rank only the all-reduced flag can make the others skip. */
+ * all-reduce, so that with one inject rank only the all-reduced flag can make the others skip
+ * (under the parameter server, in the shard the rank serves: a rank serving none is refused). */
 static int inject_fault(trainer *t, long step) {
     const ab_train_config *c = t->cfg;
     if (step != c->inject_inf_step || (c->inject_inf_rank >= 0 && c->inject_inf_rank != t->comm->rank)) return 0;
     const float inf = INFINITY;
-    return t->be->ops->upload(t->be, t->params.grad + t->params.n / 2, &inf, sizeof inf);
+    /* under the parameter server, where this rank holds the sum: its shard's middle */
+    const size_t at = t->ps ? t->own_lo + (t->own_hi - t->own_lo) / 2 : t->params.n / 2;
+    if (t->own_hi == t->own_lo) return 0;
+    return t->be->ops->upload(t->be, t->params.grad + at, &inf, sizeof inf);
 }
 
 /* the gradients reduced over the world (and counted, on a census step) and unscaled; the
@@ -531,23 +619,29 @@ static int synchronise(trainer *t, long step, int n, int reported, float scale, 
     ab_backend *be = t->be;
     ab_params *p = &t->params;
     ab_comm *cm = t->comm;
-    if (cm->size > 1) AB_TRY(t->overlap ? finish_buckets(t, reported) : allreduce_grads(t));
+    if (cm->size > 1) AB_TRY(t->bucketed ? finish_buckets(t, t->overlap && reported) : allreduce_grads(t));
     AB_TRY(inject_fault(t, step));
+    if (census && t->ps) AB_TRY(ps_share(t, p->grad)); /* the census counts every summed gradient */
     if (census) AB_TRY(census_weights(t, census));
-    if (t->scaler.enabled) AB_TRY(be->ops->unscale_check(be, p->n, p->grad, 1.0f / scale, &t->stats->found_inf));
-    if (t->cfg->clip_grad_norm > 0.0f) AB_TRY(be->ops->sum_squares(be, p->n, p->grad, &t->stats->grad_sq));
+    /* this rank's summed gradients: all of them, or under the parameter server its shard */
+    const size_t lo = t->own_lo, own = t->own_hi - t->own_lo;
+    if (t->scaler.enabled && own)
+        AB_TRY(be->ops->unscale_check(be, own, p->grad + lo, 1.0f / scale, &t->stats->found_inf));
+    if (t->cfg->clip_grad_norm > 0.0f && own) AB_TRY(be->ops->sum_squares(be, own, p->grad + lo, &t->stats->grad_sq));
     step_stats s;
     AB_TRY(be->ops->download(be, &s, t->stats, sizeof s));
     int found_inf = s.found_inf != 0;
-    double sums[2] = {s.loss_sum, ab_stop_requested()};
+    /* the shards' squares add up to the norm's under the parameter server */
+    double sums[3] = {s.loss_sum, ab_stop_requested(), t->ps ? (double)s.grad_sq : 0.0};
     if (cm->size > 1) {
         const double t0 = ab_now();
         AB_TRY(ab_comm_flag_max(cm, &found_inf));
-        AB_TRY(cm->ops->allreduce_f64(cm, sums, 2, AB_RED_SUM));
+        AB_TRY(cm->ops->allreduce_f64(cm, sums, 3, AB_RED_SUM));
         t->rec->comm_time_s += ab_now() - t0;
     }
     t->stop_any = sums[1] > 0;
-    *out = (step_sync){.found_inf = found_inf, .loss = sums[0] / n, .grad_norm = sqrt((double)s.grad_sq)};
+    const double sq = t->ps ? sums[2] : (double)s.grad_sq;
+    *out = (step_sync){.found_inf = found_inf, .loss = sums[0] / n, .grad_norm = sqrt(sq)};
     return 0;
 }
 
@@ -570,12 +664,16 @@ static int update(trainer *t, const step_sync *sy, long step, int epoch, ab_step
     out->applied = r;
     if (!r) return 0;
     /* clip_grad_norm_'s rule: scale by max / (norm + 1e-6) when that is below 1 */
+    const size_t lo = t->own_lo, own = t->own_hi - t->own_lo; /* the weights this rank updates */
     if (c->clip_grad_norm > 0.0f && isfinite(sy->grad_norm) && sy->grad_norm > c->clip_grad_norm) {
-        AB_TRY(t->be->ops->scale(t->be, p->n, p->grad, (float)(c->clip_grad_norm / (sy->grad_norm + 1e-6))));
+        if (own)
+            AB_TRY(t->be->ops->scale(t->be, own, p->grad + lo,
+                                     (float)(c->clip_grad_norm / (sy->grad_norm + 1e-6))));
         out->clipped = 1;
     }
     t->opt.lr = ab_lr_at(c->lr_schedule, c->lr, step, t->rec->total_steps, c->warmup_steps);
-    return ab_optimizer_step(&t->opt, p->master, p->grad);
+    AB_TRY(ab_optimizer_step_range(&t->opt, p->master, p->grad, lo, lo + own));
+    return t->ps ? ps_pull(t) : 0;
 }
 
 int ab_trainer_step(ab_trainer *t, const int32_t *order, int n, long step, int epoch, ab_step_result *out) {
@@ -589,7 +687,7 @@ int ab_trainer_step(ab_trainer *t, const int32_t *order, int n, long step, int e
     const int32_t *mine = W > 1 ? t->shard : order;
     ab_census *census = census_due(t, step);
     if (census) AB_TRY(ab_census_begin(census, t->be, step + 1, out->scale));
-    if (t->overlap) ab_buckets_begin(&t->buckets);
+    if (t->bucketed) ab_buckets_begin(&t->buckets);
     step_sync sy = {0};
     int rc = micro_batches(t, mine, m, n, epoch, out->scale, census);
     if (rc == 0) rc = synchronise(t, step, n, m > 0, out->scale, census, &sy);
@@ -960,6 +1058,8 @@ void ab_run_record_free(ab_run_record *rec) {
     free(rec->curve);
     free(rec->peak_memory_per_rank);
     free(rec->gpu_per_rank);
+    free(rec->dp_sent_per_rank);
+    free(rec->dp_received_per_rank);
     ab_census_free(rec->census);
     free(rec->test_pred);
     free(rec->test_hit);

@@ -18,6 +18,15 @@
 
 typedef struct ab_train_config ab_train_config;
 
+/* How data-parallel ranks combine their gradients (--dp-sync, docs/data-parallel.md):
+ *   RING  every rank all-reduces the gradients and updates all the weights (DDP);
+ *   PS    a parameter server: each rank pushes its gradients to the servers, ranks 0 .. K-1, each
+ *         owning a contiguous 1/K of the weights (ab_ps_shard); a server sums its shard, updates it
+ *         and sends the new weights back to every rank. */
+typedef enum { AB_DP_RING = 0, AB_DP_PS = 1 } ab_dp_sync;
+int ab_dp_sync_parse(const char *s, ab_dp_sync *out);
+const char *ab_dp_sync_name(ab_dp_sync s);
+
 /* A run's modelled GPU step (core/stepmodel.h): what the projection takes as its step when the
  * run is not on a GPU, and what a GPU run's measured step is set beside. */
 typedef struct {
@@ -99,6 +108,8 @@ struct ab_train_config {
     ab_dtype allreduce_dtype; /* AB_F32, or AB_F16 under amp */
     int dp_overlap;           /* 1: gradient buckets all-reduced while backward runs (core/buckets.h); 0: after it */
     double bucket_mb;         /* the buckets' size (DDP's bucket_cap_mb; default 25) */
+    ab_dp_sync dp_sync;       /* how the gradients meet: the ring all-reduce, or a parameter server */
+    int ps_shards;            /* --dp-sync ps: the servers, ranks 0 .. K-1, each serving 1/K of the weights */
     double comm_timeout_s;    /* a collective that takes longer ends the run (<= 0: 300 s) */
     /* projection of scaling beyond this machine: ring all-reduce bandwidth (B/s) and latency (s)
      * per step; a bandwidth <= 0 means the default, or the measured one where one was measured */
@@ -184,8 +195,13 @@ typedef struct ab_run_record {
     double allreduce_time_s;      /* the gradient all-reduce alone: what the steps waited for it */
     double allreduce_busy_s;      /* the buckets' own times, start to completion, summed (with overlap partly
                                    * hidden behind backward; without, the same as allreduce_time_s) */
-    int buckets;                  /* gradient buckets under --dp-overlap on (0: one all-reduce after backward) */
-    double bytes_allreduced;      /* gradient payload bytes passed to all-reduce, per rank */
+    int buckets;                  /* gradient buckets (0: one all-reduce after backward) */
+    double bytes_allreduced;      /* gradient payload bytes passed to the reduction, per rank */
+    double ps_pull_time_s;        /* --dp-sync ps: the updated weights sent back by the servers */
+    /* (world_size) the bytes each rank sends and receives per synchronisation as the pattern
+     * moves them (ring: 2(W-1)/W of the payload each way; ps: the pushes to and pulls from the
+     * servers), for one step that synchronises */
+    double *dp_sent_per_rank, *dp_received_per_rank;
     long allreduce_calls;
     int64_t *peak_memory_per_rank; /* (world_size) peak_total of every rank, gathered */
     int64_t *gpu_per_rank;          /* (world_size) the GPU index each rank ran on, -1 on the CPU */

@@ -48,8 +48,11 @@ struct ab_trainer {
     uint8_t *hit;   /* (test samples) 1 where the prediction was right */
     void *logits_h; /* (batch, classes) host copy of a batch's logits */
     int32_t *labels_h; /* (batch) host copy of a batch's labels */
-    int overlap;         /* the gradient buckets are all-reduced while backward runs */
+    int overlap;         /* the gradient buckets are reduced while backward runs */
+    int ps;              /* --dp-sync ps in a world of more than one rank */
+    int bucketed;        /* the gradients travel in buckets (overlap, or the parameter server) */
     ab_buckets buckets;
+    size_t own_lo, own_hi; /* the weights this rank updates: all, or under ps its shard (may be empty) */
     /* checkpoints: host copies of the state (core/resume.c), and where a resumed run continues */
     ab_train_state state;
     int resume_epoch;      /* the epoch the resumed run continues in (0: not resumed) */
@@ -57,6 +60,10 @@ struct ab_trainer {
     ab_epoch_tally resume_tally;
 };
 typedef struct ab_trainer trainer;
+
+/* --dp-sync ps: every server's shard of the optimizer state to every rank (a collective; each
+ * server holds only its own shard's current state), so that rank 0 can write it all */
+int ab_trainer_share_optimizer(trainer *t);
 
 /* what an epoch adds up between its steps: the tally a checkpoint keeps, and the clocks */
 typedef struct {

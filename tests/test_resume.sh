@@ -7,7 +7,8 @@
 # that the uninterrupted run printed. Cases: the MLP in fp32 (its first stop a SIGTERM, which
 # writes a checkpoint and exits 130) and amp; resnet-tiny under amp with gradient accumulation and
 # augmentation; bert-tiny under amp with dropout and a gradient census; and 2 MPI ranks of
-# resnet-tiny (each rank's own batch-norm statistics), killed as a whole job.
+# resnet-tiny (each rank's own batch-norm statistics), killed as a whole job, and 2 ranks of the MLP
+# under a parameter server of 2 shards (each rank's half of the AdamW state).
 # On a GPU (the GPU check): AB_RESUME_DEVICE=cuda runs every case there, after checking that two
 # runs never stopped agree bit for bit (else no resume can); AB_RESUME_MNIST, AB_RESUME_CIFAR,
 # AB_RESUME_SST2 and AB_RESUME_VOCAB name the data where it is not the build's data root; MPIEXEC
@@ -138,6 +139,11 @@ run_case bert-tiny-amp 1 KILL --model bert-tiny --precision amp --batch-size 16 
     --train-subset 640 --test-subset 128 --grad-census 10 "${sst2[@]}" "${common[@]}"
 [ "$mpiexec" != - ] && run_case resnet-tiny-2ranks 2 KILL --model resnet-tiny --precision amp --batch-size 16 \
     --epochs 2 --train-subset 1024 --test-subset 256 "${cifar[@]}" "${common[@]}"
+# a parameter server of 2 shards: each rank updates half the weights and holds half the AdamW
+# state current, which the checkpoint must gather
+[ "$mpiexec" != - ] && run_case mlp-ps-2ranks 2 KILL --model mlp --precision amp --optimizer adamw --lr 1e-3 \
+    --dp-sync ps --ps-shards 2 --bucket-mb 0.3 --epochs 2 --train-subset 6000 --test-subset 1000 "${mnist[@]}" \
+    "${common[@]}"
 
 [ "$failures" -eq 0 ] || { echo "test_resume: $failures failure(s) (seed $seed)"; exit 1; }
 echo "test_resume: ok"

@@ -754,10 +754,11 @@ def predictions_record(pred, gold, classes):
 
 
 def data_parallel_record(world, accum_steps, backend, peaks_per_rank, total, bucket_mb=25.0):
-    """DDP always all-reduces its buckets while backward runs (overlap), bucket_cap_mb = bucket_mb"""
+    """DDP always all-reduces its buckets while backward runs (overlap), bucket_cap_mb = bucket_mb: a ring
+    (NCCL's, or gloo's), never a parameter server"""
     return {"world_size": world, "accum_steps": accum_steps, "allreduce_dtype": "fp32",
             "engine": "nccl" if backend == "nccl" else "none", "torch_backend": backend,
-            "overlap": world > 1, "bucket_mb": bucket_mb,
+            "overlap": world > 1, "bucket_mb": bucket_mb, "sync": "ring", "ps_shards": 0,
             "peak_memory_bytes_per_rank": peaks_per_rank or [total]}
 
 

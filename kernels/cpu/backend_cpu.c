@@ -271,10 +271,9 @@ static int cpu_log2_hist(ab_backend *be, size_t n, ab_dtype t, const void *x, in
 static int cpu_sgd_step(ab_backend *be, size_t n, float *w, const float *g, float *buf, float lr, float momentum,
                         float weight_decay, int first_step) {
     (void)be;
-    if (momentum == 0.0f && weight_decay == 0.0f) {
-        cblas_saxpy((int)n, -lr, g, 1, w, 1);
-        return 0;
-    }
+    /* one loop for every case (no saxpy for plain SGD): an element's arithmetic must not depend
+     * on where a range starts, as a BLAS kernel's vector body and scalar tail may (a parameter
+     * server's shards split the ranges) */
     for (size_t i = 0; i < n; i++)
         ab_sgd_update(&w[i], g[i], buf ? &buf[i] : NULL, lr, momentum, weight_decay, first_step);
     return 0;
