@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
-# Data-parallel scaling of the MNIST MLP on this machine's CPUs: 1 rank, then 2 ranks under
-# mpirun with gradient buckets all-reduced while backward runs (--dp-overlap on) and after it
-# (off), one BLAS thread per rank, per-rank batch fixed; RUNS runs each (default 3), medians
-# printed: epoch time, throughput, time in all-reduce (exposed and busy), bytes, and the PROJECTED epoch
-# time on 4 and 8 GPUs / nodes (ring all-reduce model, see docs/data-parallel.md).
+# Data-parallel patterns on this machine's CPUs, one model (default the MNIST MLP): 1 rank, then
+# 2 ranks under mpirun in each pattern: the ring with its gradient buckets reduced while backward
+# runs (--dp-overlap on, DDP's way) and after it (off), a parameter server on rank 0 (--dp-sync ps)
+# with and without overlap, two servers (--ps-shards 2), and the ring with 4 micro-batches per
+# synchronisation (--accum-steps 4). One BLAS thread per rank, per-rank batch fixed; RUNS runs
+# each (default 3), medians printed: epoch time, throughput against one rank, per step the exposed
+# and busy reduction, the parameter server's pull and the most bytes a rank sends; then the
+# PROJECTED speed-up of each pattern on 4 and 8 GPUs and nodes (core/dpmodel.h, not measured),
+# from the 1-rank runs' modelled GPU step.
 # usage: bench/dp_scaling.sh [extra ampbench options...]
-#   AMPBENCH=path/to/ampbench (default build/ampbench), RUNS=3, EPOCHS=1, PRECISION=fp32
+#   AMPBENCH=path/to/ampbench (default build/ampbench), RUNS=3, EPOCHS=1, PRECISION=fp32,
+#   MODEL=mlp, KEEP=DIR (keep the records there), BUCKET_MB=0.05 (small buckets, so that the MLP's
+#   814 kB of gradients make two and overlap has something to hide)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 ampbench=${AMPBENCH:-$root/build/ampbench}
 runs=${RUNS:-3}
 epochs=${EPOCHS:-1}
 precision=${PRECISION:-fp32}
+model=${MODEL:-mlp}
+bucket=${BUCKET_MB:-0.05}
 [ -x "$ampbench" ] || { echo "dp_scaling.sh: no ampbench at $ampbench (build first, or set AMPBENCH)" >&2; exit 2; }
 command -v mpirun >/dev/null || { echo "dp_scaling.sh: mpirun not found (install openmpi-bin)" >&2; exit 2; }
 # One BLAS thread per rank, and no idle OpenBLAS pool threads; ranks left unbound, so that on a
@@ -19,77 +27,70 @@ command -v mpirun >/dev/null || { echo "dp_scaling.sh: mpirun not found (install
 export OPENBLAS_NUM_THREADS=1
 mpirun=(mpirun --oversubscribe --bind-to none -x OPENBLAS_NUM_THREADS)
 [ "$(id -u)" -eq 0 ] && mpirun+=(--allow-run-as-root)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+if [ -n "${KEEP:-}" ]; then out_dir=$KEEP; mkdir -p "$out_dir"
+else out_dir=$(mktemp -d); trap 'rm -rf "$out_dir"' EXIT; fi
 
-# first value of "key": in a result JSON (cJSON writes one key per line)
-field() { awk -v k="\"$2\":" '$1 == k { v = $2; gsub(/,/, "", v); print v; exit }' "$1"; }
-# a projection point's field: file kind n key
-point() {
-    awk -v kind="$2" -v n="$3" -v f="\"$4\":" '
-        $1 == "\"kind\":" { k = $2; gsub(/[",]/, "", k) }
-        $1 == "\"n\":" { nn = $2; gsub(/,/, "", nn) }
-        $1 == f && k == kind && nn == n { v = $2; gsub(/,/, "", v); print v; exit }' "$1"
-}
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-minimum() { sort -g | head -n 1; }
-
-common=(train --threads 1 --epochs "$epochs" --precision "$precision" --quiet "$@")
-echo "dp_scaling: MNIST MLP, $precision, batch 64 per rank, $epochs epoch(s), --threads 1 per rank, $runs runs each"
+common=(train --model "$model" --threads 1 --epochs "$epochs" --precision "$precision" --quiet --bucket-mb "$bucket" "$@")
+# name|ranks|options: the patterns
+configs=(
+    "1|1|"
+    "ring|2|"
+    "ring-off|2|--dp-overlap off"
+    "ps1|2|--dp-sync ps"
+    "ps1-off|2|--dp-sync ps --dp-overlap off"
+    "ps2|2|--dp-sync ps --ps-shards 2"
+    "ring-acc4|2|--accum-steps 4"
+)
+echo "dp_scaling: $model, $precision, $epochs epoch(s), buckets of $bucket MB, --threads 1 per rank, $runs runs each"
 echo "host: $(nproc) CPU(s), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'); load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-# 2: buckets all-reduced while backward runs (--dp-overlap on, the default); 2off: after it
-for np in 1 2 2off; do
+for c in "${configs[@]}"; do
+    IFS='|' read -r name np opts <<< "$c"
     for r in $(seq 1 "$runs"); do
-        out="$tmp/np${np}_r$r.json"
-        if [ "$np" = 1 ]; then
-            "$ampbench" "${common[@]}" --out "$out"
-        elif [ "$np" = 2off ]; then
-            "${mpirun[@]}" -np 2 "$ampbench" "${common[@]}" --dp-overlap off --out "$out"
-        else
-            "${mpirun[@]}" -np "$np" "$ampbench" "${common[@]}" --out "$out"
-        fi
+        out="$out_dir/$name-r$r.json"
+        # shellcheck disable=SC2086  # the pattern's options split on blanks
+        if [ "$np" = 1 ]; then "$ampbench" "${common[@]}" $opts --out "$out"
+        else "${mpirun[@]}" -np "$np" "$ampbench" "${common[@]}" $opts --out "$out"; fi
     done
-done
-
-med() { # np key
-    for f in "$tmp"/np"$1"_r*.json; do field "$f" "$2"; done | median
-}
-best() { # np key: the smallest over the runs
-    for f in "$tmp"/np"$1"_r*.json; do field "$f" "$2"; done | minimum
-}
-medp() { # np kind n key
-    for f in "$tmp"/np"$1"_r*.json; do point "$f" "$2" "$3" "$4"; done | median
-}
-printf '\n%-16s %9s %9s %11s %12s %11s %13s %13s %9s\n' ranks "epoch s" "(best)" "samples/s" "allreduce s" "all comm s" "bytes/rank" "allreduce B/s" "test acc"
-for np in 1 2 2off; do
-    if [ "$np" = 1 ]; then ar=0 cm=0 by=0 bw=0
-    else ar=$(med "$np" allreduce_time_s) cm=$(med "$np" comm_time_s) by=$(med "$np" bytes_allreduced) bw=$(med "$np" allreduce_bandwidth_Bps)
-    fi
-    label=$np
-    [ "$np" = 2 ] && label="2, overlap on"
-    [ "$np" = 2off ] && label="2, overlap off"
-    printf '%-16s %9.3f %9.3f %11.0f %12.3f %11.3f %13.0f %13.3g %8.2f%%\n' "$label" "$(med "$np" time_s)" "$(best "$np" time_s)" \
-        "$(med "$np" samples_per_s)" "$ar" "$cm" "$by" "$bw" "$(med "$np" final_test_accuracy)"
-done
-echo
-echo "the all-reduce per step, 2 ranks (allreduce s above is the exposed part: what a step waited for)"
-printf '  %-14s %8s %14s %14s %14s\n' overlap buckets "exposed ms" "busy ms" "bytes"
-for np in 2 2off; do
-    printf '  %-14s %8s %14.3f %14.3f %14.0f\n' "$([ "$np" = 2 ] && echo on || echo off)" "$(med "$np" buckets)" \
-        "$(med "$np" allreduce_exposed_time_per_step_s | awk '{ print $1 * 1e3 }')" \
-        "$(med "$np" allreduce_busy_time_per_step_s | awk '{ print $1 * 1e3 }')" "$(med "$np" bytes_per_step)"
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg) (other processes share these CPUs: figures are only as quiet as the machine)"
-s1=$(med 1 samples_per_s) s2=$(med 2 samples_per_s)
-awk -v a="$s1" -v b="$s2" 'BEGIN { printf "\nthroughput, 2 ranks / 1 rank: %.2fx (ideal 2x)\n", b / a }'
-
-echo
-echo "PROJECTED (not measured): ring all-reduce model from the 1-rank run's compute time per step"
-echo "  compute per step $(med 1 compute_time_per_step_s) s, gradient $(med 1 grad_bytes) bytes"
-printf '  %-6s %3s %14s %9s %11s %12s\n' kind n "epoch s" speedup efficiency "bandwidth"
-for kind in gpus nodes; do
-    for n in 1 2 4 8; do
-        printf '  %-6s %3s %14.3f %9.2f %11.2f %12.3g\n' "$kind" "$n" "$(medp 1 "$kind" "$n" epoch_time_s)" \
-            "$(medp 1 "$kind" "$n" speedup)" "$(medp 1 "$kind" "$n" efficiency)" "$(medp 1 "$kind" "$n" bandwidth_Bps)"
-    done
-done
+python3 - "$out_dir" "$runs" "${configs[@]}" <<'PY'
+import json, statistics, sys
+d, runs, configs = sys.argv[1], int(sys.argv[2]), [c.split("|") for c in sys.argv[3:]]
+def recs(name): return [json.load(open(f"{d}/{name}-r{r}.json")) for r in range(1, runs + 1)]
+def med(name, f):
+    v = [f(j) for j in recs(name)]
+    v = [x for x in v if x is not None]
+    return statistics.median(v) if v else float("nan")
+dp = lambda k: (lambda j: j.get("data_parallel", {}).get(k))
+one = med("1", lambda j: j["samples_per_s"])
+print(f"\n{'pattern':<12} {'ranks':>5} {'accum':>5} {'epoch s':>9} {'samples/s':>10} {'vs 1 rank':>9} "
+      f"{'exposed ms':>10} {'busy ms':>9} {'pull ms':>8} {'bytes sent':>11} {'test acc':>8}")
+for name, np, opts in configs:
+    sent = med(name, lambda j: max(j.get("data_parallel", {}).get("bytes_sent_per_step_per_rank") or [0]) or None)
+    ms = lambda k: med(name, dp(k)) * 1e3
+    print(f"{name:<12} {np:>5} {int(med(name, lambda j: j['workload'].get('accum_steps', 1))):>5} "
+          f"{med(name, lambda j: j['total_time_s']):9.3f} {med(name, lambda j: j['samples_per_s']):10.0f} "
+          f"{med(name, lambda j: j['samples_per_s']) / one:8.2f}x "
+          f"{ms('allreduce_exposed_time_per_step_s'):10.3f} {ms('allreduce_busy_time_per_step_s'):9.3f} "
+          f"{ms('ps_pull_time_per_step_s'):8.3f} {sent:11.0f} {med(name, lambda j: j['final_test_accuracy']):7.2f}%")
+p = recs("1")[0]["projection"]
+m = p.get("dp_models")
+if m:
+    print(f"\nPROJECTED, not measured (core/dpmodel.h): from the 1-rank run's step ({p['step_source']}, "
+          f"{m['micro_batch_time_s'] * 1e3:.3f} ms a micro-batch), {m['buckets']} bucket(s) of --bucket-mb, "
+          f"{p['grad_bytes']:.0f} gradient bytes")
+    rows = m["rows"]
+    pats = [("ring", 0, "ring"), ("ps", 1, "ps, 1 server"), ("ps", -1, "ps, k = n")]
+    print(f"  {'pattern':<14} {'overlap':>7} {'accum':>5}" + "".join(f" {k[:4]} {n:>2}" for k in ("gpus", "nodes") for n in (4, 8)))
+    for sync, k, label in pats:
+        for ov in (False, True):
+            for a in (1, 4):
+                cells = []
+                for kind in ("gpus", "nodes"):
+                    for n in (4, 8):
+                        kk = n if k < 0 else k
+                        s = [r["speedup"] for r in rows if r["kind"] == kind and r["n"] == n and r["sync"] == sync
+                             and r["shards"] == kk and r["overlap"] == ov and r["accum"] == a]
+                        cells.append(f"{s[0]:6.2f}x" if s and s[0] is not None else "      -")
+                print(f"  {label:<14} {('on' if ov else 'off'):>7} {a:>5} " + " ".join(cells))
+PY

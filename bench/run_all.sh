@@ -43,8 +43,12 @@ usage: bench/run_all.sh [--quick | --full] [options]
   --epochs N          epochs per run (overrides the config's full_epochs)
   --seeds N           repeat every training run with seeds 1..N (results <run>-s<seed>.json);
                       REPORT.md gives mean +- sd and the AMP - FP32 delta's 95% interval [1]
-  --modes LIST        modes to run, of fp32,amp,amp-ls1,bf16,dp-amp [fp32,amp,dp-amp]
-                      (amp-ls1: AMP at a static loss scale of 1, i.e. without loss scaling)
+  --modes LIST        modes to run, of fp32,amp,amp-ls1,bf16,dp-amp,dp-amp-ps,dp-amp-off,
+                      dp-amp-acc4 [fp32,amp,dp-amp,dp-amp-ps,dp-amp-off,dp-amp-acc4]
+                      (amp-ls1: AMP at a static loss scale of 1, i.e. without loss scaling;
+                      dp-amp: the ring, buckets overlapped with backward, as DDP; dp-amp-ps: a
+                      parameter server on rank 0; dp-amp-off: the ring after backward;
+                      dp-amp-acc4: the ring with 4x the config's micro-batches per sync)
   --peer-modes LIST   the peers' modes                             [the same as --modes]
   --loss-scale-ablation
                       also run each workload in amp-ls1, and take a gradient census (every
@@ -73,7 +77,7 @@ EOF
 
 MODE=quick BUILD_DIR="$ROOT/build" OUT_ROOT="$ROOT/results/runs" RUN_DIR="" COPY_PLOTS="$ROOT/plots"
 DO_BUILD=1 DEVICE="" STEPS="" EPOCHS="" NP="" ONLY="" NO_MPI=0 NO_PEERS=0 CONF="$ROOT/bench/workloads.conf"
-SEEDS=1 MODES="fp32,amp,dp-amp" PEER_MODES="" RESUME=0 ABLATION=0 CENSUS=""
+SEEDS=1 MODES="fp32,amp,dp-amp,dp-amp-ps,dp-amp-off,dp-amp-acc4" PEER_MODES="" RESUME=0 ABLATION=0 CENSUS=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) MODE=quick ;;
@@ -108,10 +112,15 @@ if [ "$ABLATION" = 1 ]; then
     [ -z "$PEER_MODES" ] || grep -qx amp-ls1 <<< "${PEER_MODES//,/$'\n'}" || PEER_MODES="$PEER_MODES,amp-ls1"
 fi
 PEER_MODES_GIVEN=0; [ -n "$PEER_MODES" ] && PEER_MODES_GIVEN=1
-[ -n "$PEER_MODES" ] || PEER_MODES=$MODES
 for m in ${MODES//,/ } ${PEER_MODES//,/ }; do
-    case "$m" in fp32|amp|amp-ls1|bf16|dp-amp) ;; *) echo "run_all.sh: unknown mode '$m' (fp32, amp, amp-ls1, bf16, dp-amp)" >&2; exit 2 ;; esac
+    case "$m" in fp32|amp|amp-ls1|bf16|dp-amp|dp-amp-ps|dp-amp-off|dp-amp-acc4) ;;
+        *) echo "run_all.sh: unknown mode '$m' (fp32, amp, amp-ls1, bf16, dp-amp, dp-amp-ps, dp-amp-off, dp-amp-acc4)" >&2; exit 2 ;; esac
 done
+for m in ${PEER_MODES//,/ }; do
+    case "$m" in dp-amp-*) echo "run_all.sh: --peer-modes $m: the PyTorch peers run DDP (the ring, overlapped); the other patterns are ampbench's" >&2; exit 2 ;; esac
+done
+# the peers run every mode asked for but ampbench's other data-parallel patterns
+[ -n "$PEER_MODES" ] || PEER_MODES=$(tr ',' '\n' <<< "$MODES" | grep -v '^dp-amp-' | paste -sd, -)
 [ -z "$CENSUS" ] || [ "$CENSUS" -ge 1 ] || { echo "run_all.sh: --grad-census needs an interval of at least 1" >&2; exit 2; }
 [ -r "$CONF" ] || { echo "run_all.sh: $CONF: cannot read the workload config" >&2; exit 2; }
 [ "$RESUME" = 0 ] || [ -n "$RUN_DIR" ] || { echo "run_all.sh: --resume needs --run-dir DIR (the folder to go on in)" >&2; exit 2; }
@@ -285,7 +294,7 @@ while read -r name model dataset full_epochs quick_steps cpu_steps cpu_test peer
     [ -n "$EPOCHS" ] && ep=$EPOCHS
     [ -n "$STEPS" ] && st=$STEPS
     [ "$PROFILE" = full ] && EPOCHS_OF+=("$name $ep epoch$([ "$ep" = 1 ] || echo s)")
-    for mode in fp32 amp amp-ls1 bf16 dp-amp; do
+    for mode in fp32 amp amp-ls1 bf16 dp-amp dp-amp-ps dp-amp-off dp-amp-acc4; do
         for seed in $(seq 1 "$SEEDS"); do
             has_mode "$MODES" "$mode" && PLAN+=("ampbench|$name|$model|$dataset|$mode|$ep|$st|$peer|$seed|$extra")
             # the peer right after ampbench's run of the same mode and seed: same device, settings and machine state
@@ -352,6 +361,7 @@ for item in "${PLAN[@]}"; do
     fi
     precision=${mode#dp-}
     precision=${precision%-ls1} # amp-ls1: amp at --loss-scale 1
+    case "$mode" in dp-amp-*) precision=amp ;; esac # the other data-parallel patterns, in AMP
     # log about 20 points per run for the loss curve, and every 100 steps (as the articles) when long
     if [ "$st" -gt 0 ]; then li=$(( st / 20 )); [ "$li" -ge 1 ] || li=1; else li=100; fi
     if [ "$tool" = fit ]; then # the set-up of each batch tried (and one step on a GPU), no training
@@ -383,7 +393,13 @@ for item in "${PLAN[@]}"; do
     extra=${extra//\{data\}/$DATA_ROOT} # {data}: the data root ampbench was built with
     # shellcheck disable=SC2206  # the config's extra arguments split on blanks
     cmd+=($extra)
-    if [ "$mode" = dp-amp ]; then
+    # the other data-parallel patterns, after the config's options so that theirs win
+    case "$mode" in
+        dp-amp-ps) cmd+=(--dp-sync ps --ps-shards 1) ;;
+        dp-amp-off) cmd+=(--dp-overlap off) ;;
+        dp-amp-acc4) acc=$(sed -n 's/.*--accum-steps[ =]\([0-9][0-9]*\).*/\1/p' <<< "$extra"); cmd+=(--accum-steps $(( ${acc:-1} * 4 ))) ;;
+    esac
+    if [[ "$mode" == dp-amp* ]]; then
         if [ "$MPI_OK" != 1 ]; then
             echo "$tag skipped: $MPI_WHY"
             record "$run" "$wl" "$mode" skipped 0 "$MPI_WHY" "$tool"

@@ -48,6 +48,12 @@ static int mpi_ensure_init(void) {
     MPI_Finalized(&finalized);
     if (finalized) return ab_errorf("MPI was already finalized in this process: cannot create an mpi communicator");
     if (!inited) {
+        /* OpenMPI's default non-blocking reduce (the parameter server's push) of a few ranks is
+         * a segmented chain: each segment waits for the other rank to run, so ranks sharing
+         * oversubscribed cores stalled for 0.8 s a step (the MLP, 2 ranks beside a busy
+         * process; 0.6 ms without it). The binomial tree is one exchange per level. A setting of
+         * the user's own (environment or mpirun --mca) wins; other MPIs ignore the variable. */
+        setenv("OMPI_MCA_coll_libnbc_ireduce_algorithm", "2", 0);
         int provided = 0; /* MULTIPLE so that the watchdog thread may call MPI_Abort */
         AB_MPI_CHECK(MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided));
         mpi_inited_here = 1;

@@ -29,6 +29,25 @@ static int add_pieces(ab_buckets *k, size_t off, size_t n, int f16) {
     return 0;
 }
 
+int ab_buckets_count(const ab_params *p, double bucket_mb) {
+    const size_t cap = (size_t)(bucket_mb * 1e6);
+    size_t bytes = 0;
+    int n = 0, in_open = 0;
+    for (int i = p->n_specs - 1; i >= 0; i--) {
+        const ab_param_spec *s = &p->specs[i];
+        if (s->region == AB_REGION_BUFFER) continue;
+        const size_t sb = s->numel * sizeof(float);
+        if (n == 0 || (in_open > 0 && bytes + sb > cap)) {
+            n++;
+            bytes = 0;
+            in_open = 0;
+        }
+        bytes += sb;
+        in_open++;
+    }
+    return n;
+}
+
 int ab_buckets_init(ab_buckets *k, const ab_params *p, ab_comm *comm, double bucket_mb, ab_dtype wire, int shards) {
     memset(k, 0, sizeof *k);
     if (!(bucket_mb > 0.0)) return ab_errorf("--bucket-mb %g: a bucket must hold more than 0 MB", bucket_mb);
@@ -82,6 +101,10 @@ int ab_buckets_init(ab_buckets *k, const ab_params *p, ab_comm *comm, double buc
         k->bucket_of[i--] = k->n - 1;
         k->trained++;
     }
+    /* the cost model counts them apart (ab_buckets_count): the same rule */
+    if (k->n != ab_buckets_count(p, bucket_mb))
+        return ab_errorf("gradient buckets: %d cut, %d counted (ab_buckets_count disagrees with the layout)", k->n,
+                         ab_buckets_count(p, bucket_mb));
     if (wire == AB_F16 && p->n_compute) {
         ab_mem_label(&p->be->mem, "the fp16 copy of the gradients the buckets reduce");
         k->f16 = ab_alloc(p->be, AB_MEM_WORKSPACE, p->n_compute * 2);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "census.h"
+#include "dpmodel.h"
 #include "fileio.h"
 #include "train.h"
 #include "version.h"
@@ -20,6 +21,9 @@ static cJSON *num(double v) { return isfinite(v) ? cJSON_CreateNumber(v) : cJSON
  * t_compute is this run's measured training time per step less its time in collectives. The
  * bandwidth is the per-rank bus bandwidth of the ring; a measured all-reduce gives
  * bus = algorithm bandwidth * 2(W-1)/W. */
+static void add_dp_models(cJSON *p, const ab_train_config *c, const ab_run_record *r, double t_compute,
+                          double grad_bytes, double gpu_bw, double gpu_lat, double node_bw, double node_lat);
+
 static void add_data_parallel(cJSON *o, const ab_train_config *c, const ab_run_record *r) {
     const int W = r->world_size > 0 ? r->world_size : 1;
     double time = 0.0;
@@ -129,6 +133,73 @@ static void add_data_parallel(cJSON *o, const ab_train_config *c, const ab_run_r
             cJSON_AddItemToObject(j, "latency_s", num(lat));
             cJSON_AddItemToArray(pts, j);
         }
+    add_dp_models(p, c, r, t_compute, grad_bytes, gpu_bw, gpu_lat, node_bw, node_lat);
+}
+
+/* The ring against the parameter server (one server, and one per device), with and without
+ * overlap, with and without accumulation (4 micro-batches per synchronisation), on 2-8 GPUs and
+ * 2-8 nodes: core/dpmodel.h's model from the projection's step and links. */
+static void add_dp_models(cJSON *p, const ab_train_config *c, const ab_run_record *r, double t_compute,
+                          double grad_bytes, double gpu_bw, double gpu_lat, double node_bw, double node_lat) {
+    const double t_mb = t_compute / (c->accum_steps > 0 ? c->accum_steps : 1);
+    const double weight_bytes = 4.0 * (double)r->parameters;
+    /* the buckets of --bucket-mb over the fp32 gradients (this run's own count where it had them) */
+    const double cap = c->bucket_mb > 0 ? c->bucket_mb * 1e6 : 25e6;
+    const int nb = r->buckets > 0         ? r->buckets
+                   : r->bucket_layout > 0 ? r->bucket_layout
+                                          : (int)fmax(1.0, ceil(weight_bytes / cap));
+    const double bwd = 2.0 / 3.0;
+    cJSON *m = cJSON_AddObjectToObject(p, "dp_models");
+    cJSON_AddStringToObject(m, "method",
+                            "MODELLED, not measured (core/dpmodel.h): ring comm = 2(p-1)/p G/bw + nb 2(p-1) lat; "
+                            "parameter server with k server devices push = (p-1)/k G/bw + nb lat, pull = (p-1)/k "
+                            "W/bw + lat; overlap hides at most backward (nb-1)/nb and never the last bucket, the "
+                            "pull never; t_step = accum t_mb + exposed; speed-up over one device's epoch");
+    cJSON_AddItemToObject(m, "micro_batch_time_s", num(t_mb));
+    cJSON_AddNumberToObject(m, "backward_share", bwd);
+    cJSON_AddNumberToObject(m, "buckets", nb);
+    cJSON_AddNumberToObject(m, "grad_bytes", grad_bytes);
+    cJSON_AddNumberToObject(m, "weight_bytes", weight_bytes);
+    cJSON *rows = cJSON_AddArrayToObject(m, "rows");
+    static const int accums[2] = {1, 4};
+    for (int kind = 0; kind < 2; kind++)
+        for (int n = 2; n <= 8; n *= 2)
+            for (int pat = 0; pat < 3; pat++) /* ring, one server, one server per device */
+                for (int ov = 0; ov < 2; ov++)
+                    for (int a = 0; a < 2; a++) {
+                        const ab_dpm_in in = {.pattern = pat ? AB_DPM_PS : AB_DPM_RING,
+                                              .p = n,
+                                              .shards = pat == 2 ? n : 1,
+                                              .overlap = ov,
+                                              .accum = accums[a],
+                                              .buckets = ov || pat ? nb : 1,
+                                              .t_mb = t_mb,
+                                              .backward_share = bwd,
+                                              .grad_bytes = grad_bytes,
+                                              .weight_bytes = weight_bytes,
+                                              .bw = kind ? node_bw : gpu_bw,
+                                              .lat = kind ? node_lat : gpu_lat};
+                        ab_dpm_out o;
+                        if (ab_dpm_step(&in, &o) != 0) {
+                            ab_error_clear();
+                            continue;
+                        }
+                        const double one = ab_dpm_epoch_one(&in, r->train_samples, c->batch_size);
+                        const double epoch = ab_dpm_epoch(&in, &o, r->train_samples, c->batch_size);
+                        cJSON *j = cJSON_CreateObject();
+                        cJSON_AddStringToObject(j, "kind", kind ? "nodes" : "gpus");
+                        cJSON_AddNumberToObject(j, "n", n);
+                        cJSON_AddStringToObject(j, "sync", pat ? "ps" : "ring");
+                        cJSON_AddNumberToObject(j, "shards", pat ? in.shards : 0);
+                        cJSON_AddBoolToObject(j, "overlap", ov);
+                        cJSON_AddNumberToObject(j, "accum", in.accum);
+                        cJSON_AddItemToObject(j, "comm_s", num(o.comm_s));
+                        cJSON_AddItemToObject(j, "exposed_s", num(o.exposed_s));
+                        cJSON_AddItemToObject(j, "step_s", num(o.step_s));
+                        cJSON_AddItemToObject(j, "epoch_time_s", num(epoch));
+                        cJSON_AddItemToObject(j, "speedup", num(epoch > 0 ? one / epoch : NAN));
+                        cJSON_AddItemToArray(rows, j);
+                    }
 }
 
 /* The modelled GPU step (core/stepmodel.h) of the run's configuration: modelled, never measured */

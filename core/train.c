@@ -290,6 +290,7 @@ static int alloc_step(trainer *t) {
     if (t->ps) ab_ps_shard(t->params.n, c->ps_shards, t->comm->rank, &t->own_lo, &t->own_hi);
     else t->own_lo = 0, t->own_hi = t->params.n;
     AB_TRY(dp_traffic(t));
+    t->rec->bucket_layout = ab_buckets_count(&t->params, c->bucket_mb);
     if (t->bucketed) {
         AB_TRY(ab_buckets_init(&t->buckets, &t->params, t->comm, c->bucket_mb, c->allreduce_dtype,
                                t->ps ? c->ps_shards : 0));

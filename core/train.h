@@ -196,6 +196,7 @@ typedef struct ab_run_record {
     double allreduce_busy_s;      /* the buckets' own times, start to completion, summed (with overlap partly
                                    * hidden behind backward; without, the same as allreduce_time_s) */
     int buckets;                  /* gradient buckets (0: one all-reduce after backward) */
+    int bucket_layout;            /* the buckets --bucket-mb cuts the gradients into, at any world size */
     double bytes_allreduced;      /* gradient payload bytes passed to the reduction, per rank */
     double ps_pull_time_s;        /* --dp-sync ps: the updated weights sent back by the servers */
     /* (world_size) the bytes each rank sends and receives per synchronisation as the pattern

@@ -53,10 +53,22 @@ grep -q '^| `mlp-fp32` | fp32 | 1 | cpu' "$run/REPORT.md" || fail "REPORT.md lis
 if [ -f "$run/mlp-dp-amp.json" ]; then
     grep -q '"world_size":[[:space:]]*2' "$run/mlp-dp-amp.json" || fail "mlp-dp-amp.json is not a 2-rank run"
     grep -q 'with 2 ranks, efficiency' "$run/REPORT.md" || fail "REPORT.md has no measured speed-up"
+    # the other patterns: a parameter server, the ring after backward, 4x the micro-batches per sync
+    grep -q '"sync":[[:space:]]*"ps"' "$run/mlp-dp-amp-ps.json" || fail "mlp-dp-amp-ps.json is not a parameter server's run"
+    grep -q '"overlap":[[:space:]]*false' "$run/mlp-dp-amp-off.json" || fail "mlp-dp-amp-off.json overlapped"
+    grep -q '"accum_steps":[[:space:]]*4' "$run/mlp-dp-amp-acc4.json" || fail "mlp-dp-amp-acc4.json is not at 4 micro-batches"
+    for v in dp-amp dp-amp-ps dp-amp-off dp-amp-acc4; do
+        grep -q "^| .* | \`mlp-$v\` |\$" "$run/REPORT.md" || fail "REPORT.md's comparison of patterns has no row for mlp-$v"
+    done
+    # the variants stay out of the runs table, so that the standard run's ratios are the ring's
+    grep -q '^| `mlp-dp-amp-ps` |' "$run/REPORT.md" && fail "the parameter server's run is in the runs table"
 else
     grep -q '`mlp-dp-amp` | skipped' "$run/REPORT.md" || fail "the data-parallel run is neither there nor listed as skipped"
 fi
 grep -q '(\*\*projected\*\*)' "$run/REPORT.md" || fail "REPORT.md has no projected 4-GPU figure"
+grep -Eq '^\| parameter server, 1 server \| on \| [0-9.]+x \| [0-9.]+x \| [0-9]+% \|$' "$run/REPORT.md" ||
+    fail "REPORT.md has no projected ring against parameter server table"
+[ -s "$run/plots/dp_patterns_mlp.png" ] || fail "no plot of the patterns' projected speed-up against nodes"
 # BERT (the tiny configuration) under a --memory-limit: the runs fit, and the largest batch that fits
 # comes from --find-max-batch in FP32 and AMP; {data} in the config is the data root
 for m in fp32 amp; do

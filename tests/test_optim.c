@@ -157,6 +157,43 @@ static void test_exclusion(ab_backend *be) {
     }
 }
 
+/* A parameter server's shards (ab_optimizer_step_range over pieces cut anywhere, runs of weight
+ * decay and none among them) update every element exactly as the whole step does: bit for bit,
+ * so that --dp-sync ps trains the ring's weights. */
+static void test_ranges(ab_backend *be, ab_optimizer_kind kind, float lr, float mom, float wd) {
+    enum { M = 1037 };
+    ab_rng r;
+    ab_rng_seed(&r, 23 + kind);
+    float *w0 = malloc(M * 4), *w1 = malloc(M * 4), *g = malloc(M * 4);
+    for (int i = 0; i < M; i++) w0[i] = w1[i] = (float)ab_rng_normal(&r);
+    ab_optimizer whole, split;
+    AB_CHECK(ab_optimizer_init(&whole, be, kind, M, lr, mom, wd) == 0, "%s", ab_error());
+    AB_CHECK(ab_optimizer_init(&split, be, kind, M, lr, mom, wd) == 0, "%s", ab_error());
+    /* runs of decay and no decay: [0, 400) decayed, [400, 413) not, [413, M) decayed */
+    whole.runs[0] = (ab_optim_run){0, 400, 1};
+    whole.runs[1] = (ab_optim_run){400, 13, 0};
+    whole.runs[2] = (ab_optim_run){413, M - 413, 1};
+    whole.n_runs = 3;
+    memcpy(split.runs, whole.runs, sizeof whole.runs);
+    split.n_runs = 3;
+    static const size_t cuts[] = {0, 1, 17, 405, 406, 700, 1001, M};
+    for (int t = 1; t <= STEPS; t++) {
+        for (int i = 0; i < M; i++) g[i] = (float)ab_rng_normal(&r);
+        AB_CHECK(ab_optimizer_step(&whole, w0, g) == 0, "%s", ab_error());
+        for (size_t c = 0; c + 1 < sizeof cuts / sizeof cuts[0]; c++) {
+            AB_CHECK(ab_optimizer_step_range(&split, w1, g, cuts[c], cuts[c + 1]) == 0, "%s", ab_error());
+            if (c + 2 < sizeof cuts / sizeof cuts[0]) split.t--; /* one step, however many pieces */
+        }
+    }
+    AB_CHECK(whole.t == split.t, "%s: %d steps counted whole, %d in pieces", ab_optimizer_name(kind), whole.t,
+             split.t);
+    AB_CHECK(memcmp(w0, w1, M * 4) == 0, "%s (momentum %g): the step in pieces differs from the whole step",
+             ab_optimizer_name(kind), (double)mom);
+    ab_optimizer_free(&whole);
+    ab_optimizer_free(&split);
+    free(w0), free(w1), free(g);
+}
+
 int main(void) {
     ab_backend *be = ab_backend_cpu_create(1);
     if (!be) return 1;
@@ -165,6 +202,9 @@ int main(void) {
     test_optimizer(be, AB_OPT_ADAMW, 1e-3f, 0.0f, 0.01f);
     test_params(be);
     test_exclusion(be);
+    test_ranges(be, AB_OPT_SGD, 0.01f, 0.0f, 0.0f);
+    test_ranges(be, AB_OPT_SGD, 0.05f, 0.9f, 1e-2f);
+    test_ranges(be, AB_OPT_ADAMW, 1e-3f, 0.0f, 0.01f);
     be->ops->destroy(be);
     printf("optimizers and parameters: %d failures\n", failures);
     return failures ? 1 : 0;

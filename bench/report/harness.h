@@ -82,6 +82,16 @@ typedef struct {
     int did_not_fit;
     double memory_limit;   /* memory_limit_bytes, NAN without --memory-limit */
     double oom_would_need; /* out_of_memory.would_need_bytes, NAN when it fitted */
+    /* data parallelism as the record's data_parallel says: the pattern (ring or ps, its servers),
+     * overlap (1 in records that predate it), micro-batches per synchronisation, and per step the
+     * exposed and busy reduction, the parameter server's pull and the most bytes a rank sent */
+    char dp_sync[8];
+    int dp_shards, dp_overlap, accum_steps;
+    double dp_exposed_s, dp_busy_s, dp_pull_s, dp_sent_max;
+    /* a data-parallel run of another pattern than the standard one (the ring, overlapped, at the
+     * workload's own accumulation): kept out of the slots and all[], shown in the comparison of
+     * patterns (hr_write_dp_patterns) */
+    int dp_variant;
     cJSON *json;           /* the whole record (owned) */
 } hr_run;
 
@@ -144,10 +154,22 @@ typedef struct {
     /* the loss-scale ablation: ampbench's and the peer's single-process AMP runs under a static
      * scale (the lowest seed), NULL when none ran */
     const hr_run *amp_static, *peer_amp_static;
+    /* ampbench's data-parallel runs of other patterns (hr_run.dp_variant), lowest seed of each */
+    const hr_run *dp_var[16];
+    int n_dp_var;
 } hr_workload;
 
 /* One workload per model with any result (ampbench's or the peer's), in the order first seen. */
 int hr_group_workloads(const hr_runset *rs, hr_workload *out, int max, int *n);
+
+/* The data-parallel patterns of a workload (bench/report/report_dp.c): measured, the standard
+ * run and its variants against the one-device AMP run; projected, core/dpmodel.h's rows of the
+ * projection run at n devices of kind (the articles' setting), beside the articles' speed-up
+ * claim (NAN: none). */
+void hr_write_dp_patterns(FILE *f, const hr_workload *w, int n, const char *kind, double claim_speedup);
+/* the speed-up a projection run's dp_models row gives; NAN when the row is not there */
+double hr_dp_model_speedup(const hr_run *pr, const char *kind, int n, const char *sync, int shards, int overlap,
+                           int accum);
 /* view: w with the peer's runs in the fp32/amp/dp/all slots, so that the ratios of the peer come
  * from the same hr_compute_ratios. */
 void hr_peer_view(const hr_workload *w, hr_workload *view);

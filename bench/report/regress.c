@@ -126,10 +126,14 @@ static double workload_metric(const hr_workload *w, const char *name) {
 static int by_seed;
 
 /* model/precision/ranks, then /<tool> for a peer's result (compared with the same peer's, never
- * with ampbench's), then /s<seed> when by_seed */
+ * with ampbench's), the pattern of another data-parallel run than the standard one
+ * (/ps1/overlap/acc1: sync and servers, overlap, micro-batches per sync), then /s<seed> when by_seed */
 static void run_key(const hr_run *r, char *buf, size_t n) {
     int l = snprintf(buf, n, "%s/%s/%d%s%s%s", r->model, r->precision, r->world_size,
                      r->world_size == 1 ? "rank" : "ranks", r->peer ? "/" : "", r->peer ? r->tool : "");
+    if (r->dp_variant && l > 0 && (size_t)l < n)
+        l += snprintf(buf + l, n - (size_t)l, "/%s%d/%s/acc%d", r->dp_sync, r->dp_shards,
+                      r->dp_overlap ? "overlap" : "no-overlap", r->accum_steps);
     if (by_seed && l > 0 && (size_t)l < n) snprintf(buf + l, n - (size_t)l, "/s%d", r->seed);
 }
 

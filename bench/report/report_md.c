@@ -1012,6 +1012,10 @@ static void workload_section(FILE *f, const hr_reported *rep, const hr_runset *r
     absolute_rows(f, rep, rs, w);
     memory_table(f, w);
     peer_table(f, rs, w);
+    /* at the articles' setting (a workload they did not run: ResNet-50's); their figure only for their own */
+    const cJSON *dpc = hr_reported_claim(rep, w->model, "dp_speedup_vs_amp", 1),
+                *own = hr_reported_claim(rep, w->model, "dp_speedup_vs_amp", 0);
+    hr_write_dp_patterns(f, w, (int)hr_num(dpc, "devices", 4), kind, own ? hr_num(own, "value", NAN) : NAN);
     hr_write_grad_range(f, w);
 
     if (plots_rel && n_drawn > 0) {

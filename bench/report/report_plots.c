@@ -430,6 +430,35 @@ static int plot_scaling(const hr_workload *w, const char *dd, const char *gp, ch
     return hr_add_drawn(drawn, max, n, out);
 }
 
+/* The projected speed-up of each data-parallel pattern against nodes (plots/dp_patterns.gp), from
+ * the projection run's dp_models rows */
+static int plot_dp_patterns(const hr_workload *w, const char *dd, const char *gp, char drawn[][128], int max,
+                            int *n) {
+    const hr_run *pr = hr_projection_run(w);
+    if (isnan(hr_dp_model_speedup(pr, "nodes", 2, "ring", 0, 1, 1))) return 0;
+    char model[64], name[160];
+    hr_safe_label(model, sizeof model, w->model);
+    snprintf(name, sizeof name, "dp_patterns_%s.dat", model);
+    FILE *f = hr_open_data(dd, name);
+    if (!f) return -1;
+    fprintf(f, "# nodes ring_overlap ring_no_overlap ps_1_server ps_server_per_node ring_overlap_accum4 "
+               "(projected speed-up, cost model, not measured)\n1 1 1 1 1 1\n");
+    int max_n = 1;
+    for (int k = 2; k <= 8; k *= 2) {
+        fprintf(f, "%d %.6g %.6g %.6g %.6g %.6g\n", k, hr_dp_model_speedup(pr, "nodes", k, "ring", 0, 1, 1),
+                hr_dp_model_speedup(pr, "nodes", k, "ring", 0, 0, 1), hr_dp_model_speedup(pr, "nodes", k, "ps", 1, 1, 1),
+                hr_dp_model_speedup(pr, "nodes", k, "ps", k, 1, 1), hr_dp_model_speedup(pr, "nodes", k, "ring", 0, 1, 4));
+        max_n = k;
+    }
+    fclose(f);
+    char vars[1024], out[160];
+    snprintf(out, sizeof out, "dp_patterns_%s.png", model);
+    snprintf(vars, sizeof vars, "out='../%s'; w=%d; h=%d; data='%s'; workload='%s'; maxn=%d", out, HR_PLOT_W, HR_PLOT_H,
+             name, model, max_n);
+    AB_TRY(hr_gnuplot(dd, gp, "dp_patterns.gp", vars));
+    return hr_add_drawn(drawn, max, n, out);
+}
+
 /* Peak memory by category: one stacked bar per run (FP32, AMP, a data-parallel rank), the
  * comparable total marked on each, cpu_scratch drawn apart as a hatched bar beside it, and the
  * saving of each category AMP vs FP32 in a second panel. */
@@ -507,6 +536,7 @@ int hr_draw_plots(const hr_runset *rs, const hr_reported *rep, const char *gp_di
         if (rc == 0) rc = plot_scale(&ws[i], dd, gp_dir, drawn, max, n_drawn);
         if (rc == 0) rc = plot_accuracy(&ws[i], rep, dd, gp_dir, drawn, max, n_drawn);
         if (rc == 0) rc = plot_scaling(&ws[i], dd, gp_dir, drawn, max, n_drawn);
+        if (rc == 0) rc = plot_dp_patterns(&ws[i], dd, gp_dir, drawn, max, n_drawn);
         if (rc == 0) rc = plot_memory(&ws[i], dd, gp_dir, drawn, max, n_drawn);
         if (rc == 0) rc = hr_plot_grad_range(&ws[i], dd, gp_dir, drawn, max, n_drawn);
     }

@@ -178,6 +178,17 @@ static int run_from_json(const char *path, cJSON *j, hr_run *r) {
     r->did_not_fit = cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(j, "fits_in_memory"));
     r->memory_limit = hr_num(j, "memory_limit_bytes", NAN);
     r->oom_would_need = hr_num(cJSON_GetObjectItemCaseSensitive(j, "out_of_memory"), "would_need_bytes", NAN);
+    copy_str(r->dp_sync, sizeof r->dp_sync, hr_str(dp, "sync", "ring"));
+    r->dp_shards = (int)hr_num(dp, "ps_shards", 0);
+    const cJSON *ovl = cJSON_GetObjectItemCaseSensitive(dp, "overlap");
+    r->dp_overlap = cJSON_IsBool(ovl) ? cJSON_IsTrue(ovl) : 1;
+    r->accum_steps = (int)hr_num(wl, "accum_steps", hr_num(dp, "accum_steps", 1));
+    r->dp_exposed_s = hr_num(dp, "allreduce_exposed_time_per_step_s", NAN);
+    r->dp_busy_s = hr_num(dp, "allreduce_busy_time_per_step_s", NAN);
+    r->dp_pull_s = hr_num(dp, "ps_pull_time_per_step_s", 0);
+    r->dp_sent_max = NAN;
+    const cJSON *sent = cJSON_GetObjectItemCaseSensitive(dp, "bytes_sent_per_step_per_rank"), *b;
+    cJSON_ArrayForEach(b, sent) if (cJSON_IsNumber(b)) r->dp_sent_max = isfinite(r->dp_sent_max) ? fmax(r->dp_sent_max, b->valuedouble) : b->valuedouble;
     AB_TRY(load_hits(path, j, r));
     r->json = j;
     return 0;
@@ -319,6 +330,25 @@ static int fit_from_json(const char *path, const cJSON *j, hr_runset *rs) {
     return 0;
 }
 
+/* The accumulation a model's single-device ampbench runs use (the workload's own), 0 when none ran */
+static int base_accum(const hr_runset *rs, const char *model) {
+    int a = 0;
+    for (int i = 0; i < rs->n_runs; i++) {
+        const hr_run *r = &rs->runs[i];
+        if (!r->peer && r->world_size == 1 && !strcmp(r->model, model) && (a == 0 || r->accum_steps < a))
+            a = r->accum_steps;
+    }
+    return a;
+}
+
+/* whether r is a data-parallel run of another pattern than the standard one: the parameter
+ * server, no overlap, or more micro-batches per synchronisation than the workload's own */
+static int dp_variant(const hr_runset *rs, const hr_run *r) {
+    if (r->peer || r->world_size <= 1) return 0;
+    const int base = base_accum(rs, r->model);
+    return strcmp(r->dp_sync, "ring") != 0 || !r->dp_overlap || (base > 0 && r->accum_steps > base);
+}
+
 int hr_runset_load(const char *dir, hr_runset *rs) {
     memset(rs, 0, sizeof *rs);
     copy_str(rs->dir, sizeof rs->dir, dir);
@@ -388,6 +418,7 @@ int hr_runset_load(const char *dir, hr_runset *rs) {
     }
     for (int i = 0; i < n; i++) free(names[i]);
     free(names);
+    for (int i = 0; rc == 0 && i < rs->n_runs; i++) rs->runs[i].dp_variant = dp_variant(rs, &rs->runs[i]);
     if (rc != 0) hr_runset_free(rs);
     return rc;
 }
@@ -460,6 +491,19 @@ static void insert_ordered(const hr_run **list, int *n, const hr_run *r) {
     (*n)++;
 }
 
+/* one run per variant (sync, servers, overlap, accumulation): the lowest seed's */
+static void add_variant(hr_workload *w, const hr_run *r) {
+    for (int k = 0; k < w->n_dp_var; k++) {
+        const hr_run *v = w->dp_var[k];
+        if (!strcmp(v->dp_sync, r->dp_sync) && v->dp_shards == r->dp_shards && v->dp_overlap == r->dp_overlap &&
+            v->accum_steps == r->accum_steps && v->world_size == r->world_size && !strcmp(v->precision, r->precision)) {
+            w->dp_var[k] = pick(v, r);
+            return;
+        }
+    }
+    if (w->n_dp_var < (int)(sizeof w->dp_var / sizeof w->dp_var[0])) w->dp_var[w->n_dp_var++] = r;
+}
+
 int hr_group_workloads(const hr_runset *rs, hr_workload *out, int max, int *n) {
     *n = 0;
     for (int i = 0; i < rs->n_runs; i++) {
@@ -480,6 +524,10 @@ int hr_group_workloads(const hr_runset *rs, hr_workload *out, int max, int *n) {
             if (r->world_size == 1 && !strcmp(r->precision, "fp32")) w->oom_fp32 = r;
             if (r->world_size == 1 && !strcmp(r->precision, "amp")) w->oom_amp = r;
             if (r->world_size > 1 && !strcmp(r->precision, "amp")) w->oom_dp = r;
+            continue;
+        }
+        if (r->dp_variant) { /* another data-parallel pattern: compared apart */
+            if (!r->did_not_fit) add_variant(w, r);
             continue;
         }
         if (r->static_scale > 0) { /* the ablation: beside AMP, not in its place */
