@@ -423,8 +423,6 @@ static int given(const cli *c, const char *name) {
     return 0;
 }
 
-/* What the options say together: a static loss scale belongs to amp, and excludes the dynamic
- * scaler's options. 0, or -1 with a one-line ab_error(). */
 /* the parameter server's servers are ranks of the world the launcher started */
 static int check_dp_sync(const cli *c) {
     const ab_train_config *g = &c->cfg;
@@ -443,6 +441,8 @@ static int check_dp_sync(const cli *c) {
     return 0;
 }
 
+/* What the options say together: a static loss scale belongs to amp, and excludes the dynamic
+ * scaler's options; the parameter server's (check_dp_sync). 0, or -1 with a one-line ab_error(). */
 static int check_combination(const cli *c) {
     if (!c->cfg.checkpoint_dir && (c->cfg.resume || given(c, "checkpoint-every") || given(c, "keep-checkpoints")))
         return ab_errorf("--%s needs --checkpoint-dir DIR (the folder of the run's checkpoints)",

@@ -75,7 +75,7 @@ for name, np, opts in configs:
           f"{ms('ps_pull_time_per_step_s'):8.3f} {sent:11.0f} {med(name, lambda j: j['final_test_accuracy']):7.2f}%")
 p = recs("1")[0]["projection"]
 m = p.get("dp_models")
-if m:
+if m and m.get("micro_batch_time_s") is not None:
     print(f"\nPROJECTED, not measured (core/dpmodel.h): from the 1-rank run's step ({p['step_source']}, "
           f"{m['micro_batch_time_s'] * 1e3:.3f} ms a micro-batch), {m['buckets']} bucket(s) of --bucket-mb, "
           f"{p['grad_bytes']:.0f} gradient bytes")

@@ -44,7 +44,7 @@ usage: bench/run_all.sh [--quick | --full] [options]
   --seeds N           repeat every training run with seeds 1..N (results <run>-s<seed>.json);
                       REPORT.md gives mean +- sd and the AMP - FP32 delta's 95% interval [1]
   --modes LIST        modes to run, of fp32,amp,amp-ls1,bf16,dp-amp,dp-amp-ps,dp-amp-off,
-                      dp-amp-acc4 [fp32,amp,dp-amp,dp-amp-ps,dp-amp-off,dp-amp-acc4]
+                      dp-amp-acc4 [fp32,amp,dp-amp; on GPUs also dp-amp-ps,dp-amp-off,dp-amp-acc4]
                       (amp-ls1: AMP at a static loss scale of 1, i.e. without loss scaling;
                       dp-amp: the ring, buckets overlapped with backward, as DDP; dp-amp-ps: a
                       parameter server on rank 0; dp-amp-off: the ring after backward;
@@ -77,7 +77,7 @@ EOF
 
 MODE=quick BUILD_DIR="$ROOT/build" OUT_ROOT="$ROOT/results/runs" RUN_DIR="" COPY_PLOTS="$ROOT/plots"
 DO_BUILD=1 DEVICE="" STEPS="" EPOCHS="" NP="" ONLY="" NO_MPI=0 NO_PEERS=0 CONF="$ROOT/bench/workloads.conf"
-SEEDS=1 MODES="fp32,amp,dp-amp,dp-amp-ps,dp-amp-off,dp-amp-acc4" PEER_MODES="" RESUME=0 ABLATION=0 CENSUS=""
+SEEDS=1 MODES="" PEER_MODES="" RESUME=0 ABLATION=0 CENSUS=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) MODE=quick ;;
@@ -106,6 +106,8 @@ for v in "$STEPS" "$EPOCHS" "$NP" "$SEEDS" "$CENSUS"; do
     case "$v" in ''|*[!0-9]*) [ -z "$v" ] || { echo "run_all.sh: '$v' is not a whole number" >&2; exit 2; } ;; esac
 done
 [ "$SEEDS" -ge 1 ] || { echo "run_all.sh: --seeds needs at least 1" >&2; exit 2; }
+MODES_GIVEN=0; [ -n "$MODES" ] && MODES_GIVEN=1
+[ -n "$MODES" ] || MODES="fp32,amp,dp-amp"
 # the loss-scale ablation: amp-ls1 beside the modes asked for (the peers' too)
 if [ "$ABLATION" = 1 ]; then
     grep -qx amp-ls1 <<< "${MODES//,/$'\n'}" || MODES="$MODES,amp-ls1"
@@ -192,6 +194,9 @@ if [ -z "$DEVICE" ]; then
         rm -f "$RUN_DIR/logs/probe.json"
     fi
 fi
+# on GPUs the other data-parallel patterns too, unless --modes says otherwise (on a CPU they are
+# the CPU quick profile's longest runs: --modes asks for them)
+[ "$MODES_GIVEN" = 0 ] && [ "$DEVICE" = cuda ] && MODES="$MODES,dp-amp-ps,dp-amp-off,dp-amp-acc4"
 [ -z "$NP" ] && { if [ "$DEVICE" = cuda ] && [ "$NGPU" -ge 2 ]; then NP=$(( NGPU < 4 ? NGPU : 4 )); else NP=2; fi; }
 if [ "$MPI_OK" = 1 ] && [ "$DEVICE" = cuda ] && [ "$NGPU" -lt "$NP" ]; then
     MPI_OK=0 MPI_WHY="$NP ranks need $NP GPUs, found $NGPU (the 4-GPU figure comes from the projection)"

@@ -201,16 +201,17 @@ static int nccl_allreduce(ab_comm *c, void *buf, size_t n, ab_dtype t, ab_reduce
  * queued on the communicator's stream, where the buckets run in the order started while the
  * backend goes on computing on its own. test asks the stream; wait drains it (under the timeout). */
 static int nccl_ireduce(ab_comm *c, void *buf, size_t n, ab_dtype t, int root, ab_comm_req *req) {
-    req->handle = NULL;
-    req->done = 0;
+    req->handle = NULL; /* nothing in flight until a collective is queued */
+    req->done = 1;
     if (t != AB_F32 && t != AB_F16 && t != AB_BF16)
-        return req->done = 1, ab_errorf("reduce: %s buffers are not supported", ab_dtype_name(t));
-    if (root >= c->size) return req->done = 1, ab_errorf("reduce: root %d outside a world of %d", root, c->size);
+        return ab_errorf("reduce: %s buffers are not supported", ab_dtype_name(t));
+    if (root >= c->size) return ab_errorf("reduce: root %d outside a world of %d", root, c->size);
     AB_TRY(usable(c));
     nccl_impl *m = impl_of(c);
     if (c->be) AB_TRY(c->be->ops->sync(c->be));
-    if (n == 0) return req->done = 1, 0;
+    if (n == 0) return 0;
     AB_TRY(on_device(c));
+    req->done = 0;
     const ncclDataType_t nt = t == AB_F32 ? ncclFloat32 : t == AB_F16 ? ncclFloat16 : ncclBfloat16;
     if (root < 0) {
         AB_NCCL_COLLECTIVE(c, ncclAllReduce(buf, buf, n, nt, ncclSum, m->nccl, m->stream));
@@ -220,6 +221,7 @@ static int nccl_ireduce(ab_comm *c, void *buf, size_t n, ab_dtype t, int root, a
     AB_NCCL_COLLECTIVE(c, ncclReduce(buf, buf, n, nt, ncclSum, root, m->nccl, m->stream));
     return nccl_wait(c, "ncclReduce of a gradient bucket", 0);
 }
+
 static int nccl_test(ab_comm *c, ab_comm_req *req) {
     if (req->done) return 0;
     AB_TRY(on_device(c));

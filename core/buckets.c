@@ -102,9 +102,10 @@ int ab_buckets_init(ab_buckets *k, const ab_params *p, ab_comm *comm, double buc
         k->trained++;
     }
     /* the cost model counts them apart (ab_buckets_count): the same rule */
-    if (k->n != ab_buckets_count(p, bucket_mb))
+    const int counted = ab_buckets_count(p, bucket_mb);
+    if (k->n != counted)
         return ab_errorf("gradient buckets: %d cut, %d counted (ab_buckets_count disagrees with the layout)", k->n,
-                         ab_buckets_count(p, bucket_mb));
+                         counted);
     if (wire == AB_F16 && p->n_compute) {
         ab_mem_label(&p->be->mem, "the fp16 copy of the gradients the buckets reduce");
         k->f16 = ab_alloc(p->be, AB_MEM_WORKSPACE, p->n_compute * 2);

@@ -14,16 +14,18 @@ int ab_dpm_step(const ab_dpm_in *in, ab_dpm_out *out) {
                          "in [0, 1]");
     if (in->pattern == AB_DPM_PS && (in->shards < 1 || in->shards > p))
         return ab_errorf("data-parallel model: %d parameter-server shards among %d devices", in->shards, p);
+    /* the backward left after the first bucket is ready: what a reduction can hide behind */
     const double h = in->overlap ? in->backward_share * in->t_mb * (nb - 1) / nb : 0.0;
-    /* the part of a reduction of c seconds in nb buckets hidden behind backward */
     double comm = 0.0, exposed = 0.0;
     if (p > 1 && in->pattern == AB_DPM_RING) {
         comm = 2.0 * (p - 1) / p * in->grad_bytes / in->bw + nb * 2.0 * (p - 1) * in->lat;
         exposed = in->overlap ? fmax(comm / nb, comm - h) : comm;
     } else if (p > 1) {
         const double k = in->shards;
-        const double push = (p - 1) / k * in->grad_bytes / in->bw + nb * in->lat;
-        const double pull = (p - 1) / k * in->weight_bytes / in->bw + in->lat;
+        /* a server takes p-1 messages per bucket and sends p-1 (Hockney: one latency each, as the
+         * ring's p-1 steps per phase) */
+        const double push = (p - 1) / k * in->grad_bytes / in->bw + nb * (p - 1) * in->lat;
+        const double pull = (p - 1) / k * in->weight_bytes / in->bw + (p - 1) * in->lat;
         comm = push + pull;
         exposed = (in->overlap ? fmax(push / nb, push - h) : push) + pull;
     }

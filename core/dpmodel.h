@@ -3,10 +3,11 @@
  * combining G bytes of gradients (the payload on the wire) over links of bandwidth bw (B/s,
  * per device, each way) with latency lat per collective, cut into nb buckets:
  *   ring   comm = 2(p-1)/p G/bw + nb 2(p-1) lat                 (reduce-scatter + all-gather)
- *   ps     push = (p-1)/k G/bw + nb lat   at a server's link    (k servers among the p devices,
- *          pull = (p-1)/k W/bw + lat                             each receiving p-1 pushes of
- *                                                                G/k and sending p-1 copies of
- *                                                                its W/k bytes of fp32 weights)
+ *   ps     push = (p-1)/k G/bw + nb (p-1) lat   at a server's link  (k servers among the p
+ *          pull = (p-1)/k W/bw + (p-1) lat                      devices, each receiving p-1
+ *                                                               pushes of G/k and sending p-1
+ *                                                               copies of its W/k bytes of fp32
+ *                                                               weights, a latency per message)
  * Overlap hides a bucket's reduction behind the backward still to run: backward is
  * backward_share of a micro-batch (2/3: twice the forward's FLOPs), and the first bucket is ready
  * after 1/nb of it, so at most h = backward (nb-1)/nb is hidden and never the last bucket:

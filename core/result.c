@@ -152,8 +152,8 @@ static void add_dp_models(cJSON *p, const ab_train_config *c, const ab_run_recor
     cJSON *m = cJSON_AddObjectToObject(p, "dp_models");
     cJSON_AddStringToObject(m, "method",
                             "MODELLED, not measured (core/dpmodel.h): ring comm = 2(p-1)/p G/bw + nb 2(p-1) lat; "
-                            "parameter server with k server devices push = (p-1)/k G/bw + nb lat, pull = (p-1)/k "
-                            "W/bw + lat; overlap hides at most backward (nb-1)/nb and never the last bucket, the "
+                            "parameter server with k server devices push = (p-1)/k G/bw + nb (p-1) lat, pull = "
+                            "(p-1)/k W/bw + (p-1) lat; overlap hides at most backward (nb-1)/nb and never the last bucket, the "
                             "pull never; t_step = accum t_mb + exposed; speed-up over one device's epoch");
     cJSON_AddItemToObject(m, "micro_batch_time_s", num(t_mb));
     cJSON_AddNumberToObject(m, "backward_share", bwd);

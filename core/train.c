@@ -283,6 +283,10 @@ static int alloc_step(trainer *t) {
     const int W = t->comm->size;
     if (c->dp_sync == AB_DP_PS && (c->ps_shards < 1 || c->ps_shards > W))
         return ab_errorf("--ps-shards %d: the servers are ranks of the world, 1 to %d", c->ps_shards, W);
+    if (W > 1 && c->dp_sync == AB_DP_PS && c->inject_inf_step >= 0 && c->inject_inf_rank >= c->ps_shards)
+        return ab_errorf("--inject-inf-rank %d serves no shard under --dp-sync ps --ps-shards %d: the fault goes into "
+                         "a summed gradient, which only servers hold",
+                         c->inject_inf_rank, c->ps_shards);
     t->overlap = W > 1 && c->dp_overlap;
     t->ps = W > 1 && c->dp_sync == AB_DP_PS;
     /* the parameter server always pushes bucket by bucket (after backward without overlap) */
@@ -607,7 +611,8 @@ static int inject_fault(trainer *t, long step) {
     const ab_train_config *c = t->cfg;
     if (step != c->inject_inf_step || (c->inject_inf_rank >= 0 && c->inject_inf_rank != t->comm->rank)) return 0;
     const float inf = INFINITY;
-    /* under the parameter server, where this rank holds the sum: its shard's middle */
+    /* under the parameter server, where this rank holds the sum: its shard's middle (a shard
+     * empty for want of elements takes none) */
     const size_t at = t->ps ? t->own_lo + (t->own_hi - t->own_lo) / 2 : t->params.n / 2;
     if (t->own_hi == t->own_lo) return 0;
     return t->be->ops->upload(t->be, t->params.grad + at, &inf, sizeof inf);
@@ -622,7 +627,11 @@ static int synchronise(trainer *t, long step, int n, int reported, float scale, 
     ab_comm *cm = t->comm;
     if (cm->size > 1) AB_TRY(t->bucketed ? finish_buckets(t, t->overlap && reported) : allreduce_grads(t));
     AB_TRY(inject_fault(t, step));
-    if (census && t->ps) AB_TRY(ps_share(t, p->grad)); /* the census counts every summed gradient */
+    if (census && t->ps) { /* the census counts every summed gradient */
+        const double t0 = ab_now();
+        AB_TRY(ps_share(t, p->grad));
+        t->rec->comm_time_s += ab_now() - t0;
+    }
     if (census) AB_TRY(census_weights(t, census));
     /* this rank's summed gradients: all of them, or under the parameter server its shard */
     const size_t lo = t->own_lo, own = t->own_hi - t->own_lo;

@@ -32,6 +32,16 @@ int main(void) {
     in.buckets = 4;
     o = step(in);
     AB_CHECK(near(o.comm_s, 0.015 + 4 * 2 * 3 * 1e-5), "ring latency: %g", o.comm_s);
+    in.pattern = AB_DPM_PS; /* a latency per message: p-1 per bucket pushed, p-1 pulled */
+    o = step(in);
+    AB_CHECK(near(o.comm_s, 0.06 + 4 * 3 * 1e-5 + 3 * 1e-5), "ps latency: %g", o.comm_s);
+    in.shards = 4; /* a server per device: the ring's bytes, and with one bucket its latencies */
+    in.buckets = 1;
+    ab_dpm_out ring = step((ab_dpm_in){.pattern = AB_DPM_RING, .p = 4, .accum = 1, .buckets = 1, .t_mb = 0.03,
+                                       .backward_share = 2.0 / 3.0, .grad_bytes = 1e8, .weight_bytes = 1e8,
+                                       .bw = 1e10, .lat = 1e-5});
+    o = step(in);
+    AB_CHECK(near(o.comm_s, ring.comm_s), "a server per device: %g, the ring %g", o.comm_s, ring.comm_s);
     /* one server: (p-1) G/bw in, (p-1) W/bw out */
     in = base;
     in.pattern = AB_DPM_PS;

@@ -15,7 +15,8 @@ fail() { echo "FAIL: $*" >&2; echo "(files kept in $tmp)" >&2; exit 1; }
 # the MLP, the reduced ResNet and BERT (tests/fixtures/harness/workloads-quick.conf) keep the whole
 # matrix well under a minute on two cores
 "$src/bench/run_all.sh" --quick --config "$src/tests/fixtures/harness/workloads-quick.conf" --no-build \
-    --build-dir "$build" --run-dir "$tmp/run" --no-copy-plots > "$tmp/out.log" 2>&1
+    --modes fp32,amp,dp-amp,dp-amp-ps,dp-amp-off,dp-amp-acc4 --build-dir "$build" --run-dir "$tmp/run" \
+    --no-copy-plots > "$tmp/out.log" 2>&1
 rc=$?
 cat "$tmp/out.log"
 [ "$rc" = 0 ] || fail "run_all.sh exited $rc"

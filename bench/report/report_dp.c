@@ -39,19 +39,22 @@ static void ms(char *b, size_t n, double s) {
 }
 
 static void measured_row(FILE *f, const hr_run *r, const hr_run *amp) {
-    char pat[64], e[24], bz[24], pl[24], sp[48], by[32];
+    char pat[64], e[24], bz[24], pl[24], sp[48], by[32], tp[48];
     pattern_name(pat, sizeof pat, r->dp_sync, r->dp_shards);
     ms(e, sizeof e, r->dp_exposed_s);
     ms(bz, sizeof bz, r->dp_busy_s);
     if (strcmp(r->dp_sync, "ps") == 0) ms(pl, sizeof pl, r->dp_pull_s);
     else snprintf(pl, sizeof pl, DASH);
-    if (amp && amp->samples_per_s > 0 && isfinite(r->samples_per_s))
+    if (amp && amp->samples_per_s > 0 && isfinite(r->samples_per_s) && !r->did_not_fit)
         snprintf(sp, sizeof sp, "%.2fx", r->samples_per_s / amp->samples_per_s);
     else snprintf(sp, sizeof sp, DASH);
     if (isfinite(r->dp_sent_max)) snprintf(by, sizeof by, "%.3g MB", r->dp_sent_max / 1e6);
     else snprintf(by, sizeof by, DASH);
-    fprintf(f, "| %s | %s | %d | %d | %.0f | %s | %s | %s | %s | %s | `%s` |\n", pat, r->dp_overlap ? "on" : "off",
-            r->accum_steps, r->world_size, r->samples_per_s, sp, e, bz, pl, by, r->name);
+    if (r->did_not_fit) snprintf(tp, sizeof tp, "did not fit");
+    else if (isfinite(r->samples_per_s)) snprintf(tp, sizeof tp, "%.0f", r->samples_per_s);
+    else snprintf(tp, sizeof tp, DASH);
+    fprintf(f, "| %s | %s | %d | %d | %s | %s | %s | %s | %s | %s | `%s` |\n", pat, r->dp_overlap ? "on" : "off",
+            r->accum_steps, r->world_size, tp, sp, e, bz, pl, by, r->name);
 }
 
 static void speedup_cell(char *b, size_t n, double s) {

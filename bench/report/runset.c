@@ -188,7 +188,9 @@ static int run_from_json(const char *path, cJSON *j, hr_run *r) {
     r->dp_pull_s = hr_num(dp, "ps_pull_time_per_step_s", 0);
     r->dp_sent_max = NAN;
     const cJSON *sent = cJSON_GetObjectItemCaseSensitive(dp, "bytes_sent_per_step_per_rank"), *b;
-    cJSON_ArrayForEach(b, sent) if (cJSON_IsNumber(b)) r->dp_sent_max = isfinite(r->dp_sent_max) ? fmax(r->dp_sent_max, b->valuedouble) : b->valuedouble;
+    cJSON_ArrayForEach(b, sent) {
+        if (cJSON_IsNumber(b) && !(b->valuedouble <= r->dp_sent_max)) r->dp_sent_max = b->valuedouble;
+    }
     AB_TRY(load_hits(path, j, r));
     r->json = j;
     return 0;
@@ -330,23 +332,32 @@ static int fit_from_json(const char *path, const cJSON *j, hr_runset *rs) {
     return 0;
 }
 
-/* The accumulation a model's single-device ampbench runs use (the workload's own), 0 when none ran */
+/* The fewest micro-batches per synchronisation any of a model's ampbench runs used: the workload's
+ * own (0 when none ran) */
 static int base_accum(const hr_runset *rs, const char *model) {
     int a = 0;
     for (int i = 0; i < rs->n_runs; i++) {
         const hr_run *r = &rs->runs[i];
-        if (!r->peer && r->world_size == 1 && !strcmp(r->model, model) && (a == 0 || r->accum_steps < a))
-            a = r->accum_steps;
+        if (!r->peer && !strcmp(r->model, model) && (a == 0 || r->accum_steps < a)) a = r->accum_steps;
     }
     return a;
 }
 
+/* the mode run_all.sh planned for a run of this name ("" when the folder has no manifest) */
+static const char *planned_mode(const hr_runset *rs, const char *name) {
+    for (int i = 0; i < rs->n_planned; i++)
+        if (!strcmp(rs->planned[i].name, name)) return rs->planned[i].mode;
+    return "";
+}
+
 /* whether r is a data-parallel run of another pattern than the standard one: the parameter
- * server, no overlap, or more micro-batches per synchronisation than the workload's own */
+ * server, no overlap, more micro-batches per synchronisation than the workload's own, or a run
+ * run_all.sh planned as one of those (dp-amp-ps, dp-amp-off, dp-amp-acc4) */
 static int dp_variant(const hr_runset *rs, const hr_run *r) {
     if (r->peer || r->world_size <= 1) return 0;
     const int base = base_accum(rs, r->model);
-    return strcmp(r->dp_sync, "ring") != 0 || !r->dp_overlap || (base > 0 && r->accum_steps > base);
+    return strcmp(r->dp_sync, "ring") != 0 || !r->dp_overlap || (base > 0 && r->accum_steps > base) ||
+           strncmp(planned_mode(rs, r->name), "dp-amp-", 7) == 0;
 }
 
 int hr_runset_load(const char *dir, hr_runset *rs) {
@@ -520,14 +531,14 @@ int hr_group_workloads(const hr_runset *rs, hr_workload *out, int max, int *n) {
         /* tables and plot legends in run_order; a peer's runs never fill ampbench's slots */
         const hr_run **fp32 = r->peer ? &w->peer_fp32 : &w->fp32, **amp = r->peer ? &w->peer_amp : &w->amp,
                      **dp = r->peer ? &w->peer_dp : &w->dp;
+        if (r->dp_variant) { /* another data-parallel pattern, fitted or not: compared apart */
+            add_variant(w, r);
+            continue;
+        }
         if (r->did_not_fit && !r->peer) { /* a measured "no", not a run to take ratios from */
             if (r->world_size == 1 && !strcmp(r->precision, "fp32")) w->oom_fp32 = r;
             if (r->world_size == 1 && !strcmp(r->precision, "amp")) w->oom_amp = r;
             if (r->world_size > 1 && !strcmp(r->precision, "amp")) w->oom_dp = r;
-            continue;
-        }
-        if (r->dp_variant) { /* another data-parallel pattern: compared apart */
-            if (!r->did_not_fit) add_variant(w, r);
             continue;
         }
         if (r->static_scale > 0) { /* the ablation: beside AMP, not in its place */
