@@ -392,6 +392,21 @@ for model in MODELS:
             ma, mb = (a.get("peak_memory_bytes") or {}).get("total"), (b.get("peak_memory_bytes") or {}).get("total")
             print("%s %s: amp / fp32 %.2fx samples/s%s" % (model, tool, a["samples_per_s"] / b["samples_per_s"],
                   ", peak memory %.1f%% less" % (100 * (1 - ma / mb)) if ma and mb else ""))
+# the data-parallel patterns projected from this GPU's own step (core/dpmodel.h; one GPU cannot
+# measure them: NCCL puts no two ranks on one device)
+for model, kind in (("resnet50", "gpus"), ("bert-base", "nodes")):
+    r = rec("ampbench", model, "amp")
+    m = ((r or {}).get("projection") or {}).get("dp_models") or {}
+    if not m.get("rows"):
+        continue
+    def sp(sync, shards, ov, a):
+        s = [x["speedup"] for x in m["rows"] if x["kind"] == kind and x["n"] == 4 and x["sync"] == sync
+             and x["shards"] == shards and x["overlap"] == ov and x["accum"] == a]
+        return "%.2fx" % s[0] if s and s[0] is not None else "-"
+    print("%s amp, PROJECTED at 4 %s from %s (%s buckets): ring %s (no overlap %s, 4 micro-batches %s), "
+          "1 server %s, 4 servers %s" % (model, kind, r["projection"].get("step_source"), m.get("buckets"),
+          sp("ring", 0, True, 1), sp("ring", 0, False, 1), sp("ring", 0, True, 4), sp("ps", 1, True, 1),
+          sp("ps", 4, True, 1)))
 print("peak MiB: ampbench's tracked allocator (data set excluded) / PyTorch's max_memory_allocated less the resident "
       "data set; driver MiB: cudaMemGetInfo growth over the run, context excluded")
 print("modelled: samples/s of the GPU step model for the same configuration on this GPU (ampbench's records' "
