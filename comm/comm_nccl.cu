@@ -57,6 +57,7 @@ typedef struct {
     ab_comm *boot;     /* bootstrap and host-side reductions: the mpi engine, or self without a launcher */
     ncclComm_t nccl;   /* NULL once aborted */
     cudaStream_t stream;
+    cudaEvent_t ready; /* recorded on the backend's stream: a bucket's gradients are queued */
     int device;        /* the GPU of this rank: the stream, the communicator and the buffers are its */
 } nccl_impl;
 
@@ -197,9 +198,21 @@ static int nccl_allreduce(ab_comm *c, void *buf, size_t n, ab_dtype t, ab_reduce
     return nccl_wait(c, "ncclAllReduce of the gradients", 1);
 }
 
-/* Non-blocking: the backend's work so far finished (its stream synchronised), then the all-reduce
- * queued on the communicator's stream, where the buckets run in the order started while the
- * backend goes on computing on its own. test asks the stream; wait drains it (under the timeout). */
+/* The communicator's stream waits for what the backend has queued so far (a bucket's gradients,
+ * its fp16 copy): an event recorded on the backend's stream, which the host does not wait for, so
+ * that it goes on queueing backward. A backend without a stream of its own is synchronised. */
+static int after_backend(ab_comm *c) {
+    nccl_impl *m = impl_of(c);
+    cudaStream_t bs = c->be && c->be->ops->stream ? (cudaStream_t)c->be->ops->stream(c->be) : NULL;
+    if (!bs) return c->be ? c->be->ops->sync(c->be) : 0;
+    AB_CUDA_CHECK(cudaEventRecord(m->ready, bs));
+    AB_CUDA_CHECK(cudaStreamWaitEvent(m->stream, m->ready, 0));
+    return 0;
+}
+
+/* Non-blocking: the reduction queued on the communicator's stream behind the backend's work so far
+ * (after_backend), where the buckets run in the order started while the backend goes on computing
+ * on its own. test asks the stream; wait drains it (under the timeout). */
 static int nccl_ireduce(ab_comm *c, void *buf, size_t n, ab_dtype t, int root, ab_comm_req *req) {
     req->handle = NULL; /* nothing in flight until a collective is queued */
     req->done = 1;
@@ -208,9 +221,9 @@ static int nccl_ireduce(ab_comm *c, void *buf, size_t n, ab_dtype t, int root, a
     if (root >= c->size) return ab_errorf("reduce: root %d outside a world of %d", root, c->size);
     AB_TRY(usable(c));
     nccl_impl *m = impl_of(c);
-    if (c->be) AB_TRY(c->be->ops->sync(c->be));
     if (n == 0) return 0;
     AB_TRY(on_device(c));
+    AB_TRY(after_backend(c));
     req->done = 0;
     const ncclDataType_t nt = t == AB_F32 ? ncclFloat32 : t == AB_F16 ? ncclFloat16 : ncclBfloat16;
     if (root < 0) {
@@ -286,6 +299,7 @@ static void nccl_destroy(ab_comm *c) {
             if (strcmp(saved, "unknown error") == 0) ab_error_clear();
             else ab_errorf("%s", saved);
         }
+        if (m->ready) cudaEventDestroy(m->ready);
         if (m->stream) cudaStreamDestroy(m->stream);
         ab_comm_destroy(m->boot);
         free(m);
@@ -353,6 +367,7 @@ static int nccl_setup(ab_comm *c) {
     if (c->rank == 0) AB_NCCL_CHECK(ncclGetUniqueId(&id));
     AB_TRY(m->boot->ops->broadcast(m->boot, &id, sizeof id, 0)); /* MPI_Bcast of the id (host memory) */
     AB_CUDA_CHECK(cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking));
+    AB_CUDA_CHECK(cudaEventCreateWithFlags(&m->ready, cudaEventDisableTiming));
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     AB_NCCL_CHECK(ncclCommInitRankConfig(&m->nccl, c->size, id, c->rank, &config));

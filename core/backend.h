@@ -91,6 +91,11 @@ typedef struct ab_backend_ops {
     int (*download)(ab_backend *be, void *host_dst, const void *src, size_t bytes);
     int (*zero)(ab_backend *be, void *p, size_t bytes);
     int (*sync)(ab_backend *be);
+    /* Optional (NULL: none). The device stream every op runs on, in order (a cudaStream_t), or
+     * NULL for a host backend: an engine that communicates on a stream of its own orders itself
+     * after the work queued so far with an event on it, instead of a sync that would stop the
+     * host from queueing the rest of backward (comm/comm_nccl.cu). */
+    void *(*stream)(ab_backend *be);
     /* Makes a host data set readable by gather_normalize: the CPU backend uses the host bytes
      * as they are; a device backend copies them once to device memory. Not charged to the
      * training categories (a data set is not training memory); backends report it apart. */

@@ -103,6 +103,52 @@ static void test_allreduce(ab_comm *c, ab_backend *be, ab_dtype t, ab_reduce_op 
     free(mine), free(other), free(expect), free(h16), free(got);
 }
 
+/* The non-blocking reduction (ireduce) to every rank (root -1) and to each rank in turn: queued
+ * right behind a backend op that writes the buffer (x2, on a GPU backend's own stream: the
+ * engine must order itself after it, comm_nccl's event), polled with test, then waited for. The
+ * root gets the sum of every rank's doubled values (W = 2: exact), the others keep their own. */
+static void test_ireduce(ab_comm *c, ab_backend *be) {
+    const int W = c->size;
+    float *mine = malloc(N_ELEMS * sizeof(float)), *other = malloc(N_ELEMS * sizeof(float));
+    double *sum = calloc(N_ELEMS, sizeof(double));
+    float *got = malloc(N_ELEMS * sizeof(float));
+    for (int r = 0; r < W; r++) {
+        fill(other, N_ELEMS, r);
+        for (size_t i = 0; i < N_ELEMS; i++) sum[i] += 2.0 * other[i];
+    }
+    fill(mine, N_ELEMS, c->rank);
+    float *buf = be->ops->alloc(be, AB_MEM_WORKSPACE, N_ELEMS * sizeof(float));
+    for (int root = -1; root < W; root++) {
+        char what[96];
+        snprintf(what, sizeof what, "%s ireduce fp32 to %s%d (world %d)", c->ops->name, root < 0 ? "all, " : "rank ",
+                 root, W);
+        ab_comm_req req = {0};
+        int rc = buf ? 0 : -1, polls = 0;
+        if (rc == 0) rc = be->ops->upload(be, buf, mine, N_ELEMS * sizeof(float));
+        if (rc == 0) rc = be->ops->scale(be, N_ELEMS, buf, 2.0f);
+        if (rc == 0) rc = c->ops->ireduce(c, buf, N_ELEMS, AB_F32, root, &req);
+        while (rc == 0 && !req.done && polls++ < 1000) rc = c->ops->test(c, &req);
+        if (rc == 0) rc = c->ops->wait(c, &req);
+        if (rc == 0) rc = be->ops->download(be, got, buf, N_ELEMS * sizeof(float));
+        if (rc != 0) {
+            fprintf(stderr, "FAIL %s: %s\n", what, ab_error());
+            failures++;
+            break;
+        }
+        AB_CHECK(req.done, "%s: not done after wait", what);
+        size_t bad = 0, first = 0;
+        for (size_t i = 0; i < N_ELEMS; i++) {
+            const double want = root < 0 || root == c->rank ? sum[i] : 2.0 * mine[i];
+            const int ok = W <= 2 ? got[i] == (float)want : fabs(got[i] - want) <= 1e-5 * fmax(1.0, fabs(want));
+            if (!ok && !bad++) first = i;
+        }
+        AB_CHECK(bad == 0, "%s: %zu elements wrong, first %zu: %g", what, bad, first, (double)got[first]);
+        if (!bad && c->rank == 0) printf("ok   %s\n", what);
+    }
+    if (buf) be->ops->release(be, AB_MEM_WORKSPACE, buf, N_ELEMS * sizeof(float));
+    free(mine), free(other), free(sum), free(got);
+}
+
 /* rank r's value of element e, all of them fp16 numbers, each element's values of one sign */
 static float overflow_value(int e, int r) {
     switch (e) {
@@ -255,6 +301,7 @@ int main(int argc, char **argv) {
     }
     test_fp16_overflow(c, be, AB_RED_SUM);
     test_fp16_overflow(c, be, AB_RED_AVG);
+    test_ireduce(c, be);
     test_host(c, be);
     ab_comm_destroy(c);
     be->ops->destroy(be);

@@ -231,6 +231,8 @@ static int cuda_sync(ab_backend *be) {
     return 0;
 }
 
+static void *cuda_stream(ab_backend *be) { return st_of(be)->stream; }
+
 /* The copy goes on the backend's stream and is waited for, as upload's: a plain cudaMemcpy from
  * pageable memory may return once the bytes are staged, before the DMA lands, and the backend's
  * stream is non-blocking, so a gather queued on it would not wait for the legacy stream. */
@@ -1060,6 +1062,7 @@ static ab_backend_ops make_ops(void) {
     o.download = cuda_download;
     o.zero = cuda_zero;
     o.sync = cuda_sync;
+    o.stream = cuda_stream;
     o.map_data = cuda_map_data;
     o.unmap_data = cuda_unmap_data;
     o.gemm = cuda_gemm;

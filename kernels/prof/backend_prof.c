@@ -402,6 +402,10 @@ static int p_sync(ab_backend *be) {
     prof_state *st = st_of(be);
     return st->inner->ops->sync(st->inner);
 }
+static void *p_stream(ab_backend *be) {
+    prof_state *st = st_of(be);
+    return st->inner->ops->stream(st->inner);
+}
 static int p_map_data(ab_backend *be, const void *host, size_t bytes, const void **mapped) {
     prof_state *st = st_of(be);
     return st->inner->ops->map_data(st->inner, host, bytes, mapped);
@@ -461,6 +465,7 @@ ab_backend *ab_backend_prof_create(ab_backend *inner) {
     o->download = p_download;
     o->zero = p_zero;
     o->sync = p_sync;
+    o->stream = inner->ops->stream ? p_stream : NULL;
     o->map_data = p_map_data;
     o->unmap_data = p_unmap_data;
     o->describe = inner->ops->describe ? p_describe : NULL;
