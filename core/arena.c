@@ -42,14 +42,15 @@ int ab_arena_alloc(ab_arena *a) {
     int largest = -1;
     for (int i = 0; i < a->n; i++)
         if (largest < 0 || a->t[i].bytes > a->t[largest].bytes) largest = i;
-    ab_mem_label(&a->be->mem, "the activation arena (%d tensors; the largest, %s, %.3f GB)", a->n,
-                 largest >= 0 ? a->t[largest].name : "-", largest >= 0 ? a->t[largest].bytes / 1e9 : 0.0);
     for (int c = 0; c < AB_MEM_COUNT; c++)
-        if (a->size[c] && !(a->base[c] = ab_alloc(a->be, (ab_mem_category)c, a->size[c]))) {
+        if (a->size[c] &&
+            !(a->base[c] = ab_alloc_for(a->be, (ab_mem_category)c, a->size[c],
+                                        "the activation arena (%d tensors; the largest, %s, %.3f GB)", a->n,
+                                        largest >= 0 ? a->t[largest].name : "-",
+                                        largest >= 0 ? a->t[largest].bytes / 1e9 : 0.0))) {
             ab_arena_free(a);
             return -1;
         }
-    ab_mem_label(&a->be->mem, "%s", "");
     for (int i = 0; i < a->n; i++) *a->t[i].ptr = (char *)a->base[a->t[i].cat] + a->t[i].offset;
     return 0;
 }

@@ -1,7 +1,23 @@
 /* Tracked allocation helpers over a backend's op table. */
 #include "backend.h"
 
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
 void *ab_alloc(ab_backend *be, ab_mem_category cat, size_t bytes) { return be->ops->alloc(be, cat, bytes); }
+
+void *ab_alloc_for(ab_backend *be, ab_mem_category cat, size_t bytes, const char *fmt, ...) {
+    char saved[sizeof be->mem.label];
+    memcpy(saved, be->mem.label, sizeof saved);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(be->mem.label, sizeof be->mem.label, fmt, ap);
+    va_end(ap);
+    void *p = be->ops->alloc(be, cat, bytes);
+    memcpy(be->mem.label, saved, sizeof saved);
+    return p;
+}
 void ab_release(ab_backend *be, ab_mem_category cat, void *p, size_t bytes) { be->ops->release(be, cat, p, bytes); }
 
 int ab_conv_shape_init(ab_conv_shape *s) {

@@ -287,6 +287,13 @@ struct ab_backend {
 
 /* Tracked helpers over be->ops */
 void *ab_alloc(ab_backend *be, ab_mem_category cat, size_t bytes);
+/* ab_alloc, with what the memory is for said in an out-of-memory message ("the AdamW state of N
+ * parameters"); the label holds for this allocation alone, whatever it returns */
+void *ab_alloc_for(ab_backend *be, ab_mem_category cat, size_t bytes, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
 void ab_release(ab_backend *be, ab_mem_category cat, void *p, size_t bytes);
 
 #endif

@@ -107,9 +107,7 @@ int ab_buckets_init(ab_buckets *k, const ab_params *p, ab_comm *comm, double buc
         return ab_errorf("gradient buckets: %d cut, %d counted (ab_buckets_count disagrees with the layout)", k->n,
                          counted);
     if (wire == AB_F16 && p->n_compute) {
-        ab_mem_label(&p->be->mem, "the fp16 copy of the gradients the buckets reduce");
-        k->f16 = ab_alloc(p->be, AB_MEM_WORKSPACE, p->n_compute * 2);
-        ab_mem_label(&p->be->mem, "%s", "");
+        k->f16 = ab_alloc_for(p->be, AB_MEM_WORKSPACE, p->n_compute * 2, "the fp16 copy of the gradients the buckets reduce");
         if (!k->f16) return -1;
     }
     return 0;

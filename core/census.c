@@ -62,11 +62,7 @@ int ab_census_begin(ab_census *c, ab_backend *be, long step, double loss_scale) 
     }
     const size_t bytes = AB_CENSUS_SLOTS * SLOT * sizeof(int64_t);
     if (!c->h_counts && !(c->h_counts = malloc(bytes))) return ab_errorf("out of host memory");
-    char label[sizeof be->mem.label]; /* what the caller was allocating, kept for its own refusals */
-    memcpy(label, be->mem.label, sizeof label);
-    ab_mem_label(&be->mem, "the gradient census's counts");
-    c->d_counts = ab_alloc(be, AB_MEM_WORKSPACE, bytes);
-    memcpy(be->mem.label, label, sizeof label);
+    c->d_counts = ab_alloc_for(be, AB_MEM_WORKSPACE, bytes, "the gradient census's counts");
     if (!c->d_counts) return -1;
     c->be = be;
     if (be->ops->zero(be, c->d_counts, bytes) != 0) {

@@ -30,13 +30,6 @@ void ab_mem_release(ab_mem *m, ab_mem_category c, size_t bytes) {
     if (ab_mem_in_total(c)) m->current_total -= bytes < m->current_total ? bytes : m->current_total;
 }
 
-void ab_mem_label(ab_mem *m, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(m->label, sizeof m->label, fmt, ap);
-    va_end(ap);
-}
-
 static void record(ab_mem *m, ab_mem_category c, size_t bytes) {
     m->oom = 1;
     m->oom_cat = c;

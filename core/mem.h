@@ -31,7 +31,7 @@ typedef struct {
     size_t peak_all;
     /* a memory cap (--memory-limit) on the comparable total, and what went wrong against it */
     size_t limit;     /* > 0: an allocation that would take current_total past it is refused */
-    char label[96];   /* what the allocations in progress are for ("the activation arena, ...") */
+    char label[96];   /* what the allocation in progress is for (ab_alloc_for; "" otherwise) */
     int oom;          /* an allocation was refused for want of memory (the limit's or the device's) */
     ab_mem_category oom_cat;
     size_t oom_bytes, oom_in_use; /* the refused request, the comparable total when it came */
@@ -44,12 +44,6 @@ static inline int ab_mem_in_total(int c) { return c != AB_MEM_CPU_SCRATCH; }
 const char *ab_mem_category_name(ab_mem_category c); /* JSON key, e.g. "master_weights" */
 void ab_mem_charge(ab_mem *m, ab_mem_category c, size_t bytes);
 void ab_mem_release(ab_mem *m, ab_mem_category c, size_t bytes);
-/* says what the next allocations are for, in out-of-memory messages ("" clears it) */
-void ab_mem_label(ab_mem *m, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
 /* Backends call this before they allocate: 0 when bytes of c fit under m->limit (always, without
  * a limit or for the CPU-only scratch, which is not in the comparable total); else -1 with a
  * one-line error naming the request, its category and label, the limit and the peak by

@@ -50,16 +50,15 @@ int ab_optimizer_init(ab_optimizer *o, ab_backend *be, ab_optimizer_kind kind, s
     *o = (ab_optimizer){.kind = kind, .lr = lr, .momentum = momentum, .weight_decay = weight_decay, .beta1 = 0.9f,
                         .beta2 = 0.999f, .eps = 1e-8f, .n = n, .be = be, .runs = {{0, n, 1}}, .n_runs = 1};
     const size_t bytes = n * sizeof(float);
-    ab_mem_label(&be->mem, "the %s state of %zu parameters", kind == AB_OPT_ADAMW ? "AdamW" : "SGD momentum", n);
+    const char *what = kind == AB_OPT_ADAMW ? "AdamW" : "SGD momentum";
     if (kind == AB_OPT_ADAMW || momentum != 0.0f) {
-        if (!(o->s1 = ab_alloc(be, AB_MEM_OPTIMIZER, bytes))) return -1;
+        if (!(o->s1 = ab_alloc_for(be, AB_MEM_OPTIMIZER, bytes, "the %s state of %zu parameters", what, n))) return -1;
         AB_TRY(be->ops->zero(be, o->s1, bytes));
     }
     if (kind == AB_OPT_ADAMW) {
-        if (!(o->s2 = ab_alloc(be, AB_MEM_OPTIMIZER, bytes))) return -1;
+        if (!(o->s2 = ab_alloc_for(be, AB_MEM_OPTIMIZER, bytes, "the %s state of %zu parameters", what, n))) return -1;
         AB_TRY(be->ops->zero(be, o->s2, bytes));
     }
-    ab_mem_label(&be->mem, "%s", "");
     return 0;
 }
 

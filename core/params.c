@@ -59,16 +59,25 @@ int ab_params_init(ab_params *p, ab_backend *be, ab_precision prec, ab_param_spe
     for (int i = 0; mixed && i < n_specs; i++)
         if (specs[i].region == AB_REGION_COMPUTE && specs[i].numel > p->n_gradc) p->n_gradc = specs[i].numel;
     const size_t b32 = p->n * sizeof(float), bc = p->n_compute * ab_dtype_size(p->cdt);
-    ab_mem_label(&be->mem, "%zu parameters (%s)", p->n, ab_precision_name(prec));
-    p->master = ab_alloc(be, mixed ? AB_MEM_MASTER : AB_MEM_PARAMETERS, b32);
-    p->grad = ab_alloc(be, AB_MEM_GRADIENTS, b32);
-    p->wc = mixed ? ab_alloc(be, AB_MEM_PARAMETERS, bc) : p->master;
+    const char *pn = ab_precision_name(prec);
+    p->master = ab_alloc_for(be, mixed ? AB_MEM_MASTER : AB_MEM_PARAMETERS, b32, "%zu %s weights (%s)", p->n,
+                             mixed ? "fp32 master" : "fp32", pn);
+    p->grad = p->master ? ab_alloc_for(be, AB_MEM_GRADIENTS, b32, "the fp32 gradients of %zu parameters", p->n) : NULL;
+    p->wc = !mixed ? p->master
+            : p->grad ? ab_alloc_for(be, AB_MEM_PARAMETERS, bc, "the %s copy of %zu weights", ab_dtype_name(p->cdt),
+                                     p->n_compute)
+                      : NULL;
     /* the one-tensor scratch is what autograd holds between a layer's backward and its
      * AccumulateGrad: a gradient, transient */
-    p->gradc = mixed ? ab_alloc(be, AB_MEM_GRADIENTS, (p->n_gradc ? p->n_gradc : 1) * ab_dtype_size(p->cdt)) : p->grad;
-    p->bufs = p->n_bufs ? ab_alloc(be, AB_MEM_PARAMETERS, p->n_bufs * sizeof(float)) : NULL;
+    p->gradc = !mixed ? p->grad
+               : p->wc ? ab_alloc_for(be, AB_MEM_GRADIENTS, (p->n_gradc ? p->n_gradc : 1) * ab_dtype_size(p->cdt),
+                                      "one tensor's %s gradient (%zu elements)", ab_dtype_name(p->cdt), p->n_gradc)
+                       : NULL;
+    p->bufs = p->n_bufs && p->gradc
+                  ? ab_alloc_for(be, AB_MEM_PARAMETERS, p->n_bufs * sizeof(float), "%zu buffers (batch-norm statistics)",
+                                 p->n_bufs)
+                  : NULL;
     int rc = (!p->master || !p->grad || !p->wc || !p->gradc || (p->n_bufs && !p->bufs)) ? -1 : 0;
-    ab_mem_label(&be->mem, "%s", "");
     if (rc == 0 && host) rc = be->ops->upload(be, p->master, host, b32);
     if (rc == 0 && host && p->n_bufs) rc = be->ops->upload(be, p->bufs, hbuf, p->n_bufs * sizeof(float));
     if (rc == 0) rc = be->ops->zero(be, p->grad, b32);

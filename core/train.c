@@ -275,10 +275,11 @@ static int alloc_step(trainer *t) {
     if (c->grad_census > 0) AB_TRY(ab_census_create(c->grad_census, &t->rec->census));
     AB_TRY(init_scaler(t));
     t->x_bytes = t->train->ops->batch_bytes(t->train, c->batch_size, t->params.cdt);
-    ab_mem_label(&t->be->mem, "a batch of %d samples", c->batch_size);
-    t->x = ab_alloc(t->be, AB_MEM_ACTIVATIONS, t->x_bytes);
-    t->labels = ab_alloc(t->be, AB_MEM_ACTIVATIONS, (size_t)c->batch_size * sizeof(int32_t));
-    t->stats = ab_alloc(t->be, AB_MEM_WORKSPACE, sizeof(step_stats));
+    const int B = c->batch_size;
+    if (!(t->x = ab_alloc_for(t->be, AB_MEM_ACTIVATIONS, t->x_bytes, "a batch of %d samples", B)) ||
+        !(t->labels = ab_alloc_for(t->be, AB_MEM_ACTIVATIONS, (size_t)B * sizeof(int32_t), "a batch's %d labels", B)) ||
+        !(t->stats = ab_alloc_for(t->be, AB_MEM_WORKSPACE, sizeof(step_stats), "the step's loss and flags")))
+        return -1;
     if (!(c->bucket_mb > 0.0)) return ab_errorf("--bucket-mb %g: a bucket must hold more than 0 MB", c->bucket_mb);
     const int W = t->comm->size;
     if (c->dp_sync == AB_DP_PS && (c->ps_shards < 1 || c->ps_shards > W))
@@ -302,7 +303,8 @@ static int alloc_step(trainer *t) {
     } else if (t->comm->size > 1 && c->allreduce_dtype == AB_F16) {
         const size_t nc = t->params.n_compute;
         t->bucket_elems = nc < AB_ALLREDUCE_BUCKET_ELEMS ? nc : AB_ALLREDUCE_BUCKET_ELEMS;
-        t->fp16_bucket = ab_alloc(t->be, AB_MEM_WORKSPACE, (t->bucket_elems ? t->bucket_elems : 1) * 2);
+        t->fp16_bucket = ab_alloc_for(t->be, AB_MEM_WORKSPACE, (t->bucket_elems ? t->bucket_elems : 1) * 2,
+                                      "the fp16 all-reduce bucket");
         if (!t->fp16_bucket) return -1;
     }
     t->perm = malloc((size_t)t->train->n * sizeof(int32_t));
@@ -313,8 +315,6 @@ static int alloc_step(trainer *t) {
     t->logits_h = malloc((size_t)c->batch_size * (size_t)t->model->n_classes * sizeof(float));
     t->labels_h = malloc((size_t)c->batch_size * sizeof(int32_t));
     if (!t->pred || !t->hit || !t->logits_h || !t->labels_h) return ab_errorf("out of host memory for the predictions");
-    ab_mem_label(&t->be->mem, "%s", "");
-    if (!t->x || !t->labels || !t->stats) return -1;
     if (!t->perm || !t->eval_order || !t->shard) return ab_errorf("out of host memory for the sample order");
     for (int i = 0; i < t->test->n; i++) t->eval_order[i] = i;
     return 0;
