@@ -361,6 +361,8 @@ static void teardown(trainer *t) {
     if (t->bucketed) ab_buckets_drain(&t->buckets); /* no reduction left writing the gradients */
     snapshot_record(t);
     memset(&t->scaler, 0, sizeof t->scaler); /* the record owns the scaler's history now */
+    /* what lives in the backend's memory, then what may still reach it (a data set mapped into it,
+     * the communicator bound to it), then the backend itself: one path, whatever setup reached */
     ab_backend *be = t->be;
     if (be) {
         ab_release(be, AB_MEM_ACTIVATIONS, t->x, t->x_bytes);
@@ -372,16 +374,14 @@ static void teardown(trainer *t) {
         ab_model_destroy(t->model);
         ab_optimizer_free(&t->opt);
         ab_params_free(&t->params);
-        ab_dataset_destroy(t->train);
-        ab_dataset_destroy(t->test);
-        t->train = t->test = NULL;
-        ab_comm_destroy(t->comm);
-        t->comm = NULL;
-        be->ops->destroy(be);
     }
-    ab_comm_destroy(t->comm);
     ab_dataset_destroy(t->train);
     ab_dataset_destroy(t->test);
+    ab_comm_destroy(t->comm);
+    t->train = t->test = NULL;
+    t->comm = NULL;
+    if (be) be->ops->destroy(be);
+    t->be = NULL;
     free(t->perm);
     free(t->eval_order);
     free(t->shard);
