@@ -832,8 +832,18 @@ static void epoch_order(trainer *t, int e) {
     }
 }
 
+/* The epoch's clocks (its wall clock and the data clock) start, once the device is done with what
+ * was queued: from the tally's seconds so far (a resumed epoch's; 0 otherwise). The one place
+ * they start: an epoch's beginning and the end of the run's set-up steps. */
+static int clocks_start(trainer *t, epoch_tally *et) {
+    AB_TRY(t->be->ops->sync(t->be));
+    AB_TRY(data_clock_restart(t));
+    et->t0 = ab_now() - et->sum.time_s;
+    return 0;
+}
+
 /* a step's counts; the run's set-up steps (--timing-skip-steps) end at step `skip`, where the
- * epoch's clocks start again once the device is done */
+ * epoch's clocks start again from 0 */
 static int count_step(trainer *t, ab_epoch_record *er, epoch_tally *et, const ab_step_result *r, int n, long step) {
     er->steps++;
     er->samples += n;
@@ -849,10 +859,8 @@ static int count_step(trainer *t, ab_epoch_record *er, epoch_tally *et, const ab
     if (step > skip) {
         er->timed_samples += n;
     } else if (step == skip) {
-        AB_TRY(t->be->ops->sync(t->be));
-        AB_TRY(data_clock_restart(t));
-        et->sum.data_s = 0.0;
-        et->t0 = ab_now();
+        et->sum.data_s = et->sum.time_s = 0.0;
+        AB_TRY(clocks_start(t, et));
     }
     return 0;
 }
@@ -913,8 +921,7 @@ static int train_epoch(trainer *t, int e, long *step) {
     if (s0 > 0) et.sum = t->resume_tally; /* er holds the checkpoint's counts */
     else *er = (ab_epoch_record){.epoch = e};
     epoch_order(t, e);
-    AB_TRY(data_clock_restart(t));
-    et.t0 = ab_now() - et.sum.time_s;
+    AB_TRY(clocks_start(t, &et));
     for (long s = s0; s < steps_per_epoch; s++) {
         /* under W > 1 ranks stop together, on the all-reduced request of the previous step */
         const int stop = t->comm->size > 1 ? t->stop_any : ab_stop_requested();
