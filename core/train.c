@@ -496,14 +496,21 @@ static int census_weights(trainer *t, ab_census *census) {
     return 0;
 }
 
-/* the census of optimizer step `step` (0-based), NULL when it takes none */
-static ab_census *census_due(const trainer *t, long step) {
+/* The census observes optimizer step `step` (0-based) when it is due: t->census is then the open
+ * census, which the step's backward shows its gradients to and its synchronisation its summed
+ * weight gradients; NULL on every other step. */
+static int census_open(trainer *t, long step, float scale) {
     ab_census *c = t->rec->census;
-    return c && ab_census_due(c, step + 1) ? c : NULL;
+    t->census = c && ab_census_due(c, step + 1) ? c : NULL;
+    return t->census ? ab_census_begin(t->census, t->be, step + 1, scale) : 0;
 }
 
-/* closes a census step's record; its line, printed once the step went well */
-static int census_close(trainer *t, ab_census *census, int rc) {
+/* closes the step's census, if it took one (after the step's rc, which it keeps); its line,
+ * printed once the step went well */
+static int census_close(trainer *t, int rc) {
+    ab_census *census = t->census;
+    t->census = NULL;
+    if (!census) return rc;
     const int end = ab_census_end(census);
     if (rc != 0 || end != 0) return -1;
     if (!t->cfg->quiet && t->rec->rank == 0) {
@@ -522,7 +529,7 @@ static int census_close(trainer *t, ab_census *census, int rc) {
  * shares, and each rank's fp16 gradients are the very tensors one process accumulating the same
  * micro-batches would hold (a factor W would make them, and the fp16 sum on the wire, W times
  * larger: other roundings near fp16's subnormals, overflow W times sooner). */
-static int micro_batches(trainer *t, const int32_t *mine, int m, int n, int epoch, float scale, ab_census *census) {
+static int micro_batches(trainer *t, const int32_t *mine, int m, int n, int epoch, float scale) {
     ab_backend *be = t->be;
     ab_params *p = &t->params;
     ab_model *model = t->model;
@@ -543,7 +550,7 @@ static int micro_batches(trainer *t, const int32_t *mine, int m, int n, int epoc
         /* the step's last micro-batch: each final gradient may start its bucket's all-reduce */
         const int last = pos + b >= m;
         const ab_grad_sink sink = {.mode = pos == 0 ? AB_GRAD_WRITE : AB_GRAD_ACCUMULATE,
-                                   .observe = census ? census_activation : NULL, .ctx = census,
+                                   .observe = t->census ? census_activation : NULL, .ctx = t->census,
                                    .ready = last && t->overlap ? ab_buckets_ready : NULL,
                                    .ready_ctx = &t->buckets};
         AB_TRY(model->ops->backward(model, p, &sink, t->x, dlogits, b));
@@ -621,18 +628,18 @@ static int inject_fault(trainer *t, long step) {
 /* the gradients reduced over the world (and counted, on a census step) and unscaled; the
  * overflow flag, the loss, the norm and the stop request read back once and agreed on by every
  * rank */
-static int synchronise(trainer *t, long step, int n, int reported, float scale, ab_census *census, step_sync *out) {
+static int synchronise(trainer *t, long step, int n, int reported, float scale, step_sync *out) {
     ab_backend *be = t->be;
     ab_params *p = &t->params;
     ab_comm *cm = t->comm;
     if (cm->size > 1) AB_TRY(t->bucketed ? finish_buckets(t, t->overlap && reported) : allreduce_grads(t));
     AB_TRY(inject_fault(t, step));
-    if (census && t->ps) { /* the census counts every summed gradient */
+    if (t->census && t->ps) { /* the census counts every summed gradient */
         const double t0 = ab_now();
         AB_TRY(ps_share(t, p->grad));
         t->rec->comm_time_s += ab_now() - t0;
     }
-    if (census) AB_TRY(census_weights(t, census));
+    if (t->census) AB_TRY(census_weights(t, t->census));
     /* this rank's summed gradients: all of them, or under the parameter server its shard */
     const size_t lo = t->own_lo, own = t->own_hi - t->own_lo;
     if (t->scaler.enabled && own)
@@ -695,14 +702,12 @@ int ab_trainer_step(ab_trainer *t, const int32_t *order, int n, long step, int e
     /* order[0 .. n) is the world's step; this rank trains on its shard */
     const int m = W > 1 ? ab_shard_step(order, n, B, W, t->comm->rank, t->shard) : n;
     const int32_t *mine = W > 1 ? t->shard : order;
-    ab_census *census = census_due(t, step);
-    if (census) AB_TRY(ab_census_begin(census, t->be, step + 1, out->scale));
     if (t->bucketed) ab_buckets_begin(&t->buckets);
+    AB_TRY(census_open(t, step, out->scale));
     step_sync sy = {0};
-    int rc = micro_batches(t, mine, m, n, epoch, out->scale, census);
-    if (rc == 0) rc = synchronise(t, step, n, m > 0, out->scale, census, &sy);
-    if (census) rc = census_close(t, census, rc);
-    AB_TRY(rc);
+    int rc = micro_batches(t, mine, m, n, epoch, out->scale);
+    if (rc == 0) rc = synchronise(t, step, n, m > 0, out->scale, &sy);
+    AB_TRY(census_close(t, rc));
     out->loss = sy.loss;
     return update(t, &sy, step, epoch, out);
 }

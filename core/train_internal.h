@@ -48,6 +48,7 @@ struct ab_trainer {
     uint8_t *hit;   /* (test samples) 1 where the prediction was right */
     void *logits_h; /* (batch, classes) host copy of a batch's logits */
     int32_t *labels_h; /* (batch) host copy of a batch's labels */
+    struct ab_census *census; /* the census observing this step (census_open), NULL on the others */
     int overlap;         /* the gradient buckets are reduced while backward runs */
     int ps;              /* --dp-sync ps in a world of more than one rank */
     int bucketed;        /* the gradients travel in buckets (overlap, or the parameter server) */
