@@ -15,73 +15,66 @@
 
 static cJSON *num(double v) { return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull(); }
 
-/* data_parallel (measured) and projection (the ring all-reduce cost model, not measured):
- *   t_step(N)  = t_compute + 2(N-1)/N * grad_bytes / bandwidth + latency   (N > 1; t_compute at N = 1)
- *   epoch(N)   = ceil(train_samples / (N * batch * accum)) * t_step(N)     (per-rank batch fixed)
- * t_compute is this run's measured training time per step less its time in collectives. The
- * bandwidth is the per-rank bus bandwidth of the ring; a measured all-reduce gives
- * bus = algorithm bandwidth * 2(W-1)/W. */
 static void add_dp_models(cJSON *p, const ab_train_config *c, const ab_run_record *r, double t_compute,
                           double grad_bytes, double gpu_bw, double gpu_lat, double node_bw, double node_lat);
 
-static void add_data_parallel(cJSON *o, const ab_train_config *c, const ab_run_record *r) {
-    const int W = r->world_size > 0 ? r->world_size : 1;
-    double time = 0.0;
-    long steps = 0;
-    for (int i = 0; i < r->n_epochs; i++) {
-        time += r->epochs[i].time_s;
-        steps += r->epochs[i].steps;
+/* data_parallel: what this run measured of its ranks' synchronisation (a run of more than one
+ * rank, or with accumulation); busy is the reductions' own time, algbw payload / busy */
+static void add_dp_measured(cJSON *o, const ab_train_config *c, const ab_run_record *r, int W, long steps, double busy,
+                            double algbw) {
+    cJSON *d = cJSON_AddObjectToObject(o, "data_parallel");
+    cJSON_AddNumberToObject(d, "world_size", W);
+    cJSON_AddNumberToObject(d, "accum_steps", c->accum_steps);
+    cJSON_AddStringToObject(d, "engine", r->comm_engine[0] ? r->comm_engine : "none");
+    cJSON_AddStringToObject(d, "allreduce_dtype", ab_dtype_name(c->allreduce_dtype));
+    cJSON_AddItemToObject(d, "comm_time_s", num(r->comm_time_s));
+    cJSON_AddItemToObject(d, "comm_time_per_step_s", num(steps ? r->comm_time_s / (double)steps : 0.0));
+    cJSON_AddNumberToObject(d, "bytes_allreduced", r->bytes_allreduced);
+    cJSON_AddItemToObject(d, "allreduce_time_s", num(r->allreduce_time_s));
+    cJSON_AddItemToObject(d, "allreduce_bandwidth_Bps", num(algbw));
+    /* overlap: the part of the all-reduce the steps waited for (exposed) and its whole time
+     * (busy); the bytes a rank passes per step, and what a ring sends and receives for them */
+    cJSON_AddBoolToObject(d, "overlap", c->dp_overlap && W > 1);
+    cJSON_AddNumberToObject(d, "buckets", r->buckets);
+    cJSON_AddNumberToObject(d, "bucket_mb", c->bucket_mb);
+    const double per = steps ? 1.0 / (double)steps : 0.0;
+    cJSON_AddItemToObject(d, "allreduce_exposed_time_per_step_s", num(r->allreduce_time_s * per));
+    cJSON_AddItemToObject(d, "allreduce_busy_time_per_step_s", num(busy * per));
+    cJSON_AddNumberToObject(d, "bytes_per_step", r->bytes_allreduced * per);
+    cJSON_AddNumberToObject(d, "ring_bytes_sent_per_step", 2.0 * (W - 1) / W * r->bytes_allreduced * per);
+    /* how the gradients met: the ring, or the parameter server (its pull's time apart) */
+    cJSON_AddStringToObject(d, "sync", ab_dp_sync_name(W > 1 ? c->dp_sync : AB_DP_RING));
+    cJSON_AddNumberToObject(d, "ps_shards", W > 1 && c->dp_sync == AB_DP_PS ? c->ps_shards : 0);
+    cJSON_AddItemToObject(d, "ps_pull_time_per_step_s", num(r->ps_pull_time_s * per));
+    cJSON_AddStringToObject(d, "traffic_model",
+                            "bytes as the pattern moves them, per synchronising step: ring 2(W-1)/W of the "
+                            "payload each way; ps a rank pushes the payload it does not serve and receives the "
+                            "weights it does not serve, a server receives W-1 pushes of its shard and sends W-1 "
+                            "copies of its weights (the library may route them otherwise)");
+    cJSON *sent = cJSON_AddArrayToObject(d, "bytes_sent_per_step_per_rank");
+    cJSON *recv = cJSON_AddArrayToObject(d, "bytes_received_per_step_per_rank");
+    for (int i = 0; r->dp_sent_per_rank && i < W; i++) {
+        cJSON_AddItemToArray(sent, cJSON_CreateNumber(r->dp_sent_per_rank[i]));
+        cJSON_AddItemToArray(recv, cJSON_CreateNumber(r->dp_received_per_rank[i]));
     }
-    const double grad_bytes = (double)r->parameters * (double)ab_dtype_size(c->allreduce_dtype);
-    /* the all-reduce's own time: under overlap the buckets' start to completion, part of it hidden */
-    const double busy = r->allreduce_busy_s > 0 ? r->allreduce_busy_s : r->allreduce_time_s;
-    const double algbw = busy > 0 ? r->bytes_allreduced / busy : 0.0;
-    if (W > 1 || c->accum_steps > 1) {
-        cJSON *d = cJSON_AddObjectToObject(o, "data_parallel");
-        cJSON_AddNumberToObject(d, "world_size", W);
-        cJSON_AddNumberToObject(d, "accum_steps", c->accum_steps);
-        cJSON_AddStringToObject(d, "engine", r->comm_engine[0] ? r->comm_engine : "none");
-        cJSON_AddStringToObject(d, "allreduce_dtype", ab_dtype_name(c->allreduce_dtype));
-        cJSON_AddItemToObject(d, "comm_time_s", num(r->comm_time_s));
-        cJSON_AddItemToObject(d, "comm_time_per_step_s", num(steps ? r->comm_time_s / (double)steps : 0.0));
-        cJSON_AddNumberToObject(d, "bytes_allreduced", r->bytes_allreduced);
-        cJSON_AddItemToObject(d, "allreduce_time_s", num(r->allreduce_time_s));
-        cJSON_AddItemToObject(d, "allreduce_bandwidth_Bps", num(algbw));
-        /* overlap: the part of the all-reduce the steps waited for (exposed) and its whole time
-         * (busy); the bytes a rank passes per step, and what a ring sends and receives for them */
-        cJSON_AddBoolToObject(d, "overlap", c->dp_overlap && W > 1);
-        cJSON_AddNumberToObject(d, "buckets", r->buckets);
-        cJSON_AddNumberToObject(d, "bucket_mb", c->bucket_mb);
-        const double per = steps ? 1.0 / (double)steps : 0.0;
-        cJSON_AddItemToObject(d, "allreduce_exposed_time_per_step_s", num(r->allreduce_time_s * per));
-        cJSON_AddItemToObject(d, "allreduce_busy_time_per_step_s", num(busy * per));
-        cJSON_AddNumberToObject(d, "bytes_per_step", r->bytes_allreduced * per);
-        cJSON_AddNumberToObject(d, "ring_bytes_sent_per_step", 2.0 * (W - 1) / W * r->bytes_allreduced * per);
-        /* how the gradients met: the ring, or the parameter server (its pull's time apart) */
-        cJSON_AddStringToObject(d, "sync", ab_dp_sync_name(W > 1 ? c->dp_sync : AB_DP_RING));
-        cJSON_AddNumberToObject(d, "ps_shards", W > 1 && c->dp_sync == AB_DP_PS ? c->ps_shards : 0);
-        cJSON_AddItemToObject(d, "ps_pull_time_per_step_s", num(r->ps_pull_time_s * per));
-        cJSON_AddStringToObject(d, "traffic_model",
-                                "bytes as the pattern moves them, per synchronising step: ring 2(W-1)/W of the "
-                                "payload each way; ps a rank pushes the payload it does not serve and receives the "
-                                "weights it does not serve, a server receives W-1 pushes of its shard and sends W-1 "
-                                "copies of its weights (the library may route them otherwise)");
-        cJSON *sent = cJSON_AddArrayToObject(d, "bytes_sent_per_step_per_rank");
-        cJSON *recv = cJSON_AddArrayToObject(d, "bytes_received_per_step_per_rank");
-        for (int i = 0; r->dp_sent_per_rank && i < W; i++) {
-            cJSON_AddItemToArray(sent, cJSON_CreateNumber(r->dp_sent_per_rank[i]));
-            cJSON_AddItemToArray(recv, cJSON_CreateNumber(r->dp_received_per_rank[i]));
-        }
-        cJSON *pm = cJSON_AddArrayToObject(d, "peak_memory_bytes_per_rank");
-        for (int i = 0; r->peak_memory_per_rank && i < W; i++)
-            cJSON_AddItemToArray(pm, cJSON_CreateNumber((double)r->peak_memory_per_rank[i]));
-        /* the rule each rank's GPU comes from (ab_comm_gpu_index), and the GPU it ran on */
-        cJSON_AddStringToObject(d, "gpu_rule", "node-local rank modulo the GPUs the rank sees");
-        cJSON *gp = cJSON_AddArrayToObject(d, "gpu_per_rank");
-        for (int i = 0; r->gpu_per_rank && i < W; i++)
-            cJSON_AddItemToArray(gp, cJSON_CreateNumber((double)r->gpu_per_rank[i]));
-    }
-    if (steps == 0 || r->train_samples == 0) return;
+    cJSON *pm = cJSON_AddArrayToObject(d, "peak_memory_bytes_per_rank");
+    for (int i = 0; r->peak_memory_per_rank && i < W; i++)
+        cJSON_AddItemToArray(pm, cJSON_CreateNumber((double)r->peak_memory_per_rank[i]));
+    /* the rule each rank's GPU comes from (ab_comm_gpu_index), and the GPU it ran on */
+    cJSON_AddStringToObject(d, "gpu_rule", "node-local rank modulo the GPUs the rank sees");
+    cJSON *gp = cJSON_AddArrayToObject(d, "gpu_per_rank");
+    for (int i = 0; r->gpu_per_rank && i < W; i++)
+        cJSON_AddItemToArray(gp, cJSON_CreateNumber((double)r->gpu_per_rank[i]));
+}
+
+/* projection (not measured): the epoch on 1-8 GPUs and nodes under the ring cost model
+ *   t_step(N)  = t_compute + 2(N-1)/N * grad_bytes / bandwidth + latency   (N > 1; t_compute at N = 1)
+ *   epoch(N)   = ceil(train_samples / (N * batch * accum)) * t_step(N)     (per-rank batch fixed)
+ * and the patterns' model (add_dp_models). t_compute is the step step_source names. The
+ * bandwidth is the per-rank bus bandwidth of the ring; a measured all-reduce gives
+ * bus = algorithm bandwidth * 2(W-1)/W. */
+static void add_projection(cJSON *o, const ab_train_config *c, const ab_run_record *r, int W, double time, long steps,
+                           double grad_bytes, double algbw) {
     /* the step the projection scales: a GPU run's own (measured), else the modelled GPU step of
      * the same configuration; the CPU's only when there is no model (a CPU step says nothing about
      * a GPU's scaling: the record says which) */
@@ -134,6 +127,23 @@ static void add_data_parallel(cJSON *o, const ab_train_config *c, const ab_run_r
             cJSON_AddItemToArray(pts, j);
         }
     add_dp_models(p, c, r, t_compute, grad_bytes, gpu_bw, gpu_lat, node_bw, node_lat);
+}
+
+/* data_parallel (measured) and projection (modelled) */
+static void add_data_parallel(cJSON *o, const ab_train_config *c, const ab_run_record *r) {
+    const int W = r->world_size > 0 ? r->world_size : 1;
+    double time = 0.0;
+    long steps = 0;
+    for (int i = 0; i < r->n_epochs; i++) {
+        time += r->epochs[i].time_s;
+        steps += r->epochs[i].steps;
+    }
+    const double grad_bytes = (double)r->parameters * (double)ab_dtype_size(c->allreduce_dtype);
+    /* the all-reduce's own time: under overlap the buckets' start to completion, part of it hidden */
+    const double busy = r->allreduce_busy_s > 0 ? r->allreduce_busy_s : r->allreduce_time_s;
+    const double algbw = busy > 0 ? r->bytes_allreduced / busy : 0.0;
+    if (W > 1 || c->accum_steps > 1) add_dp_measured(o, c, r, W, steps, busy, algbw);
+    if (steps > 0 && r->train_samples > 0) add_projection(o, c, r, W, time, steps, grad_bytes, algbw);
 }
 
 /* The ring against the parameter server (one server, and one per device), with and without
@@ -297,8 +307,8 @@ static cJSON *predictions_json(const ab_run_record *r) {
     return o;
 }
 
-static cJSON *build(const ab_train_config *c, const ab_run_record *r) {
-    cJSON *o = cJSON_CreateObject();
+/* where the record comes from: the program, the source, when, and whether the run is whole */
+static void add_provenance(cJSON *o, const ab_run_record *r) {
     cJSON_AddNumberToObject(o, "schema_version", 1);
     cJSON_AddStringToObject(o, "tool", "ampbench");
     cJSON_AddStringToObject(o, "git_commit", ab_git_commit());
@@ -318,7 +328,10 @@ static cJSON *build(const ab_train_config *c, const ab_run_record *r) {
         for (int i = 0; i < r->n_resumes; i++) cJSON_AddItemToArray(ra, cJSON_CreateNumber((double)r->resumed_at[i]));
         cJSON_AddStringToObject(o, "resumed_from", r->resumed_from);
     }
+}
 
+/* what was trained, on what data, with which recipe */
+static void add_workload(cJSON *o, const ab_train_config *c, const ab_run_record *r) {
     cJSON *w = cJSON_AddObjectToObject(o, "workload");
     cJSON_AddStringToObject(w, "model", c->model);
     cJSON_AddStringToObject(w, "dataset", c->dataset);
@@ -356,10 +369,10 @@ static cJSON *build(const ab_train_config *c, const ab_run_record *r) {
     cJSON_AddStringToObject(w, "weights", r->weights_from);
     if (c->save_path) cJSON_AddStringToObject(w, "saved_to", c->save_path);
     if (r->model_notes) cJSON_AddStringToObject(w, "notes", r->model_notes);
+}
 
-    cJSON_AddStringToObject(o, "precision", ab_precision_name(c->precision));
-    cJSON_AddNumberToObject(o, "world_size", r->world_size > 0 ? r->world_size : 1);
-
+/* the machine: this host, and the GPU where the run was on one */
+static void add_host(cJSON *o, const ab_train_config *c, const ab_run_record *r) {
     cJSON *h = cJSON_AddObjectToObject(o, "host");
     char hostname[256] = "unknown";
     gethostname(hostname, sizeof hostname - 1);
@@ -371,7 +384,10 @@ static cJSON *build(const ab_train_config *c, const ab_run_record *r) {
     cJSON_AddStringToObject(h, "device", r->device_name);
     cJSON_AddStringToObject(h, "blas", r->blas);
     if (r->device.name[0] && !r->device.is_host) add_gpu(o, &r->device);
+}
 
+/* each epoch's times, counts and evaluation, and the run's totals from them */
+static void add_epochs(cJSON *o, const ab_run_record *r) {
     cJSON *ep = cJSON_AddArrayToObject(o, "epochs");
     double total = 0.0, samples = 0.0;
     for (int i = 0; i < r->n_epochs; i++) {
@@ -399,7 +415,10 @@ static cJSON *build(const ab_train_config *c, const ab_run_record *r) {
     cJSON_AddItemToObject(o, "samples_per_s", num(total > 0 ? samples / total : 0.0));
     cJSON_AddItemToObject(o, "final_test_accuracy", num(r->n_epochs ? r->epochs[r->n_epochs - 1].test_accuracy : NAN));
     cJSON_AddItemToObject(o, "final_test_metric", num(r->n_epochs ? r->epochs[r->n_epochs - 1].test_metric : NAN));
+}
 
+/* the peaks by category, the memory cap, and what did not fit */
+static void add_memory(cJSON *o, const ab_train_config *c, const ab_run_record *r) {
     cJSON *m = cJSON_AddObjectToObject(o, "peak_memory_bytes");
     for (int k = 0; k < AB_MEM_COUNT; k++)
         cJSON_AddNumberToObject(m, ab_mem_category_name((ab_mem_category)k), (double)r->mem.peak[k]);
@@ -418,7 +437,10 @@ static cJSON *build(const ab_train_config *c, const ab_run_record *r) {
         cJSON_AddNumberToObject(oom, "in_use_bytes", (double)r->mem.oom_in_use);
         cJSON_AddNumberToObject(oom, "would_need_bytes", (double)(r->mem.oom_in_use + r->mem.oom_bytes));
     }
+}
 
+/* the loss scaler: its settings, each overflow, and how its scale moved */
+static void add_mixed_precision(cJSON *o, const ab_train_config *c, const ab_run_record *r) {
     const ab_scaler *s = &r->scaler;
     /* mixed precision in general (fp16 under amp, bf16, or none): "amp" names the fp16 precision alone */
     cJSON *a = cJSON_AddObjectToObject(o, "mixed_precision");
@@ -455,10 +477,9 @@ static cJSON *build(const ab_train_config *c, const ab_run_record *r) {
         cJSON_AddNumberToObject(j, "scale", s->changes[i].scale);
         cJSON_AddItemToArray(ch, j);
     }
+}
 
-    add_data_parallel(o, c, r);
-    add_step_model(o, &r->step_model);
-
+static void add_loss_curve(cJSON *o, const ab_run_record *r) {
     cJSON *lc = cJSON_AddArrayToObject(o, "loss_curve");
     for (size_t i = 0; i < r->n_curve; i++) {
         cJSON *j = cJSON_CreateObject();
@@ -468,6 +489,22 @@ static cJSON *build(const ab_train_config *c, const ab_run_record *r) {
         cJSON_AddNumberToObject(j, "scale", r->curve[i].scale);
         cJSON_AddItemToArray(lc, j);
     }
+}
+
+/* the record, part by part in the schema's order (results/schema/result.schema.json) */
+static cJSON *build(const ab_train_config *c, const ab_run_record *r) {
+    cJSON *o = cJSON_CreateObject();
+    add_provenance(o, r);
+    add_workload(o, c, r);
+    cJSON_AddStringToObject(o, "precision", ab_precision_name(c->precision));
+    cJSON_AddNumberToObject(o, "world_size", r->world_size > 0 ? r->world_size : 1);
+    add_host(o, c, r);
+    add_epochs(o, r);
+    add_memory(o, c, r);
+    add_mixed_precision(o, c, r);
+    add_data_parallel(o, c, r);
+    add_step_model(o, &r->step_model);
+    add_loss_curve(o, r);
     if (r->census) cJSON_AddItemToObject(o, "grad_census", ab_census_json(r->census));
     if (r->test_pred && r->n_test_pred > 0) {
         cJSON *tp = predictions_json(r);
