@@ -48,24 +48,11 @@ int ab_buckets_count(const ab_params *p, double bucket_mb) {
     return n;
 }
 
-int ab_buckets_init(ab_buckets *k, const ab_params *p, ab_comm *comm, double bucket_mb, ab_dtype wire, int shards) {
-    memset(k, 0, sizeof *k);
-    if (!(bucket_mb > 0.0)) return ab_errorf("--bucket-mb %g: a bucket must hold more than 0 MB", bucket_mb);
-    if (shards < 0 || shards > comm->size)
-        return ab_errorf("--ps-shards %d: the servers are ranks of the world, 1 to %d", shards, comm->size);
-    k->p = p;
-    k->comm = comm;
-    k->wire = wire;
-    k->shards = shards;
-    k->cap_bytes = (size_t)(bucket_mb * 1e6);
-    if (!comm->ops->ireduce || !comm->ops->test || !comm->ops->wait)
-        return ab_errorf("the %s engine cannot reduce gradient buckets", comm->ops->name);
-    k->bucket_of = malloc(((size_t)p->n_specs + 1) * sizeof *k->bucket_of);
-    k->b = calloc((size_t)p->n_specs + 1, sizeof *k->b);
-    if (!k->bucket_of || !k->b) return ab_errorf("out of host memory for the gradient buckets");
-    /* the reverse spec order, cut where the next tensor would take a bucket past the cap; each
-     * bucket's range in each of ab_params_init's groups (compute/decay, compute/no decay,
-     * fp32/decay, fp32/no decay), which a run of the reverse order fills downwards */
+/* The reverse spec order, cut where the next tensor would take a bucket past the cap; each
+ * bucket's range in each of ab_params_init's groups (compute/decay, compute/no decay, fp32/decay,
+ * fp32/no decay), which a run of the reverse order fills downwards, then cut into pieces. */
+static int cut(ab_buckets *k, ab_dtype wire) {
+    const ab_params *p = k->p;
     size_t bytes = 0, off[4] = {0}, n[4] = {0};
     int i = p->n_specs - 1;
     for (;;) {
@@ -101,6 +88,25 @@ int ab_buckets_init(ab_buckets *k, const ab_params *p, ab_comm *comm, double buc
         k->bucket_of[i--] = k->n - 1;
         k->trained++;
     }
+    return 0;
+}
+
+int ab_buckets_init(ab_buckets *k, const ab_params *p, ab_comm *comm, double bucket_mb, ab_dtype wire, int shards) {
+    memset(k, 0, sizeof *k);
+    if (!(bucket_mb > 0.0)) return ab_errorf("--bucket-mb %g: a bucket must hold more than 0 MB", bucket_mb);
+    if (shards < 0 || shards > comm->size)
+        return ab_errorf("--ps-shards %d: the servers are ranks of the world, 1 to %d", shards, comm->size);
+    k->p = p;
+    k->comm = comm;
+    k->wire = wire;
+    k->shards = shards;
+    k->cap_bytes = (size_t)(bucket_mb * 1e6);
+    if (!comm->ops->ireduce || !comm->ops->test || !comm->ops->wait)
+        return ab_errorf("the %s engine cannot reduce gradient buckets", comm->ops->name);
+    k->bucket_of = malloc(((size_t)p->n_specs + 1) * sizeof *k->bucket_of);
+    k->b = calloc((size_t)p->n_specs + 1, sizeof *k->b);
+    if (!k->bucket_of || !k->b) return ab_errorf("out of host memory for the gradient buckets");
+    AB_TRY(cut(k, wire));
     /* the cost model counts them apart (ab_buckets_count): the same rule */
     const int counted = ab_buckets_count(p, bucket_mb);
     if (k->n != counted)
