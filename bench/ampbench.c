@@ -24,6 +24,7 @@
 #include "model_step.h"
 #include "params.h"
 #include "platform.h"
+#include "record.h"
 #include "wordpiece.h"
 #include "workloads.h"
 #include "train.h"
@@ -911,6 +912,7 @@ int main(int argc, char **argv) {
     opts.cfg.platform = &ab_platform;
     opts.cfg.step_model = ab_model_step_hook;
     opts.cfg.checkpoints = &ab_checkpoint_store;
+    opts.cfg.record = &ab_record_json;
     /* two passes: the first only learns --model, whose recipe then sets the defaults that the
      * second pass's options override */
     cli first = opts;

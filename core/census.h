@@ -149,9 +149,5 @@ void ab_census_figures_of(const ab_census *c, const ab_census_record *r, ab_cens
 /* One line (no newline) for the record, as printed at run time. */
 void ab_census_summary(const ab_census *c, const ab_census_record *r, char *buf, size_t n);
 
-/* The result record's "grad_census" object (cJSON, freed with the record), NULL when out of memory:
- * interval, log2_min, log2_max, records [{step, loss_scale, tensors [{name, kind, n, zeros, nonfinite,
- * hist}], derived {weight, activation}}] (results/schema/result.schema.json). */
-struct cJSON *ab_census_json(const ab_census *c);
 
 #endif

@@ -132,6 +132,8 @@ static int open_world(trainer *t) {
     const ab_train_config *c = t->cfg;
     if (!c->workload) return ab_errorf("no workload provider in the training configuration");
     if (!c->platform) return ab_errorf("no platform (backends and communicators) in the training configuration");
+    if (c->out_path && !(c->record && c->record->write))
+        return ab_errorf("--out %s: no record writer in the training configuration", c->out_path);
     if (c->epochs < 1 || c->batch_size < 1 || c->accum_steps < 1 || c->log_interval < 1 || !(c->lr > 0.0f) ||
         c->train_subset < 0 || c->test_subset < 0 || c->warmup_steps < 0 || c->timing_skip_steps < 0)
         return ab_errorf("need epochs >= 1, batch size >= 1, accum steps >= 1, log interval >= 1, lr > 0, "
@@ -981,7 +983,7 @@ static int finish_epoch(trainer *t, int e, long step) {
                e, er->time_s, er->train_loss, er->test_loss, er->test_accuracy, er->skipped_steps,
                (double)t->scaler.scale);
     fflush(stdout);
-    if (c->out_path && rec->rank == 0) AB_TRY(ab_result_write(c->out_path, c, rec));
+    if (c->out_path && rec->rank == 0) AB_TRY(c->record->write(c->out_path, c, rec));
     /* the epoch's end: the next one starts at its first step (an interrupted epoch has its own) */
     if (c->checkpoint_dir && !rec->interrupted) AB_TRY(ab_ckpt_write(t, step, e + 1, 0, NULL));
     return 0;
@@ -1002,7 +1004,7 @@ static int finish_run(trainer *t) {
         if (rec->rank == 0) AB_TRY(c->workload->save_weights(c->save_path, t->model, &t->params));
     }
     rec->complete = !rec->interrupted;
-    if (c->out_path && rec->rank == 0) AB_TRY(ab_result_write(c->out_path, c, rec));
+    if (c->out_path && rec->rank == 0) AB_TRY(c->record->write(c->out_path, c, rec));
     return 0;
 }
 
@@ -1013,7 +1015,7 @@ static void keep_refused_record(trainer *t) {
     char why[1024];
     snprintf(why, sizeof why, "%s", ab_error());
     snapshot_record(t);
-    if (ab_result_write(c->out_path, c, t->rec) != 0) fprintf(stderr, "ampbench: %s\n", ab_error());
+    if (c->record->write(c->out_path, c, t->rec) != 0) fprintf(stderr, "ampbench: %s\n", ab_error());
     ab_errorf("%s", why);
 }
 

@@ -17,6 +17,14 @@
 #include "trainstate.h"
 
 typedef struct ab_train_config ab_train_config;
+struct ab_run_record;
+
+/* Writes the run's record wherever --out says (out_path), in the program's format: the core holds
+ * the record (ab_run_record) and writes it at each epoch's end and at the end of the run through
+ * this table alone (ampbench's: record/record.h, JSON). */
+typedef struct ab_record_ops {
+    int (*write)(const char *path, const ab_train_config *c, const struct ab_run_record *r);
+} ab_record_ops;
 
 /* How data-parallel ranks combine their gradients (--dp-sync, docs/data-parallel.md):
  *   RING  every rank all-reduces the gradients and updates all the weights (DDP);
@@ -127,6 +135,8 @@ struct ab_train_config {
      * end and when the run is asked to stop), the newest K kept, and whether to continue from the
      * folder's newest checkpoint (a folder without one: from the start) */
     const struct ab_checkpoint_ops *checkpoints;
+    /* the record's writer (NULL: this build writes none, and out_path is refused) */
+    const ab_record_ops *record;
     const char *checkpoint_dir;
     long checkpoint_every;
     int keep_checkpoints;
@@ -263,9 +273,5 @@ struct ab_comm *ab_trainer_comm(const ab_trainer *t);
 int ab_shard_step(const int32_t *order, int n, int B, int W, int r, int32_t *out);
 void ab_trainer_destroy(ab_trainer *t);
 
-/* Result record: JSON (schema in results/schema/result.schema.json), written atomically. */
-int ab_result_write(const char *path, const ab_train_config *cfg, const ab_run_record *rec);
-/* text + newline to path via a temporary file in the same folder and rename */
-int ab_json_write_atomic(const char *path, const char *text);
 
 #endif

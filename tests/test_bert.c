@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "record.h"
 #include "workloads.h"
 #include "platform.h"
 #include "tolerances.h"
@@ -139,6 +140,7 @@ static void test_memory_cap(const char *tmp) {
     char out[512];
     snprintf(out, sizeof out, "%s/oom.json", tmp);
     c.out_path = out;
+    c.record = &ab_record_json;
     ab_run_record rec;
     const int rc = ab_train_run(&c, &rec);
     snprintf(why, sizeof why, "%s", ab_error());

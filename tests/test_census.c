@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "record.h"
 #include "backend_cpu.h"
 #include "census.h"
 #include "half.h"

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "record.h"
 #include "tolerances.h"
 #include "workloads.h"
 #include "platform.h"
@@ -41,6 +42,7 @@ static double run(ab_precision prec, const char *out, ab_run_record *rec) {
     c.precision = prec;
     c.quiet = 1;
     c.out_path = out;
+    c.record = &ab_record_json;
     if (ab_train_run(&c, rec) != 0) {
         fprintf(stderr, "FAIL %s run: %s\n", ab_precision_name(prec), ab_error());
         failures++;

@@ -10,6 +10,7 @@
 #include "census.h"
 #include "dpmodel.h"
 #include "fileio.h"
+#include "record.h"
 #include "train.h"
 #include "version.h"
 
@@ -527,3 +528,5 @@ int ab_result_write(const char *path, const ab_train_config *cfg, const ab_run_r
     cJSON_free(text);
     return rc;
 }
+
+const ab_record_ops ab_record_json = {.write = ab_result_write};
