@@ -43,6 +43,10 @@ static const char usage[] =
     "       ampbench model-step --model M [--input CxHxW | --max-seq-len S] [--batch-size B] [--gpu NAME]\n"
     "                                    the modelled time of one training step on a named GPU, in\n"
     "                                    fp32, tf32, amp and bf16 (ampbench model-step --help)\n"
+    "       ampbench recipe --model M [--format conf|json]\n"
+    "                                    the model's recipe (data set, batch, optimizer, rate and its\n"
+    "                                    schedule, weight decay, clipping): every option below whose\n"
+    "                                    default is \"the model's recipe\", as options or JSON\n"
     "       ampbench --help | --version\n"
     "       mpirun -np N ampbench train|bench [options]   data parallel: N ranks, rank 0 prints and writes\n"
     "\n"
@@ -316,7 +320,7 @@ static const option_row rows[] = {
     {"dropout", "P", "BERT: hidden and attention dropout", "the architecture's: 0.1", CALL(set_dropout)},
 
     SECTION("data"),
-    {"dataset", "NAME", "the data set, one of:", "the model's: mlp mnist, resnet* cifar10, bert* sst2", CHOICE(cfg.dataset, list_datasets)},
+    {"dataset", "NAME", "the data set, one of:", "the model's recipe", CHOICE(cfg.dataset, list_datasets)},
     {"data", "DIR", "folder with the data set's files (IDX: .gz or raw; GLUE: the task's TSVs)",
      "mnist: " AB_DEFAULT_DATA_ROOT "/mnist, fashion-mnist: /usr/share/datasets/fashion-mnist, cifar10: "
      AB_DEFAULT_DATA_ROOT "/cifar10, GLUE: " AB_DEFAULT_DATA_ROOT "/glue/<task>", STRING(cfg.data_dir)},
@@ -329,25 +333,25 @@ static const option_row rows[] = {
 
     SECTION("recipe"),
     {"epochs", "N", "passes over the training set", "1", INT(cfg.epochs, 1, 100000)},
-    {"batch-size", "B", "per micro-batch (and per rank)", "mlp 64, resnet* 128, bert* 32", INT(cfg.batch_size, 1, 1 << 20)},
+    {"batch-size", "B", "per micro-batch (and per rank)", "the model's recipe", INT(cfg.batch_size, 1, 1 << 20)},
     {"accum-steps", "K", "micro-batches per optimizer step", "1", INT(cfg.accum_steps, 1, 1 << 16)},
     {"max-steps", "N", "stop after N optimizer steps in all (0 = no limit)", "0", LONG(cfg.max_steps, 0, 1L << 40)},
     {"timing-skip-steps", "N", "leave the run's first N steps out of time_s and samples/s\n"
                                "(first-step set-up: scratch growth, plans; as the peers' option)", "0",
      LONG(cfg.timing_skip_steps, 0, 1L << 40)},
-    {"optimizer", "O", "sgd | adamw", "bert* adamw, else sgd", CALL(set_optimizer)},
-    {"lr", "LR", "learning rate (the peak, under a schedule)", "mlp 0.01, resnet* 0.1, bert* 2e-5", FLOAT(cfg.lr)},
+    {"optimizer", "O", "sgd | adamw", "the model's recipe", CALL(set_optimizer)},
+    {"lr", "LR", "learning rate (the peak, under a schedule)", "the model's recipe", FLOAT(cfg.lr)},
     {"lr-schedule", "S", "constant | linear | cosine | step; linear and cosine decay to 0,\n"
                          "step is x0.1 from 50% of the steps, x0.01 from 75%",
-     "mlp constant, resnet* cosine, bert* linear", CALL(set_lr_schedule)},
-    {"warmup-steps", "N", "linear warm-up from 0 over the first N steps", "mlp 0, resnet* 100", LONG(cfg.warmup_steps, 0, 1L << 40)},
-    {"momentum", "M", "SGD momentum", "mlp 0, resnet* 0.9", FLOAT(cfg.momentum)},
-    {"weight-decay", "WD", "L2 (SGD) or decoupled (AdamW) weight decay", "mlp 0, resnet* 5e-4, bert* 0.01", FLOAT(cfg.weight_decay)},
+     "the model's recipe", CALL(set_lr_schedule)},
+    {"warmup-steps", "N", "linear warm-up from 0 over the first N steps", "the model's recipe", LONG(cfg.warmup_steps, 0, 1L << 40)},
+    {"momentum", "M", "SGD momentum", "the model's recipe", FLOAT(cfg.momentum)},
+    {"weight-decay", "WD", "L2 (SGD) or decoupled (AdamW) weight decay", "the model's recipe", FLOAT(cfg.weight_decay)},
     {"wd-exclude", "E", "none | bias-norm: parameters without weight decay (bias-norm: biases\n"
-                        "and normalisation weights, as Hugging Face's Trainer)", "bert* bias-norm, else none",
+                        "and normalisation weights, as Hugging Face's Trainer)", "the model's recipe",
      CALL(set_wd_exclude)},
     {"clip-grad-norm", "X", "scale the gradients to global L2 norm X when above it, after\n"
-                            "unscaling (0 = off)", "bert* 1, else 0", FLOAT(cfg.clip_grad_norm)},
+                            "unscaling (0 = off)", "the model's recipe", FLOAT(cfg.clip_grad_norm)},
 
     SECTION("AMP loss scaler"),
     {"loss-scale", "dynamic|S", "dynamic: GradScaler's (the four options below); a number S: a\n"
@@ -780,6 +784,27 @@ static int find_max_batch(const ab_train_config *c) {
 }
 
 /* ampbench tokenize: the ids a user diffs against another tokenizer's */
+/* ampbench recipe --model M [--format conf|json]: the model's recipe (models/registry.c), the one
+ * source of what run_all.sh and the peers train with */
+static int recipe(int argc, char **argv) {
+    const char *model = NULL, *format = "conf";
+    for (int i = 1; i < argc; i++) {
+        if (i + 1 < argc && strcmp(argv[i], "--model") == 0) model = argv[++i];
+        else if (i + 1 < argc && strcmp(argv[i], "--format") == 0) format = argv[++i];
+        else return ab_errorf("recipe: unknown option or missing value '%s' (ampbench recipe --model M [--format conf|json])",
+                              argv[i]);
+    }
+    if (!model) return ab_errorf("recipe: --model M is required");
+    if (strcmp(format, "conf") != 0 && strcmp(format, "json") != 0)
+        return ab_errorf("recipe: --format %s: expected conf or json", format);
+    const ab_recipe *r = ab_workload_recipe(model);
+    if (!r) return ab_errorf("recipe: unknown model '%s' (see ampbench --help)", model);
+    char buf[1024];
+    AB_TRY(ab_recipe_format(r, strcmp(format, "json") == 0, buf, sizeof buf));
+    printf("%s\n", buf);
+    return 0;
+}
+
 static int tokenize(int argc, char **argv) {
     static const struct option opts[] = {{"vocab", required_argument, NULL, 'v'}, {"max-seq-len", required_argument, NULL, 'n'},
                                          {"task", required_argument, NULL, 't'}, {"cased", no_argument, NULL, 'c'},
@@ -900,9 +925,14 @@ int main(int argc, char **argv) {
         return rc ? (strncmp(ab_error(), "tokenize:", 9) == 0 ? 2 : 1) : 0;
     }
     if (strcmp(argv[1], "model-step") == 0) return ab_model_step_main(argc, argv);
+    if (strcmp(argv[1], "recipe") == 0) {
+        if (recipe(argc - 1, argv + 1) == 0) return 0;
+        fprintf(stderr, "ampbench: %s\n", ab_error());
+        return 2;
+    }
     const int is_train = strcmp(argv[1], "train") == 0, is_bench = strcmp(argv[1], "bench") == 0;
     if (!is_train && !is_bench) {
-        fprintf(stderr, "ampbench: unknown command '%s' (expected train, bench, model-step or tokenize; see --help)\n",
+        fprintf(stderr, "ampbench: unknown command '%s' (expected train, bench, model-step, recipe or tokenize; see --help)\n",
                 argv[1]);
         return 2;
     }

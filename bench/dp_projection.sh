@@ -16,8 +16,10 @@ ampbench=${AMPBENCH:-$root/build/ampbench}
 if [ -n "${KEEP:-}" ]; then out_dir=$KEEP; mkdir -p "$out_dir"
 else out_dir=$(mktemp -d); trap 'rm -rf "$out_dir"' EXIT; fi
 for wl in resnet50 bert-base; do
-    # the config line's options, without --memory-limit (a projection, not a fit test)
-    line=$(awk -v w="$wl" '$1 == w { for (i = 9; i <= NF; i++) printf "%s ", $i; exit }' "$root/bench/workloads.conf")
+    # the model's recipe and the config line's options, as run_all.sh composes them, without
+    # --memory-limit (a projection, not a fit test)
+    line=$("$ampbench" recipe --model "$wl")
+    line="$line $(awk -v w="$wl" '$1 == w { for (i = 9; i <= NF; i++) if ($i != "-") printf "%s ", $i; exit }' "$root/bench/workloads.conf")"
     line=$(sed 's/--memory-limit [^ ]*//' <<< "$line")
     batch=$(sed -n 's/.*--batch-size \([0-9]*\).*/\1/p' <<< "$line")
     # shellcheck disable=SC2086  # the config's options split on blanks

@@ -291,6 +291,12 @@ while read -r name model dataset full_epochs quick_steps cpu_steps cpu_test peer
         case "$v" in ''|*[!0-9]*) echo "run_all.sh: $CONF: workload '$name': '$v' is not a whole number where full_epochs, quick_steps and cpu_steps go (columns: name model dataset full_epochs quick_steps cpu_steps cpu_test peer extra)" >&2; exit 2 ;; esac
     done
     case "$cpu_test" in -|[0-9]*) ;; *) echo "run_all.sh: $CONF: workload '$name': cpu_test '$cpu_test' is neither a number nor -" >&2; exit 2 ;; esac
+    # the model's recipe (the registry's, ampbench recipe), then the config's own options, which win
+    # (an ampbench that predates the recipe command: the config's options alone)
+    recipe=$("$AMPBENCH" recipe --model "$model" 2> /dev/null) || recipe=""
+    recipe=$(sed 's/--dataset [^ ]*//' <<< "$recipe") # the config's dataset column names the data set
+    [ "$extra" = - ] && extra=""
+    extra="$recipe $extra"
     case "$PROFILE" in
         full) ep=$full_epochs st=0 ;;
         quick) ep=1 st=$quick_steps ;;

@@ -107,6 +107,35 @@ void ab_recipe_apply(const ab_recipe *r, ab_train_config *c) {
     c->warmup_steps = r->warmup_steps;
 }
 
+/* the shortest decimal that reads back as v (0.1f as 0.1, not 0.100000001) */
+static const char *shortest(float v, char *buf, size_t n) {
+    for (int digits = 1; digits <= 9; digits++) {
+        snprintf(buf, n, "%.*g", digits, (double)v);
+        if (strtof(buf, NULL) == v) break;
+    }
+    return buf;
+}
+
+int ab_recipe_format(const ab_recipe *r, int json, char *buf, size_t n) {
+    const char *opt = ab_optimizer_name(r->optimizer), *sched = ab_lr_schedule_name(r->schedule);
+    const char *wd = r->wd_exclude ? "bias-norm" : "none";
+    char lr[24], mom[24], dec[24], clip[24];
+    shortest(r->lr, lr, sizeof lr);
+    shortest(r->momentum, mom, sizeof mom);
+    shortest(r->weight_decay, dec, sizeof dec);
+    shortest(r->clip_grad_norm, clip, sizeof clip);
+    const int k = json ? snprintf(buf, n,
+                                  "{\"dataset\": \"%s\", \"batch_size\": %d, \"optimizer\": \"%s\", \"lr\": %s, "
+                                  "\"momentum\": %s, \"weight_decay\": %s, \"wd_exclude\": \"%s\", \"lr_schedule\": "
+                                  "\"%s\", \"warmup_steps\": %ld, \"clip_grad_norm\": %s}",
+                                  r->dataset, r->batch_size, opt, lr, mom, dec, wd, sched, r->warmup_steps, clip)
+                       : snprintf(buf, n,
+                                  "--dataset %s --batch-size %d --optimizer %s --lr %s --momentum %s --weight-decay %s "
+                                  "--wd-exclude %s --lr-schedule %s --warmup-steps %ld --clip-grad-norm %s",
+                                  r->dataset, r->batch_size, opt, lr, mom, dec, wd, sched, r->warmup_steps, clip);
+    return k < 0 || (size_t)k >= n ? ab_errorf("recipe: %d bytes do not fit %zu", k, n) : 0;
+}
+
 /* ---- data sets ---- */
 
 static int open_mnist_like(const ab_train_config *c, ab_backend *be, const char *dir, const char *name,

@@ -33,6 +33,10 @@ typedef struct {
 const ab_recipe *ab_workload_recipe(const char *model);
 /* writes r's fields into c */
 void ab_recipe_apply(const ab_recipe *r, ab_train_config *c);
+/* The recipe as the options that set it, in the names both ampbench train and the PyTorch peers
+ * take ("--dataset cifar10 --batch-size 128 --optimizer sgd ..."), or (json) as a JSON object of
+ * the same names with underscores: the one source run_all.sh and the peers read (ampbench recipe). */
+int ab_recipe_format(const ab_recipe *r, int json, char *buf, size_t n);
 
 /* BERT's architecture: a built-in configuration or a checkpoint's config.json. */
 typedef struct {

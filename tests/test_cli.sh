@@ -317,5 +317,27 @@ grep -q '"interrupted":[[:space:]]*true' "$tmp/r.json" || fail "interrupted resu
 grep -q '"test_accuracy"' "$tmp/r.json" || fail "interrupted result lost its finished epoch"
 ls "$tmp" | grep -q '\.tmp\.' && fail "temporary result file left behind"
 
+# the recipe: one source (models/registry.c), printed as options that train to the same weights as
+# the defaults they stand for, and as JSON; bad use is one line and exit 2
+for m in mlp resnet50 resnet50-cifar bert bert-base; do
+    r=$("$AMPBENCH" recipe --model "$m") || fail "ampbench recipe --model $m failed"
+    case "$r" in --dataset\ *--batch-size\ *--optimizer\ *--lr\ *--lr-schedule\ *--clip-grad-norm\ *) ;;
+        *) fail "ampbench recipe --model $m: '$r'" ;; esac
+    "$AMPBENCH" recipe --model "$m" --format json | python3 -c 'import json, sys
+d = json.load(sys.stdin)
+assert set(d) == {"dataset", "batch_size", "optimizer", "lr", "momentum", "weight_decay", "wd_exclude", "lr_schedule",
+                  "warmup_steps", "clip_grad_norm"}, d' || fail "ampbench recipe --model $m --format json"
+done
+"$AMPBENCH" train --model mlp --max-steps 20 --quiet --save "$tmp/d.safetensors" --out "$tmp/d.json" &&
+    "$AMPBENCH" train --model mlp $("$AMPBENCH" recipe --model mlp) --max-steps 20 --quiet --save "$tmp/e.safetensors" \
+        --out "$tmp/e.json" || fail "training with the recipe's options failed"
+cmp -s "$tmp/d.safetensors" "$tmp/e.safetensors" || fail "the recipe's options train other weights than the defaults"
+for bad in "--model nope" "--model mlp --format xml" "--format json" "--model"; do
+    # shellcheck disable=SC2086
+    "$AMPBENCH" recipe $bad > /dev/null 2> "$tmp/err"
+    rc=$?
+    [ "$rc" = 2 ] && [ "$(wc -l < "$tmp/err")" = 1 ] || fail "ampbench recipe $bad: exit $rc, $(cat "$tmp/err")"
+done
+
 echo "test_cli: $failures failures"
 [ "$failures" -eq 0 ]

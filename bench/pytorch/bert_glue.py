@@ -364,6 +364,11 @@ def task_metric(metric, gold, pred, k):
 
 # ---- arguments, environment ----
 
+# Hugging Face's Trainer as this peer runs it: AdamW, no weight decay on biases and LayerNorm
+# weights (ampbench recipe --model bert)
+FIXED = {"optimizer": "adamw", "momentum": 0.0, "wd-exclude": "bias-norm"}
+
+
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -409,7 +414,9 @@ def parse_args():
     ap.add_argument("--out", default="", help="JSON result file (written atomically after each epoch)")
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--dry-run", action="store_true", help="read and tokenize the data, print the counts, stop")
+    pc.add_fixed_recipe_args(ap, FIXED)
     a = ap.parse_args()
+    pc.check_fixed_recipe_args(ap, a, FIXED)
     pc.check_counts(PROG, a, ("epochs", "batch_size", "log_interval", "accum_steps"),
                     ("max_steps", "warmup_steps", "train_subset", "test_subset", "timing_skip_steps", "threads"))
     pc.check_loss_scale(PROG, a)

@@ -121,6 +121,10 @@ def split_files(data_dir, split):
     return files
 
 
+# what this peer does not vary (ampbench recipe --model resnet50)
+FIXED = {"dataset": "cifar10", "clip-grad-norm": 0.0}
+
+
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -160,7 +164,9 @@ def parse_args():
     ap.add_argument("--out", default="", help="JSON result file (written atomically after each epoch)")
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--dry-run", action="store_true", help="check the data files and stop (no torch needed)")
+    pc.add_fixed_recipe_args(ap, FIXED)
     a = ap.parse_args()
+    pc.check_fixed_recipe_args(ap, a, FIXED)
     pc.check_counts(PROG, a, ("epochs", "batch_size", "log_interval"),
                     ("max_steps", "warmup_steps", "train_subset", "test_subset", "timing_skip_steps", "threads"))
     pc.check_loss_scale(PROG, a)

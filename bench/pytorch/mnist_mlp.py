@@ -68,6 +68,11 @@ def load_split(data_dir, split):
     return idims[0], idims[1] * idims[2], images, labels
 
 
+# the article's script: plain SGD at a constant rate, no clipping (ampbench recipe --model mlp)
+FIXED = {"dataset": "mnist", "optimizer": "sgd", "wd-exclude": "none", "lr-schedule": "constant", "warmup-steps": 0,
+         "clip-grad-norm": 0.0}
+
+
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default="mlp", choices=["mlp"], help="the one model of this peer")
@@ -92,7 +97,9 @@ def parse_args():
     ap.add_argument("--out", default="", help="JSON result file")
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--dry-run", action="store_true", help="read the data and stop (no torch needed)")
+    pc.add_fixed_recipe_args(ap, FIXED)
     a = ap.parse_args()
+    pc.check_fixed_recipe_args(ap, a, FIXED)
     pc.check_loss_scale("mnist_mlp.py", a)
     if not a.data:
         here = os.path.dirname(os.path.abspath(__file__))

@@ -762,6 +762,23 @@ def data_parallel_record(world, accum_steps, backend, peaks_per_rank, total, buc
             "peak_memory_bytes_per_rank": peaks_per_rank or [total]}
 
 
+def add_fixed_recipe_args(ap, fixed):
+    """The recipe options (`ampbench recipe --model M`, the registry's, which run_all.sh passes to both
+    tools) that this peer does not vary: each is taken at the one value the peer trains with, and any
+    other value is refused (check_fixed_recipe_args), so that a recipe it cannot follow never passes
+    silently."""
+    for name, value in fixed.items():
+        ap.add_argument("--" + name, type=type(value), default=value,
+                        help="%s only: this peer's fixed recipe (ampbench recipe)" % (value,))
+
+
+def check_fixed_recipe_args(ap, a, fixed):
+    for name, value in fixed.items():
+        got = getattr(a, name.replace("-", "_"))
+        if got != value:
+            ap.error("--%s %s: this peer trains with %s only (its fixed recipe)" % (name, got, value))
+
+
 def add_bucket_arg(ap):
     """--bucket-mb: DDP's bucket_cap_mb, the size of ampbench's --bucket-mb, so both tools' buckets match"""
     ap.add_argument("--bucket-mb", type=float, default=25.0,
