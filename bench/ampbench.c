@@ -783,7 +783,6 @@ static int find_max_batch(const ab_train_config *c) {
     return 0;
 }
 
-/* ampbench tokenize: the ids a user diffs against another tokenizer's */
 /* ampbench recipe --model M [--format conf|json]: the model's recipe (models/registry.c), the one
  * source of what run_all.sh and the peers train with */
 static int recipe(int argc, char **argv) {
@@ -805,6 +804,7 @@ static int recipe(int argc, char **argv) {
     return 0;
 }
 
+/* ampbench tokenize: the ids a user diffs against another tokenizer's */
 static int tokenize(int argc, char **argv) {
     static const struct option opts[] = {{"vocab", required_argument, NULL, 'v'}, {"max-seq-len", required_argument, NULL, 'n'},
                                          {"task", required_argument, NULL, 't'}, {"cased", no_argument, NULL, 'c'},

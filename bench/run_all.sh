@@ -291,9 +291,16 @@ while read -r name model dataset full_epochs quick_steps cpu_steps cpu_test peer
         case "$v" in ''|*[!0-9]*) echo "run_all.sh: $CONF: workload '$name': '$v' is not a whole number where full_epochs, quick_steps and cpu_steps go (columns: name model dataset full_epochs quick_steps cpu_steps cpu_test peer extra)" >&2; exit 2 ;; esac
     done
     case "$cpu_test" in -|[0-9]*) ;; *) echo "run_all.sh: $CONF: workload '$name': cpu_test '$cpu_test' is neither a number nor -" >&2; exit 2 ;; esac
-    # the model's recipe (the registry's, ampbench recipe), then the config's own options, which win
-    # (an ampbench that predates the recipe command: the config's options alone)
-    recipe=$("$AMPBENCH" recipe --model "$model" 2> /dev/null) || recipe=""
+    # the model's recipe (the registry's, ampbench recipe), then the config's own options, which win;
+    # both tools get the same, so an ampbench that cannot say it (built before the command) stops here
+    if ! recipe=$("$AMPBENCH" recipe --model "$model" < /dev/null 2> "$RUN_DIR/logs/recipe.log"); then
+        if grep -q "unknown command" "$RUN_DIR/logs/recipe.log"; then
+            echo "run_all.sh: $AMPBENCH has no 'recipe' command (built before it): rebuild it, or run without --no-build" >&2
+        else
+            echo "run_all.sh: $CONF: workload '$name': ampbench recipe --model $model: $(tail -n 1 "$RUN_DIR/logs/recipe.log")" >&2
+        fi
+        exit 2
+    fi
     recipe=$(sed 's/--dataset [^ ]*//' <<< "$recipe") # the config's dataset column names the data set
     [ "$extra" = - ] && extra=""
     extra="$recipe $extra"
@@ -382,7 +389,7 @@ for item in "${PLAN[@]}"; do
         cmd=("$AMPBENCH" train --model "$model" --dataset "$dataset" --precision "$precision" --device "$DEVICE"
              --epochs "$ep" --max-steps "$st" --seed "$seed" --log-interval "$li" --quiet --out "$RUN_DIR/$run.json")
     else # the peer takes the same option names for what the config sets (bench/pytorch/*.py)
-        cmd=("$PY" "$ROOT/$peer" --model "$model" --precision "$precision" --device "$DEVICE"
+        cmd=("$PY" "$ROOT/$peer" --model "$model" --dataset "$dataset" --precision "$precision" --device "$DEVICE"
              --epochs "$ep" --max-steps "$st" --seed "$seed" --log-interval "$li" --quiet --out "$RUN_DIR/$run.json")
     fi
     [ "$mode" = amp-ls1 ] && cmd+=(--loss-scale 1)

@@ -51,7 +51,7 @@ int ab_buckets_count(const ab_params *p, double bucket_mb) {
 /* The reverse spec order, cut where the next tensor would take a bucket past the cap; each
  * bucket's range in each of ab_params_init's groups (compute/decay, compute/no decay, fp32/decay,
  * fp32/no decay), which a run of the reverse order fills downwards, then cut into pieces. */
-static int cut(ab_buckets *k, ab_dtype wire) {
+static int cut(ab_buckets *k) {
     const ab_params *p = k->p;
     size_t bytes = 0, off[4] = {0}, n[4] = {0};
     int i = p->n_specs - 1;
@@ -67,7 +67,7 @@ static int cut(ab_buckets *k, ab_dtype wire) {
             ab_bucket *b = &k->b[k->n - 1];
             b->first = k->n_pieces;
             for (int r = 0; r < 4; r++)
-                if (n[r]) AB_TRY(add_pieces(k, off[r], n[r], wire == AB_F16 && r < 2));
+                if (n[r]) AB_TRY(add_pieces(k, off[r], n[r], k->wire == AB_F16 && r < 2));
             b->count = k->n_pieces - b->first;
             memset(n, 0, sizeof n);
         }
@@ -106,7 +106,7 @@ int ab_buckets_init(ab_buckets *k, const ab_params *p, ab_comm *comm, double buc
     k->bucket_of = malloc(((size_t)p->n_specs + 1) * sizeof *k->bucket_of);
     k->b = calloc((size_t)p->n_specs + 1, sizeof *k->b);
     if (!k->bucket_of || !k->b) return ab_errorf("out of host memory for the gradient buckets");
-    AB_TRY(cut(k, wire));
+    AB_TRY(cut(k));
     /* the cost model counts them apart (ab_buckets_count): the same rule */
     const int counted = ab_buckets_count(p, bucket_mb);
     if (k->n != counted)

@@ -503,8 +503,11 @@ static int census_weights(trainer *t, ab_census *census) {
  * weight gradients; NULL on every other step. */
 static int census_open(trainer *t, long step, float scale) {
     ab_census *c = t->rec->census;
-    t->census = c && ab_census_due(c, step + 1) ? c : NULL;
-    return t->census ? ab_census_begin(t->census, t->be, step + 1, scale) : 0;
+    t->census = NULL;
+    if (!c || !ab_census_due(c, step + 1)) return 0;
+    AB_TRY(ab_census_begin(c, t->be, step + 1, scale));
+    t->census = c; /* open: census_close ends it */
+    return 0;
 }
 
 /* closes the step's census, if it took one (after the step's rc, which it keeps); its line,

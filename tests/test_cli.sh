@@ -117,11 +117,18 @@ dups=$(sort <<<"$listed" | uniq -d)
 for o in $listed; do recognised "$o" || fail "--$o is in --help but the parser does not take it: $(cat "$tmp/err")"; done
 recognised bogus && fail "recognised() takes --bogus"
 # every option named in README.md's ampbench section (up to its first subsection)
-# (the tokenize usage line names tokenize's own options, checked against its parser below)
-documented=$(sed -n '/^## ampbench$/,/^###/p' "$README" | grep -v 'ampbench tokenize' |
+# (the tokenize and recipe lines name those commands' own options, checked against them below)
+documented=$(sed -n '/^## ampbench$/,/^###/p' "$README" | grep -v 'ampbench tokenize\|ampbench recipe' |
   grep -oE -- '--[a-z][a-z0-9-]*[a-z0-9]' | sort -u | sed 's/^--//')
 [ "$(wc -l <<<"$documented")" -ge 40 ] || fail "README.md's ampbench section names only $(wc -l <<<"$documented") options"
 for o in $documented; do recognised "$o" || fail "README.md documents --$o, which the parser does not take"; done
+rec_documented=$(sed -n '/^## ampbench$/,/^###/p' "$README" | grep 'ampbench recipe' |
+  grep -oE -- '--[a-z][a-z0-9-]*[a-z0-9]' | sort -u | sed 's/^--//')
+[ -n "$rec_documented" ] || fail "README.md's ampbench section shows no ampbench recipe usage"
+for o in $rec_documented; do
+  "$AMPBENCH" recipe "--$o" x --model mlp >"$tmp/out" 2>"$tmp/err"
+  grep -q "unknown option" "$tmp/err" && fail "README.md documents recipe --$o, which recipe does not take"
+done
 tok_documented=$(sed -n '/^## ampbench$/,/^###/p' "$README" | grep 'ampbench tokenize' |
   grep -oE -- '--[a-z][a-z0-9-]*[a-z0-9]' | sort -u | sed 's/^--//')
 [ -n "$tok_documented" ] || fail "README.md's ampbench section shows no ampbench tokenize usage"

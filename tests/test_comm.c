@@ -104,32 +104,34 @@ static void test_allreduce(ab_comm *c, ab_backend *be, ab_dtype t, ab_reduce_op 
 }
 
 /* The non-blocking reduction (ireduce) to every rank (root -1) and to each rank in turn: queued
- * right behind a backend op that writes the buffer (x2, on a GPU backend's own stream: the
- * engine must order itself after it, comm_nccl's event), polled with test, then waited for. The
- * root gets the sum of every rank's doubled values (W = 2: exact), the others keep their own. */
+ * right behind backend ops that write the buffer (x2 eight times over 4 MB, on a GPU backend's own
+ * stream: long enough that a reduction not ordered after them, comm_nccl's event, would read the
+ * buffer half done), polled with test, then waited for. The root gets the sum of every rank's
+ * values x256 (exact in fp32; W = 2: the sum exact too), the others keep their own. */
 static void test_ireduce(ab_comm *c, ab_backend *be) {
+    enum { N = 1 << 20, TIMES = 8 };
     const int W = c->size;
-    float *mine = malloc(N_ELEMS * sizeof(float)), *other = malloc(N_ELEMS * sizeof(float));
-    double *sum = calloc(N_ELEMS, sizeof(double));
-    float *got = malloc(N_ELEMS * sizeof(float));
+    float *mine = malloc(N * sizeof(float)), *other = malloc(N * sizeof(float));
+    double *sum = calloc(N, sizeof(double));
+    float *got = malloc(N * sizeof(float));
     for (int r = 0; r < W; r++) {
-        fill(other, N_ELEMS, r);
-        for (size_t i = 0; i < N_ELEMS; i++) sum[i] += 2.0 * other[i];
+        fill(other, N, r);
+        for (size_t i = 0; i < N; i++) sum[i] += 256.0 * other[i];
     }
-    fill(mine, N_ELEMS, c->rank);
-    float *buf = be->ops->alloc(be, AB_MEM_WORKSPACE, N_ELEMS * sizeof(float));
+    fill(mine, N, c->rank);
+    float *buf = be->ops->alloc(be, AB_MEM_WORKSPACE, N * sizeof(float));
     for (int root = -1; root < W; root++) {
         char what[96];
         snprintf(what, sizeof what, "%s ireduce fp32 to %s%d (world %d)", c->ops->name, root < 0 ? "all, " : "rank ",
                  root, W);
         ab_comm_req req = {0};
         int rc = buf ? 0 : -1, polls = 0;
-        if (rc == 0) rc = be->ops->upload(be, buf, mine, N_ELEMS * sizeof(float));
-        if (rc == 0) rc = be->ops->scale(be, N_ELEMS, buf, 2.0f);
-        if (rc == 0) rc = c->ops->ireduce(c, buf, N_ELEMS, AB_F32, root, &req);
+        if (rc == 0) rc = be->ops->upload(be, buf, mine, N * sizeof(float));
+        for (int k = 0; rc == 0 && k < TIMES; k++) rc = be->ops->scale(be, N, buf, 2.0f);
+        if (rc == 0) rc = c->ops->ireduce(c, buf, N, AB_F32, root, &req);
         while (rc == 0 && !req.done && polls++ < 1000) rc = c->ops->test(c, &req);
         if (rc == 0) rc = c->ops->wait(c, &req);
-        if (rc == 0) rc = be->ops->download(be, got, buf, N_ELEMS * sizeof(float));
+        if (rc == 0) rc = be->ops->download(be, got, buf, N * sizeof(float));
         if (rc != 0) {
             fprintf(stderr, "FAIL %s: %s\n", what, ab_error());
             failures++;
@@ -137,15 +139,15 @@ static void test_ireduce(ab_comm *c, ab_backend *be) {
         }
         AB_CHECK(req.done, "%s: not done after wait", what);
         size_t bad = 0, first = 0;
-        for (size_t i = 0; i < N_ELEMS; i++) {
-            const double want = root < 0 || root == c->rank ? sum[i] : 2.0 * mine[i];
-            const int ok = W <= 2 ? got[i] == (float)want : fabs(got[i] - want) <= 1e-5 * fmax(1.0, fabs(want));
+        for (size_t i = 0; i < N; i++) {
+            const double want = root < 0 || root == c->rank ? sum[i] : 256.0 * mine[i];
+            const int ok = W <= 2 ? got[i] == (float)want : fabs(got[i] - want) <= 1e-5 * fmax(256.0, fabs(want));
             if (!ok && !bad++) first = i;
         }
         AB_CHECK(bad == 0, "%s: %zu elements wrong, first %zu: %g", what, bad, first, (double)got[first]);
         if (!bad && c->rank == 0) printf("ok   %s\n", what);
     }
-    if (buf) be->ops->release(be, AB_MEM_WORKSPACE, buf, N_ELEMS * sizeof(float));
+    if (buf) be->ops->release(be, AB_MEM_WORKSPACE, buf, N * sizeof(float));
     free(mine), free(other), free(sum), free(got);
 }
 
