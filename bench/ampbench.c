@@ -788,8 +788,15 @@ static int find_max_batch(const ab_train_config *c) {
 static int recipe(int argc, char **argv) {
     const char *model = NULL, *format = "conf";
     for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            printf("usage: ampbench recipe --model M [--format conf|json]\n"
+                   "the model's recipe (models/registry.c): as the options that set it (conf), or as JSON\n");
+            return 1; /* printed: main exits 0 */
+        }
         if (i + 1 < argc && strcmp(argv[i], "--model") == 0) model = argv[++i];
+        else if (strncmp(argv[i], "--model=", 8) == 0) model = argv[i] + 8;
         else if (i + 1 < argc && strcmp(argv[i], "--format") == 0) format = argv[++i];
+        else if (strncmp(argv[i], "--format=", 9) == 0) format = argv[i] + 9;
         else return ab_errorf("recipe: unknown option or missing value '%s' (ampbench recipe --model M [--format conf|json])",
                               argv[i]);
     }
@@ -926,7 +933,8 @@ int main(int argc, char **argv) {
     }
     if (strcmp(argv[1], "model-step") == 0) return ab_model_step_main(argc, argv);
     if (strcmp(argv[1], "recipe") == 0) {
-        if (recipe(argc - 1, argv + 1) == 0) return 0;
+        const int rc = recipe(argc - 1, argv + 1);
+        if (rc >= 0) return 0; /* the recipe, or the command's help */
         fprintf(stderr, "ampbench: %s\n", ab_error());
         return 2;
     }
