@@ -20,8 +20,8 @@ void ab_linear_bind(ab_linear *l, const ab_param_spec *w, const ab_param_spec *b
 
 int ab_linear_forward(const ab_params *p, const ab_linear *l, int B, const void *x, void *y, ab_epilogue epi) {
     const ab_dtype t = p->cdt;
-    return p->be->ops->gemm(p->be, 0, 1, B, l->out, l->in, 1.0f, t, x, l->in, t, ab_param_w(p, l->w), l->in,
-                            ab_param_w(p, l->b), epi, 0.0f, t, y, l->out);
+    return p->be->ops->gemm(p->be, 0, 1, B, l->out, l->in, 1.0f, t, x, l->in, t, ab_param_weight(p, l->w), l->in,
+                            ab_param_weight(p, l->b), epi, 0.0f, t, y, l->out);
 }
 
 int ab_linear_backward(const ab_params *p, const ab_grad_sink *g, const ab_linear *l, int B, const void *x, const void *dy, void *dx) {
@@ -30,14 +30,14 @@ int ab_linear_backward(const ab_params *p, const ab_grad_sink *g, const ab_linea
     AB_TRY(ab_grad_observe(g, l->w, t, (size_t)B * l->out, dy));
     /* d_weight (out, in) = dy^T (out, B) @ x (B, in) */
     AB_TRY(ops->gemm(p->be, 1, 0, l->out, l->in, B, 1.0f, t, dy, l->out, t, x, l->in, NULL, AB_EPI_NONE,
-                     ab_param_gbeta(p, g, l->w), t, ab_param_g(p, l->w), l->in));
+                     ab_param_grad_beta(p, g, l->w), t, ab_param_grad_at(p, l->w), l->in));
     AB_TRY(ab_param_grad_done(p, g, l->w));
     /* d_bias (out) = sum over the batch of dy */
-    AB_TRY(ops->col_sum(p->be, B, l->out, t, dy, ab_param_gbeta(p, g, l->b), t, ab_param_g(p, l->b)));
+    AB_TRY(ops->col_sum(p->be, B, l->out, t, dy, ab_param_grad_beta(p, g, l->b), t, ab_param_grad_at(p, l->b)));
     AB_TRY(ab_param_grad_done(p, g, l->b));
     /* dx (B, in) = dy (B, out) @ W (out, in) */
     if (dx)
-        AB_TRY(ops->gemm(p->be, 0, 0, B, l->in, l->out, 1.0f, t, dy, l->out, t, ab_param_w(p, l->w), l->in, NULL,
+        AB_TRY(ops->gemm(p->be, 0, 0, B, l->in, l->out, 1.0f, t, dy, l->out, t, ab_param_weight(p, l->w), l->in, NULL,
                          AB_EPI_NONE, 0.0f, t, dx, l->in));
     return 0;
 }
@@ -58,16 +58,17 @@ int ab_conv_bind(ab_conv *c, const ab_param_spec *w, int max_batch, int H, int W
 int ab_conv_forward(const ab_params *p, const ab_conv *c, int B, const void *x, void *y) {
     ab_conv_shape s = c->shape;
     s.N = B;
-    return p->be->ops->conv2d_forward(p->be, &s, p->cdt, x, ab_param_w(p, c->w), y);
+    return p->be->ops->conv2d_forward(p->be, &s, p->cdt, x, ab_param_weight(p, c->w), y);
 }
 
 int ab_conv_backward(const ab_params *p, const ab_grad_sink *g, const ab_conv *c, int B, const void *x, const void *dy, void *dx) {
     ab_conv_shape s = c->shape;
     s.N = B;
     AB_TRY(ab_grad_observe(g, c->w, p->cdt, (size_t)B * s.P * s.Q * s.K, dy));
-    AB_TRY(p->be->ops->conv2d_backward_filter(p->be, &s, p->cdt, x, dy, ab_param_gbeta(p, g, c->w), ab_param_g(p, c->w)));
+    AB_TRY(p->be->ops->conv2d_backward_filter(p->be, &s, p->cdt, x, dy, ab_param_grad_beta(p, g, c->w),
+                                              ab_param_grad_at(p, c->w)));
     AB_TRY(ab_param_grad_done(p, g, c->w));
-    if (dx) AB_TRY(p->be->ops->conv2d_backward_data(p->be, &s, p->cdt, dy, ab_param_w(p, c->w), dx));
+    if (dx) AB_TRY(p->be->ops->conv2d_backward_data(p->be, &s, p->cdt, dy, ab_param_weight(p, c->w), dx));
     return 0;
 }
 
@@ -100,7 +101,7 @@ void ab_batchnorm_bind(ab_batchnorm *bn, const ab_param_spec s[4]) {
 int ab_batchnorm_forward(const ab_params *p, const ab_batchnorm *bn, int M, const void *x, void *y, int training,
                          int relu) {
     ab_backend *be = p->be;
-    const float *g = ab_param_w(p, bn->gamma), *b = ab_param_w(p, bn->beta);
+    const float *g = ab_param_weight(p, bn->gamma), *b = ab_param_weight(p, bn->beta);
     if (training)
         return be->ops->batchnorm_forward_train(be, M, bn->C, p->cdt, x, g, b, bn->eps, bn->momentum,
                                                 ab_param_buf(p, bn->mean), ab_param_buf(p, bn->var), bn->save_mean,
@@ -112,9 +113,9 @@ int ab_batchnorm_forward(const ab_params *p, const ab_batchnorm *bn, int M, cons
 int ab_batchnorm_backward(const ab_params *p, const ab_grad_sink *g, const ab_batchnorm *bn, int M, const void *x,
                           const void *dy, void *dx) {
     AB_TRY(ab_grad_observe(g, bn->gamma, p->cdt, (size_t)M * bn->C, dy));
-    AB_TRY(p->be->ops->batchnorm_backward(p->be, M, bn->C, p->cdt, x, dy, ab_param_w(p, bn->gamma), bn->save_mean,
-                                          bn->save_invstd, ab_param_gbeta(p, g, bn->gamma), ab_param_g(p, bn->gamma),
-                                          ab_param_g(p, bn->beta), dx));
+    AB_TRY(p->be->ops->batchnorm_backward(p->be, M, bn->C, p->cdt, x, dy, ab_param_weight(p, bn->gamma), bn->save_mean,
+                                          bn->save_invstd, ab_param_grad_beta(p, g, bn->gamma),
+                                          ab_param_grad_at(p, bn->gamma), ab_param_grad_at(p, bn->beta), dx));
     AB_TRY(ab_grad_ready(g, bn->gamma));
     return ab_grad_ready(g, bn->beta);
 }
@@ -137,16 +138,16 @@ void ab_layernorm_bind(ab_layernorm *ln, const ab_param_spec s[2], float eps) {
 
 int ab_layernorm_forward(const ab_params *p, const ab_layernorm *ln, int R, ab_dtype xt, const void *x, float *mean,
                          float *rstd, ab_dtype yt, void *y) {
-    return p->be->ops->layernorm_forward(p->be, R, ln->C, xt, x, ab_param_w(p, ln->gamma), ab_param_w(p, ln->beta),
-                                         ln->eps, mean, rstd, yt, y);
+    return p->be->ops->layernorm_forward(p->be, R, ln->C, xt, x, ab_param_weight(p, ln->gamma),
+                                         ab_param_weight(p, ln->beta), ln->eps, mean, rstd, yt, y);
 }
 
 int ab_layernorm_backward(const ab_params *p, const ab_grad_sink *g, const ab_layernorm *ln, int R, ab_dtype xt, const void *x, ab_dtype yt,
                           const void *dy, const float *mean, const float *rstd, void *dx) {
     AB_TRY(ab_grad_observe(g, ln->gamma, yt, (size_t)R * ln->C, dy));
-    AB_TRY(p->be->ops->layernorm_backward(p->be, R, ln->C, xt, x, yt, dy, ab_param_w(p, ln->gamma), mean, rstd,
-                                          ab_param_gbeta(p, g, ln->gamma), ab_param_g(p, ln->gamma),
-                                          ab_param_g(p, ln->beta), dx));
+    AB_TRY(p->be->ops->layernorm_backward(p->be, R, ln->C, xt, x, yt, dy, ab_param_weight(p, ln->gamma), mean, rstd,
+                                          ab_param_grad_beta(p, g, ln->gamma), ab_param_grad_at(p, ln->gamma),
+                                          ab_param_grad_at(p, ln->beta), dx));
     AB_TRY(ab_grad_ready(g, ln->gamma));
     return ab_grad_ready(g, ln->beta);
 }

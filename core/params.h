@@ -108,7 +108,7 @@ static inline const void *ab_at_const(const void *base, ab_dtype t, size_t off) 
 }
 /* The weight of s as the forward reads it (compute copy, or fp32 master for the fp32 region),
  * and a buffer-region tensor. */
-static inline const void *ab_param_w(const ab_params *p, const ab_param_spec *s) {
+static inline const void *ab_param_weight(const ab_params *p, const ab_param_spec *s) {
     return s->region == AB_REGION_COMPUTE ? ab_at_const(p->wc, p->cdt, s->offset) : (const void *)(p->master + s->offset);
 }
 static inline float *ab_param_buf(const ab_params *p, const ab_param_spec *s) { return p->bufs + s->offset; }
@@ -119,13 +119,13 @@ static inline int ab_param_via_scratch(const ab_params *p, const ab_param_spec *
 /* Where backward writes s's gradient, in p->cdt for the compute region, fp32 for the fp32
  * region: the fp32 gradient itself, or under amp/bf16 the compute-type scratch (then call
  * ab_param_grad_done before the next tensor's gradient is written). */
-static inline void *ab_param_g(const ab_params *p, const ab_param_spec *s) {
+static inline void *ab_param_grad_at(const ab_params *p, const ab_param_spec *s) {
     if (ab_param_via_scratch(p, s)) return p->gradc;
     return s->region == AB_REGION_COMPUTE ? ab_at(p->gradc, p->cdt, s->offset) : (void *)(p->grad + s->offset);
 }
-/* beta for writing s's gradient at ab_param_g: 1 to add into what earlier micro-batches left
+/* beta for writing s's gradient at ab_param_grad_at: 1 to add into what earlier micro-batches left
  * in the fp32 gradient (AB_GRAD_ACCUMULATE); the scratch is always overwritten */
-static inline float ab_param_gbeta(const ab_params *p, const ab_grad_sink *g, const ab_param_spec *s) {
+static inline float ab_param_grad_beta(const ab_params *p, const ab_grad_sink *g, const ab_param_spec *s) {
     return !ab_param_via_scratch(p, s) && g->mode == AB_GRAD_ACCUMULATE ? 1.0f : 0.0f;
 }
 /* shows g's observer the gradient dy (n elements of type t) arriving at the output of the layer
@@ -134,7 +134,7 @@ static inline int ab_grad_observe(const ab_grad_sink *g, const ab_param_spec *w,
                                   const void *dy) {
     return g->observe ? g->observe(g->ctx, w, t, n, dy) : 0;
 }
-/* after s's gradient is written at ab_param_g: adds the scratch into the fp32 gradient
+/* after s's gradient is written at ab_param_grad_at: adds the scratch into the fp32 gradient
  * (overwrites it on a step's first micro-batch) where it went through the scratch, then tells
  * g's ready hook that s's gradient of this pass is in place */
 int ab_param_grad_done(const ab_params *p, const ab_grad_sink *g, const ab_param_spec *s);

@@ -419,8 +419,8 @@ static int bert_backward(ab_model *m, const ab_params *p, const ab_grad_sink *g,
     AB_TRY(ab_layernorm_backward(p, g, &b->ln_emb, R, AB_F32, b->emb, t, G, b->me, b->re, b->gemb));
     const ab_param_spec *sw = &p->specs[b->word], *sp = &p->specs[b->pos], *st = &p->specs[b->type];
     AB_TRY(be->ops->embedding_backward(be, R, L, H, ids, types, b->gemb, c->vocab, c->type_vocab,
-                                       g->mode == AB_GRAD_ACCUMULATE, ab_param_g(p, sw), ab_param_g(p, sp),
-                                       ab_param_g(p, st)));
+                                       g->mode == AB_GRAD_ACCUMULATE, ab_param_grad_at(p, sw), ab_param_grad_at(p, sp),
+                                       ab_param_grad_at(p, st)));
     AB_TRY(ab_grad_ready(g, sw));
     AB_TRY(ab_grad_ready(g, sp));
     return ab_grad_ready(g, st);
