@@ -29,25 +29,6 @@ static int add_pieces(ab_buckets *k, size_t off, size_t n, int f16) {
     return 0;
 }
 
-int ab_buckets_count(const ab_params *p, double bucket_mb) {
-    const size_t cap = (size_t)(bucket_mb * 1e6);
-    size_t bytes = 0;
-    int n = 0, in_open = 0;
-    for (int i = p->n_specs - 1; i >= 0; i--) {
-        const ab_param_spec *s = &p->specs[i];
-        if (s->region == AB_REGION_BUFFER) continue;
-        const size_t sb = s->numel * sizeof(float);
-        if (n == 0 || (in_open > 0 && bytes + sb > cap)) {
-            n++;
-            bytes = 0;
-            in_open = 0;
-        }
-        bytes += sb;
-        in_open++;
-    }
-    return n;
-}
-
 /* The reverse spec order, cut where the next tensor would take a bucket past the cap; each
  * bucket's range in each of ab_params_init's groups (compute/decay, compute/no decay, fp32/decay,
  * fp32/no decay), which a run of the reverse order fills downwards, then cut into pieces. */
@@ -91,27 +72,37 @@ static int cut(ab_buckets *k) {
     return 0;
 }
 
-int ab_buckets_init(ab_buckets *k, const ab_params *p, ab_comm *comm, double bucket_mb, ab_dtype wire, int shards) {
+/* the layout alone: the buckets and their pieces, with no communicator (ab_buckets_count's too) */
+static int lay_out(ab_buckets *k, const ab_params *p, double bucket_mb, ab_dtype wire, int shards) {
     memset(k, 0, sizeof *k);
     if (!(bucket_mb > 0.0)) return ab_errorf("--bucket-mb %g: a bucket must hold more than 0 MB", bucket_mb);
-    if (shards < 0 || shards > comm->size)
-        return ab_errorf("--ps-shards %d: the servers are ranks of the world, 1 to %d", shards, comm->size);
     k->p = p;
-    k->comm = comm;
     k->wire = wire;
     k->shards = shards;
     k->cap_bytes = (size_t)(bucket_mb * 1e6);
-    if (!comm->ops->ireduce || !comm->ops->test || !comm->ops->wait)
-        return ab_errorf("the %s engine cannot reduce gradient buckets", comm->ops->name);
     k->bucket_of = malloc(((size_t)p->n_specs + 1) * sizeof *k->bucket_of);
     k->b = calloc((size_t)p->n_specs + 1, sizeof *k->b);
     if (!k->bucket_of || !k->b) return ab_errorf("out of host memory for the gradient buckets");
-    AB_TRY(cut(k));
-    /* the cost model counts them apart (ab_buckets_count): the same rule */
-    const int counted = ab_buckets_count(p, bucket_mb);
-    if (k->n != counted)
-        return ab_errorf("gradient buckets: %d cut, %d counted (ab_buckets_count disagrees with the layout)", k->n,
-                         counted);
+    return cut(k);
+}
+
+int ab_buckets_count(const ab_params *p, double bucket_mb) {
+    ab_buckets k;
+    const int rc = lay_out(&k, p, bucket_mb, AB_F32, 0);
+    const int n = rc == 0 ? k.n : 0;
+    ab_buckets_free(&k);
+    if (rc != 0) ab_error_clear(); /* the cost model then counts by size */
+    return n;
+}
+
+int ab_buckets_init(ab_buckets *k, const ab_params *p, ab_comm *comm, double bucket_mb, ab_dtype wire, int shards) {
+    memset(k, 0, sizeof *k);
+    if (shards < 0 || shards > comm->size)
+        return ab_errorf("--ps-shards %d: the servers are ranks of the world, 1 to %d", shards, comm->size);
+    if (!comm->ops->ireduce || !comm->ops->test || !comm->ops->wait)
+        return ab_errorf("the %s engine cannot reduce gradient buckets", comm->ops->name);
+    AB_TRY(lay_out(k, p, bucket_mb, wire, shards));
+    k->comm = comm;
     if (wire == AB_F16 && p->n_compute) {
         k->f16 = ab_alloc_for(p->be, AB_MEM_WORKSPACE, p->n_compute * 2, "the fp16 copy of the gradients the buckets reduce");
         if (!k->f16) return -1;

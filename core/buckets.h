@@ -64,8 +64,8 @@ typedef struct ab_buckets {
     double exposed_s, total_s;
 } ab_buckets;
 
-/* the buckets ab_buckets_init would cut p's trained tensors into at bucket_mb (any world size: the
- * cost model's bucket count) */
+/* the buckets ab_buckets_init cuts p's trained tensors into at bucket_mb, by the same layout (any
+ * world size: the cost model's bucket count); 0 when it cannot be laid out */
 int ab_buckets_count(const ab_params *p, double bucket_mb);
 /* lays out the buckets of p for comm (bucket_mb > 0), reduced to every rank (shards 0) or to the
  * servers of shards parameter-server shards; allocates the fp16 copy under wire fp16 */
