@@ -1,4 +1,4 @@
-/* Tracked allocation helpers over a backend's op table. */
+/* Tracked allocation helpers over a backend's op table, and the op table's names. */
 #include "backend.h"
 
 #include <stdarg.h>
@@ -19,6 +19,25 @@ void *ab_alloc_for(ab_backend *be, ab_mem_category cat, size_t bytes, const char
     return p;
 }
 void ab_release(ab_backend *be, ab_mem_category cat, void *p, size_t bytes) { be->ops->release(be, cat, p, bytes); }
+
+const char *ab_op_name(int op) {
+    static const char *const names[AB_OP_COUNT] = {
+#define AB_OP(name, params, args) #name,
+#include "backend_ops.def"
+    };
+    return op >= 0 && op < AB_OP_COUNT ? names[op] : NULL;
+}
+
+const void *ab_backend_op(const ab_backend_ops *o, int op) {
+    switch (op) {
+#define AB_OP(name, params, args)                                                                                      \
+    case AB_OP_##name:                                                                                                 \
+        return (const void *)o->name;
+#include "backend_ops.def"
+    default:
+        return NULL;
+    }
+}
 
 int ab_conv_shape_init(ab_conv_shape *s) {
     if (s->N < 1 || s->H < 1 || s->W < 1 || s->C < 1 || s->K < 1 || s->R < 1 || s->S < 1 || s->stride_h < 1 ||

@@ -95,9 +95,9 @@ static void cost_unmap_data(ab_backend *be, const void *mapped, size_t bytes) { 
 
 /* ---- matrix products ---- */
 
-static int cost_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at, const void *A,
-                     int lda, ab_dtype bt, const void *B, int ldb, const void *bias, ab_epilogue epi, float beta,
-                     ab_dtype ct, void *C, int ldc) {
+static int ab_cost_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at, const void *A,
+                        int lda, ab_dtype bt, const void *B, int ldb, const void *bias, ab_epilogue epi, float beta,
+                        ab_dtype ct, void *C, int ldc) {
     (void)alpha, (void)A, (void)lda, (void)B, (void)ldb, (void)epi, (void)C, (void)ldc;
     const double m = M, n = N, k = K;
     const double bytes = m * k * es(at) + k * n * es(bt) + m * n * es(ct) * (beta != 0.0f ? 2.0 : 1.0) +
@@ -105,9 +105,9 @@ static int cost_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float 
     AB_TRY(record(be, "gemm", AB_OPC_MATMUL, product_type(at, bt), 2.0 * m * n * k, bytes, tiles_of(m, n, k, 1.0), 1));
     return shape(be, M, N, K, 1, ta, tb);
 }
-static int cost_gemm_batched(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at,
-                             const void *A, int lda, long long sa, ab_dtype bt, const void *B, int ldb, long long sb,
-                             float beta, ab_dtype ct, void *C, int ldc, long long sc, int batch) {
+static int ab_cost_gemm_batched(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at,
+                                const void *A, int lda, long long sa, ab_dtype bt, const void *B, int ldb, long long sb,
+                                float beta, ab_dtype ct, void *C, int ldc, long long sc, int batch) {
     (void)alpha, (void)A, (void)lda, (void)sa, (void)B, (void)ldb, (void)sb, (void)C, (void)ldc, (void)sc;
     const double m = M, n = N, k = K, z = batch;
     const double bytes = z * (m * k * es(at) + k * n * es(bt) + m * n * es(ct) * (beta != 0.0f ? 2.0 : 1.0));
@@ -125,20 +125,21 @@ static double conv_x(const ab_conv_shape *s) { return (double)s->N * s->H * s->W
 static double conv_y(const ab_conv_shape *s) { return (double)s->N * s->P * s->Q * s->K; }
 static double conv_w(const ab_conv_shape *s) { return (double)s->K * s->R * s->S * s->C; }
 
-static int cost_conv_fwd(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *x, const void *w, void *y) {
+static int ab_cost_conv2d_forward(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *x, const void *w,
+                                  void *y) {
     (void)x, (void)w, (void)y;
     return record(be, "conv2d_forward", AB_OPC_MATMUL, t, conv_flops(s), (conv_x(s) + conv_w(s) + conv_y(s)) * es(t),
                   tiles_of((double)s->N * s->P * s->Q, s->K, (double)s->R * s->S * s->C, 1.0), 1);
 }
-static int cost_conv_bwd_data(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *dy, const void *w,
-                              void *dx) {
+static int ab_cost_conv2d_backward_data(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *dy,
+                                        const void *w, void *dx) {
     (void)dy, (void)w, (void)dx;
     return record(be, "conv2d_backward_data", AB_OPC_MATMUL, t, conv_flops(s),
                   (conv_y(s) + conv_w(s) + conv_x(s)) * es(t),
                   tiles_of((double)s->N * s->H * s->W, s->C, (double)s->R * s->S * s->K, 1.0), 1);
 }
-static int cost_conv_bwd_filter(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *x, const void *dy,
-                                float beta, void *dw) {
+static int ab_cost_conv2d_backward_filter(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *x,
+                                          const void *dy, float beta, void *dw) {
     (void)x, (void)dy, (void)dw;
     return record(be, "conv2d_backward_filter", AB_OPC_MATMUL, t, conv_flops(s),
                   (conv_x(s) + conv_y(s) + conv_w(s) * (beta != 0.0f ? 2.0 : 1.0)) * es(t),
@@ -147,149 +148,156 @@ static int cost_conv_bwd_filter(ab_backend *be, const ab_conv_shape *s, ab_dtype
 
 /* ---- element-wise and reductions: bytes in and out ---- */
 
-static int cost_cast(ab_backend *be, size_t n, ab_dtype st, const void *src, ab_dtype dt, void *dst) {
+static int ab_cost_cast(ab_backend *be, size_t n, ab_dtype st, const void *src, ab_dtype dt, void *dst) {
     (void)src, (void)dst;
     return mem_op(be, "cast", (double)n * (es(st) + es(dt)), 1);
 }
-static int cost_accumulate(ab_backend *be, size_t n, ab_dtype st, const void *src, float *dst, int acc) {
+static int ab_cost_accumulate(ab_backend *be, size_t n, ab_dtype st, const void *src, float *dst, int acc) {
     (void)src, (void)dst;
     return mem_op(be, "accumulate", (double)n * (es(st) + 4.0 * (acc ? 2.0 : 1.0)), 1);
 }
-static int cost_relu_fwd(ab_backend *be, size_t n, ab_dtype t, const void *x, void *y) {
+static int ab_cost_relu_forward(ab_backend *be, size_t n, ab_dtype t, const void *x, void *y) {
     (void)x, (void)y;
     return mem_op(be, "relu_forward", 2.0 * (double)n * es(t), 1);
 }
-static int cost_relu_bwd(ab_backend *be, size_t n, ab_dtype t, const void *y, const void *dy, void *dx) {
+static int ab_cost_relu_backward(ab_backend *be, size_t n, ab_dtype t, const void *y, const void *dy, void *dx) {
     (void)y, (void)dy, (void)dx;
     return mem_op(be, "relu_backward", 3.0 * (double)n * es(t), 1);
 }
-static int cost_col_sum(ab_backend *be, int M, int N, ab_dtype xt, const void *X, float beta, ab_dtype ot, void *out) {
+static int ab_cost_col_sum(ab_backend *be, int M, int N, ab_dtype xt, const void *X, float beta, ab_dtype ot,
+                           void *out) {
     (void)X, (void)out;
     return mem_op(be, "col_sum", (double)M * N * es(xt) + (double)N * es(ot) * (beta != 0.0f ? 2.0 : 1.0), 1);
 }
-static int cost_softmax_xent(ab_backend *be, int B, int C, ab_dtype lt, const void *logits, const int32_t *labels,
-                             float gs, ab_dtype dt, void *dlogits, float *loss_sum, int32_t *correct) {
+static int ab_cost_softmax_xent(ab_backend *be, int B, int C, ab_dtype lt, const void *logits, const int32_t *labels,
+                                float gs, ab_dtype dt, void *dlogits, float *loss_sum, int32_t *correct) {
     (void)logits, (void)labels, (void)gs, (void)loss_sum, (void)correct;
     return mem_op(be, "softmax_xent", (double)B * C * (es(lt) + (dlogits ? es(dt) : 0.0)) + 4.0 * B, 1);
 }
-static int cost_unscale_check(ab_backend *be, size_t n, float *g, float inv, int32_t *found_inf) {
+static int ab_cost_unscale_check(ab_backend *be, size_t n, float *g, float inv, int32_t *found_inf) {
     (void)g, (void)inv, (void)found_inf;
     return mem_op(be, "unscale_check", 8.0 * (double)n, 1);
 }
-static int cost_sgd(ab_backend *be, size_t n, float *w, const float *g, float *buf, float lr, float momentum,
-                    float wd, int first) {
+static int ab_cost_sgd_step(ab_backend *be, size_t n, float *w, const float *g, float *buf, float lr, float momentum,
+                            float wd, int first) {
     (void)w, (void)g, (void)lr, (void)momentum, (void)wd, (void)first;
     return mem_op(be, "sgd_step", 4.0 * (double)n * (buf ? 5.0 : 3.0), 1);
 }
-static int cost_adamw(ab_backend *be, size_t n, float *w, const float *g, float *m, float *v, float lr, float b1,
-                      float b2, float eps, float wd, int step) {
+static int ab_cost_adamw_step(ab_backend *be, size_t n, float *w, const float *g, float *m, float *v, float lr,
+                              float b1, float b2, float eps, float wd, int step) {
     (void)w, (void)g, (void)m, (void)v, (void)lr, (void)b1, (void)b2, (void)eps, (void)wd, (void)step;
     return mem_op(be, "adamw_step", 4.0 * 7.0 * (double)n, 1);
 }
-static int cost_gather_normalize(ab_backend *be, int B, int D, const uint8_t *data, const uint8_t *labels,
-                                 const int32_t *idx, float mean, float std, ab_dtype ot, void *out, int32_t *lo) {
+static int ab_cost_gather_normalize(ab_backend *be, int B, int D, const uint8_t *data, const uint8_t *labels,
+                                    const int32_t *idx, float mean, float std, ab_dtype ot, void *out, int32_t *lo) {
     (void)data, (void)labels, (void)idx, (void)mean, (void)std, (void)out, (void)lo;
     return mem_op(be, "gather_normalize", (double)B * D * (1.0 + es(ot)), 1);
 }
-static int cost_gather_images(ab_backend *be, int B, const ab_image_layout *L, const ab_image_aug *aug,
-                              const uint8_t *data, const uint8_t *labels, const int32_t *idx, ab_dtype ot, void *out,
-                              int32_t *lo) {
+static int ab_cost_gather_images(ab_backend *be, int B, const ab_image_layout *L, const ab_image_aug *aug,
+                                 const uint8_t *data, const uint8_t *labels, const int32_t *idx, ab_dtype ot, void *out,
+                                 int32_t *lo) {
     (void)aug, (void)data, (void)labels, (void)idx, (void)out, (void)lo;
     return mem_op(be, "gather_images", (double)B * L->C * L->H * L->W * (1.0 + es(ot)), 1);
 }
-static int cost_bn_train(ab_backend *be, int M, int C, ab_dtype t, const void *x, const float *gamma,
-                         const float *beta, float eps, float momentum, float *rm, float *rv, float *sm, float *si,
-                         int relu, void *y) {
+static int ab_cost_batchnorm_forward_train(ab_backend *be, int M, int C, ab_dtype t, const void *x, const float *gamma,
+                                           const float *beta, float eps, float momentum, float *rm, float *rv,
+                                           float *sm, float *si, int relu, void *y) {
     (void)x, (void)gamma, (void)beta, (void)eps, (void)momentum, (void)rm, (void)rv, (void)sm, (void)si, (void)relu,
         (void)y;
     return mem_op(be, "batchnorm_forward_train", 3.0 * (double)M * C * es(t), 2); /* statistics, then y */
 }
-static int cost_bn_eval(ab_backend *be, int M, int C, ab_dtype t, const void *x, const float *gamma, const float *beta,
-                        const float *rm, const float *rv, float eps, int relu, void *y) {
+static int ab_cost_batchnorm_forward_eval(ab_backend *be, int M, int C, ab_dtype t, const void *x, const float *gamma,
+                                          const float *beta, const float *rm, const float *rv, float eps, int relu,
+                                          void *y) {
     (void)x, (void)gamma, (void)beta, (void)rm, (void)rv, (void)eps, (void)relu, (void)y;
     return mem_op(be, "batchnorm_forward_eval", 2.0 * (double)M * C * es(t), 1);
 }
-static int cost_bn_bwd(ab_backend *be, int M, int C, ab_dtype t, const void *x, const void *dy, const float *gamma,
-                       const float *sm, const float *si, float acc, float *dg, float *db, void *dx) {
+static int ab_cost_batchnorm_backward(ab_backend *be, int M, int C, ab_dtype t, const void *x, const void *dy,
+                                      const float *gamma, const float *sm, const float *si, float acc, float *dg,
+                                      float *db, void *dx) {
     (void)x, (void)dy, (void)gamma, (void)sm, (void)si, (void)acc, (void)dg, (void)db, (void)dx;
     return mem_op(be, "batchnorm_backward", 5.0 * (double)M * C * es(t), 2); /* sums, then dx */
 }
-static int cost_maxpool_fwd(ab_backend *be, const ab_pool_shape *s, ab_dtype t, const void *x, void *y) {
+static int ab_cost_maxpool_forward(ab_backend *be, const ab_pool_shape *s, ab_dtype t, const void *x, void *y) {
     (void)x, (void)y;
     return mem_op(be, "maxpool_forward", ((double)s->N * s->H * s->W * s->C + (double)s->N * s->P * s->Q * s->C) * es(t),
                   1);
 }
-static int cost_maxpool_bwd(ab_backend *be, const ab_pool_shape *s, ab_dtype t, const void *x, const void *y,
-                            const void *dy, void *dx) {
+static int ab_cost_maxpool_backward(ab_backend *be, const ab_pool_shape *s, ab_dtype t, const void *x, const void *y,
+                                    const void *dy, void *dx) {
     (void)x, (void)y, (void)dy, (void)dx;
     return mem_op(be, "maxpool_backward",
                   (2.0 * s->N * s->H * s->W * s->C + 2.0 * s->N * s->P * s->Q * s->C) * es(t), 1);
 }
-static int cost_avgpool_fwd(ab_backend *be, int N, int HW, int C, ab_dtype t, const void *x, void *y) {
+static int ab_cost_avgpool_forward(ab_backend *be, int N, int HW, int C, ab_dtype t, const void *x, void *y) {
     (void)x, (void)y;
     return mem_op(be, "avgpool_forward", ((double)N * HW * C + (double)N * C) * es(t), 1);
 }
-static int cost_avgpool_bwd(ab_backend *be, int N, int HW, int C, ab_dtype t, const void *dy, void *dx) {
+static int ab_cost_avgpool_backward(ab_backend *be, int N, int HW, int C, ab_dtype t, const void *dy, void *dx) {
     (void)dy, (void)dx;
     return mem_op(be, "avgpool_backward", ((double)N * HW * C + (double)N * C) * es(t), 1);
 }
-static int cost_add(ab_backend *be, size_t n, ab_dtype t, const void *a, const void *b, int relu, void *y) {
+static int ab_cost_add(ab_backend *be, size_t n, ab_dtype t, const void *a, const void *b, int relu, void *y) {
     (void)a, (void)b, (void)relu, (void)y;
     return mem_op(be, "add", 3.0 * (double)n * es(t), 1);
 }
-static int cost_ln_fwd(ab_backend *be, int R, int C, ab_dtype xt, const void *x, const float *gamma, const float *beta,
-                       float eps, float *mean, float *rstd, ab_dtype yt, void *y) {
+static int ab_cost_layernorm_forward(ab_backend *be, int R, int C, ab_dtype xt, const void *x, const float *gamma,
+                                     const float *beta, float eps, float *mean, float *rstd, ab_dtype yt, void *y) {
     (void)x, (void)gamma, (void)beta, (void)eps, (void)mean, (void)rstd, (void)y;
     return mem_op(be, "layernorm_forward", (double)R * C * (2.0 * es(xt) + es(yt)), 1);
 }
-static int cost_ln_bwd(ab_backend *be, int R, int C, ab_dtype xt, const void *x, ab_dtype yt, const void *dy,
-                       const float *gamma, const float *mean, const float *rstd, float acc, float *dg, float *db,
-                       void *dx) {
+static int ab_cost_layernorm_backward(ab_backend *be, int R, int C, ab_dtype xt, const void *x, ab_dtype yt,
+                                      const void *dy, const float *gamma, const float *mean, const float *rstd,
+                                      float acc, float *dg, float *db, void *dx) {
     (void)x, (void)dy, (void)gamma, (void)mean, (void)rstd, (void)acc, (void)dg, (void)db, (void)dx;
     /* the parameters' sums read x and dy; dx reads them again and writes dx */
     return mem_op(be, "layernorm_backward", (double)R * C * (3.0 * es(xt) + 2.0 * es(yt)), 2);
 }
-static int cost_gelu_fwd(ab_backend *be, size_t n, ab_dtype t, const void *x, void *y) {
+static int ab_cost_gelu_forward(ab_backend *be, size_t n, ab_dtype t, const void *x, void *y) {
     (void)x, (void)y;
     return mem_op(be, "gelu_forward", 2.0 * (double)n * es(t), 1);
 }
-static int cost_gelu_bwd(ab_backend *be, size_t n, ab_dtype t, const void *x, const void *dy, void *dx) {
+static int ab_cost_gelu_backward(ab_backend *be, size_t n, ab_dtype t, const void *x, const void *dy, void *dx) {
     (void)x, (void)dy, (void)dx;
     return mem_op(be, "gelu_backward", 3.0 * (double)n * es(t), 1);
 }
-static int cost_tanh_fwd(ab_backend *be, size_t n, ab_dtype t, const void *x, void *y) {
+static int ab_cost_tanh_forward(ab_backend *be, size_t n, ab_dtype t, const void *x, void *y) {
     (void)x, (void)y;
     return mem_op(be, "tanh_forward", 2.0 * (double)n * es(t), 1);
 }
-static int cost_tanh_bwd(ab_backend *be, size_t n, ab_dtype t, const void *y, const void *dy, void *dx) {
+static int ab_cost_tanh_backward(ab_backend *be, size_t n, ab_dtype t, const void *y, const void *dy, void *dx) {
     (void)y, (void)dy, (void)dx;
     return mem_op(be, "tanh_backward", 3.0 * (double)n * es(t), 1);
 }
-static int cost_softmax_fwd(ab_backend *be, int B, int heads, int L, ab_dtype t, float scale, const void *x,
-                            const int32_t *mask, void *p) {
+static int ab_cost_softmax_forward(ab_backend *be, int B, int heads, int L, ab_dtype t, float scale, const void *x,
+                                   const int32_t *mask, void *p) {
     (void)scale, (void)x, (void)mask, (void)p;
     return mem_op(be, "softmax_forward", 2.0 * (double)B * heads * L * L * es(t) + 4.0 * B * L, 1);
 }
-static int cost_softmax_bwd(ab_backend *be, int rows, int L, ab_dtype t, float scale, const void *p, const void *dp,
-                            void *dx) {
+static int ab_cost_softmax_backward(ab_backend *be, int rows, int L, ab_dtype t, float scale, const void *p,
+                                    const void *dp, void *dx) {
     (void)scale, (void)p, (void)dp, (void)dx;
     return mem_op(be, "softmax_backward", 3.0 * (double)rows * L * es(t), 1);
 }
-static int cost_dropout_fwd(ab_backend *be, size_t n, ab_dtype t, float rate, uint64_t seed, const void *x, void *y) {
+static int ab_cost_dropout_forward(ab_backend *be, size_t n, ab_dtype t, float rate, uint64_t seed, const void *x,
+                                   void *y) {
     (void)rate, (void)seed, (void)x, (void)y;
     return mem_op(be, "dropout_forward", 2.0 * (double)n * es(t), 1);
 }
-static int cost_dropout_bwd(ab_backend *be, size_t n, ab_dtype t, float rate, uint64_t seed, const void *dy, void *dx) {
+static int ab_cost_dropout_backward(ab_backend *be, size_t n, ab_dtype t, float rate, uint64_t seed, const void *dy,
+                                    void *dx) {
     (void)rate, (void)seed, (void)dy, (void)dx;
     return mem_op(be, "dropout_backward", 2.0 * (double)n * es(t), 1);
 }
-static int cost_emb_fwd(ab_backend *be, int R, int L, int C, const int32_t *ids, const int32_t *types,
-                        const float *word, int vocab, const float *pos, const float *type, int n_types, float *y) {
+static int ab_cost_embedding_forward(ab_backend *be, int R, int L, int C, const int32_t *ids, const int32_t *types,
+                                     const float *word, int vocab, const float *pos, const float *type, int n_types,
+                                     float *y) {
     (void)L, (void)ids, (void)types, (void)word, (void)vocab, (void)pos, (void)type, (void)n_types, (void)y;
     return mem_op(be, "embedding_forward", 4.0 * (double)R * C * 4.0 + 8.0 * R, 1); /* 3 table rows in, y out */
 }
-static int cost_emb_bwd(ab_backend *be, int R, int L, int C, const int32_t *ids, const int32_t *types, const float *dy,
-                        int vocab, int n_types, int acc, float *dword, float *dpos, float *dtype) {
+static int ab_cost_embedding_backward(ab_backend *be, int R, int L, int C, const int32_t *ids, const int32_t *types,
+                                      const float *dy, int vocab, int n_types, int acc, float *dword, float *dpos,
+                                      float *dtype) {
     (void)ids, (void)types, (void)dy, (void)dword, (void)dpos, (void)dtype;
     /* dy read by each table's kernel, each touched row read and written; the word table is a
      * scatter into its rows; without acc the three tables are first cleared (memsets over them) */
@@ -298,19 +306,20 @@ static int cost_emb_bwd(ab_backend *be, int R, int L, int C, const int32_t *ids,
     const double bytes = 3.0 * rows + 2.0 * rows + 2.0 * ((double)L + n_types) * C * 4.0 + 8.0 * R + (acc ? 0.0 : tables);
     return mem_op(be, "embedding_backward", bytes, (n_types > 0 ? 3 : 2) + (acc ? 0 : 3));
 }
-static int cost_gather_rows(ab_backend *be, int B, size_t row_bytes, const void *rows, const int32_t *idx, void *out) {
+static int ab_cost_gather_rows(ab_backend *be, int B, size_t row_bytes, const void *rows, const int32_t *idx,
+                               void *out) {
     (void)rows, (void)idx, (void)out;
     return mem_op(be, "gather_rows", 2.0 * (double)B * (double)row_bytes, 1);
 }
-static int cost_sum_squares(ab_backend *be, size_t n, const float *x, float *out) {
+static int ab_cost_sum_squares(ab_backend *be, size_t n, const float *x, float *out) {
     (void)x, (void)out;
     return mem_op(be, "sum_squares", 4.0 * (double)n, 2);
 }
-static int cost_scale(ab_backend *be, size_t n, float *x, float s) {
+static int ab_cost_scale(ab_backend *be, size_t n, float *x, float s) {
     (void)x, (void)s;
     return mem_op(be, "scale", 8.0 * (double)n, 1);
 }
-static int cost_log2_hist(ab_backend *be, size_t n, ab_dtype t, const void *x, int lo, int nb, int64_t *counts) {
+static int ab_cost_log2_hist(ab_backend *be, size_t n, ab_dtype t, const void *x, int lo, int nb, int64_t *counts) {
     (void)x, (void)lo, (void)nb, (void)counts;
     return mem_op(be, "log2_hist", (double)n * es(t), 1);
 }
@@ -341,46 +350,8 @@ static const ab_backend_ops cost_ops = {
     .sync = cost_sync,
     .map_data = cost_map_data,
     .unmap_data = cost_unmap_data,
-    .gemm = cost_gemm,
-    .cast = cost_cast,
-    .accumulate = cost_accumulate,
-    .relu_forward = cost_relu_fwd,
-    .relu_backward = cost_relu_bwd,
-    .col_sum = cost_col_sum,
-    .softmax_xent = cost_softmax_xent,
-    .unscale_check = cost_unscale_check,
-    .sgd_step = cost_sgd,
-    .adamw_step = cost_adamw,
-    .gather_normalize = cost_gather_normalize,
-    .gather_images = cost_gather_images,
-    .conv2d_forward = cost_conv_fwd,
-    .conv2d_backward_data = cost_conv_bwd_data,
-    .conv2d_backward_filter = cost_conv_bwd_filter,
-    .batchnorm_forward_train = cost_bn_train,
-    .batchnorm_forward_eval = cost_bn_eval,
-    .batchnorm_backward = cost_bn_bwd,
-    .maxpool_forward = cost_maxpool_fwd,
-    .maxpool_backward = cost_maxpool_bwd,
-    .avgpool_forward = cost_avgpool_fwd,
-    .avgpool_backward = cost_avgpool_bwd,
-    .add = cost_add,
-    .gemm_batched = cost_gemm_batched,
-    .layernorm_forward = cost_ln_fwd,
-    .layernorm_backward = cost_ln_bwd,
-    .gelu_forward = cost_gelu_fwd,
-    .gelu_backward = cost_gelu_bwd,
-    .tanh_forward = cost_tanh_fwd,
-    .tanh_backward = cost_tanh_bwd,
-    .softmax_forward = cost_softmax_fwd,
-    .softmax_backward = cost_softmax_bwd,
-    .dropout_forward = cost_dropout_fwd,
-    .dropout_backward = cost_dropout_bwd,
-    .embedding_forward = cost_emb_fwd,
-    .embedding_backward = cost_emb_bwd,
-    .gather_rows = cost_gather_rows,
-    .sum_squares = cost_sum_squares,
-    .scale = cost_scale,
-    .log2_hist = cost_log2_hist,
+#define AB_OP(name, params, args) .name = ab_cost_##name,
+#include "backend_ops.def"
     .describe = cost_describe,
 };
 

@@ -52,9 +52,9 @@ static const float *as_f32(ab_backend *be, int slot, ab_dtype t, const void *X, 
     return w;
 }
 
-static int cpu_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at,
-                    const void *A, int lda, ab_dtype bt, const void *B, int ldb, const void *bias,
-                    ab_epilogue epi, float beta, ab_dtype ct, void *C, int ldc) {
+int ab_cpu_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at, const void *A, int lda,
+                ab_dtype bt, const void *B, int ldb, const void *bias, ab_epilogue epi, float beta, ab_dtype ct,
+                void *C, int ldc) {
     if (M <= 0 || N <= 0 || K <= 0) return ab_errorf("gemm: bad shape M=%d N=%d K=%d", M, N, K);
     const float *a = as_f32(be, 0, at, A, ta ? K : M, ta ? M : K, lda);
     const float *b = as_f32(be, 1, bt, B, tb ? N : K, tb ? K : N, ldb);
@@ -84,7 +84,7 @@ static int cpu_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float a
     return 0;
 }
 
-static int cpu_cast(ab_backend *be, size_t n, ab_dtype st, const void *src, ab_dtype dt, void *dst) {
+int ab_cpu_cast(ab_backend *be, size_t n, ab_dtype st, const void *src, ab_dtype dt, void *dst) {
     (void)be;
     if (st == dt) {
         memmove(dst, src, n * ab_dtype_size(st));
@@ -98,7 +98,7 @@ static int cpu_cast(ab_backend *be, size_t n, ab_dtype st, const void *src, ab_d
     return 0;
 }
 
-static int cpu_accumulate(ab_backend *be, size_t n, ab_dtype st, const void *src, float *dst, int accumulate) {
+int ab_cpu_accumulate(ab_backend *be, size_t n, ab_dtype st, const void *src, float *dst, int accumulate) {
     (void)be;
     if (!accumulate) {
         cpu_widen(n, st, src, dst);
@@ -169,19 +169,19 @@ static void relu_bwd_range(void *ctx, int part, size_t lo, size_t hi) {
 
 enum { RELU_MIN = 1 << 15 }; /* elements per part below which a second thread does not pay */
 
-static int cpu_relu_forward(ab_backend *be, size_t n, ab_dtype t, const void *x, void *y) {
+int ab_cpu_relu_forward(ab_backend *be, size_t n, ab_dtype t, const void *x, void *y) {
     relu_job j = {t, x, NULL, y};
     cpu_parallel_for(be, n, RELU_MIN, relu_fwd_range, &j);
     return 0;
 }
 
-static int cpu_relu_backward(ab_backend *be, size_t n, ab_dtype t, const void *y, const void *dy, void *dx) {
+int ab_cpu_relu_backward(ab_backend *be, size_t n, ab_dtype t, const void *y, const void *dy, void *dx) {
     relu_job j = {t, y, dy, dx};
     cpu_parallel_for(be, n, RELU_MIN, relu_bwd_range, &j);
     return 0;
 }
 
-static int cpu_col_sum(ab_backend *be, int M, int N, ab_dtype xt, const void *X, float beta, ab_dtype ot, void *out) {
+int ab_cpu_col_sum(ab_backend *be, int M, int N, ab_dtype xt, const void *X, float beta, ab_dtype ot, void *out) {
     float *acc = cpu_scratch_get(be, 2, 2 * (size_t)N);
     if (!acc) return -1;
     float *row = acc + N;
@@ -198,8 +198,8 @@ static int cpu_col_sum(ab_backend *be, int M, int N, ab_dtype xt, const void *X,
     return 0;
 }
 
-static int cpu_softmax_xent(ab_backend *be, int B, int C, ab_dtype lt, const void *logits, const int32_t *labels,
-                            float grad_scale, ab_dtype dt, void *dlogits, float *loss_sum, int32_t *correct) {
+int ab_cpu_softmax_xent(ab_backend *be, int B, int C, ab_dtype lt, const void *logits, const int32_t *labels,
+                        float grad_scale, ab_dtype dt, void *dlogits, float *loss_sum, int32_t *correct) {
     (void)be;
     const size_t lsz = ab_dtype_size(lt), dsz = ab_dtype_size(dt);
     const float gs = grad_scale / (float)B;
@@ -223,7 +223,7 @@ static int cpu_softmax_xent(ab_backend *be, int B, int C, ab_dtype lt, const voi
     return 0;
 }
 
-static int cpu_unscale_check(ab_backend *be, size_t n, float *g, float inv_scale, int32_t *found_inf) {
+int ab_cpu_unscale_check(ab_backend *be, size_t n, float *g, float inv_scale, int32_t *found_inf) {
     (void)be;
     int bad = 0;
     for (size_t i = 0; i < n; i++) {
@@ -238,8 +238,7 @@ static int cpu_unscale_check(ab_backend *be, size_t n, float *g, float inv_scale
  * then ab_log2_slot: a loop without stores into the counts, which vectorizes), then counted into
  * four copies in turn, so that runs of equal slots (most gradients share a few exponents) do not
  * wait on each other's increments; the copies are added into counts at the end. */
-static int cpu_log2_hist(ab_backend *be, size_t n, ab_dtype t, const void *x, int log2_min, int nbins,
-                         int64_t *counts) {
+int ab_cpu_log2_hist(ab_backend *be, size_t n, ab_dtype t, const void *x, int log2_min, int nbins, int64_t *counts) {
     (void)be;
     if (nbins < 1 || nbins > AB_LOG2_HIST_MAX_BINS || log2_min < -256 || log2_min > 256)
         return ab_errorf("log2_hist: nbins %d or log2_min %d out of range", nbins, log2_min);
@@ -268,8 +267,8 @@ static int cpu_log2_hist(ab_backend *be, size_t n, ab_dtype t, const void *x, in
     return 0;
 }
 
-static int cpu_sgd_step(ab_backend *be, size_t n, float *w, const float *g, float *buf, float lr, float momentum,
-                        float weight_decay, int first_step) {
+int ab_cpu_sgd_step(ab_backend *be, size_t n, float *w, const float *g, float *buf, float lr, float momentum,
+                    float weight_decay, int first_step) {
     (void)be;
     /* one loop for every case (no saxpy for plain SGD): an element's arithmetic must not depend
      * on where a range starts, as a BLAS kernel's vector body and scalar tail may (a parameter
@@ -279,16 +278,16 @@ static int cpu_sgd_step(ab_backend *be, size_t n, float *w, const float *g, floa
     return 0;
 }
 
-static int cpu_adamw_step(ab_backend *be, size_t n, float *w, const float *g, float *m, float *v, float lr,
-                          float beta1, float beta2, float eps, float weight_decay, int step) {
+int ab_cpu_adamw_step(ab_backend *be, size_t n, float *w, const float *g, float *m, float *v, float lr, float beta1,
+                      float beta2, float eps, float weight_decay, int step) {
     (void)be;
     const float c1 = 1.0f - powf(beta1, (float)step), c2 = 1.0f - powf(beta2, (float)step);
     for (size_t i = 0; i < n; i++) ab_adamw_update(&w[i], g[i], &m[i], &v[i], lr, beta1, beta2, eps, weight_decay, c1, c2);
     return 0;
 }
 
-static int cpu_gather_normalize(ab_backend *be, int B, int D, const uint8_t *data, const uint8_t *labels,
-                                const int32_t *idx, float mean, float std, ab_dtype ot, void *out, int32_t *labels_out) {
+int ab_cpu_gather_normalize(ab_backend *be, int B, int D, const uint8_t *data, const uint8_t *labels,
+                            const int32_t *idx, float mean, float std, ab_dtype ot, void *out, int32_t *labels_out) {
     float lut[256];
     for (int v = 0; v < 256; v++) lut[v] = ((float)v / 255.0f - mean) / std;
     float *row = ot == AB_F32 ? NULL : cpu_scratch_get(be, 4, (size_t)D);
@@ -348,46 +347,8 @@ static const ab_backend_ops cpu_ops = {
     .sync = cpu_sync,
     .map_data = cpu_map_data,
     .unmap_data = cpu_unmap_data,
-    .gemm = cpu_gemm,
-    .cast = cpu_cast,
-    .accumulate = cpu_accumulate,
-    .relu_forward = cpu_relu_forward,
-    .relu_backward = cpu_relu_backward,
-    .col_sum = cpu_col_sum,
-    .softmax_xent = cpu_softmax_xent,
-    .unscale_check = cpu_unscale_check,
-    .sgd_step = cpu_sgd_step,
-    .adamw_step = cpu_adamw_step,
-    .gather_normalize = cpu_gather_normalize,
-    .gather_images = cpu_gather_images,
-    .conv2d_forward = cpu_conv2d_forward,
-    .conv2d_backward_data = cpu_conv2d_backward_data,
-    .conv2d_backward_filter = cpu_conv2d_backward_filter,
-    .batchnorm_forward_train = cpu_batchnorm_forward_train,
-    .batchnorm_forward_eval = cpu_batchnorm_forward_eval,
-    .batchnorm_backward = cpu_batchnorm_backward,
-    .maxpool_forward = cpu_maxpool_forward,
-    .maxpool_backward = cpu_maxpool_backward,
-    .avgpool_forward = cpu_avgpool_forward,
-    .avgpool_backward = cpu_avgpool_backward,
-    .add = cpu_add,
-    .gemm_batched = cpu_gemm_batched,
-    .layernorm_forward = cpu_layernorm_forward,
-    .layernorm_backward = cpu_layernorm_backward,
-    .gelu_forward = cpu_gelu_forward,
-    .gelu_backward = cpu_gelu_backward,
-    .tanh_forward = cpu_tanh_forward,
-    .tanh_backward = cpu_tanh_backward,
-    .softmax_forward = cpu_softmax_forward,
-    .softmax_backward = cpu_softmax_backward,
-    .dropout_forward = cpu_dropout_forward,
-    .dropout_backward = cpu_dropout_backward,
-    .embedding_forward = cpu_embedding_forward,
-    .embedding_backward = cpu_embedding_backward,
-    .gather_rows = cpu_gather_rows,
-    .sum_squares = cpu_sum_squares,
-    .scale = cpu_scale,
-    .log2_hist = cpu_log2_hist,
+#define AB_OP(name, params, args) .name = ab_cpu_##name,
+#include "backend_ops.def"
     .describe = cpu_describe,
 };
 

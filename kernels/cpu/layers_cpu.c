@@ -199,7 +199,7 @@ static void col2im(ab_backend *be, const ab_conv_shape *s, int nb, const float *
     cpu_parallel_for(be, (size_t)nb, 1, col2im_range, &j);
 }
 
-int cpu_conv2d_forward(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *x, const void *w, void *y) {
+int ab_cpu_conv2d_forward(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *x, const void *w, void *y) {
     conv_plan pl;
     const size_t es = ab_dtype_size(t);
     AB_TRY(conv_prepare("conv2d_forward", s, t, (size_t)s->H * s->W * s->C + (size_t)s->P * s->Q * s->K, 1, &pl));
@@ -227,8 +227,8 @@ int cpu_conv2d_forward(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const
     return 0;
 }
 
-int cpu_conv2d_backward_data(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *dy, const void *w,
-                             void *dx) {
+int ab_cpu_conv2d_backward_data(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *dy, const void *w,
+                                void *dx) {
     conv_plan pl;
     const size_t es = ab_dtype_size(t);
     AB_TRY(conv_prepare("conv2d_backward_data", s, t, (size_t)s->H * s->W * s->C + (size_t)s->P * s->Q * s->K, 1,
@@ -256,8 +256,8 @@ int cpu_conv2d_backward_data(ab_backend *be, const ab_conv_shape *s, ab_dtype t,
     return 0;
 }
 
-int cpu_conv2d_backward_filter(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *x, const void *dy,
-                               float beta, void *dw) {
+int ab_cpu_conv2d_backward_filter(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *x, const void *dy,
+                                  float beta, void *dw) {
     conv_plan pl;
     const size_t es = ab_dtype_size(t);
     AB_TRY(conv_prepare("conv2d_backward_filter", s, t, (size_t)s->H * s->W * s->C + (size_t)s->P * s->Q * s->K, 1,
@@ -391,9 +391,9 @@ static int bn_setup(ab_backend *be, const char *op, int M, int C, ab_dtype t, bn
     return 0;
 }
 
-int cpu_batchnorm_forward_train(ab_backend *be, int M, int C, ab_dtype t, const void *x, const float *gamma,
-                                const float *beta, float eps, float momentum, float *running_mean, float *running_var,
-                                float *save_mean, float *save_invstd, int relu, void *y) {
+int ab_cpu_batchnorm_forward_train(ab_backend *be, int M, int C, ab_dtype t, const void *x, const float *gamma,
+                                   const float *beta, float eps, float momentum, float *running_mean,
+                                   float *running_var, float *save_mean, float *save_invstd, int relu, void *y) {
     bn_job j;
     AB_TRY(bn_setup(be, "batchnorm_forward_train", M, C, t, &j));
     if (M < 2) /* PyTorch: "Expected more than 1 value per channel when training" */
@@ -440,9 +440,9 @@ int cpu_batchnorm_forward_train(ab_backend *be, int M, int C, ab_dtype t, const 
     return 0;
 }
 
-int cpu_batchnorm_forward_eval(ab_backend *be, int M, int C, ab_dtype t, const void *x, const float *gamma,
-                               const float *beta, const float *running_mean, const float *running_var, float eps,
-                               int relu, void *y) {
+int ab_cpu_batchnorm_forward_eval(ab_backend *be, int M, int C, ab_dtype t, const void *x, const float *gamma,
+                                  const float *beta, const float *running_mean, const float *running_var, float eps,
+                                  int relu, void *y) {
     bn_job j;
     AB_TRY(bn_setup(be, "batchnorm_forward_eval", M, C, t, &j));
     float *invstd = malloc((size_t)C * sizeof(float));
@@ -507,9 +507,9 @@ static void bn_bwd_dx_range(void *ctx, int part, size_t lo, size_t hi) {
     }
 }
 
-int cpu_batchnorm_backward(ab_backend *be, int M, int C, ab_dtype t, const void *x, const void *dy, const float *gamma,
-                           const float *save_mean, const float *save_invstd, float acc, float *dgamma, float *dbeta,
-                           void *dx) {
+int ab_cpu_batchnorm_backward(ab_backend *be, int M, int C, ab_dtype t, const void *x, const void *dy,
+                              const float *gamma, const float *save_mean, const float *save_invstd, float acc,
+                              float *dgamma, float *dbeta, void *dx) {
     bn_job j;
     AB_TRY(bn_setup(be, "batchnorm_backward", M, C, t, &j));
     const size_t nblk = bn_blocks(&j);
@@ -600,7 +600,7 @@ static void maxpool_fwd_range(void *ctx, int part, size_t lo, size_t hi) {
     }
 }
 
-int cpu_maxpool_forward(ab_backend *be, const ab_pool_shape *s, ab_dtype t, const void *x, void *y) {
+int ab_cpu_maxpool_forward(ab_backend *be, const ab_pool_shape *s, ab_dtype t, const void *x, void *y) {
     AB_TRY(pool_check("maxpool_forward", s, t));
     const size_t HWC = (size_t)s->H * s->W * s->C, PQC = (size_t)s->P * s->Q * s->C;
     const int parts = cpu_parallel_parts(be, (size_t)s->N, 1);
@@ -657,8 +657,8 @@ static void maxpool_bwd_range(void *ctx, int part, size_t lo, size_t hi) {
     }
 }
 
-int cpu_maxpool_backward(ab_backend *be, const ab_pool_shape *s, ab_dtype t, const void *x, const void *y,
-                         const void *dy, void *dx) {
+int ab_cpu_maxpool_backward(ab_backend *be, const ab_pool_shape *s, ab_dtype t, const void *x, const void *y,
+                            const void *dy, void *dx) {
     AB_TRY(pool_check("maxpool_backward", s, t));
     const size_t HWC = (size_t)s->H * s->W * s->C, PQC = (size_t)s->P * s->Q * s->C;
     const int parts = cpu_parallel_parts(be, (size_t)s->N, 1);
@@ -696,7 +696,7 @@ static void avgpool_fwd_range(void *ctx, int part, size_t lo, size_t hi) {
     }
 }
 
-int cpu_avgpool_forward(ab_backend *be, int N, int HW, int C, ab_dtype t, const void *x, void *y) {
+int ab_cpu_avgpool_forward(ab_backend *be, int N, int HW, int C, ab_dtype t, const void *x, void *y) {
     AB_TRY(check_dtype("avgpool_forward", t));
     if (N < 1 || HW < 1 || C < 1) return ab_errorf("avgpool_forward: bad shape N=%d HW=%d C=%d", N, HW, C);
     const int parts = cpu_parallel_parts(be, (size_t)N, 1);
@@ -720,7 +720,7 @@ static void avgpool_bwd_range(void *ctx, int part, size_t lo, size_t hi) {
     }
 }
 
-int cpu_avgpool_backward(ab_backend *be, int N, int HW, int C, ab_dtype t, const void *dy, void *dx) {
+int ab_cpu_avgpool_backward(ab_backend *be, int N, int HW, int C, ab_dtype t, const void *dy, void *dx) {
     AB_TRY(check_dtype("avgpool_backward", t));
     if (N < 1 || HW < 1 || C < 1) return ab_errorf("avgpool_backward: bad shape N=%d HW=%d C=%d", N, HW, C);
     const int parts = cpu_parallel_parts(be, (size_t)N, 1);
@@ -768,7 +768,7 @@ static void add_range(void *ctx, int part, size_t lo, size_t hi) {
     }
 }
 
-int cpu_add(ab_backend *be, size_t n, ab_dtype t, const void *a, const void *b, int relu, void *y) {
+int ab_cpu_add(ab_backend *be, size_t n, ab_dtype t, const void *a, const void *b, int relu, void *y) {
     AB_TRY(check_dtype("add", t));
     add_job j = {t, a, b, relu, y};
     cpu_parallel_for(be, n, CONVERT_MIN, add_range, &j);
@@ -777,8 +777,8 @@ int cpu_add(ab_backend *be, size_t n, ab_dtype t, const void *a, const void *b, 
 
 /* ---- image batch assembly ---- */
 
-int cpu_gather_images(ab_backend *be, int B, const ab_image_layout *L, const ab_image_aug *aug, const uint8_t *data,
-                      const uint8_t *labels, const int32_t *idx, ab_dtype ot, void *out, int32_t *labels_out) {
+int ab_cpu_gather_images(ab_backend *be, int B, const ab_image_layout *L, const ab_image_aug *aug, const uint8_t *data,
+                         const uint8_t *labels, const int32_t *idx, ab_dtype ot, void *out, int32_t *labels_out) {
     AB_TRY(check_dtype("gather_images", ot));
     const int C = L->C, H = L->H, W = L->W;
     if (B < 0 || C < 1 || C > AB_MAX_CHANNELS || H < 1 || W < 1)

@@ -80,7 +80,7 @@ void cpu_widen(size_t n, ab_dtype t, const void *src, float *dst) {
  * ab_f32_to_f16 (tests/test_half.c checks the two against each other on every tested value).
  * fp16 -> fp32 likewise: exact for every finite value and infinity; a block holding a NaN takes
  * the scalar path, which keeps a signalling NaN's bits where the instruction would quieten it
- * (tests/test_layers.c compares all 65536 values). */
+ * (test_backend_ops, tests/ops/ref_layers.c, compares all 65536 values). */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 __attribute__((target("avx,f16c"))) static void widen_f16_f16c(size_t n, const uint16_t *src, float *dst) {

@@ -18,7 +18,7 @@ static int check_type(const char *op, ab_dtype t) {
     return 0;
 }
 
-/* ---- batched products: each one through cpu_gemm's rules, the batch split over the pool ---- */
+/* ---- batched products: each one through ab_cpu_gemm's rules, the batch split over the pool ---- */
 
 typedef struct {
     ab_backend *be;
@@ -66,9 +66,9 @@ static void bgemm_range(void *ctx, int part, size_t lo, size_t hi) {
     }
 }
 
-int cpu_gemm_batched(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at, const void *A,
-                     int lda, long long sa, ab_dtype bt, const void *B, int ldb, long long sb, float beta, ab_dtype ct,
-                     void *C, int ldc, long long sc, int batch) {
+int ab_cpu_gemm_batched(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at, const void *A,
+                        int lda, long long sa, ab_dtype bt, const void *B, int ldb, long long sb, float beta,
+                        ab_dtype ct, void *C, int ldc, long long sc, int batch) {
     if (M <= 0 || N <= 0 || K <= 0 || batch < 0)
         return ab_errorf("gemm_batched: bad shape M=%d N=%d K=%d batch %d", M, N, K, batch);
     AB_TRY(check_type("gemm_batched", at));
@@ -135,8 +135,8 @@ static void ln_fwd_range(void *ctx, int part, size_t lo, size_t hi) {
     }
 }
 
-int cpu_layernorm_forward(ab_backend *be, int R, int C, ab_dtype xt, const void *x, const float *gamma,
-                          const float *beta, float eps, float *mean, float *rstd, ab_dtype yt, void *y) {
+int ab_cpu_layernorm_forward(ab_backend *be, int R, int C, ab_dtype xt, const void *x, const float *gamma,
+                             const float *beta, float eps, float *mean, float *rstd, ab_dtype yt, void *y) {
     AB_TRY(check_type("layernorm_forward", xt));
     AB_TRY(check_type("layernorm_forward", yt));
     if (R < 1 || C < 1) return ab_errorf("layernorm_forward: bad shape R=%d C=%d", R, C);
@@ -183,9 +183,9 @@ static void ln_bwd_range(void *ctx, int part, size_t lo, size_t hi) {
     }
 }
 
-int cpu_layernorm_backward(ab_backend *be, int R, int C, ab_dtype xt, const void *x, ab_dtype yt, const void *dy,
-                           const float *gamma, const float *mean, const float *rstd, float acc, float *dgamma,
-                           float *dbeta, void *dx) {
+int ab_cpu_layernorm_backward(ab_backend *be, int R, int C, ab_dtype xt, const void *x, ab_dtype yt, const void *dy,
+                              const float *gamma, const float *mean, const float *rstd, float acc, float *dgamma,
+                              float *dbeta, void *dx) {
     AB_TRY(check_type("layernorm_backward", xt));
     AB_TRY(check_type("layernorm_backward", yt));
     if (R < 1 || C < 1) return ab_errorf("layernorm_backward: bad shape R=%d C=%d", R, C);
@@ -286,16 +286,16 @@ static int ew(ab_backend *be, const char *op_name, int op, size_t n, ab_dtype t,
     return 0;
 }
 
-int cpu_gelu_forward(ab_backend *be, size_t n, ab_dtype t, const void *x, void *y) {
+int ab_cpu_gelu_forward(ab_backend *be, size_t n, ab_dtype t, const void *x, void *y) {
     return ew(be, "gelu_forward", 0, n, t, x, NULL, y, 0.0f, 0);
 }
-int cpu_gelu_backward(ab_backend *be, size_t n, ab_dtype t, const void *x, const void *dy, void *dx) {
+int ab_cpu_gelu_backward(ab_backend *be, size_t n, ab_dtype t, const void *x, const void *dy, void *dx) {
     return ew(be, "gelu_backward", 1, n, t, x, dy, dx, 0.0f, 0);
 }
-int cpu_tanh_forward(ab_backend *be, size_t n, ab_dtype t, const void *x, void *y) {
+int ab_cpu_tanh_forward(ab_backend *be, size_t n, ab_dtype t, const void *x, void *y) {
     return ew(be, "tanh_forward", 2, n, t, x, NULL, y, 0.0f, 0);
 }
-int cpu_tanh_backward(ab_backend *be, size_t n, ab_dtype t, const void *y, const void *dy, void *dx) {
+int ab_cpu_tanh_backward(ab_backend *be, size_t n, ab_dtype t, const void *y, const void *dy, void *dx) {
     return ew(be, "tanh_backward", 3, n, t, y, dy, dx, 0.0f, 0);
 }
 
@@ -308,10 +308,10 @@ static int dropout(ab_backend *be, const char *op, size_t n, ab_dtype t, float r
     }
     return ew(be, op, 4, n, t, x, NULL, y, rate, seed);
 }
-int cpu_dropout_forward(ab_backend *be, size_t n, ab_dtype t, float rate, uint64_t seed, const void *x, void *y) {
+int ab_cpu_dropout_forward(ab_backend *be, size_t n, ab_dtype t, float rate, uint64_t seed, const void *x, void *y) {
     return dropout(be, "dropout_forward", n, t, rate, seed, x, y);
 }
-int cpu_dropout_backward(ab_backend *be, size_t n, ab_dtype t, float rate, uint64_t seed, const void *dy, void *dx) {
+int ab_cpu_dropout_backward(ab_backend *be, size_t n, ab_dtype t, float rate, uint64_t seed, const void *dy, void *dx) {
     return dropout(be, "dropout_backward", n, t, rate, seed, dy, dx);
 }
 
@@ -355,8 +355,8 @@ static void sm_fwd_range(void *ctx, int part, size_t lo, size_t hi) {
     }
 }
 
-int cpu_softmax_forward(ab_backend *be, int B, int heads, int L, ab_dtype t, float scale, const void *x,
-                        const int32_t *mask, void *p) {
+int ab_cpu_softmax_forward(ab_backend *be, int B, int heads, int L, ab_dtype t, float scale, const void *x,
+                           const int32_t *mask, void *p) {
     AB_TRY(check_type("softmax_forward", t));
     if (B < 1 || heads < 1 || L < 1) return ab_errorf("softmax_forward: bad shape B=%d heads=%d L=%d", B, heads, L);
     const cpu_state *st = be->impl;
@@ -383,8 +383,8 @@ static void sm_bwd_range(void *ctx, int part, size_t lo, size_t hi) {
     }
 }
 
-int cpu_softmax_backward(ab_backend *be, int rows, int L, ab_dtype t, float scale, const void *p, const void *dp,
-                         void *dx) {
+int ab_cpu_softmax_backward(ab_backend *be, int rows, int L, ab_dtype t, float scale, const void *p, const void *dp,
+                            void *dx) {
     AB_TRY(check_type("softmax_backward", t));
     if (rows < 1 || L < 1) return ab_errorf("softmax_backward: bad shape rows=%d L=%d", rows, L);
     const cpu_state *st = be->impl;
@@ -420,17 +420,17 @@ static void emb_fwd_range(void *ctx, int part, size_t lo, size_t hi) {
     }
 }
 
-int cpu_embedding_forward(ab_backend *be, int R, int L, int C, const int32_t *ids, const int32_t *types,
-                          const float *word, int vocab, const float *pos, const float *type, int n_types, float *y) {
+int ab_cpu_embedding_forward(ab_backend *be, int R, int L, int C, const int32_t *ids, const int32_t *types,
+                             const float *word, int vocab, const float *pos, const float *type, int n_types, float *y) {
     if (R < 1 || L < 1 || C < 1 || R % L) return ab_errorf("embedding_forward: bad shape R=%d L=%d C=%d", R, L, C);
     emb_job j = {L, C, vocab, n_types, ids, types, word, pos, type, y};
     cpu_parallel_for(be, (size_t)R, 64, emb_fwd_range, &j);
     return 0;
 }
 
-int cpu_embedding_backward(ab_backend *be, int R, int L, int C, const int32_t *ids, const int32_t *types,
-                           const float *dy, int vocab, int n_types, int acc, float *dword, float *dpos,
-                           float *dtype) {
+int ab_cpu_embedding_backward(ab_backend *be, int R, int L, int C, const int32_t *ids, const int32_t *types,
+                              const float *dy, int vocab, int n_types, int acc, float *dword, float *dpos,
+                              float *dtype) {
     (void)be;
     if (R < 1 || L < 1 || C < 1 || R % L) return ab_errorf("embedding_backward: bad shape R=%d L=%d C=%d", R, L, C);
     if (!acc) {
@@ -455,7 +455,7 @@ int cpu_embedding_backward(ab_backend *be, int R, int L, int C, const int32_t *i
 
 /* ---- batches of rows; the gradient norm ---- */
 
-int cpu_gather_rows(ab_backend *be, int B, size_t row_bytes, const void *rows, const int32_t *idx, void *out) {
+int ab_cpu_gather_rows(ab_backend *be, int B, size_t row_bytes, const void *rows, const int32_t *idx, void *out) {
     (void)be;
     if (B < 0) return ab_errorf("gather_rows: %d rows", B);
     for (int b = 0; b < B; b++)
@@ -463,7 +463,7 @@ int cpu_gather_rows(ab_backend *be, int B, size_t row_bytes, const void *rows, c
     return 0;
 }
 
-int cpu_sum_squares(ab_backend *be, size_t n, const float *x, float *out) {
+int ab_cpu_sum_squares(ab_backend *be, size_t n, const float *x, float *out) {
     (void)be;
     double s = 0.0;
     for (size_t i = 0; i < n; i += 1024) { /* fp32 blocks, summed in double */
@@ -476,7 +476,7 @@ int cpu_sum_squares(ab_backend *be, size_t n, const float *x, float *out) {
     return 0;
 }
 
-int cpu_scale(ab_backend *be, size_t n, float *x, float s) {
+int ab_cpu_scale(ab_backend *be, size_t n, float *x, float s) {
     (void)be;
     for (size_t i = 0; i < n; i++) x[i] *= s;
     return 0;

@@ -304,7 +304,7 @@ __global__ void k_relu_bwd_16(size_t n, uint16_t expmask, const uint16_t *y, con
 /* Column sums over a (CS_TX x CS_TY) block per CS_TX columns: thread (tx, ty) adds rows ty,
  * ty + CS_TY, ... of its column in fp32 (four loads in flight before the adds, whose order stays
  * the row order of the slice), and the slices are added in ty order: a fixed order, so every run
- * gives the same bits, though not the CPU's (row after row; test_cuda_ops compares by NMSE). Reads
+ * gives the same bits, though not the CPU's (row after row; test_backend_ops compares by NMSE). Reads
  * are coalesced across the columns of a row. One thread per column over all the rows, as this
  * kernel was, put BERT-base's bias gradients (4096 rows, 768 columns: three blocks) at 79% of an
  * AMP step's GPU time on an H200 (ncu, results/gpu/2026-12-04-h200-4's notes). */
@@ -422,7 +422,7 @@ __global__ void k_gemm_finish(int M, int N, int batch, const float *acc, ab_dtyp
 
 /* ---- launches of the element-wise ops ------------------------------------------------------- */
 
-static int cuda_cast(ab_backend *be, size_t n, ab_dtype st, const void *src, ab_dtype dt, void *dst) {
+int ab_cuda_cast(ab_backend *be, size_t n, ab_dtype st, const void *src, ab_dtype dt, void *dst) {
     if (!n) return 0;
     cuda_state *cs = st_of(be);
     AB_TRY(on_device(cs));
@@ -446,7 +446,7 @@ static int cuda_cast(ab_backend *be, size_t n, ab_dtype st, const void *src, ab_
     return 0;
 }
 
-static int cuda_accumulate(ab_backend *be, size_t n, ab_dtype st, const void *src, float *dst, int accumulate) {
+int ab_cuda_accumulate(ab_backend *be, size_t n, ab_dtype st, const void *src, float *dst, int accumulate) {
     if (!n) return 0;
     AB_TRY(on_device(st_of(be)));
     k_accumulate<<<blocks_for(n), THREADS, 0, st_of(be)->stream>>>(n, st, src, dst, accumulate);
@@ -456,7 +456,7 @@ static int cuda_accumulate(ab_backend *be, size_t n, ab_dtype st, const void *sr
 
 static uint16_t expmask_of(ab_dtype t) { return t == AB_F16 ? (uint16_t)0x7c00u : (uint16_t)0x7f80u; }
 
-static int cuda_relu_forward(ab_backend *be, size_t n, ab_dtype t, const void *x, void *y) {
+int ab_cuda_relu_forward(ab_backend *be, size_t n, ab_dtype t, const void *x, void *y) {
     if (!n) return 0;
     AB_TRY(on_device(st_of(be)));
     cudaStream_t s = st_of(be)->stream;
@@ -468,7 +468,7 @@ static int cuda_relu_forward(ab_backend *be, size_t n, ab_dtype t, const void *x
     return 0;
 }
 
-static int cuda_relu_backward(ab_backend *be, size_t n, ab_dtype t, const void *y, const void *dy, void *dx) {
+int ab_cuda_relu_backward(ab_backend *be, size_t n, ab_dtype t, const void *y, const void *dy, void *dx) {
     if (!n) return 0;
     AB_TRY(on_device(st_of(be)));
     cudaStream_t s = st_of(be)->stream;
@@ -481,7 +481,7 @@ static int cuda_relu_backward(ab_backend *be, size_t n, ab_dtype t, const void *
     return 0;
 }
 
-static int cuda_col_sum(ab_backend *be, int M, int N, ab_dtype xt, const void *X, float beta, ab_dtype ot, void *out) {
+int ab_cuda_col_sum(ab_backend *be, int M, int N, ab_dtype xt, const void *X, float beta, ab_dtype ot, void *out) {
     if (M <= 0 || N <= 0) return ab_errorf("col_sum: bad shape M=%d N=%d", M, N);
     AB_TRY(on_device(st_of(be)));
     k_col_sum<<<(unsigned)((N + CS_TX - 1) / CS_TX), dim3(CS_TX, CS_TY), 0, st_of(be)->stream>>>(M, N, xt, X, beta, ot,
@@ -490,8 +490,8 @@ static int cuda_col_sum(ab_backend *be, int M, int N, ab_dtype xt, const void *X
     return 0;
 }
 
-static int cuda_softmax_xent(ab_backend *be, int B, int C, ab_dtype lt, const void *logits, const int32_t *labels,
-                             float grad_scale, ab_dtype dt, void *dlogits, float *loss_sum, int32_t *correct) {
+int ab_cuda_softmax_xent(ab_backend *be, int B, int C, ab_dtype lt, const void *logits, const int32_t *labels,
+                         float grad_scale, ab_dtype dt, void *dlogits, float *loss_sum, int32_t *correct) {
     if (B <= 0 || C <= 0) return ab_errorf("softmax_xent: bad shape B=%d C=%d", B, C);
     AB_TRY(on_device(st_of(be)));
     const unsigned blocks = (unsigned)((B + THREADS - 1) / THREADS);
@@ -501,7 +501,7 @@ static int cuda_softmax_xent(ab_backend *be, int B, int C, ab_dtype lt, const vo
     return 0;
 }
 
-static int cuda_unscale_check(ab_backend *be, size_t n, float *g, float inv_scale, int32_t *found_inf) {
+int ab_cuda_unscale_check(ab_backend *be, size_t n, float *g, float inv_scale, int32_t *found_inf) {
     if (!n) return 0;
     AB_TRY(on_device(st_of(be)));
     k_unscale_check<<<blocks_for(n), THREADS, 0, st_of(be)->stream>>>(n, g, inv_scale, found_inf);
@@ -533,8 +533,7 @@ __global__ void k_log2_hist(size_t n, ab_dtype t, const void *x, int log2_min, i
     }
 }
 
-static int cuda_log2_hist(ab_backend *be, size_t n, ab_dtype t, const void *x, int log2_min, int nbins,
-                          int64_t *counts) {
+int ab_cuda_log2_hist(ab_backend *be, size_t n, ab_dtype t, const void *x, int log2_min, int nbins, int64_t *counts) {
     if (nbins < 1 || nbins > AB_LOG2_HIST_MAX_BINS || log2_min < -256 || log2_min > 256)
         return ab_errorf("log2_hist: nbins %d or log2_min %d out of range", nbins, log2_min);
     if (!dtype_ok(t)) return ab_errorf("log2_hist: unknown element type %d", (int)t);
@@ -551,8 +550,8 @@ static int cuda_log2_hist(ab_backend *be, size_t n, ab_dtype t, const void *x, i
     return 0;
 }
 
-static int cuda_sgd_step(ab_backend *be, size_t n, float *w, const float *g, float *buf, float lr, float momentum,
-                         float weight_decay, int first_step) {
+int ab_cuda_sgd_step(ab_backend *be, size_t n, float *w, const float *g, float *buf, float lr, float momentum,
+                     float weight_decay, int first_step) {
     if (!n) return 0;
     AB_TRY(on_device(st_of(be)));
     k_sgd<<<blocks_for(n), THREADS, 0, st_of(be)->stream>>>(n, w, g, momentum != 0.0f ? buf : NULL, lr, momentum,
@@ -561,8 +560,8 @@ static int cuda_sgd_step(ab_backend *be, size_t n, float *w, const float *g, flo
     return 0;
 }
 
-static int cuda_adamw_step(ab_backend *be, size_t n, float *w, const float *g, float *m, float *v, float lr,
-                           float beta1, float beta2, float eps, float weight_decay, int step) {
+int ab_cuda_adamw_step(ab_backend *be, size_t n, float *w, const float *g, float *m, float *v, float lr, float beta1,
+                       float beta2, float eps, float weight_decay, int step) {
     if (!n) return 0;
     AB_TRY(on_device(st_of(be)));
     /* bias corrections on the host with the CPU backend's expression */
@@ -616,9 +615,8 @@ static int stage_ints(ab_backend *be, const int32_t *a, int na, const int32_t *b
     return 0;
 }
 
-static int cuda_gather_normalize(ab_backend *be, int B, int D, const uint8_t *data, const uint8_t *labels,
-                                 const int32_t *idx, float mean, float std, ab_dtype ot, void *out,
-                                 int32_t *labels_out) {
+int ab_cuda_gather_normalize(ab_backend *be, int B, int D, const uint8_t *data, const uint8_t *labels,
+                             const int32_t *idx, float mean, float std, ab_dtype ot, void *out, int32_t *labels_out) {
     if (B <= 0 || D <= 0) return ab_errorf("gather_normalize: bad shape B=%d D=%d", B, D);
     cuda_state *st = st_of(be);
     AB_TRY(on_device(st));
@@ -715,7 +713,7 @@ static int plan_build_into(cuda_state *st, const gemm_key *key, const void *bias
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
     cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
-    /* NaN through cuBLASLt's ReLU, unanswered until a GPU runs test_cuda_ops: cublasLt.h defines
+    /* NaN through cuBLASLt's ReLU, unanswered until a GPU runs test_backend_ops: cublasLt.h defines
      * RELU and RELU_BIAS only as x := max(x, 0), where the CPU backend (and k_gemm_finish) keep NaN.
      * This is the MLP's fc1 forward (models/mlp.c, the only ReLU GEMM a model issues: beta 0, bias
      * in the output type), which test_gemm_relu_nan_direct repeats with NaN planted. If it fails
@@ -885,8 +883,8 @@ static int gemm_strided_(ab_backend *be, int ta, int tb, int M, int N, int K, fl
         void *wa = scratch(be, &st->cvt[0], &st->cvt_bytes[0], na * sizeof(float));
         void *wb = scratch(be, &st->cvt[1], &st->cvt_bytes[1], nb * sizeof(float));
         if (!wa || !wb) return -1;
-        AB_TRY(cuda_cast(be, na, at, A, AB_F32, wa));
-        AB_TRY(cuda_cast(be, nb, bt, B, AB_F32, wb));
+        AB_TRY(ab_cuda_cast(be, na, at, A, AB_F32, wa));
+        AB_TRY(ab_cuda_cast(be, nb, bt, B, AB_F32, wb));
         st->n_widen++;
         A = wa;
         B = wb;
@@ -948,9 +946,9 @@ static int gemm_strided(ab_backend *be, int ta, int tb, int M, int N, int K, flo
     return rc;
 }
 
-static int cuda_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at, const void *A,
-                     int lda, ab_dtype bt, const void *B, int ldb, const void *bias, ab_epilogue epi, float beta,
-                     ab_dtype ct, void *C, int ldc) {
+int ab_cuda_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at, const void *A, int lda,
+                 ab_dtype bt, const void *B, int ldb, const void *bias, ab_epilogue epi, float beta, ab_dtype ct,
+                 void *C, int ldc) {
     if (M <= 0 || N <= 0 || K <= 0) return ab_errorf("gemm: bad shape M=%d N=%d K=%d", M, N, K);
     return gemm_strided(be, ta, tb, M, N, K, alpha, at, A, lda, 0, bt, B, ldb, 0, bias, epi, beta, ct, C, ldc, 0, 1);
 }
@@ -1065,46 +1063,8 @@ static ab_backend_ops make_ops(void) {
     o.stream = cuda_stream;
     o.map_data = cuda_map_data;
     o.unmap_data = cuda_unmap_data;
-    o.gemm = cuda_gemm;
-    o.cast = cuda_cast;
-    o.accumulate = cuda_accumulate;
-    o.relu_forward = cuda_relu_forward;
-    o.relu_backward = cuda_relu_backward;
-    o.col_sum = cuda_col_sum;
-    o.softmax_xent = cuda_softmax_xent;
-    o.unscale_check = cuda_unscale_check;
-    o.sgd_step = cuda_sgd_step;
-    o.adamw_step = cuda_adamw_step;
-    o.gather_normalize = cuda_gather_normalize;
-    o.gather_images = ab_cuda_gather_images;
-    o.conv2d_forward = ab_cuda_conv2d_forward;
-    o.conv2d_backward_data = ab_cuda_conv2d_backward_data;
-    o.conv2d_backward_filter = ab_cuda_conv2d_backward_filter;
-    o.batchnorm_forward_train = ab_cuda_batchnorm_forward_train;
-    o.batchnorm_forward_eval = ab_cuda_batchnorm_forward_eval;
-    o.batchnorm_backward = ab_cuda_batchnorm_backward;
-    o.maxpool_forward = ab_cuda_maxpool_forward;
-    o.maxpool_backward = ab_cuda_maxpool_backward;
-    o.avgpool_forward = ab_cuda_avgpool_forward;
-    o.avgpool_backward = ab_cuda_avgpool_backward;
-    o.add = ab_cuda_add;
-    o.gemm_batched = ab_cuda_gemm_batched;
-    o.layernorm_forward = ab_cuda_layernorm_forward;
-    o.layernorm_backward = ab_cuda_layernorm_backward;
-    o.gelu_forward = ab_cuda_gelu_forward;
-    o.gelu_backward = ab_cuda_gelu_backward;
-    o.tanh_forward = ab_cuda_tanh_forward;
-    o.tanh_backward = ab_cuda_tanh_backward;
-    o.softmax_forward = ab_cuda_softmax_forward;
-    o.softmax_backward = ab_cuda_softmax_backward;
-    o.dropout_forward = ab_cuda_dropout_forward;
-    o.dropout_backward = ab_cuda_dropout_backward;
-    o.embedding_forward = ab_cuda_embedding_forward;
-    o.embedding_backward = ab_cuda_embedding_backward;
-    o.gather_rows = ab_cuda_gather_rows;
-    o.sum_squares = ab_cuda_sum_squares;
-    o.scale = ab_cuda_scale;
-    o.log2_hist = cuda_log2_hist;
+#define AB_OP(name, params, args) o.name = ab_cuda_##name;
+#include "backend_ops.def"
     o.describe = cuda_describe;
     o.data_mark = cuda_data_mark;
     o.data_time = cuda_data_time;

@@ -90,60 +90,13 @@ int ab_cuda_gemm_strided(ab_backend *be, int ta, int tb, int M, int N, int K, fl
  * the device copy stays valid for the kernels queued before the ring comes round again. */
 int ab_cuda_stage_ints(ab_backend *be, const int32_t *a, int na, const int32_t *b, int nb, const int32_t **dev);
 
-/* ---- from layers_cuda.cu: the ops of core/backend.h ---- */
-void ab_cuda_layers_free(ab_backend *be); /* before the stream and the cuDNN handle go */
-int ab_cuda_gather_images(ab_backend *be, int B, const ab_image_layout *L, const ab_image_aug *aug,
-                          const uint8_t *data, const uint8_t *labels, const int32_t *idx, ab_dtype ot, void *out,
-                          int32_t *labels_out);
-int ab_cuda_conv2d_forward(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *x, const void *w, void *y);
-int ab_cuda_conv2d_backward_data(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *dy, const void *w,
-                                 void *dx);
-int ab_cuda_conv2d_backward_filter(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *x, const void *dy,
-                                   float beta, void *dw);
-int ab_cuda_batchnorm_forward_train(ab_backend *be, int M, int C, ab_dtype t, const void *x, const float *gamma,
-                                    const float *beta, float eps, float momentum, float *running_mean,
-                                    float *running_var, float *save_mean, float *save_invstd, int relu, void *y);
-int ab_cuda_batchnorm_forward_eval(ab_backend *be, int M, int C, ab_dtype t, const void *x, const float *gamma,
-                                   const float *beta, const float *running_mean, const float *running_var, float eps,
-                                   int relu, void *y);
-int ab_cuda_batchnorm_backward(ab_backend *be, int M, int C, ab_dtype t, const void *x, const void *dy,
-                               const float *gamma, const float *save_mean, const float *save_invstd, float acc,
-                               float *dgamma, float *dbeta, void *dx);
-int ab_cuda_maxpool_forward(ab_backend *be, const ab_pool_shape *s, ab_dtype t, const void *x, void *y);
-int ab_cuda_maxpool_backward(ab_backend *be, const ab_pool_shape *s, ab_dtype t, const void *x, const void *y,
-                             const void *dy, void *dx);
-int ab_cuda_avgpool_forward(ab_backend *be, int N, int HW, int C, ab_dtype t, const void *x, void *y);
-int ab_cuda_avgpool_backward(ab_backend *be, int N, int HW, int C, ab_dtype t, const void *dy, void *dx);
-int ab_cuda_add(ab_backend *be, size_t n, ab_dtype t, const void *a, const void *b, int relu, void *y);
+/* layers_cuda.cu's cuDNN state, freed before the stream and the cuDNN handle go */
+void ab_cuda_layers_free(ab_backend *be);
 
-/* ---- from transformer_cuda.cu: the transformer ops of core/backend.h ---- */
-int ab_cuda_gemm_batched(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at, const void *A,
-                         int lda, long long sa, ab_dtype bt, const void *B, int ldb, long long sb, float beta,
-                         ab_dtype ct, void *C, int ldc, long long sc, int batch);
-int ab_cuda_layernorm_forward(ab_backend *be, int R, int C, ab_dtype xt, const void *x, const float *gamma,
-                              const float *beta, float eps, float *mean, float *rstd, ab_dtype yt, void *y);
-int ab_cuda_layernorm_backward(ab_backend *be, int R, int C, ab_dtype xt, const void *x, ab_dtype yt, const void *dy,
-                               const float *gamma, const float *mean, const float *rstd, float acc, float *dgamma,
-                               float *dbeta, void *dx);
-int ab_cuda_gelu_forward(ab_backend *be, size_t n, ab_dtype t, const void *x, void *y);
-int ab_cuda_gelu_backward(ab_backend *be, size_t n, ab_dtype t, const void *x, const void *dy, void *dx);
-int ab_cuda_tanh_forward(ab_backend *be, size_t n, ab_dtype t, const void *x, void *y);
-int ab_cuda_tanh_backward(ab_backend *be, size_t n, ab_dtype t, const void *y, const void *dy, void *dx);
-int ab_cuda_softmax_forward(ab_backend *be, int B, int heads, int L, ab_dtype t, float scale, const void *x,
-                            const int32_t *mask, void *p);
-int ab_cuda_softmax_backward(ab_backend *be, int rows, int L, ab_dtype t, float scale, const void *p, const void *dp,
-                             void *dx);
-int ab_cuda_dropout_forward(ab_backend *be, size_t n, ab_dtype t, float rate, uint64_t seed, const void *x, void *y);
-int ab_cuda_dropout_backward(ab_backend *be, size_t n, ab_dtype t, float rate, uint64_t seed, const void *dy,
-                             void *dx);
-int ab_cuda_embedding_forward(ab_backend *be, int R, int L, int C, const int32_t *ids, const int32_t *types,
-                              const float *word, int vocab, const float *pos, const float *type, int n_types,
-                              float *y);
-int ab_cuda_embedding_backward(ab_backend *be, int R, int L, int C, const int32_t *ids, const int32_t *types,
-                               const float *dy, int vocab, int n_types, int acc, float *dword, float *dpos,
-                               float *dtype);
-int ab_cuda_gather_rows(ab_backend *be, int B, size_t row_bytes, const void *rows, const int32_t *idx, void *out);
-int ab_cuda_sum_squares(ab_backend *be, size_t n, const float *x, float *out);
-int ab_cuda_scale(ab_backend *be, size_t n, float *x, float s);
+/* Every compute op of core/backend_ops.def, as ab_cuda_<op>: backend_cuda.cu (GEMM, element-wise,
+ * loss, optimizer, gathers, census), layers_cuda.cu (cuDNN convolutions, batch norm, pooling,
+ * image assembly), transformer_cuda.cu; backend_cuda.cu's table is built from this list. */
+#define AB_OP(name, params, args) int ab_cuda_##name AB_OP_PARAMS params;
+#include "backend_ops.def"
 
 #endif
