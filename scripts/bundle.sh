@@ -55,13 +55,12 @@ cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release -DAB_WITH_CUDA=ON "-DCMA
     { cat "$build/configure.log" >&2; die "configure failed"; }
 grep -q "CUDA backend ON" "$build/configure.log" || die "configure did not enable the CUDA backend (see $build/configure.log)"
 grep -q "NCCL engine ON" "$build/configure.log" || die "configure did not find NCCL (nccl.h, libnccl): the check's NCCL step needs it"
-cmake --build "$build" -j "$(nproc)" --target ampbench test_cuda_ops test_cuda_train test_cuda_layers test_cuda_transformer \
-    test_cuda_step test_comm >"$build/build.log" 2>&1 ||
+cmake --build "$build" -j "$(nproc)" --target ampbench test_backend_ops test_cuda_train test_cuda_step \
+    test_comm >"$build/build.log" 2>&1 ||
     { tail -40 "$build/build.log" >&2; die "build failed"; }
 
-progs=("$build/ampbench" "$build/tests/gpu/test_cuda_ops" "$build/tests/gpu/test_cuda_train"
-       "$build/tests/gpu/test_cuda_layers" "$build/tests/gpu/test_cuda_transformer" "$build/tests/gpu/test_cuda_step"
-       "$build/tests/test_comm")
+progs=("$build/ampbench" "$build/tests/ops/test_backend_ops" "$build/tests/gpu/test_cuda_train"
+       "$build/tests/gpu/test_cuda_step" "$build/tests/test_comm")
 for p in "${progs[@]}"; do [ -x "$p" ] || die "$p was not built"; done
 
 rm -rf "$out"

@@ -2,7 +2,8 @@
 # The GPU check: what a GPU machine is asked, most important answers first, each written to
 # summary.txt the moment its step ends, so that a run cut at any point has already returned them:
 #   1. canary          the bundle's ampbench runs at all: 20 CPU steps of the MLP (every machine)
-#   2. ops_*           every CUDA op, cuDNN layer and transformer op against the CPU backend
+#   2. ops_backend     test_backend_ops: every op of the table (core/backend_ops.def) on the CPU
+#                      against its double-precision reference, then on the GPU against the CPU
 #   3. nccl_single     the NCCL engine in one process (a world of one, no mpirun): init, all-reduce
 #                      fp32/fp16/bf16 SUM and AVG, broadcast, teardown
 #   4. step_*          one training step of the MLP, ResNet-50 (both stems) and BERT-base in fp32,
@@ -10,7 +11,7 @@
 #                      loss and first update (tests/gpu/test_cuda_step)
 #   5. train_parity    several steps of the MLP, resnet-tiny and bert-tiny against the CPU, and the
 #                      loss scaler's skip-and-halve on the GPU (test_cuda_train)
-#   6. memcheck_ops    test_cuda_transformer under compute-sanitizer --tool memcheck
+#   6. memcheck_ops    test_backend_ops's transformer group under compute-sanitizer --tool memcheck
 #   7. ampbench_*      throughput and peak memory (ampbench's tracked allocator beside the driver's
 #                      cudaMemGetInfo growth): the MLP one epoch (with a gradient census every 100
 #                      steps), ResNet-50 both stems AB_RESNET_STEPS (40) steps, BERT-base
@@ -75,6 +76,7 @@ prog() { # the path of a program of the check
     if [ "$mode" = bundle ]; then echo "$bin/$1"
     elif [ "$1" = ampbench ]; then echo "$build/ampbench"
     elif [ "$1" = test_comm ]; then echo "$build/tests/test_comm"
+    elif [ "$1" = test_backend_ops ]; then echo "$build/tests/ops/test_backend_ops"
     else echo "$build/tests/gpu/$1"
     fi
 }
@@ -212,7 +214,7 @@ run_step() {
 # a GPU step on a machine without a usable GPU: listed, with the reason
 gpu_step() {
     if [ $gpu_ok -eq 0 ]; then
-        line "$1" SKIPPED 0 "no usable GPU (ops_cuda_ops says why)"
+        line "$1" SKIPPED 0 "no usable GPU (ops_backend says why)"
         status=1
         return 77
     fi
@@ -231,7 +233,7 @@ peer_step() {
 
 # ---- figures: one number or phrase per step, read from its log or record ----
 fig_none() { :; }
-fig_ops() { # "412 checks ok" or the first failure
+fig_ops() { # "412 checks ok" (one ok line per case) or the first failure
     local f=$out/$1.log n
     n=$(grep -c '^ok' "$f")
     if grep -q '^FAIL' "$f"; then echo "$(grep -c '^FAIL' "$f") failing, first: $(grep -m1 '^FAIL' "$f" | cut -c6-150)"
@@ -267,10 +269,8 @@ run_step canary_mlp_cpu 60 fig_record "$ampbench" train --device cpu --precision
     --train-subset 1280 --test-subset 256 --data "$data" --quiet --out "$out/canary_mlp_cpu.json"
 
 # ---- 2. every op against the CPU ----
-run_step ops_cuda_ops 120 fig_ops "$(prog test_cuda_ops)"
+run_step ops_backend 300 fig_ops "$(prog test_backend_ops)" --require-device
 [ $? -eq 77 ] && gpu_ok=0
-gpu_step ops_cuda_layers 120 fig_ops "$(prog test_cuda_layers)"
-gpu_step ops_cuda_transformer 120 fig_ops "$(prog test_cuda_transformer)"
 
 # ---- 3. NCCL in one process ----
 gpu_step nccl_single 60 fig_ops "$(prog test_comm)" nccl
@@ -290,10 +290,11 @@ sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanit
 if [ $gpu_ok -eq 1 ] && [ -z "$sanitizer" ]; then
     line memcheck_ops SKIPPED 0 "no compute-sanitizer on this machine"
 elif [ "$mode" = bundle ]; then # the real program, with the bundle's library path, under the sanitizer
-    gpu_step memcheck_ops 150 fig_memcheck bash -c '. "$1/env.sh"; exec "$2" --tool memcheck --error-exitcode 9 "$1/libexec/test_cuda_transformer"' \
+    gpu_step memcheck_ops 150 fig_memcheck bash -c '. "$1/env.sh"; exec "$2" --tool memcheck --error-exitcode 9 "$1/libexec/test_backend_ops" --require-device --group transformer -q' \
         _ "$root" "$sanitizer"
 else
-    gpu_step memcheck_ops 150 fig_memcheck "$sanitizer" --tool memcheck --error-exitcode 9 "$(prog test_cuda_transformer)"
+    gpu_step memcheck_ops 150 fig_memcheck "$sanitizer" --tool memcheck --error-exitcode 9 "$(prog test_backend_ops)" \
+        --require-device --group transformer -q
 fi
 
 # ---- 7, 8. throughput and memory, ampbench then the peers ----

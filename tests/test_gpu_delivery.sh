@@ -42,7 +42,7 @@ tarball=$work/dist/ampbench-gpu.tar.xz
 for p in "$work"/dist/ampbench-gpu/libexec/*; do
     readelf -d "$p" | grep -qE 'R(UN)?PATH' && fail "$(basename "$p") keeps an RPATH"
 done
-for p in test_cuda_ops test_cuda_layers test_cuda_transformer; do
+for p in test_backend_ops; do
     readelf -d "$work/dist/ampbench-gpu/libexec/$p" | grep -qE 'libnccl|libmpi' && fail "$p links NCCL or MPI, which it does not use"
 done
 ok "no RPATH in the bundle's programs; the op tests link neither NCCL nor MPI"
@@ -78,7 +78,7 @@ remote "$work/r1"
 rc=$?
 answer_ok "$work/r1" "the remote command (no GPU here)"
 summary=$work/r1/out/summary.txt
-steps="canary_mlp_cpu ops_cuda_ops ops_cuda_layers ops_cuda_transformer nccl_single"
+steps="canary_mlp_cpu ops_backend nccl_single"
 for m in mlp resnet50-cifar resnet50 bert-base; do for p in fp32 amp bf16; do steps="$steps step_${m}_$p"; done; done
 steps="$steps train_parity memcheck_ops ampbench_mlp_fp32 ampbench_mlp_amp ampbench_resnet50-cifar_fp32"
 steps="$steps ampbench_resnet50-cifar_amp ampbench_resnet50_fp32 ampbench_resnet50_amp ampbench_bert-base_fp32"
@@ -91,7 +91,7 @@ for s in $steps; do grep -qE "^$s +(passed|FAILED|SKIPPED|TIMED-OUT|NOT-RUN) " "
     fail "summary.txt lacks lines for:$missing"
 grep -qE '^canary_mlp_cpu +passed ' "$summary" || fail "the canary (the bundle's ampbench on the CPU) did not pass: $(grep canary "$summary")"
 if [ -z "$(nvidia-smi -L 2>/dev/null)" ]; then
-    grep -qE '^ops_cuda_ops +SKIPPED +[0-9]+ +.+' "$summary" || fail "ops_cuda_ops is not a SKIPPED line with its reason"
+    grep -qE '^ops_backend +SKIPPED +[0-9]+ +.+' "$summary" || fail "ops_backend is not a SKIPPED line with its reason"
     grep -qE '^step_bert-base_bf16 +SKIPPED +[0-9]+ +no usable GPU' "$summary" || fail "the GPU steps do not say they skipped for want of a GPU"
 fi
 mkdir -p "$work/r1/x" && tar -xzf "$work/r1/out/results.tar.gz" -C "$work/r1/x" || fail "results.tar.gz does not unpack"

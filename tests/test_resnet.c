@@ -4,7 +4,7 @@
  *   - amp's comparable peak memory below fp32's at batch 64, by category;
  *   - one fp32 and one amp training step of ResNet-50 (both stems) at batch 4: finite loss;
  *   - the reduced ResNet learns a CIFAR-10 subset in seconds, fp32 and amp.
- * Each layer's backward is checked against finite differences in tests/test_layers.c; the whole
+ * Each layer's backward is checked against finite differences in tests/ops/ref_layers.c; the whole
  * model's forward and backward against torchvision in float64 in tests/torch_check.py (central
  * differences of a whole fp32 ResNet's loss are too noisy to check its wiring: its ReLU kinks and
  * small-batch batch norms bend the loss within any step fp32 can resolve). */

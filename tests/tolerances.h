@@ -165,7 +165,7 @@ static inline int ab_check_nmse(const char *what, const float *a, const double *
  * fp32 and 1e-5 in amp; the dropout rate 0.11 moves the first loss by 2e-3). */
 #define AB_TOL_GPU_TRAIN_ADAMW_FP32_NMSE 1e-7
 #define AB_TOL_GPU_TRAIN_ADAMW_LOWP_NMSE 1e-3
-/* Convolutional layers, CUDA against the CPU backend (tests/gpu/test_cuda_layers.c).
+/* Convolutional layers, CUDA against the CPU backend (test_backend_ops, tests/ops/dev_layers.c).
  * Convolutions in fp32: cuDNN (no TF32, no FFT/Winograd) against im2col + sgemm, both fp32
  * products and sums in different orders. An output is a dot product of R*S*C terms (forward, up
  * to 3*3*512 = 4608), K*R*S (backward data) or N*P*Q (backward filter, up to ~12544 here):
@@ -186,7 +186,7 @@ static inline int ab_check_nmse(const char *what, const float *a, const double *
 #define AB_TOL_GPU_LAYER_FP32_MAXREL 1e-4
 #define AB_TOL_GPU_LAYER_FP16_MAXREL 2e-3
 #define AB_TOL_GPU_LAYER_BF16_MAXREL 1.6e-2
-/* Transformer ops, CUDA against the CPU backend (tests/gpu/test_cuda_transformer.c).
+/* Transformer ops, CUDA against the CPU backend (test_backend_ops, tests/ops/dev_transformer.c).
  * Layer norm in fp32: both sides take a row's sums in double (deviations from the row's first
  * value) in other orders, so the float mean and rstd agree to the last bit nearly always (one
  * ulp, 6e-8 relative, at worst); y and dx are then one fp32 expression (uncontracted: the
@@ -218,5 +218,31 @@ static inline int ab_check_nmse(const char *what, const float *a, const double *
             failures++;                                                                                       \
         }                                                                                                     \
     } while (0)
+
+/* An op's stored result, element by element, against the float64 value of the same stored inputs
+ * (tests/ops, the reference pass), where the op rounds one fp32 value to the storage type: the
+ * rounding is at most half a storage ulp, and the fp32 arithmetic before it (a mean, a quotient, a
+ * few products, exp or erf within a few fp32 ulps) adds a few 2^-23 relative, at most 2^-13 of an
+ * fp16 ulp and 2^-16 of a bf16 one; one storage ulp bounds the sum with room. Where the op is
+ * exact in fp32 before its one rounding (a max, the sum of two stored values) the tests ask for
+ * the float64 value rounded, bit for bit, instead. Non-finite values must match (NaN for NaN, an
+ * infinity for the same infinity) in either case. */
+#define AB_TOL_STORE_ULPS 1.0
+
+/* GELU and its derivative in fp32 (core/kernel_math.h's ab_gelu and ab_gelu_grad: a polynomial
+ * erf and a branch-free exp) against the exact values in float64: kernel_math.h bounds both within
+ * 4e-7 absolute everywhere, as libm's erff in the direct formula (4.5e-7); an absolute bound, as
+ * the relative error grows where the derivative crosses 0. */
+#define AB_TOL_GELU_ABS 4e-7
+
+/* Reference cases that carry a running error bound of the fp32 arithmetic beside a float64
+ * reference (tests/ops/ref_ops.c: softmax cross-entropy, the SGD and AdamW steps, the image
+ * gathers): each fp32 operation rounds by at most 2^-24 of its result (an absolute 2^-150 among
+ * the subnormals), expf, logf and powf by at most an ulp, and the bound adds these up to first
+ * order, with magnitudes taken from the float64 values instead of the fp32 ones the op saw. The
+ * second-order terms left out are ~2^-24 of the first, so twice the bound is ample; a wrong
+ * formula (a missing bias correction, weight decay coupled into the gradient, a scale applied
+ * twice) lands many times past it. */
+#define AB_TOL_ROUNDING_BOUND_MARGIN 2.0
 
 #endif

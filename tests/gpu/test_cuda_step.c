@@ -13,7 +13,7 @@
  * correct backend and -lr on the other (the first H200 run: BERT-base's update NMSE 1.6e-3 under
  * fp16 and 1.9e-2 under bf16, as many sign flips as gradients under fp16's and bf16's rounding
  * noise predict), and the NMSE would count that noise. SGD makes the update the gradient itself;
- * the AdamW kernel is compared in test_cuda_ops and over several steps in test_cuda_train. At a
+ * the AdamW kernel is compared in test_backend_ops and over several steps in test_cuda_train. At a
  * small batch (MLP 64, ResNet 8 CIFAR-10 images, BERT 4 SST-2 rows of 64 positions) and loss
  * scale 1024; an amp step that overflows is skipped on both (which must agree) and the batch
  * stepped again at the halved scale, up to 8 times, so that the update compared is a real one.
@@ -307,7 +307,7 @@ static void run_case(const step_case *sc, ab_precision prec) {
         snprintf(fl, sizeof fl, "no floor: the perturbed CPU run skipped a step differently");
     /* past 0.1 the floor's own update is mostly noise: the case then says so */
     const char *chaotic = update_tol >= 0.1 ? "; the update too chaotic here to tell a bug from rounding "
-                                              "(test_cuda_layers checks the ops at these shapes)" : "";
+                                              "(test_backend_ops checks the ops at these shapes)" : "";
     printf("%s step %s %s: loss cpu %.6f gpu %.6f (rel %.2g, tol %.2g), update%s nmse %.2g (tol %.2g) over %zu "
            "weights; %s; cpu %.3f s gpu %.3f s%s\n",
            bad ? "FAIL" : "ok  ", sc->model, pn, rc.loss, rg.loss, rel, loss_tol, after, e, update_tol, n, fl, tc, tg,

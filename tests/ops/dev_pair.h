@@ -1,17 +1,16 @@
-/* Tensors held twice for test_cuda_ops, test_cuda_layers and test_cuda_transformer (a pair: host
- * copy for the CPU backend, device copy for the backend under test) with sentinels after every
+/* Tensors held twice for the device pass of test_backend_ops (dev_*.c; a pair: host copy for
+ * the CPU backend, device copy for the backend under test) with sentinels after every
  * buffer, and their comparisons: NMSE plus the largest element error, NMSE alone, or bit for bit
- * (any NaN matching any NaN, or the NaN's bits too). Static, as gpu_test.h. */
-#ifndef AB_TESTS_GPU_PAIR_H
-#define AB_TESTS_GPU_PAIR_H
+ * (any NaN matching any NaN, or the NaN's bits too). Static inline: each case file includes it. */
+#ifndef AB_TESTS_OPS_DEV_PAIR_H
+#define AB_TESTS_OPS_DEV_PAIR_H
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu_test.h"
-#include "half.h"
+#include "ops_test.h"
 
 enum { PAD = 64 }; /* sentinel elements after every buffer */
 static const unsigned char SENTINEL = 0xA5;
@@ -141,8 +140,10 @@ static inline void compare(const char *what, const pair *p, double nmse_tol, dou
         }
         if (!(worst <= rel_tol)) {
             where(at, sizeof at, p, w);
-            fprintf(stderr, "FAIL %s: largest element error %.3g > %.3g (relative to |expected| + rms %.3g) at %s: got %.9g, "
-                    "expected %.9g\n", what, worst, rel_tol, rms, at, (double)a[w], ref[w]);
+            fprintf(stderr,
+                    "FAIL %s: largest element error %.3g > %.3g (relative to |expected| + rms %.3g) at %s: got %.9g, "
+                    "expected %.9g\n",
+                    what, worst, rel_tol, rms, at, (double)a[w], ref[w]);
             failures++;
         }
     }
@@ -152,7 +153,7 @@ static inline void compare(const char *what, const pair *p, double nmse_tol, dou
 }
 
 /* NMSE alone, NaN/Inf parity included: for ops whose largest element error has no bound of its
- * own in tolerances.h (test_cuda_ops: GEMMs, column sums, softmax, optimizer steps) */
+ * own in tolerances.h (dev_ops.c: GEMMs, column sums, softmax, optimizer steps) */
 static inline void compare_nmse(const char *what, const pair *p, double nmse_tol) {
     compare(what, p, nmse_tol, INFINITY);
 }
@@ -176,8 +177,8 @@ static inline void compare_bitwise(const char *what, const pair *p, int nan_any)
         if (memcmp(g + i * p->es, (char *)p->h + i * p->es, p->es) != 0 && !(nan_any && isnan(a) && isnan(b))) {
             char at[160];
             where(at, sizeof at, p, i);
-            fprintf(stderr, "FAIL %s: element %s differs: got %.9g, expected %.9g (%s); first of the mismatches\n", what,
-                    at, (double)a, (double)b, ab_dtype_name(p->t));
+            fprintf(stderr, "FAIL %s: element %s differs: got %.9g, expected %.9g (%s); first of the mismatches\n",
+                    what, at, (double)a, (double)b, ab_dtype_name(p->t));
             failures++;
             break;
         }

@@ -1,20 +1,22 @@
-/* The transformer ops of the CUDA backend against the CPU backend (the reference), on fresh seeded
+/* The device pass of test_backend_ops (ops_test.h) for the transformer ops: the backend under test
+ * (CUDA, or a second CPU backend under --stand-in) against the CPU backend, on fresh seeded
  * random inputs in fp32, fp16 and bf16: batched strided products (all transposes, padded leading
  * dimensions and batch strides, attention's strided heads, an operand shared by every product
  * (stride 0), beta 0 and 1, mixed types, NaN); layer norm forward and backward (mixed x/y types,
  * a mean far from zero, acc 0 and 1, in place, NaN rows); GELU and tanh forward and backward
- * with specials, in place; the masked attention softmax (masked keys, a sequence with no key, NaN
- * and inf scores, in place) and its backward; dropout (the mask bit for bit, in place, rate 0,
- * bad rates refused); BERT's embeddings with bad ids and types, and their gradients (acc 0 and
- * 1, a position table longer than L); row gathers from a mapped set (word and byte copies);
- * sum_squares and scale. Shapes are odd on purpose (rows not a
- * multiple of any block, C = 1, 13, 384, 768). Whole tensors are compared by NMSE and by the
- * largest element error (tests/tolerances.h); ops whose every output is one fp32 expression
- * evaluated alike on both sides are compared bit for bit (NaN as NaN). Every device output has
- * sentinels after it that must survive. Without a usable GPU it prints SKIPPED and exits 77
- * (CTest SKIP_RETURN_CODE); AB_GPU_TEST_DEVICE=cpu runs the same comparisons with a second CPU
- * backend in the GPU's place (the selfcheck: it checks this program, not CUDA). */
-#include "gpu_pair.h"
+ * with specials (NaN, infinities, 65504, subnormals), in place; the masked attention softmax
+ * (masked keys, a sequence with no key, NaN and inf scores, in place) and its backward; dropout
+ * (the mask bit for bit, in place, rate 0, bad rates refused); BERT's embeddings with bad ids and
+ * types, and their gradients (acc 0 and 1, a position table longer than L, NaN, infinities and
+ * subnormals in the tables and the gradient); row gathers from a mapped set (word and byte
+ * copies); sum_squares (NaN, inf) and scale. Shapes are odd on purpose (rows not a multiple of any
+ * block, C = 1, 13, 384, 768). Whole tensors are compared by NMSE and by the largest element error
+ * (tests/tolerances.h); ops whose every output is one fp32 expression evaluated alike on both
+ * sides are compared bit for bit (NaN as NaN). Every device output has sentinels after it that
+ * must survive. Each call of an op under test opens a case (op_case), described by its element
+ * types first, then its shape and variant. */
+
+#include "dev_pair.h"
 
 /* int32 data (ids, types, masks), both copies, no sentinels needed: the ops only read them */
 typedef struct {
@@ -47,8 +49,8 @@ static void compare_bytes(const char *what, const pair *p) {
     const unsigned char *h = p->h;
     for (size_t b = 0; b < p->n * p->es; b++)
         if (g[b] != h[b]) {
-            fprintf(stderr, "FAIL %s: byte %zu differs: got 0x%02x, expected 0x%02x; first of the mismatches\n", what, b,
-                    g[b], h[b]);
+            fprintf(stderr, "FAIL %s: byte %zu differs: got 0x%02x, expected 0x%02x; first of the mismatches\n", what,
+                    b, g[b], h[b]);
             failures++;
             break;
         }
@@ -78,12 +80,9 @@ static gb_shape gb_padded(int ta, int tb, int M, int N, int K, int batch, int pa
 
 /* nan: 1 plants NaN in A (op(A)[2][1] of the last product: that row of C is NaN), in the gap
  * past B's row (never read) and in C with beta 0 (overwritten) */
-static void gb_one(const char *name, const gb_shape *s, ab_dtype at, ab_dtype bt, ab_dtype ct, float alpha,
-                   float beta, int nan) {
+static void gb_one(const char *name, const gb_shape *s, ab_dtype at, ab_dtype bt, ab_dtype ct, float alpha, float beta,
+                   int nan) {
     char what[240];
-    snprintf(what, sizeof what, "gemm_batched %s ta=%d tb=%d M=%d N=%d K=%d batch %d %s x %s -> %s alpha %g beta %g%s",
-             name, s->ta, s->tb, s->M, s->N, s->K, s->batch, ab_dtype_name(at), ab_dtype_name(bt), ab_dtype_name(ct),
-             (double)alpha, (double)beta, nan ? " NaN" : "");
     pair A = pair_new(s->na, at, -1.0f, 1.0f), B = pair_new(s->nb, bt, -1.0f, 1.0f);
     pair C = pair_new(s->nc, ct, -1.0f, 1.0f);
     C.cols = (size_t)s->ldc;
@@ -94,6 +93,10 @@ static void gb_one(const char *name, const gb_shape *s, ab_dtype at, ab_dtype bt
         if (s->ldb > (s->tb ? s->K : s->N)) pair_set(&B, (size_t)s->ldb - 1, NAN);
         if (beta == 0.0f) pair_set(&C, 0, NAN);
     }
+    op_case_label(what, sizeof what, AB_OP_gemm_batched,
+              "%s x %s -> %s %s ta=%d tb=%d M=%d N=%d K=%d batch %d alpha %g beta %g%s", ab_dtype_name(at),
+              ab_dtype_name(bt), ab_dtype_name(ct), name, s->ta, s->tb, s->M, s->N, s->K, s->batch, (double)alpha,
+              (double)beta, nan ? " NaN" : "");
     op_ok(what,
           cpu->ops->gemm_batched(cpu, s->ta, s->tb, s->M, s->N, s->K, alpha, at, A.h, s->lda, s->sa, bt, B.h, s->ldb,
                                  s->sb, beta, ct, C.h, s->ldc, s->sc, s->batch),
@@ -115,20 +118,20 @@ static void gb_one(const char *name, const gb_shape *s, ab_dtype at, ab_dtype bt
 static void gb_heads(ab_dtype t) {
     enum { L = 128, D = 64, A = 12, H = A * D };
     const size_t LL = (size_t)L * L;
-    char what[200];
+    char what[240];
     pair q = pair_rows(L, H, t, -1.0f, 1.0f), k = pair_rows(L, H, t, -1.0f, 1.0f), v = pair_rows(L, H, t, -1.0f, 1.0f);
     pair sc = pair_rows((size_t)A * L, L, t, -1.0f, 1.0f), ctx = pair_rows(L, H, t, -1.0f, 1.0f);
     const char *tn = ab_dtype_name(t);
-    snprintf(what, sizeof what, "gemm_batched attention scores q k^T %s", tn);
+    op_case_label(what, sizeof what, AB_OP_gemm_batched, "%s attention scores q k^T, 12 heads of 128x64 strided", tn);
     op_ok(what, cpu->ops->gemm_batched(cpu, 0, 1, L, L, D, 1.0f, t, q.h, H, D, t, k.h, H, D, 0.0f, t, sc.h, L, LL, A),
           gpu->ops->gemm_batched(gpu, 0, 1, L, L, D, 1.0f, t, q.d, H, D, t, k.d, H, D, 0.0f, t, sc.d, L, LL, A));
     compare_t(what, &sc, AB_TOL_GPU_GEMM_FP32_NMSE);
     pair_push(&sc); /* the same scores on both sides from here on */
-    snprintf(what, sizeof what, "gemm_batched attention context P v %s", tn);
+    op_case_label(what, sizeof what, AB_OP_gemm_batched, "%s attention context P v, 12 heads of 128x64 strided", tn);
     op_ok(what, cpu->ops->gemm_batched(cpu, 0, 0, L, D, L, 1.0f, t, sc.h, L, LL, t, v.h, H, D, 0.0f, t, ctx.h, H, D, A),
           gpu->ops->gemm_batched(gpu, 0, 0, L, D, L, 1.0f, t, sc.d, L, LL, t, v.d, H, D, 0.0f, t, ctx.d, H, D, A));
     compare_t(what, &ctx, AB_TOL_GPU_GEMM_FP32_NMSE);
-    snprintf(what, sizeof what, "gemm_batched attention dv = P^T dctx %s", tn);
+    op_case_label(what, sizeof what, AB_OP_gemm_batched, "%s attention dv = P^T dctx, 12 heads of 128x64 strided", tn);
     op_ok(what, cpu->ops->gemm_batched(cpu, 1, 0, L, D, L, 1.0f, t, sc.h, L, LL, t, q.h, H, D, 0.0f, t, v.h, H, D, A),
           gpu->ops->gemm_batched(gpu, 1, 0, L, D, L, 1.0f, t, sc.d, L, LL, t, q.d, H, D, 0.0f, t, v.d, H, D, A));
     compare_t(what, &v, AB_TOL_GPU_GEMM_FP32_NMSE);
@@ -140,21 +143,17 @@ static void gb_heads(ab_dtype t) {
 }
 
 static void test_gemm_batched(void) {
-    if (!have("gemm_batched", (void *)cpu->ops->gemm_batched, (void *)gpu->ops->gemm_batched)) return;
     static const struct {
         const char *name;
         int ta, tb, M, N, K, batch, pad;
     } cases[] = {
-        {"small odd", 0, 0, 13, 7, 5, 3, 0},
-        {"A^T, K = 384, padded", 1, 0, 37, 65, 384, 2, 3},
-        {"B^T, K = 768", 0, 1, 64, 64, 768, 2, 1},
-        {"both transposed, padded", 1, 1, 70, 13, 33, 4, 2},
-        {"one element", 0, 0, 1, 1, 1, 1, 0},
-        {"tall: M past two tiles", 0, 1, 129, 3, 17, 1, 0},
+        {"small odd", 0, 0, 13, 7, 5, 3, 0},       {"A^T, K = 384, padded", 1, 0, 37, 65, 384, 2, 3},
+        {"B^T, K = 768", 0, 1, 64, 64, 768, 2, 1}, {"both transposed, padded", 1, 1, 70, 13, 33, 4, 2},
+        {"one element", 0, 0, 1, 1, 1, 1, 0},      {"tall: M past two tiles", 0, 1, 129, 3, 17, 1, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const gb_shape s = gb_padded(cases[i].ta, cases[i].tb, cases[i].M, cases[i].N, cases[i].K, cases[i].batch,
-                                     cases[i].pad);
+        const gb_shape s =
+            gb_padded(cases[i].ta, cases[i].tb, cases[i].M, cases[i].N, cases[i].K, cases[i].batch, cases[i].pad);
         for (int k = 0; k < 3; k++) {
             gb_one(cases[i].name, &s, TYPES[k], TYPES[k], TYPES[k], 1.0f, 0.0f, 0);
             gb_one(cases[i].name, &s, TYPES[k], TYPES[k], TYPES[k], 0.7f, 1.0f, 0); /* one rounding with old C */
@@ -181,9 +180,12 @@ static void test_gemm_batched(void) {
     }
     /* batch 0 does nothing, on both */
     pair c = pair_new(4, AB_F32, -1.0f, 1.0f);
+    op_case(AB_OP_gemm_batched, "fp32 x fp32 -> fp32 batch 0 (nothing written)");
     op_ok("gemm_batched batch 0",
-          cpu->ops->gemm_batched(cpu, 0, 0, 2, 2, 2, 1.0f, AB_F32, c.h, 2, 4, AB_F32, c.h, 2, 4, 0.0f, AB_F32, c.h, 2, 4, 0),
-          gpu->ops->gemm_batched(gpu, 0, 0, 2, 2, 2, 1.0f, AB_F32, c.d, 2, 4, AB_F32, c.d, 2, 4, 0.0f, AB_F32, c.d, 2, 4, 0));
+          cpu->ops->gemm_batched(cpu, 0, 0, 2, 2, 2, 1.0f, AB_F32, c.h, 2, 4, AB_F32, c.h, 2, 4, 0.0f, AB_F32, c.h, 2,
+                                 4, 0),
+          gpu->ops->gemm_batched(gpu, 0, 0, 2, 2, 2, 1.0f, AB_F32, c.d, 2, 4, AB_F32, c.d, 2, 4, 0.0f, AB_F32, c.d, 2,
+                                 4, 0));
     compare_exact("gemm_batched batch 0", &c);
     pair_free(&c);
 }
@@ -192,15 +194,15 @@ static void test_gemm_batched(void) {
 
 static void ln_one(int R, int C, float offset, ab_dtype xt, ab_dtype yt, int nan) {
     const float eps = 1e-12f; /* BERT's */
-    char what[200], tag[120];
-    snprintf(tag, sizeof tag, "R=%d C=%d offset %g %s -> %s%s", R, C, (double)offset, ab_dtype_name(xt),
-             ab_dtype_name(yt), nan ? " NaN" : "");
+    char what[240], tag[120];
+    snprintf(tag, sizeof tag, "%s -> %s R=%d C=%d offset %g%s", ab_dtype_name(xt), ab_dtype_name(yt), R, C,
+             (double)offset, nan ? " NaN" : "");
     pair x = pair_rows(R, C, xt, offset - 1.0f, offset + 1.0f), y = pair_rows(R, C, yt, -1.0f, 1.0f);
     pair gamma = pair_new((size_t)C, AB_F32, 0.5f, 1.5f), beta = pair_new((size_t)C, AB_F32, -0.5f, 0.5f);
     pair mean = pair_new((size_t)R, AB_F32, -1.0f, 1.0f), rstd = pair_new((size_t)R, AB_F32, -1.0f, 1.0f);
     if (nan) pair_set(&x, (size_t)(R / 2) * C + (size_t)(C / 2), NAN); /* row R / 2: all of it NaN */
 
-    snprintf(what, sizeof what, "layernorm_forward %s", tag);
+    op_case_label(what, sizeof what, AB_OP_layernorm_forward, "%s%s", tag, nan ? " in x (one row)" : "");
     op_ok(what, cpu->ops->layernorm_forward(cpu, R, C, xt, x.h, gamma.h, beta.h, eps, mean.h, rstd.h, yt, y.h),
           gpu->ops->layernorm_forward(gpu, R, C, xt, x.d, gamma.d, beta.d, eps, mean.d, rstd.d, yt, y.d));
     compare_t(what, &y, AB_TOL_GPU_LN_FP32_NMSE);
@@ -212,7 +214,7 @@ static void ln_one(int R, int C, float offset, ab_dtype xt, ab_dtype yt, int nan
     if (xt == yt && !nan) { /* y over x, on a copy of x the rest does not need */
         pair xe = pair_rows(R, C, xt, offset - 1.0f, offset + 1.0f);
         pair me = pair_new((size_t)R, AB_F32, -1.0f, 1.0f), re = pair_new((size_t)R, AB_F32, -1.0f, 1.0f);
-        snprintf(what, sizeof what, "layernorm_forward %s in place", tag);
+        op_case_label(what, sizeof what, AB_OP_layernorm_forward, "%s in place", tag);
         op_ok(what, cpu->ops->layernorm_forward(cpu, R, C, xt, xe.h, gamma.h, beta.h, eps, me.h, re.h, yt, xe.h),
               gpu->ops->layernorm_forward(gpu, R, C, xt, xe.d, gamma.d, beta.d, eps, me.d, re.d, yt, xe.d));
         compare_t(what, &xe, AB_TOL_GPU_LN_FP32_NMSE);
@@ -231,16 +233,17 @@ static void ln_one(int R, int C, float offset, ab_dtype xt, ab_dtype yt, int nan
     for (int acc = 0; acc < 2; acc++) {
         const int inplace = acc == 1 && xt == yt;
         const pair *out = inplace ? &dy : &dx;
-        snprintf(what, sizeof what, "layernorm_backward %s acc=%d%s", tag, acc, inplace ? " in place" : "");
+        op_case_label(what, sizeof what, AB_OP_layernorm_backward, "%s%s acc %d%s", tag, nan ? " in x and dy" : "", acc,
+                  inplace ? " in place" : "");
         op_ok(what,
-              cpu->ops->layernorm_backward(cpu, R, C, xt, x.h, yt, dy.h, gamma.h, mean.h, rstd.h, (float)acc, dg.h, db.h,
-                                           out->h),
-              gpu->ops->layernorm_backward(gpu, R, C, xt, x.d, yt, dy.d, gamma.d, mean.d, rstd.d, (float)acc, dg.d, db.d,
-                                           out->d));
+              cpu->ops->layernorm_backward(cpu, R, C, xt, x.h, yt, dy.h, gamma.h, mean.h, rstd.h, (float)acc, dg.h,
+                                           db.h, out->h),
+              gpu->ops->layernorm_backward(gpu, R, C, xt, x.d, yt, dy.d, gamma.d, mean.d, rstd.d, (float)acc, dg.d,
+                                           db.d, out->d));
         compare_t(what, out, AB_TOL_GPU_LN_FP32_NMSE);
-        snprintf(what, sizeof what, "layernorm_backward %s acc=%d: dgamma", tag, acc);
+        snprintf(what, sizeof what, "layernorm_backward %s acc %d: dgamma", tag, acc);
         compare(what, &dg, AB_TOL_GPU_LN_FP32_NMSE, AB_TOL_GPU_LAYER_FP32_MAXREL);
-        snprintf(what, sizeof what, "layernorm_backward %s acc=%d: dbeta", tag, acc);
+        snprintf(what, sizeof what, "layernorm_backward %s acc %d: dbeta", tag, acc);
         compare(what, &db, AB_TOL_GPU_LN_FP32_NMSE, AB_TOL_GPU_LAYER_FP32_MAXREL);
         pair_push(&dg); /* the next round adds to the same values on both sides */
         pair_push(&db);
@@ -259,9 +262,6 @@ static void ln_one(int R, int C, float offset, ab_dtype xt, ab_dtype yt, int nan
 }
 
 static void test_layernorm(void) {
-    if (!have("layernorm_forward", (void *)cpu->ops->layernorm_forward, (void *)gpu->ops->layernorm_forward) ||
-        !have("layernorm_backward", (void *)cpu->ops->layernorm_backward, (void *)gpu->ops->layernorm_backward))
-        return;
     static const struct {
         int R, C;
         float offset; /* x around offset: the mean far from zero must not cancel the variance away */
@@ -277,7 +277,11 @@ static void test_layernorm(void) {
 
 /* ---- GELU and tanh ----------------------------------------------------------------------------- */
 
-static const float SPECIALS[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 10.0f, -10.0f, 5.5f, -5.5f, 1e-30f, 65504.0f};
+/* planted every 13 elements: NaN, the infinities, signed zeros, values where GELU and tanh
+ * saturate, a tiny normal fp32 value, fp16's largest and smallest subnormal (normal in fp32 and
+ * bf16), and an fp32 subnormal (bf16's too; fp16 rounds it to zero) */
+static const float SPECIALS[] = {NAN,  INFINITY, -INFINITY, 0.0f,     -0.0f, 10.0f,  -10.0f,
+                                 5.5f, -5.5f,    1e-30f,    65504.0f, 6e-8f, -1e-40f};
 enum { NSPECIAL = sizeof SPECIALS / sizeof SPECIALS[0] };
 
 static void plant_specials(pair *p) {
@@ -285,13 +289,8 @@ static void plant_specials(pair *p) {
 }
 
 static void test_activations(void) {
-    if (!have("gelu_forward", (void *)cpu->ops->gelu_forward, (void *)gpu->ops->gelu_forward) ||
-        !have("gelu_backward", (void *)cpu->ops->gelu_backward, (void *)gpu->ops->gelu_backward) ||
-        !have("tanh_forward", (void *)cpu->ops->tanh_forward, (void *)gpu->ops->tanh_forward) ||
-        !have("tanh_backward", (void *)cpu->ops->tanh_backward, (void *)gpu->ops->tanh_backward))
-        return;
     const size_t n = 100003; /* not a multiple of any block */
-    char what[160];
+    char what[240];
     for (int k = 0; k < 3; k++) {
         const ab_dtype t = TYPES[k];
         const char *tn = ab_dtype_name(t);
@@ -300,33 +299,39 @@ static void test_activations(void) {
         plant_specials(&x);
         pair_set(&dy, 1, NAN);
 
-        snprintf(what, sizeof what, "gelu_forward %s", tn);
+        op_case_label(what, sizeof what, AB_OP_gelu_forward, "%s n=%zu NaN, inf, 65504, subnormals in x", tn, n);
         op_ok(what, cpu->ops->gelu_forward(cpu, n, t, x.h, y.h), gpu->ops->gelu_forward(gpu, n, t, x.d, y.d));
         compare_t(what, &y, AB_TOL_GPU_ACT_FP32_NMSE);
-        snprintf(what, sizeof what, "gelu_backward %s", tn);
-        op_ok(what, cpu->ops->gelu_backward(cpu, n, t, x.h, dy.h, dx.h), gpu->ops->gelu_backward(gpu, n, t, x.d, dy.d, dx.d));
+        op_case_label(what, sizeof what, AB_OP_gelu_backward, "%s n=%zu NaN, inf, 65504, subnormals in x, NaN in dy", tn,
+                  n);
+        op_ok(what, cpu->ops->gelu_backward(cpu, n, t, x.h, dy.h, dx.h),
+              gpu->ops->gelu_backward(gpu, n, t, x.d, dy.d, dx.d));
         compare_t(what, &dx, AB_TOL_GPU_ACT_FP32_NMSE);
-        snprintf(what, sizeof what, "tanh_forward %s", tn);
+        op_case_label(what, sizeof what, AB_OP_tanh_forward, "%s n=%zu NaN, inf, 65504, subnormals in x", tn, n);
         op_ok(what, cpu->ops->tanh_forward(cpu, n, t, x.h, y.h), gpu->ops->tanh_forward(gpu, n, t, x.d, y.d));
         compare_t(what, &y, AB_TOL_GPU_ACT_FP32_NMSE);
         pair_push(&y); /* backward from the same y on both sides */
-        snprintf(what, sizeof what, "tanh_backward %s", tn);
-        op_ok(what, cpu->ops->tanh_backward(cpu, n, t, y.h, dy.h, dx.h), gpu->ops->tanh_backward(gpu, n, t, y.d, dy.d, dx.d));
+        op_case_label(what, sizeof what, AB_OP_tanh_backward, "%s n=%zu y the tanh of the specials, NaN in dy", tn, n);
+        op_ok(what, cpu->ops->tanh_backward(cpu, n, t, y.h, dy.h, dx.h),
+              gpu->ops->tanh_backward(gpu, n, t, y.d, dy.d, dx.d));
         compare_t(what, &dx, AB_TOL_GPU_ACT_FP32_NMSE);
 
         /* in place, as the models call them: dx over dy, then y over x */
-        snprintf(what, sizeof what, "tanh_backward %s in place", tn);
-        op_ok(what, cpu->ops->tanh_backward(cpu, n, t, y.h, dy.h, dy.h), gpu->ops->tanh_backward(gpu, n, t, y.d, dy.d, dy.d));
+        op_case_label(what, sizeof what, AB_OP_tanh_backward, "%s n=%zu y the tanh of the specials, NaN in dy, in place",
+                  tn, n);
+        op_ok(what, cpu->ops->tanh_backward(cpu, n, t, y.h, dy.h, dy.h),
+              gpu->ops->tanh_backward(gpu, n, t, y.d, dy.d, dy.d));
         compare_t(what, &dy, AB_TOL_GPU_ACT_FP32_NMSE);
         pair_push(&dy);
-        snprintf(what, sizeof what, "gelu_backward %s in place", tn);
-        op_ok(what, cpu->ops->gelu_backward(cpu, n, t, x.h, dy.h, dy.h), gpu->ops->gelu_backward(gpu, n, t, x.d, dy.d, dy.d));
+        op_case_label(what, sizeof what, AB_OP_gelu_backward, "%s n=%zu specials in x, NaN in dy, in place", tn, n);
+        op_ok(what, cpu->ops->gelu_backward(cpu, n, t, x.h, dy.h, dy.h),
+              gpu->ops->gelu_backward(gpu, n, t, x.d, dy.d, dy.d));
         compare_t(what, &dy, AB_TOL_GPU_ACT_FP32_NMSE);
-        snprintf(what, sizeof what, "gelu_forward %s in place", tn);
+        op_case_label(what, sizeof what, AB_OP_gelu_forward, "%s n=%zu specials in x, in place", tn, n);
         op_ok(what, cpu->ops->gelu_forward(cpu, n, t, x.h, x.h), gpu->ops->gelu_forward(gpu, n, t, x.d, x.d));
         compare_t(what, &x, AB_TOL_GPU_ACT_FP32_NMSE);
         pair_push(&x);
-        snprintf(what, sizeof what, "tanh_forward %s in place", tn);
+        op_case_label(what, sizeof what, AB_OP_tanh_forward, "%s n=%zu GELU of the specials, in place", tn, n);
         op_ok(what, cpu->ops->tanh_forward(cpu, n, t, x.h, x.h), gpu->ops->tanh_forward(gpu, n, t, x.d, x.d));
         compare_t(what, &x, AB_TOL_GPU_ACT_FP32_NMSE);
         pair_free(&x);
@@ -344,8 +349,8 @@ static void test_activations(void) {
 static void softmax_one(int B, int heads, int L, ab_dtype t, int nan) {
     const size_t rows = (size_t)B * heads * L;
     const float scale = 0.125f;
-    char what[200], tag[100];
-    snprintf(tag, sizeof tag, "B=%d heads=%d L=%d %s%s", B, heads, L, ab_dtype_name(t), nan ? " NaN/inf" : "");
+    char what[240], tag[100];
+    snprintf(tag, sizeof tag, "%s B=%d heads=%d L=%d%s", ab_dtype_name(t), B, heads, L, nan ? " NaN/inf" : "");
     ipair mask = ipair_new((size_t)B * L, 0, 3); /* 0 in a quarter of the keys */
     for (int j = 0; j < L; j++) mask.h[j] = mask.h[j] != 0;
     mask.h[0] = 0;
@@ -359,7 +364,8 @@ static void softmax_one(int B, int heads, int L, ab_dtype t, int nan) {
         pair_set(&x, 2 * (size_t)L + 0, NAN);
         pair_set(&x, 3 * (size_t)L + 1, INFINITY);
     }
-    snprintf(what, sizeof what, "softmax_forward %s", tag);
+    op_case_label(what, sizeof what, AB_OP_softmax_forward, "%s%s", tag,
+              B > 1 ? " masked keys, a sequence with none left" : " masked keys");
     op_ok(what, cpu->ops->softmax_forward(cpu, B, heads, L, t, scale, x.h, mask.h, p.h),
           gpu->ops->softmax_forward(gpu, B, heads, L, t, scale, x.d, mask.d, p.d));
     compare_t(what, &p, AB_TOL_GPU_ACT_FP32_NMSE);
@@ -370,14 +376,17 @@ static void softmax_one(int B, int heads, int L, ab_dtype t, int nan) {
             const int32_t *mk = mask.h + (r / ((size_t)heads * L)) * L;
             for (int j = 0; j < L; j++) {
                 const float v = ab_load(p.h, r * L + j, t);
-                if (nan && r / L == 0 && (r % L == 1 || r % L == 3)) bad |= !isnan(v);
-                else if (!mk[j]) bad |= v != 0.0f;
-                else bad |= !(v >= 0.0f && v <= 1.0f);
+                if (nan && r / L == 0 && (r % L == 1 || r % L == 3))
+                    bad |= !isnan(v);
+                else if (!mk[j])
+                    bad |= v != 0.0f;
+                else
+                    bad |= !(v >= 0.0f && v <= 1.0f);
             }
         }
         AB_CHECK(!bad, "%s: the reference gives a probability outside the contract (masked keys 0, NaN rows)", what);
     }
-    snprintf(what, sizeof what, "softmax_forward %s in place", tag);
+    op_case_label(what, sizeof what, AB_OP_softmax_forward, "%s masked keys, in place", tag);
     op_ok(what, cpu->ops->softmax_forward(cpu, B, heads, L, t, scale, x.h, mask.h, x.h),
           gpu->ops->softmax_forward(gpu, B, heads, L, t, scale, x.d, mask.d, x.d));
     compare_t(what, &x, AB_TOL_GPU_ACT_FP32_NMSE);
@@ -385,11 +394,11 @@ static void softmax_one(int B, int heads, int L, ab_dtype t, int nan) {
     /* backward from the CPU's probabilities on both sides */
     pair_push(&p);
     pair dp = pair_rows(rows, L, t, -1.0f, 1.0f), dx = pair_rows(rows, L, t, -1.0f, 1.0f);
-    snprintf(what, sizeof what, "softmax_backward %s", tag);
+    op_case_label(what, sizeof what, AB_OP_softmax_backward, "%s p from the masked forward", tag);
     op_ok(what, cpu->ops->softmax_backward(cpu, (int)rows, L, t, scale, p.h, dp.h, dx.h),
           gpu->ops->softmax_backward(gpu, (int)rows, L, t, scale, p.d, dp.d, dx.d));
     compare_t(what, &dx, AB_TOL_GPU_ACT_FP32_NMSE);
-    snprintf(what, sizeof what, "softmax_backward %s in place", tag);
+    op_case_label(what, sizeof what, AB_OP_softmax_backward, "%s p from the masked forward, in place", tag);
     op_ok(what, cpu->ops->softmax_backward(cpu, (int)rows, L, t, scale, p.h, dp.h, dp.h),
           gpu->ops->softmax_backward(gpu, (int)rows, L, t, scale, p.d, dp.d, dp.d));
     compare_t(what, &dp, AB_TOL_GPU_ACT_FP32_NMSE);
@@ -401,9 +410,6 @@ static void softmax_one(int B, int heads, int L, ab_dtype t, int nan) {
 }
 
 static void test_softmax(void) {
-    if (!have("softmax_forward", (void *)cpu->ops->softmax_forward, (void *)gpu->ops->softmax_forward) ||
-        !have("softmax_backward", (void *)cpu->ops->softmax_backward, (void *)gpu->ops->softmax_backward))
-        return;
     static const int shapes[][3] = {{3, 2, 13}, {2, 12, 128}, {1, 3, 384}, {2, 1, 1}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         for (int k = 0; k < 3; k++) softmax_one(shapes[i][0], shapes[i][1], shapes[i][2], TYPES[k], 0);
@@ -413,12 +419,9 @@ static void test_softmax(void) {
 /* ---- dropout --------------------------------------------------------------------------------- */
 
 static void test_dropout(void) {
-    if (!have("dropout_forward", (void *)cpu->ops->dropout_forward, (void *)gpu->ops->dropout_forward) ||
-        !have("dropout_backward", (void *)cpu->ops->dropout_backward, (void *)gpu->ops->dropout_backward))
-        return;
     const size_t n = 100003;
     const float rates[] = {0.0f, 0.1f, 0.5f, 0.9f};
-    char what[160];
+    char what[240];
     for (int k = 0; k < 3; k++)
         for (size_t ri = 0; ri < sizeof rates / sizeof rates[0]; ri++) {
             const ab_dtype t = TYPES[k];
@@ -426,7 +429,8 @@ static void test_dropout(void) {
             const uint64_t seed = 0x9E3779B97F4A7C15ull * (ri + 1) + (uint64_t)k;
             pair x = pair_new(n, t, -1.0f, 1.0f), y = pair_new(n, t, -1.0f, 1.0f);
             plant_specials(&x);
-            snprintf(what, sizeof what, "dropout_forward %s rate %g", ab_dtype_name(t), (double)rate);
+            op_case_label(what, sizeof what, AB_OP_dropout_forward, "%s n=%zu rate %g NaN, inf, 65504, subnormals",
+                      ab_dtype_name(t), n, (double)rate);
             op_ok(what, cpu->ops->dropout_forward(cpu, n, t, rate, seed, x.h, y.h),
                   gpu->ops->dropout_forward(gpu, n, t, rate, seed, x.d, y.d));
             compare_exact(what, &y); /* the mask and one multiply: the same bits */
@@ -436,47 +440,69 @@ static void test_dropout(void) {
                 const double frac = (double)zeros / (double)(n - NSPECIAL * 13);
                 AB_CHECK(fabs(frac - rate) < 0.01, "%s: %.4f of the elements dropped", what, frac);
             }
-            snprintf(what, sizeof what, "dropout_backward %s rate %g in place", ab_dtype_name(t), (double)rate);
+            op_case_label(what, sizeof what, AB_OP_dropout_backward, "%s n=%zu rate %g the forward's output, in place",
+                      ab_dtype_name(t), n, (double)rate);
             op_ok(what, cpu->ops->dropout_backward(cpu, n, t, rate, seed, y.h, y.h),
                   gpu->ops->dropout_backward(gpu, n, t, rate, seed, y.d, y.d));
             compare_exact(what, &y);
-            snprintf(what, sizeof what, "dropout_forward %s rate %g in place, another seed", ab_dtype_name(t),
-                     (double)rate);
+            op_case_label(what, sizeof what, AB_OP_dropout_forward,
+                      "%s n=%zu rate %g NaN, inf, 65504, subnormals, in place, another seed", ab_dtype_name(t), n,
+                      (double)rate);
             op_ok(what, cpu->ops->dropout_forward(cpu, n, t, rate, seed + 1, x.h, x.h),
                   gpu->ops->dropout_forward(gpu, n, t, rate, seed + 1, x.d, x.d));
             compare_exact(what, &x);
             pair_free(&x);
             pair_free(&y);
         }
-    /* rates outside [0, 1) are refused by both */
+    /* rates outside [0, 1) are refused by both, and x is left alone */
     pair x = pair_new(16, AB_F32, -1.0f, 1.0f);
     const float bad[] = {1.0f, -0.1f, NAN, 2.0f};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        op_case_label(what, sizeof what, AB_OP_dropout_forward, "fp32 rate %g is refused", (double)bad[i]);
         AB_CHECK(gpu->ops->dropout_forward(gpu, 16, AB_F32, bad[i], 1, x.d, x.d) != 0 &&
                      cpu->ops->dropout_forward(cpu, 16, AB_F32, bad[i], 1, x.h, x.h) != 0,
                  "dropout_forward took rate %g", (double)bad[i]);
-        AB_CHECK(gpu->ops->dropout_backward(gpu, 16, AB_F32, bad[i], 1, x.d, x.d) != 0,
-                 "dropout_backward took rate %g", (double)bad[i]);
+        compare_exact(what, &x);
+        op_case_label(what, sizeof what, AB_OP_dropout_backward, "fp32 rate %g is refused", (double)bad[i]);
+        AB_CHECK(gpu->ops->dropout_backward(gpu, 16, AB_F32, bad[i], 1, x.d, x.d) != 0, "dropout_backward took rate %g",
+                 (double)bad[i]);
+        AB_CHECK(cpu->ops->dropout_backward(cpu, 16, AB_F32, bad[i], 1, x.h, x.h) != 0,
+                 "the CPU backend's dropout_backward took rate %g", (double)bad[i]);
+        compare_exact(what, &x);
     }
-    compare_exact("dropout with a refused rate leaves x alone", &x);
     pair_free(&x);
 }
 
 /* ---- embeddings ------------------------------------------------------------------------------ */
 
-static void emb_one(int B, int L, int C, int vocab) {
+/* specials: NaN, the infinities and fp32 subnormals in the rows of the tables that row 0 reads
+ * (column 0 NaN, column 1 a subnormal sum, column 2 -inf + inf: NaN) and in dy (rows 5 to 8, the
+ * tables' gradients take them: rows 6 and 7 of one type bring inf and -inf to one element of the
+ * type table); C >= 3, L > 8 */
+static void emb_one(int B, int L, int C, int vocab, int specials) {
     const int R = B * L, T = 2, P = L + 5; /* a position table longer than the sequences */
-    char what[200], tag[80];
-    snprintf(tag, sizeof tag, "R=%d L=%d C=%d vocab %d", R, L, C, vocab);
+    char what[240], tag[120];
+    snprintf(tag, sizeof tag, "fp32 R=%d L=%d C=%d vocab %d, bad ids and types%s", R, L, C, vocab,
+             specials ? ", NaN, inf, subnormals" : "");
     ipair ids = ipair_new((size_t)R, 0, vocab - 1), types = ipair_new((size_t)R, 0, T - 1);
     ids.h[3] = vocab; /* out of range: NaN rows, skipped by backward */
     ids.h[10 % R] = -1;
     types.h[20 % R] = T;
+    if (specials) types.h[6] = types.h[7] = 1;
     ipair_push(&ids);
     ipair_push(&types);
     pair word = pair_rows((size_t)vocab, C, AB_F32, -1.0f, 1.0f), pos = pair_rows((size_t)P, C, AB_F32, -1.0f, 1.0f);
     pair type = pair_rows(T, C, AB_F32, -1.0f, 1.0f), y = pair_rows((size_t)R, C, AB_F32, -1.0f, 1.0f);
-    snprintf(what, sizeof what, "embedding_forward %s", tag);
+    if (specials) {
+        const size_t w0 = (size_t)ids.h[0] * C, t0 = (size_t)types.h[0] * C;
+        pair_set(&word, w0 + 0, NAN);
+        pair_set(&word, w0 + 1, 1e-40f);
+        pair_set(&pos, 1, 0.0f);
+        pair_set(&type, t0 + 1, 2e-40f);
+        pair_set(&word, w0 + 2, -INFINITY);
+        pair_set(&pos, 2, INFINITY);
+    }
+    op_case_label(what, sizeof what, AB_OP_embedding_forward, "%s", tag);
     op_ok(what, cpu->ops->embedding_forward(cpu, R, L, C, ids.h, types.h, word.h, vocab, pos.h, type.h, T, y.h),
           gpu->ops->embedding_forward(gpu, R, L, C, ids.d, types.d, word.d, vocab, pos.d, type.d, T, y.d));
     compare_exact(what, &y); /* two fp32 adds in the same order */
@@ -484,16 +510,22 @@ static void emb_one(int B, int L, int C, int vocab) {
              "%s: the reference has no NaN row for a bad id or type", what);
 
     pair dy = pair_rows((size_t)R, C, AB_F32, -1.0f, 1.0f);
+    if (specials) {
+        pair_set(&dy, 5 * (size_t)C + 0, NAN);
+        pair_set(&dy, 6 * (size_t)C + 1, INFINITY);
+        pair_set(&dy, 7 * (size_t)C + 1, -INFINITY);
+        pair_set(&dy, 8 * (size_t)C + 2, 1e-40f);
+    }
     for (int acc = 0; acc < 2; acc++) {
-        snprintf(what, sizeof what, "embedding_backward %s acc=%d", tag, acc);
+        op_case_label(what, sizeof what, AB_OP_embedding_backward, "%s acc %d", tag, acc);
         op_ok(what,
               cpu->ops->embedding_backward(cpu, R, L, C, ids.h, types.h, dy.h, vocab, T, acc, word.h, pos.h, type.h),
               gpu->ops->embedding_backward(gpu, R, L, C, ids.d, types.d, dy.d, vocab, T, acc, word.d, pos.d, type.d));
-        snprintf(what, sizeof what, "embedding_backward %s acc=%d: word table", tag, acc);
+        snprintf(what, sizeof what, "embedding_backward %s acc %d: word table", tag, acc);
         compare(what, &word, AB_TOL_GPU_SCATTER_FP32_NMSE, AB_TOL_GPU_LAYER_FP32_MAXREL);
-        snprintf(what, sizeof what, "embedding_backward %s acc=%d: position table (rows past L untouched)", tag, acc);
+        snprintf(what, sizeof what, "embedding_backward %s acc %d: position table (rows past L untouched)", tag, acc);
         compare_exact(what, &pos); /* row order on both */
-        snprintf(what, sizeof what, "embedding_backward %s acc=%d: type table", tag, acc);
+        snprintf(what, sizeof what, "embedding_backward %s acc %d: type table", tag, acc);
         compare_exact(what, &type);
         pair_push(&word); /* acc 1 adds to the same tables on both sides */
     }
@@ -507,29 +539,27 @@ static void emb_one(int B, int L, int C, int vocab) {
 }
 
 static void test_embedding(void) {
-    if (!have("embedding_forward", (void *)cpu->ops->embedding_forward, (void *)gpu->ops->embedding_forward) ||
-        !have("embedding_backward", (void *)cpu->ops->embedding_backward, (void *)gpu->ops->embedding_backward))
-        return;
-    emb_one(4, 37, 13, 50);
-    emb_one(3, 29, 384, 5); /* a handful of ids: each repeated ~17 times */
-    emb_one(2, 128, 768, 300);
+    emb_one(4, 37, 13, 50, 0);
+    emb_one(3, 29, 384, 5, 0); /* a handful of ids: each repeated ~17 times */
+    emb_one(2, 128, 768, 300, 0);
+    emb_one(3, 11, 7, 20, 1);
 }
 
 /* ---- row gathers ----------------------------------------------------------------------------- */
 
 static void test_gather_rows(void) {
-    if (!have("gather_rows", (void *)cpu->ops->gather_rows, (void *)gpu->ops->gather_rows)) return;
     const int N = 200;
     const size_t row_sizes[] = {148, 7, 1536}; /* 37 ints; bytes; a row of 768 fp16 */
     const int Bs[] = {64, 5, 64};
-    char what[160];
+    char what[240];
     for (size_t si = 0; si < sizeof row_sizes / sizeof row_sizes[0]; si++) {
         const size_t rb = row_sizes[si];
         unsigned char *set = malloc((size_t)N * rb);
         if (!set) die("host buffer");
         for (size_t i = 0; i < (size_t)N * rb; i++) set[i] = (unsigned char)ab_rng_below(&rng, 256);
         const void *cs, *gs;
-        op_ok("map_data", cpu->ops->map_data(cpu, set, (size_t)N * rb, &cs), gpu->ops->map_data(gpu, set, (size_t)N * rb, &gs));
+        op_ok("map_data", cpu->ops->map_data(cpu, set, (size_t)N * rb, &cs),
+              gpu->ops->map_data(gpu, set, (size_t)N * rb, &gs));
         for (size_t bi = 0; bi < sizeof Bs / sizeof Bs[0]; bi++)
             for (int off = 0; off < 2; off++) { /* off 1: the output one byte in (the byte copy) */
                 const int B = Bs[bi];
@@ -537,7 +567,8 @@ static void test_gather_rows(void) {
                 for (int b = 0; b < B; b++) idx[b] = (int32_t)ab_rng_below(&rng, (uint64_t)N);
                 idx[0] = N - 1;
                 pair out = pair_new(((size_t)B * rb + 1 + 3) / 4, AB_F32, 0.0f, 0.0f); /* compared as bytes */
-                snprintf(what, sizeof what, "gather_rows %zu-byte rows, B=%d, output offset %d", rb, B, off);
+                op_case_label(what, sizeof what, AB_OP_gather_rows, "%zu-byte rows of a set of %d, B=%d, output offset %d",
+                          rb, N, B, off);
                 op_ok(what, cpu->ops->gather_rows(cpu, B, rb, cs, idx, (char *)out.h + off),
                       gpu->ops->gather_rows(gpu, B, rb, gs, idx, (char *)out.d + off));
                 memset(idx, 0xff, sizeof idx); /* the op must have taken what it needs already */
@@ -547,6 +578,7 @@ static void test_gather_rows(void) {
         if (!self_check) { /* a negative index is refused (on the CPU it would read before the set) */
             int32_t idx[2] = {0, -1};
             pair out = pair_new(2 * rb, AB_F32, 0.0f, 0.0f);
+            op_case_label(what, sizeof what, AB_OP_gather_rows, "%zu-byte rows: index -1 is refused", rb);
             AB_CHECK(gpu->ops->gather_rows(gpu, 2, rb, gs, idx, out.d) != 0, "gather_rows took index -1");
             pair_free(&out);
         }
@@ -559,28 +591,28 @@ static void test_gather_rows(void) {
 /* ---- the gradient-norm helpers --------------------------------------------------------------- */
 
 static void test_norm_helpers(void) {
-    if (!have("sum_squares", (void *)cpu->ops->sum_squares, (void *)gpu->ops->sum_squares) ||
-        !have("scale", (void *)cpu->ops->scale, (void *)gpu->ops->scale))
-        return;
     const size_t ns[] = {0, 1, 1000, 300007, 5000011};
-    char what[160];
+    static const char *const PLANTED[3] = {"", " NaN", " inf"};
+    char what[240];
     for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
-        for (int nan = 0; nan < 2; nan++) {
+        for (int planted = 0; planted < 3; planted++) { /* nothing, a NaN, an inf in the middle */
             const size_t n = ns[i];
-            if (nan && n == 0) continue;
+            if (planted && n == 0) continue;
             pair x = pair_new(n ? n : 1, AB_F32, -2.0f, 2.0f), out = pair_new(1, AB_F32, 1.25f, 1.25f);
-            if (nan) pair_set(&x, n / 2, NAN);
-            snprintf(what, sizeof what, "sum_squares n=%zu%s", n, nan ? " NaN" : "");
+            if (planted) pair_set(&x, n / 2, planted == 1 ? NAN : INFINITY);
+            op_case_label(what, sizeof what, AB_OP_sum_squares, "fp32 n=%zu%s", n, PLANTED[planted]);
             op_ok(what, cpu->ops->sum_squares(cpu, n, x.h, out.h), gpu->ops->sum_squares(gpu, n, x.d, out.d));
             compare(what, &out, AB_TOL_GPU_SUMSQ_REL * AB_TOL_GPU_SUMSQ_REL, AB_TOL_GPU_SUMSQ_REL);
             /* a second call adds to the first (the CPU's value on both sides) */
             pair_push(&out);
-            snprintf(what, sizeof what, "sum_squares n=%zu%s, added to", n, nan ? " NaN" : "");
+            op_case_label(what, sizeof what, AB_OP_sum_squares, "fp32 n=%zu%s, added to the first call's sum", n,
+                      PLANTED[planted]);
             op_ok(what, cpu->ops->sum_squares(cpu, n, x.h, out.h), gpu->ops->sum_squares(gpu, n, x.d, out.d));
             compare(what, &out, AB_TOL_GPU_SUMSQ_REL * AB_TOL_GPU_SUMSQ_REL, AB_TOL_GPU_SUMSQ_REL);
             if (n > 1) {
                 plant_specials(&x);
-                snprintf(what, sizeof what, "scale n=%zu", n);
+                op_case_label(what, sizeof what, AB_OP_scale, "fp32 n=%zu by 0.37, NaN, inf, 65504, subnormals%s", n,
+                          PLANTED[planted]);
                 op_ok(what, cpu->ops->scale(cpu, n, x.h, 0.37f), gpu->ops->scale(gpu, n, x.d, 0.37f));
                 compare_exact(what, &x); /* one multiply */
             }
@@ -595,40 +627,46 @@ static void test_bad_arguments(void) {
     pair a = pair_new(64, AB_F32, -1.0f, 1.0f), m = pair_new(64, AB_F32, -1.0f, 1.0f);
     ipair ids = ipair_new(8, 0, 0);
     ipair_push(&ids);
-    for (int k = 0; k < 2; k++) {
-        ab_backend *be = k ? gpu : cpu;
-        const char *bn = k ? "gpu" : "cpu";
-        void *pa = k ? a.d : a.h;
-        float *pm = k ? (float *)m.d : (float *)m.h;
-        const int32_t *pi = k ? ids.d : ids.h;
-        if (be->ops->gemm_batched)
-            AB_CHECK(be->ops->gemm_batched(be, 0, 0, 0, 2, 2, 1.0f, AB_F32, pa, 2, 4, AB_F32, pa, 2, 4, 0.0f, AB_F32, pa,
-                                           2, 4, 1) != 0,
-                     "%s gemm_batched took M = 0", bn);
-        if (be->ops->layernorm_forward)
-            AB_CHECK(be->ops->layernorm_forward(be, 0, 4, AB_F32, pa, pm, pm, 1e-5f, pm, pm, AB_F32, pa) != 0,
-                     "%s layernorm_forward took R = 0", bn);
-        if (be->ops->softmax_forward)
-            AB_CHECK(be->ops->softmax_forward(be, 1, 1, 0, AB_F32, 1.0f, pa, pi, pa) != 0, "%s softmax_forward took L = 0",
-                     bn);
-        if (be->ops->embedding_forward)
-            AB_CHECK(be->ops->embedding_forward(be, 7, 2, 4, pi, pi, pm, 1, pm, pm, 1, pm) != 0,
-                     "%s embedding_forward took R = 7 rows of L = 2", bn);
-        if (be->ops->gelu_forward)
-            AB_CHECK(be->ops->gelu_forward(be, 4, (ab_dtype)7, pa, pa) != 0, "%s gelu_forward took element type 7", bn);
-    }
-    if (!self_check && gpu->ops->gemm_batched) /* BLAS would refuse it too (with a message, not a status) */
+    /* each op on both backends: [0] the CPU, [1] the backend under test */
+    ab_backend *const be[2] = {cpu, gpu};
+    const char *const bn[2] = {"cpu", "gpu"};
+    void *const pa[2] = {a.h, a.d};
+    float *const pm[2] = {(float *)m.h, (float *)m.d};
+    const int32_t *const pi[2] = {ids.h, ids.d};
+    op_case(AB_OP_gemm_batched, "fp32 x fp32 -> fp32 M = 0 is refused");
+    for (int k = 0; k < 2; k++)
+        AB_CHECK(be[k]->ops->gemm_batched(be[k], 0, 0, 0, 2, 2, 1.0f, AB_F32, pa[k], 2, 4, AB_F32, pa[k], 2, 4, 0.0f,
+                                          AB_F32, pa[k], 2, 4, 1) != 0,
+                 "%s gemm_batched took M = 0", bn[k]);
+    op_case(AB_OP_layernorm_forward, "fp32 -> fp32 R = 0 is refused");
+    for (int k = 0; k < 2; k++)
+        AB_CHECK(be[k]->ops->layernorm_forward(be[k], 0, 4, AB_F32, pa[k], pm[k], pm[k], 1e-5f, pm[k], pm[k], AB_F32,
+                                               pa[k]) != 0,
+                 "%s layernorm_forward took R = 0", bn[k]);
+    op_case(AB_OP_softmax_forward, "fp32 L = 0 is refused");
+    for (int k = 0; k < 2; k++)
+        AB_CHECK(be[k]->ops->softmax_forward(be[k], 1, 1, 0, AB_F32, 1.0f, pa[k], pi[k], pa[k]) != 0,
+                 "%s softmax_forward took L = 0", bn[k]);
+    op_case(AB_OP_embedding_forward, "fp32 R = 7 rows in sequences of L = 2 is refused");
+    for (int k = 0; k < 2; k++)
+        AB_CHECK(be[k]->ops->embedding_forward(be[k], 7, 2, 4, pi[k], pi[k], pm[k], 1, pm[k], pm[k], 1, pm[k]) != 0,
+                 "%s embedding_forward took R = 7 rows of L = 2", bn[k]);
+    op_case(AB_OP_gelu_forward, "element type 7 is refused");
+    for (int k = 0; k < 2; k++)
+        AB_CHECK(be[k]->ops->gelu_forward(be[k], 4, (ab_dtype)7, pa[k], pa[k]) != 0,
+                 "%s gelu_forward took element type 7", bn[k]);
+    if (!self_check) { /* BLAS would refuse it too (with a message, not a status) */
+        op_case(AB_OP_gemm_batched, "fp32 x fp32 -> fp32 lda 3 for K 4 is refused");
         AB_CHECK(gpu->ops->gemm_batched(gpu, 0, 0, 4, 4, 4, 1.0f, AB_F32, a.d, 3, 16, AB_F32, a.d, 4, 16, 0.0f, AB_F32,
                                         m.d, 4, 16, 1) != 0,
                  "gemm_batched took lda 3 for K 4");
+    }
     pair_free(&a);
     pair_free(&m);
     ipair_free(&ids);
 }
 
-int main(void) {
-    const int rc = gpu_test_begin(20261208);
-    if (rc) return rc;
+void dev_transformer_run(void) {
     test_gemm_batched();
     test_layernorm();
     test_activations();
@@ -638,5 +676,4 @@ int main(void) {
     test_gather_rows();
     test_norm_helpers();
     test_bad_arguments();
-    return gpu_test_end("test_cuda_transformer", "transformer ops");
 }
