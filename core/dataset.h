@@ -21,14 +21,19 @@ typedef struct {
                     * attention mask (B, L) (1 = a real token), one after the other */
     int vocab;     /* token sequences: ids are in [0, vocab) */
     int n_classes; /* labels are int32 in [0, n_classes) */
+    int targets;   /* labels per sample: a batch's labels are int32 (B, targets), row-major (a sequence's
+                    * tokens, each with its own class); 0 = 1, one label a sample */
 } ab_sample_info;
+
+/* the labels (target rows) per sample of s: targets, or 1 */
+static inline int ab_sample_targets(const ab_sample_info *s) { return s->targets > 1 ? s->targets : 1; }
 
 typedef struct ab_dataset ab_dataset;
 
 typedef struct {
     /* bytes of backend memory one batch of B samples takes when its values are of type t */
     size_t (*batch_bytes)(const ab_dataset *ds, int B, ab_dtype t);
-    /* Fills x (batch_bytes(B, t)) and labels (B int32) in backend memory with the samples
+    /* Fills x (batch_bytes(B, t)) and labels (B x info.targets int32) in backend memory with the samples
      * idx[0 .. B) (host memory). aug_seed != 0 applies the set's training augmentation, drawn
      * per sample from (aug_seed, sample index), so that a batch is a pure function of its
      * indices and the seed whatever rank or micro-batch assembles it. */

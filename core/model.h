@@ -27,9 +27,10 @@ static inline ab_pass ab_pass_train(long index, uint64_t seed) {
 
 typedef struct {
     const char *name;
-    /* x: a batch of B samples as ab_dataset fill wrote it -> m->logits (B, n_classes) in p->cdt */
+    /* x: a batch of B samples as ab_dataset fill wrote it -> m->logits (B * targets, n_classes)
+     * in p->cdt: one row per target (ab_model_targets), a sample's rows together */
     int (*forward)(ab_model *m, const ab_params *p, const void *x, int B, const ab_pass *pass);
-    /* dlogits (B, n_classes) in p->cdt, the gradient of the loss for the last training forward
+    /* dlogits (B * targets, n_classes) in p->cdt, the gradient of the loss for the last training forward
      * -> the weight gradients, delivered as g says (core/params.h) */
     int (*backward)(ab_model *m, const ab_params *p, const ab_grad_sink *g, const void *x, const void *dlogits, int B);
     /* allocates activations (m->arena) once the parameters are laid out */
@@ -47,11 +48,13 @@ struct ab_model {
     ab_param_spec *specs;
     int n_specs;
     int n_classes, max_batch;
+    int targets;            /* logits rows per sample, each scored against its own label (a per-token
+                               loss); 0 = 1. The trainer takes the data set's labels per sample to match */
     double macs_per_sample; /* multiply-adds of one sample's forward pass */
     long batches_tracked;   /* batch norm's num_batches_tracked: training passes of a model with batch norm,
                                counted by its forward, read from and written to checkpoints */
     const char *notes;      /* for the record: how the model trains under data parallelism, ... */
-    void *logits;           /* (max_batch, n_classes) in compute type */
+    void *logits;           /* (max_batch * targets, n_classes) in compute type */
     ab_arena arena;
     void *impl;
 };
@@ -68,6 +71,9 @@ typedef struct {
     const char *arch; /* BERT: the checkpoint folder or file whose config.json gives the architecture */
     float dropout;    /* BERT: hidden and attention dropout; < 0: the architecture's */
 } ab_model_config;
+
+/* the logits rows per sample of m: targets, or 1 */
+static inline int ab_model_targets(const ab_model *m) { return m->targets > 1 ? m->targets : 1; }
 
 static inline int ab_model_bind(ab_model *m, const ab_params *p) { return m->ops->bind(m, p); }
 static inline void ab_model_destroy(ab_model *m) {

@@ -312,11 +312,12 @@ static int check_state(const trainer *t, const ab_train_state *s, const char *pa
     for (int r = 0; r < s->world; r++)
         if (s->passes[r] < 0 || s->batches_tracked[r] < 0)
             return ab_errorf("%s: rank %d's pass or batch count is negative", path, r);
-    /* the last evaluation's predictions: none before the first epoch's end, else one per test sample */
-    if ((rec->n_test_pred != 0 && rec->n_test_pred != t->test->n) || (rec->n_epochs > 0 && rec->n_test_pred == 0) ||
-        (rec->n_test_pred && rec->n_classes != t->model->n_classes))
-        return ab_errorf("%s: %d predictions of %d classes; this run evaluates %d samples of %d classes", path,
-                         rec->n_test_pred, rec->n_classes, t->test->n, t->model->n_classes);
+    /* the last evaluation's predictions: none before the first epoch's end, else one per test
+     * sample's target */
+    if ((rec->n_test_pred != 0 && rec->n_test_pred != t->test->n * t->targets) ||
+        (rec->n_epochs > 0 && rec->n_test_pred == 0) || (rec->n_test_pred && rec->n_classes != t->model->n_classes))
+        return ab_errorf("%s: %d predictions of %d classes; this run evaluates %d samples x %d targets of %d classes",
+                         path, rec->n_test_pred, rec->n_classes, t->test->n, t->targets, t->model->n_classes);
     if (s->scaler.dynamic && (s->scaler.tracker < 0 || s->scaler.tracker >= s->scaler.growth_interval))
         return ab_errorf("%s: the loss scaler's %d clean steps reach its growth interval %d", path, s->scaler.tracker,
                          s->scaler.growth_interval);

@@ -67,8 +67,8 @@ static int load_data(trainer *t) {
     AB_TRY(c->workload->open_data(c, t->be, &t->train, &t->test));
     const ab_sample_info *a = &t->train->info, *b = &t->test->info;
     if (a->kind != b->kind || a->C != b->C || a->H != b->H || a->W != b->W || a->seq_len != b->seq_len ||
-        a->n_classes != b->n_classes)
-        return ab_errorf("%s: the training and test samples differ in shape or classes", c->dataset);
+        a->n_classes != b->n_classes || ab_sample_targets(a) != ab_sample_targets(b))
+        return ab_errorf("%s: the training and test samples differ in shape, classes or labels per sample", c->dataset);
     if (t->train->n < 1 || t->test->n < 1) return ab_errorf("%s: an empty split", c->dataset);
     return 0;
 }
@@ -161,6 +161,11 @@ static int build_model(trainer *t, ab_run_record *rec) {
     const ab_train_config *c = t->cfg;
     AB_TRY(load_data(t));
     AB_TRY(c->workload->create_model(c, &t->train->info, &t->model));
+    t->targets = ab_model_targets(t->model);
+    if (t->targets != ab_sample_targets(&t->train->info))
+        return ab_errorf("%s scores %d logits rows a sample, and %s gives %d labels a sample: the loss needs one label "
+                         "a row",
+                         c->model, t->targets, c->dataset, ab_sample_targets(&t->train->info));
     ab_rng rng;
     ab_rng_seed(&rng, c->seed);
     AB_TRY(ab_params_init(&t->params, t->be, c->precision, t->model->specs, t->model->n_specs, &rng));
@@ -278,8 +283,10 @@ static int alloc_step(trainer *t) {
     AB_TRY(init_scaler(t));
     t->x_bytes = t->train->ops->batch_bytes(t->train, c->batch_size, t->params.cdt);
     const int B = c->batch_size;
+    const size_t R = (size_t)t->targets;
     if (!(t->x = ab_alloc_for(t->be, AB_MEM_ACTIVATIONS, t->x_bytes, "a batch of %d samples", B)) ||
-        !(t->labels = ab_alloc_for(t->be, AB_MEM_ACTIVATIONS, (size_t)B * sizeof(int32_t), "a batch's %d labels", B)) ||
+        !(t->labels = ab_alloc_for(t->be, AB_MEM_ACTIVATIONS, (size_t)B * R * sizeof(int32_t), "a batch's %zu labels",
+                                   (size_t)B * R)) ||
         !(t->stats = ab_alloc_for(t->be, AB_MEM_WORKSPACE, sizeof(step_stats), "the step's loss and flags")))
         return -1;
     if (!(c->bucket_mb > 0.0)) return ab_errorf("--bucket-mb %g: a bucket must hold more than 0 MB", c->bucket_mb);
@@ -312,10 +319,10 @@ static int alloc_step(trainer *t) {
     t->perm = malloc((size_t)t->train->n * sizeof(int32_t));
     t->eval_order = malloc((size_t)t->test->n * sizeof(int32_t));
     t->shard = malloc((size_t)c->batch_size * (size_t)c->accum_steps * sizeof(int32_t));
-    t->pred = malloc((size_t)t->test->n * sizeof(int32_t));
-    t->hit = malloc((size_t)t->test->n);
-    t->logits_h = malloc((size_t)c->batch_size * (size_t)t->model->n_classes * sizeof(float));
-    t->labels_h = malloc((size_t)c->batch_size * sizeof(int32_t));
+    t->pred = malloc((size_t)t->test->n * R * sizeof(int32_t));
+    t->hit = malloc((size_t)t->test->n * R);
+    t->logits_h = malloc((size_t)c->batch_size * R * (size_t)t->model->n_classes * sizeof(float));
+    t->labels_h = malloc((size_t)c->batch_size * R * sizeof(int32_t));
     if (!t->pred || !t->hit || !t->logits_h || !t->labels_h) return ab_errorf("out of host memory for the predictions");
     if (!t->perm || !t->eval_order || !t->shard) return ab_errorf("out of host memory for the sample order");
     for (int i = 0; i < t->test->n; i++) t->eval_order[i] = i;
@@ -368,7 +375,8 @@ static void teardown(trainer *t) {
     ab_backend *be = t->be;
     if (be) {
         ab_release(be, AB_MEM_ACTIVATIONS, t->x, t->x_bytes);
-        ab_release(be, AB_MEM_ACTIVATIONS, t->labels, (size_t)t->cfg->batch_size * sizeof(int32_t));
+        ab_release(be, AB_MEM_ACTIVATIONS, t->labels,
+                   (size_t)t->cfg->batch_size * (size_t)t->targets * sizeof(int32_t));
         ab_release(be, AB_MEM_WORKSPACE, t->stats, sizeof(step_stats));
         if (t->fp16_bucket)
             ab_release(be, AB_MEM_WORKSPACE, t->fp16_bucket, (t->bucket_elems ? t->bucket_elems : 1) * 2);
@@ -409,7 +417,7 @@ static int sync_buffers(trainer *t) {
 static int evaluate(trainer *t, double *loss, double *accuracy, double *metric) {
     ab_backend *be = t->be;
     const ab_dtype cdt = t->params.cdt;
-    const int B = t->cfg->batch_size, C = t->model->n_classes, N = t->test->n;
+    const int B = t->cfg->batch_size, C = t->model->n_classes, N = t->test->n, R = t->targets;
     const int scored = t->test->ops->score != NULL;
     AB_TRY(sync_buffers(t));
     /* the compute copy of the weights the last update left (a step refreshes it when it starts) */
@@ -420,25 +428,28 @@ static int evaluate(trainer *t, double *loss, double *accuracy, double *metric) 
         AB_TRY(t->test->ops->fill(t->test, t->eval_order + pos, b, 0, cdt, t->x, t->labels));
         const ab_pass pass = ab_pass_eval();
         AB_TRY(t->model->ops->forward(t->model, &t->params, t->x, b, &pass));
-        /* argmax of each row, the first on ties, as softmax_xent counts hits: the record keeps them */
-        AB_TRY(be->ops->download(be, t->logits_h, t->model->logits, (size_t)b * C * ab_dtype_size(cdt)));
-        AB_TRY(be->ops->download(be, t->labels_h, t->labels, (size_t)b * sizeof(int32_t)));
-        for (int i = 0; i < b; i++) {
+        /* argmax of each row (b samples x R targets), the first on ties, as softmax_xent counts
+         * hits: the record keeps them */
+        const int rows = b * R;
+        AB_TRY(be->ops->download(be, t->logits_h, t->model->logits, (size_t)rows * C * ab_dtype_size(cdt)));
+        AB_TRY(be->ops->download(be, t->labels_h, t->labels, (size_t)rows * sizeof(int32_t)));
+        for (int i = 0; i < rows; i++) {
             int am = 0;
             for (int j = 1; j < C; j++)
                 if (ab_load(t->logits_h, (size_t)i * C + j, cdt) > ab_load(t->logits_h, (size_t)i * C + am, cdt))
                     am = j;
-            t->pred[pos + i] = am;
-            t->hit[pos + i] = am == t->labels_h[i];
+            t->pred[(size_t)pos * R + i] = am;
+            t->hit[(size_t)pos * R + i] = am == t->labels_h[i];
         }
-        AB_TRY(be->ops->softmax_xent(be, b, C, cdt, t->model->logits, t->labels, 1.0f, cdt, NULL,
+        AB_TRY(be->ops->softmax_xent(be, rows, C, cdt, t->model->logits, t->labels, 1.0f, cdt, NULL,
                                      &t->stats->loss_sum, &t->stats->correct));
     }
     step_stats s;
     AB_TRY(be->ops->download(be, &s, t->stats, sizeof s));
-    *loss = (double)s.loss_sum / N;
-    *accuracy = 100.0 * s.correct / N;
-    *metric = scored ? t->test->ops->score(t->test, t->pred, N) : *accuracy;
+    const double targets = (double)N * R;
+    *loss = (double)s.loss_sum / targets;
+    *accuracy = 100.0 * s.correct / targets;
+    *metric = scored ? t->test->ops->score(t->test, t->pred, N * R) : *accuracy;
     return 0;
 }
 
@@ -547,11 +558,12 @@ static int micro_batches(trainer *t, const int32_t *mine, int m, int n, int epoc
         AB_TRY(fill_batch(t, mine + pos, b, epoch));
         const ab_pass pass = ab_pass_train(t->passes++, t->cfg->seed);
         AB_TRY(model->ops->forward(model, p, t->x, b, &pass));
-        /* the loss gradient d(scale * sum of the group's losses / n) / dlogits (the op divides by
-         * b itself) is written over the logits it comes from: dlogits is the same buffer */
+        /* the loss gradient d(scale * sum of the group's losses / (n R)) / dlogits over the b R
+         * rows (the op divides by its rows itself) is written over the logits it comes from:
+         * dlogits is the same buffer */
         void *const dlogits = model->logits;
-        AB_TRY(be->ops->softmax_xent(be, b, C, p->cdt, model->logits, t->labels, scale * (float)b / (float)n, p->cdt,
-                                     dlogits, &t->stats->loss_sum, NULL));
+        AB_TRY(be->ops->softmax_xent(be, b * t->targets, C, p->cdt, model->logits, t->labels,
+                                     scale * (float)b / (float)n, p->cdt, dlogits, &t->stats->loss_sum, NULL));
         /* the step's last micro-batch: each final gradient may start its bucket's all-reduce */
         const int last = pos + b >= m;
         const ab_grad_sink sink = {.mode = pos == 0 ? AB_GRAD_WRITE : AB_GRAD_ACCUMULATE,
@@ -663,7 +675,7 @@ static int synchronise(trainer *t, long step, int n, int reported, float scale, 
     }
     t->stop_any = sums[1] > 0;
     const double sq = t->ps ? sums[2] : (double)s.grad_sq;
-    *out = (step_sync){.found_inf = found_inf, .loss = sums[0] / n, .grad_norm = sqrt(sq)};
+    *out = (step_sync){.found_inf = found_inf, .loss = sums[0] / ((double)n * t->targets), .grad_norm = sqrt(sq)};
     return 0;
 }
 
@@ -967,14 +979,15 @@ static int finish_epoch(trainer *t, int e, long step) {
     const double te = ab_now();
     AB_TRY(evaluate(t, &er->test_loss, &er->test_accuracy, &er->test_metric));
     er->eval_time_s = ab_now() - te;
+    const size_t np = (size_t)t->test->n * (size_t)t->targets; /* one prediction a target */
     if (!rec->test_pred) {
-        rec->test_pred = malloc((size_t)t->test->n * sizeof(int32_t));
-        rec->test_hit = malloc((size_t)t->test->n);
+        rec->test_pred = malloc(np * sizeof(int32_t));
+        rec->test_hit = malloc(np);
         if (!rec->test_pred || !rec->test_hit) return ab_errorf("out of host memory for the predictions");
     }
-    memcpy(rec->test_pred, t->pred, (size_t)t->test->n * sizeof(int32_t));
-    memcpy(rec->test_hit, t->hit, (size_t)t->test->n);
-    rec->n_test_pred = t->test->n;
+    memcpy(rec->test_pred, t->pred, np * sizeof(int32_t));
+    memcpy(rec->test_hit, t->hit, np);
+    rec->n_test_pred = (int)np;
     rec->n_classes = t->model->n_classes;
     rec->n_epochs = e;
     snapshot_record(t);

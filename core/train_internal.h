@@ -32,7 +32,9 @@ struct ab_trainer {
     ab_scaler scaler; /* the live loss scaler; the record gets a copy when it is written */
     ab_dataset *train, *test;
     void *x;               /* one micro-batch as the data set assembles it, in compute type */
-    int32_t *labels;       /* (B) */
+    int32_t *labels;       /* (B, targets) */
+    int targets;           /* labels, and logits rows, per sample (ab_model_targets): the loss is the
+                              mean over every sample's every target */
     step_stats *stats;     /* backend memory */
     int32_t *perm;         /* host: the epoch's sample order */
     int32_t *eval_order;   /* host: 0, 1, ... (test samples), the test set's order */
@@ -44,10 +46,10 @@ struct ab_trainer {
     void *fp16_bucket;     /* fp16 all-reduce bucket (bucket_elems), under --allreduce-dtype fp16 */
     size_t bucket_elems;
     int stop_any;   /* some rank was asked to stop (all-reduced each step) */
-    int32_t *pred;  /* (test samples) predicted classes: the record's and a data set's own metric */
-    uint8_t *hit;   /* (test samples) 1 where the prediction was right */
-    void *logits_h; /* (batch, classes) host copy of a batch's logits */
-    int32_t *labels_h; /* (batch) host copy of a batch's labels */
+    int32_t *pred;  /* (test samples x targets) predicted classes: the record's and a data set's own metric */
+    uint8_t *hit;   /* (test samples x targets) 1 where the prediction was right */
+    void *logits_h; /* (batch x targets, classes) host copy of a batch's logits */
+    int32_t *labels_h;        /* (batch x targets) host copy of a batch's labels */
     struct ab_census *census; /* the census observing this step (census_open), NULL on the others */
     int overlap;         /* the gradient buckets are reduced while backward runs */
     int ps;              /* --dp-sync ps in a world of more than one rank */
