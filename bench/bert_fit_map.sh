@@ -6,7 +6,7 @@
 # next one does not). The articles say FP32 BERT-base does not fit an 8 GB GPU "even at a small
 # batch" and give no sequence length; this says at which lengths that holds.
 # Writes OUT/fit-<seq>-<precision>.json (the search records), OUT/fit_map.txt (the table) and
-# OUT/fit_map.png (batch against sequence length, both precisions; plots/fit_map.gp).
+# OUT/fit_map.png (batch against sequence length, both precisions; harness/plots/fit_map.gp).
 # usage: bench/bert_fit_map.sh [--build DIR] [--out DIR] [--limit SIZE] [--seq-lens 128,256,512]
 #                              [--device cpu|cuda] [--model bert-base]
 set -euo pipefail
@@ -65,8 +65,8 @@ awk -v lim="$limit" '{ v = ($2 < 8) ? "holds (FP32 fits at most batch " $2 ")" :
     "$out/fit_map.dat" | tee -a "$out/fit_map.txt"
 if command -v gnuplot > /dev/null 2>&1; then
     xr=$(awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "xmin=%g; xmax=%g", lo / 1.4, hi * 1.4 }' "$out/fit_map.dat")
-    (cd "$out" && gnuplot -e "gpdir='$root/plots'; out='fit_map.png'; w=960; h=600; limit='$limit'; model='$model'; $xr" \
-        "$root/plots/fit_map.gp") || echo "bert_fit_map.sh: gnuplot failed; the table stands" >&2
+    (cd "$out" && gnuplot -e "gpdir='$root/harness/plots'; out='fit_map.png'; w=960; h=600; limit='$limit'; model='$model'; $xr" \
+        "$root/harness/plots/fit_map.gp") || echo "bert_fit_map.sh: gnuplot failed; the table stands" >&2
 else
     echo "bert_fit_map.sh: no gnuplot: no plot (the table stands)" >&2
 fi

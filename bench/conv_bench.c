@@ -1,7 +1,7 @@
 /* conv_bench: the CPU backend's convolutions (im2col over OpenBLAS) on every convolution shape of
  * ResNet-50, forward, backward-data and backward-filter, median of R timings each, and the
  * network's convolution time per training step (each shape weighted by how often it occurs).
- * bench/pytorch/conv_bench.py times the same shapes through PyTorch's CPU convolution, which is
+ * peers/conv_bench.py times the same shapes through PyTorch's CPU convolution, which is
  * oneDNN (Debian's PyTorch 1.13 is built on oneDNN 2.6.3, the version of Debian's libdnnl-dev):
  * the measurement behind the choice of im2col in kernels/cpu/layers_cpu.c.
  * usage: conv_bench [--stem cifar|imagenet] [--batch B] [--size HW] [--threads T] [--repeats R]

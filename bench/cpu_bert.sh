@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# BERT on this CPU, ampbench beside the peer (bench/pytorch/bert_glue.py: Hugging Face's
+# BERT on this CPU, ampbench beside the peer (peers/bert_glue.py: Hugging Face's
 # BertForSequenceClassification) on the same cores, data and recipe (AdamW, linear decay, clipping
 # at 1, dropout 0.1, SST-2):
 #   speed     training sequences/s, median of R runs of S steps (the first untimed): the MiniLM
@@ -40,7 +40,7 @@ py=""
 for p in "${AB_PYTHON:-}" python3 /usr/bin/python3; do
     [ -n "$p" ] && "$p" -c 'import torch, transformers' 2>/dev/null && { py=$p; break; }
 done
-peer=$root/bench/pytorch/bert_glue.py
+peer=$root/peers/bert_glue.py
 field() { "${py:-python3}" -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 mean() { awk '{ s += $1 } END { printf "%.2f", s / NR }'; }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ResNet-50 on this CPU, ampbench beside PyTorch (bench/pytorch/cifar_resnet50.py) on the same
+# ResNet-50 on this CPU, ampbench beside PyTorch (peers/cifar_resnet50.py) on the same
 # cores and settings: training images/s at batch B (median of R runs of S steps each, both stems,
 # fp32 and each reduced precision PyTorch can autocast to here: PyTorch 1.13 has only bf16 on a
 # CPU, so amp (fp16) is ampbench alone), then ampbench's comparable peak memory at batch 128 by
@@ -45,7 +45,7 @@ for m in $models; do
                 --out "$out/ab_${m}_${prec}_$r.json" >/dev/null
             a+=("$(sps "$out/ab_${m}_${prec}_$r.json")")
             if [ -n "$py" ] && [ "$prec" != amp ]; then
-                "$py" "$root/bench/pytorch/cifar_resnet50.py" --model "$m" --device cpu --precision "$prec" \
+                "$py" "$root/peers/cifar_resnet50.py" --model "$m" --device cpu --precision "$prec" \
                     "${common[@]}" --out "$out/pt_${m}_${prec}_$r.json" >/dev/null 2>"$out/pt_${m}_${prec}.err" &&
                     b+=("$(sps "$out/pt_${m}_${prec}_$r.json")")
             fi

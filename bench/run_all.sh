@@ -61,7 +61,7 @@ usage: bench/run_all.sh [--quick | --full] [options]
   --device D          cpu | cuda                              [cuda when a GPU works, else cpu]
   --np N              data-parallel ranks                     [min(GPUs, 4); 2 CPU ranks without GPUs]
   --no-mpi            no data-parallel runs
-  --no-peers          do not run the PyTorch peers (bench/pytorch/) beside ampbench
+  --no-peers          do not run the PyTorch peers (peers/) beside ampbench
   --build-dir DIR     where ampbench is built                 [build]
   --no-build          use the binaries in --build-dir as they are
   --out-root DIR      the run folder goes under DIR           [results/runs]
@@ -388,7 +388,7 @@ for item in "${PLAN[@]}"; do
     elif [ "$tool" = ampbench ]; then
         cmd=("$AMPBENCH" train --model "$model" --dataset "$dataset" --precision "$precision" --device "$DEVICE"
              --epochs "$ep" --max-steps "$st" --seed "$seed" --log-interval "$li" --quiet --out "$RUN_DIR/$run.json")
-    else # the peer takes the same option names for what the config sets (bench/pytorch/*.py)
+    else # the peer takes the same option names for what the config sets (peers/*.py)
         cmd=("$PY" "$ROOT/$peer" --model "$model" --dataset "$dataset" --precision "$precision" --device "$DEVICE"
              --epochs "$ep" --max-steps "$st" --seed "$seed" --log-interval "$li" --quiet --out "$RUN_DIR/$run.json")
     fi
@@ -490,7 +490,7 @@ write_manifest
 echo
 echo "summary: $N_OK ok, $N_FAIL failed or interrupted, $N_SKIP skipped, in $RUN_DIR"
 for s in ${SUMMARY[@]+"${SUMMARY[@]}"}; do echo "  $s"; done
-report_args=("$RUN_DIR" --reported "$ROOT/results/reported.json" --gnuplot-dir "$ROOT/plots")
+report_args=("$RUN_DIR" --reported "$ROOT/harness/reported.json" --gnuplot-dir "$ROOT/harness/plots")
 [ -n "$COPY_PLOTS" ] && report_args+=(--copy-plots "$COPY_PLOTS")
 "$REPORT" "${report_args[@]}"
 report_rc=$?

@@ -137,7 +137,7 @@ static void guard_end(ab_comm *c) { atomic_store(&((mpi_impl *)c->impl)->started
 
 /* fp16 arithmetic in bulk: widen, operate in fp32, round once to fp16. Where the CPU has F16C
  * its conversions do it 8 at a time, bit-identical to ab_f16_to_f32/ab_f32_to_f16 (round to
- * nearest even, as tests/test_half.c checks for the CPU backend); else the scalar reference. */
+ * nearest even, as tests/core/test_half.c checks for the CPU backend); else the scalar reference. */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 __attribute__((target("avx,f16c"))) static size_t f16_add_f16c(size_t n, const uint16_t *a, uint16_t *b) {

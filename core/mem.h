@@ -10,7 +10,7 @@
 #include <stddef.h>
 
 /* A new category is named here and in cat_names (mem.c, its JSON key); the report's label for it
- * is hr_mem_labels (bench/report/runset.c). Static asserts check both tables' sizes. */
+ * is hr_mem_labels (harness/runset.c). Static asserts check both tables' sizes. */
 typedef enum {
     AB_MEM_PARAMETERS = 0, /* weights the forward pass reads */
     AB_MEM_MASTER,         /* fp32 master copy under amp/bf16 */

@@ -126,7 +126,7 @@ struct ab_train_config {
      * configuration on proj_gpu (a name of the GPU table, core/stepmodel.c; NULL: rtx3090, the
      * articles'); a GPU run is modelled on its own GPU where the table has it, beside its measured
      * step. step_model fills out for the model's samples s (the program's: ampbench's is
-     * bench/model_step.c); NULL: no model, and the projection says its step is the CPU's. */
+     * cli/model_step.c); NULL: no model, and the projection says its step is the CPU's. */
     const char *proj_gpu;
     int (*step_model)(const ab_train_config *c, const ab_sample_info *s, const char *gpu,
                       ab_step_model_result *out);

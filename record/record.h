@@ -1,4 +1,4 @@
-/* The result record as a file: JSON (results/schema/result.schema.json), written atomically. The
+/* The result record as a file: JSON (harness/schema/result.schema.json), written atomically. The
  * training core keeps its record in an ab_run_record and knows no format: the program hands it
  * ab_record_json (ab_train_config.record), which writes the record wherever --out says. */
 #ifndef AB_RECORD_H

@@ -1,4 +1,4 @@
-/* The result record as JSON (results/schema/result.schema.json), written atomically
+/* The result record as JSON (harness/schema/result.schema.json), written atomically
  * (ab_write_parts_atomic: a temporary file in the same folder, fsync, then rename over the target). */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -492,7 +492,7 @@ static void add_loss_curve(cJSON *o, const ab_run_record *r) {
     }
 }
 
-/* the record, part by part in the schema's order (results/schema/result.schema.json) */
+/* the record, part by part in the schema's order (harness/schema/result.schema.json) */
 static cJSON *build(const ab_train_config *c, const ab_run_record *r) {
     cJSON *o = cJSON_CreateObject();
     add_provenance(o, r);

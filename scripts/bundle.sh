@@ -8,7 +8,7 @@
 #              (PyTorch's nvidia/*/lib wheels, found through python3, else a CUDA toolkit)
 #   data/mnist, data/cifar10 (the first AB_CIFAR_TRAIN training and AB_CIFAR_TEST test records:
 #   a subset keeps the bundle small), data/glue/SST-2 (the first AB_SST2_TRAIN training rows and
-#   the dev set) and data/bert-base-uncased/vocab.txt, bench/pytorch/ (the peers),
+#   the dev set) and data/bert-base-uncased/vocab.txt, peers/ (the peers),
 #   scripts/gpu_check.sh and scripts/gpu_remote.sh (the check, and its one-command wrapper for a
 #   remote job runner: docs/gpu.md), docs/gpu.md, MANIFEST
 # The programs are built for Hopper (sm_90) alone by default, without RPATH (the wrappers set the
@@ -60,11 +60,11 @@ cmake --build "$build" -j "$(nproc)" --target ampbench test_backend_ops test_cud
     { tail -40 "$build/build.log" >&2; die "build failed"; }
 
 progs=("$build/ampbench" "$build/tests/ops/test_backend_ops" "$build/tests/gpu/test_cuda_train"
-       "$build/tests/gpu/test_cuda_step" "$build/tests/test_comm")
+       "$build/tests/gpu/test_cuda_step" "$build/tests/dp/test_comm")
 for p in "${progs[@]}"; do [ -x "$p" ] || die "$p was not built"; done
 
 rm -rf "$out"
-mkdir -p "$out"/{bin,libexec,lib,data/mnist,data/cifar10,data/glue/SST-2,data/bert-base-uncased,bench/pytorch,scripts,docs,results}
+mkdir -p "$out"/{bin,libexec,lib,data/mnist,data/cifar10,data/glue/SST-2,data/bert-base-uncased,peers,scripts,docs,results}
 
 # Libraries the machine provides itself: glibc (and the loader), the C++ runtime that any
 # machine with PyTorch has, and the CUDA family, which must match the machine's driver.
@@ -160,10 +160,10 @@ head -c $((cifar_test * 3073)) "$cifar/test_batch.bin" >"$out/data/cifar10/test_
 head -n $((sst2_train + 1)) "$glue/SST-2/train.tsv" >"$out/data/glue/SST-2/train.tsv"
 cp "$glue/SST-2/dev.tsv" "$out/data/glue/SST-2/"
 cp "$vocab" "$out/data/bert-base-uncased/vocab.txt"
-cp "$here"/bench/pytorch/*.py "$out/bench/pytorch/"
+cp "$here"/peers/*.py "$out/peers/"
 cp "$here/scripts/gpu_check.sh" "$here/scripts/gpu_remote.sh" "$out/scripts/"
-mkdir -p "$out/tests" # the resume check (gpu_check.sh's resume_cuda)
-cp "$here/tests/test_resume.sh" "$here/tests/resume_check.py" "$out/tests/"
+mkdir -p "$out/tests/checkpoint" # the resume check (gpu_check.sh's resume_cuda)
+cp "$here/tests/checkpoint/test_resume.sh" "$here/tests/checkpoint/resume_check.py" "$out/tests/checkpoint/"
 cp "$here/docs/gpu.md" "$out/docs/" 2>/dev/null || true
 
 commit=$(git -c 'safe.directory=*' -C "$here" rev-parse HEAD 2>/dev/null || echo unknown)

@@ -75,7 +75,7 @@ fi
 prog() { # the path of a program of the check
     if [ "$mode" = bundle ]; then echo "$bin/$1"
     elif [ "$1" = ampbench ]; then echo "$build/ampbench"
-    elif [ "$1" = test_comm ]; then echo "$build/tests/test_comm"
+    elif [ "$1" = test_comm ]; then echo "$build/tests/dp/test_comm"
     elif [ "$1" = test_backend_ops ]; then echo "$build/tests/ops/test_backend_ops"
     else echo "$build/tests/gpu/$1"
     fi
@@ -323,12 +323,12 @@ for prec in fp32 amp; do
         "${bert_args[@]}" --precision "$prec" --out "$out/ampbench_bert-base_$prec.json"
 done
 for prec in fp32 amp; do
-    peer_step "pytorch_mlp_$prec" 150 fig_record python3 "$root/bench/pytorch/mnist_mlp.py" --device cuda \
+    peer_step "pytorch_mlp_$prec" 150 fig_record python3 "$root/peers/mnist_mlp.py" --device cuda \
         --precision "$prec" --epochs 1 --data "$data" --out "$out/pytorch_mlp_$prec.json"
 done
 for m in resnet50-cifar resnet50; do
     for prec in fp32 amp; do
-        peer_step "pytorch_${m}_$prec" 240 fig_record python3 "$root/bench/pytorch/cifar_resnet50.py" --device cuda \
+        peer_step "pytorch_${m}_$prec" 240 fig_record python3 "$root/peers/cifar_resnet50.py" --device cuda \
             --model "$m" --data "$cifar" --precision "$prec" "${resnet_args[@]}" --out "$out/pytorch_${m}_$prec.json"
     done
 done
@@ -337,7 +337,7 @@ for prec in fp32 amp; do
         line "pytorch_bert-base_$prec" SKIPPED 0 "python3 has no Hugging Face transformers"
         continue
     fi
-    peer_step "pytorch_bert-base_$prec" 240 fig_record bash -c 'fits_ok "$@"' _ python3 "$root/bench/pytorch/bert_glue.py" \
+    peer_step "pytorch_bert-base_$prec" 240 fig_record bash -c 'fits_ok "$@"' _ python3 "$root/peers/bert_glue.py" \
         --device cuda "${bert_args[@]}" --precision "$prec" --out "$out/pytorch_bert-base_$prec.json"
 done
 
@@ -348,9 +348,9 @@ for prec in fp32 amp; do
 done
 
 # ---- 10. checkpoints on the GPU: runs killed with SIGKILL and resumed, against runs never stopped
-# (tests/test_resume.sh, which first asks whether two runs never stopped agree at all) ----
+# (tests/checkpoint/test_resume.sh, which first asks whether two runs never stopped agree at all) ----
 gpu_step resume_cuda 150 fig_resume env AB_RESUME_DEVICE=cuda AB_RESUME_MNIST="$data" AB_RESUME_CIFAR="$cifar" \
-    AB_RESUME_SST2="$glue/SST-2" AB_RESUME_VOCAB="$vocab" bash "$root/tests/test_resume.sh" "$ampbench" - 1
+    AB_RESUME_SST2="$glue/SST-2" AB_RESUME_VOCAB="$vocab" bash "$root/tests/checkpoint/test_resume.sh" "$ampbench" - 1
 
 table() {
     python3 - "$out" "$steps_resnet" "$steps_bert" <<'EOF'

@@ -2,10 +2,10 @@
 # Installs what ampbench builds, tests and plots with, from Debian's packages (idempotent).
 # The CUDA toolkit (nvcc, cuBLAS, cuDNN, NCCL) is not installed here: when present, CMake finds
 # it and builds the CUDA backend too. Debian's PyTorch and torchvision are the CPU peers
-# (bench/pytorch) and the reference of tests/torch_check.py; Hugging Face transformers 4.30 (the
+# (peers) and the reference of peers/checks/torch_check.py; Hugging Face transformers 4.30 (the
 # last to support Debian's PyTorch 1.13, from PyPI: Debian has none) is the BERT peer's and the
-# reference of tests/bert_check.py and the tokenizer test. Without PyPI those say so and skip.
-# python3-jsonschema checks result records against results/schema (tests/schema_check.py).
+# reference of peers/checks/bert_check.py and the tokenizer test. Without PyPI those say so and skip.
+# python3-jsonschema checks result records against harness/schema (tests/harness/schema_check.py).
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libcjson-dev libopenblas-dev zlib1g-dev libpng-dev
       openmpi-bin libopenmpi-dev gnuplot-nox dataset-fashion-mnist curl ca-certificates

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Run records (ampbench's and the PyTorch peers') against results/schema/result.schema.json.
+"""Run records (ampbench's and the PyTorch peers') against harness/schema/result.schema.json.
 Usage: validate_records.py FILE|DIR ...   (a folder: every *.json under it whose "tool" is ampbench or
 pytorch; other JSON files, such as run.json or a fit map, are not run records and are left alone).
 Prints one line per record that fails and a count; exit 0 when all are valid, 1 when one is not or
@@ -9,7 +9,7 @@ import json
 import os
 import sys
 
-SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "results", "schema", "result.schema.json")
+SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness", "schema", "result.schema.json")
 
 
 def validator():

@@ -65,7 +65,7 @@ static inline int ab_check_nmse(const char *what, const float *a, const double *
     return 0;
 }
 
-/* Data parallelism, compared on the weight update w - w0 after a few steps (tests/test_dp.c).
+/* Data parallelism, compared on the weight update w - w0 after a few steps (tests/dp/test_dp.c).
  * fp32, or amp against accumulation of the same micro-batches: the runs differ only in the
  * order of fp32 sums (a batch's weight-gradient reduction split into per-rank partial sums, then
  * one add and an exact halving): ~sqrt(B) * 2^-24 ~ 1e-6 relative per element, an NMSE ~ 1e-12;
@@ -88,7 +88,7 @@ static inline int ab_check_nmse(const char *what, const float *a, const double *
 #define AB_TOL_DP_ADAMW_AMP_NMSE 1e-6
 /* Data parallelism with batch norm against one process accumulating the same micro-batches:
  * the same arithmetic but for the order of the sums in the all-reduce and the accumulation. A
- * ResNet's gradients are ill-conditioned (tests/torch_check.py: PyTorch's own fp32 gradients lie
+ * ResNet's gradients are ill-conditioned (peers/checks/torch_check.py: PyTorch's own fp32 gradients lie
  * NMSE 1e-4 to 1e-3 from float64 at batch 2, batch norm's backward dividing by small batches'
  * standard deviations), so a last-bit difference in one step's summed gradient comes back larger
  * in the next steps' gradients: measured NMSE 1.6e-7 (fp32) and 2.5e-8 (amp) on the updates after

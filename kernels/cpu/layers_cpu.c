@@ -68,7 +68,7 @@ static int check_dtype(const char *op, ab_dtype t) {
  *
  * im2col over OpenBLAS, not oneDNN. Measured on ResNet-50's convolutions with the CIFAR stem,
  * batch 32, 32x32, 2 threads of a Xeon with AVX-512 (bench/conv_bench.c beside
- * bench/pytorch/conv_bench.py, which runs PyTorch 1.13's CPU convolution: oneDNN 2.6.3, the
+ * peers/conv_bench.py, which runs PyTorch 1.13's CPU convolution: oneDNN 2.6.3, the
  * version of Debian's libdnnl-dev; results/cpu/2026-12-01-xeon-2core/conv_bench.txt, three
  * interleaved pairs): forward + backward data + backward filter of the whole network take
  * 1218 ms here and 1196 ms in oneDNN, medians. oneDNN is 1.8x as fast on layer1's 64-channel 3x3

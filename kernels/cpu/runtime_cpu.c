@@ -77,7 +77,7 @@ void cpu_widen(size_t n, ab_dtype t, const void *src, float *dst) {
 
 /* fp32 -> fp16 in bulk. Where the CPU has F16C its conversion instruction is used: it rounds
  * to nearest even with IEEE overflow, subnormal and NaN handling, bit-identical to
- * ab_f32_to_f16 (tests/test_half.c checks the two against each other on every tested value).
+ * ab_f32_to_f16 (tests/core/test_half.c checks the two against each other on every tested value).
  * fp16 -> fp32 likewise: exact for every finite value and infinity; a block holding a NaN takes
  * the scalar path, which keeps a signalling NaN's bits where the instruction would quieten it
  * (test_backend_ops, tests/ops/ref_layers.c, compares all 65536 values). */
