@@ -95,8 +95,8 @@ static int micro_batch(const ms_args *a, ms_run *r, int micro, const int32_t *id
     const ab_pass pass = ab_pass_train(micro, 1);
     AB_TRY(r->model->ops->forward(r->model, &r->params, r->x, B, &pass));
     ab_cost_phase(b, "loss");
-    AB_TRY(b->ops->softmax_xent(b, B, r->model->n_classes, cdt, r->model->logits, r->labels, 1.0f, cdt,
-                                r->model->logits, r->stats, NULL));
+    AB_TRY(b->ops->softmax_xent(b, B * ab_model_targets(r->model), r->model->n_classes, cdt, r->model->logits,
+                                r->labels, 1.0f, cdt, r->model->logits, r->stats, NULL));
     ab_cost_phase(b, "backward");
     const ab_grad_sink sink = {.mode = micro == 0 ? AB_GRAD_WRITE : AB_GRAD_ACCUMULATE};
     return r->model->ops->backward(r->model, &r->params, &sink, r->x, r->model->logits, B);
@@ -125,7 +125,7 @@ static int run_step(const ms_args *a, const ab_sample_info *s, const ab_recipe *
     r->x_bytes = r->s.kind == AB_SAMPLE_TOKENS ? (size_t)3 * B * L * sizeof(int32_t)
                                                : (size_t)B * r->s.C * r->s.H * r->s.W * ab_dtype_size(cdt);
     r->x = ab_alloc(r->be, AB_MEM_ACTIVATIONS, r->x_bytes);
-    r->labels_bytes = (size_t)B * sizeof(int32_t);
+    r->labels_bytes = (size_t)B * (size_t)ab_model_targets(r->model) * sizeof(int32_t); /* (B, targets) */
     r->labels = ab_alloc(r->be, AB_MEM_ACTIVATIONS, r->labels_bytes);
     r->stats = ab_alloc(r->be, AB_MEM_WORKSPACE, 64);
     if (!r->x || !r->labels || !r->stats) return -1;

@@ -22,7 +22,9 @@ typedef struct {
     int vocab;     /* token sequences: ids are in [0, vocab) */
     int n_classes; /* labels are int32 in [0, n_classes) */
     int targets;   /* labels per sample: a batch's labels are int32 (B, targets), row-major (a sequence's
-                    * tokens, each with its own class); 0 = 1, one label a sample */
+                    * tokens, each with its own class); 0 = 1, one label a sample. Every target
+                    * counts: the loss is the mean over samples x targets, and a label must be in
+                    * [0, n_classes) (no ignored positions: padded sequences need their own loss) */
 } ab_sample_info;
 
 /* the labels (target rows) per sample of s: targets, or 1 */
@@ -41,7 +43,8 @@ typedef struct {
     /* a one-line description for the record: "CIFAR-10 binary, 10000 samples, augment crop 4 + flip" */
     const char *(*describe)(const ab_dataset *ds);
     /* Optional (NULL: accuracy): the task's metric, in percent, of the predicted classes
-     * pred[0 .. n) of samples 0 .. n (Matthews correlation and F1 times 100) */
+     * pred[0 .. n) (Matthews correlation and F1 times 100): one per target, sample i's target r
+     * at i * targets + r, so n = samples x targets */
     double (*score)(const ab_dataset *ds, const int32_t *pred, int n);
     void (*destroy)(ab_dataset *ds);
 } ab_dataset_ops;

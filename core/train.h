@@ -221,7 +221,10 @@ typedef struct ab_run_record {
     /* the last evaluation, example by example (the test set's order): the predicted class (the
      * first largest logit, as the accuracy counts it) and whether it was right; written as
      * test_predictions, so that two runs can be compared example by example (the harness's
-     * intervals and McNemar's test). NULL before the first evaluation. */
+     * intervals and McNemar's test). One per target: n_test_pred = test samples x the targets
+     * per sample (core/dataset.h; sample i's target r at i * targets + r), so a per-token run's
+     * examples are its tokens (the harness pairs runs only where n_test_pred = test_samples,
+     * else it takes the unpaired interval). NULL before the first evaluation. */
     int32_t *test_pred;
     uint8_t *test_hit;
     int n_test_pred, n_classes;

@@ -1,10 +1,11 @@
 /* The float64 finite-difference gradient check, one copy for every test that has one
- * (test_layers.c, test_transformer.c, test_grad.c): perturb one element of a double buffer by
- * +-h, evaluate a scalar loss, take the central difference, and compare an analytic (fp32)
- * gradient with the differences by the gradient tolerance of tolerances.h, the worst element
- * (index, both values) printed on failure. Buffers are flat arrays of n doubles; the usual loss
- * is L = sum(R * y) over an op's float64 forward y = f(in[0], in[1], ...) of ny outputs, whose
- * gradient with respect to in[k] is what the op's backward returns for the upstream gradient R. */
+ * (tests/ops/ref_layers.c, ref_transformer.c, tests/models/test_grad.c, test_transformer.c):
+ * perturb one element of a double buffer by +-h, evaluate a scalar loss, take the central
+ * difference, and compare an analytic (fp32) gradient with the differences by the gradient
+ * tolerance of tolerances.h, the worst element (index, both values) printed on failure. Buffers
+ * are flat arrays of n doubles; the usual loss is L = sum(R * y) over an op's float64 forward y =
+ * f(in[0], in[1], ...) of ny outputs, whose gradient with respect to in[k] is what the op's
+ * backward returns for the upstream gradient R. */
 #ifndef AB_FD_CHECK_H
 #define AB_FD_CHECK_H
 

@@ -5,21 +5,26 @@
  *     in double from the initial weights, and its SGD update is the gradient of that mean;
  *   - the test set's loss and accuracy are over its N x R tokens (double reference again);
  *   - a few dozen steps learn the tokens' rule well above chance;
- * and a model scoring R rows a sample beside a data set giving one label a sample is refused with
- * one line. The rule: a token's class is the argmax of A x for a fixed random A, so a linear
- * model can learn it. */
+ * two micro-batches of 8 accumulate to the step of one batch of 16; a whole run (ab_train_run)
+ * records one prediction a token, and one killed after its first epoch's checkpoint resumes to
+ * the same weights, losses and predictions; and a model scoring R rows a sample beside a data set
+ * giving one label a sample is refused with one line. The rule: a token's class is the argmax of A x for a fixed random
+ * A, so a linear model can learn it. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "half.h"
 #include "layers.h"
 #include "model.h"
 #include "platform.h"
+#include "record.h"
 #include "rng.h"
 #include "tolerances.h"
 #include "train.h"
+#include "train_checkpoint.h"
 
 enum { R = 5, D = 6, C = 4, N_TRAIN = 256, N_TEST = 96, BATCH = 16 };
 
@@ -302,6 +307,95 @@ static void run(ab_precision prec) {
     ab_run_record_free(&rec);
 }
 
+/* one step of 16 samples as two micro-batches of 8: the loss and the update of one batch of 16 */
+static void accumulation(void) {
+    float *w[2] = {NULL, NULL};
+    double loss[2] = {0, 0};
+    int32_t order[BATCH];
+    for (int i = 0; i < BATCH; i++) order[i] = (i * 37) % N_TRAIN;
+    for (int k = 0; k < 2; k++) {
+        ab_train_config c = config(AB_PREC_FP32);
+        if (k) c.batch_size = BATCH / 2, c.accum_steps = 2;
+        ab_run_record rec;
+        memset(&rec, 0, sizeof rec);
+        ab_trainer *t = NULL;
+        ab_step_result r = {0};
+        if (ab_trainer_create(&c, &rec, &t) != 0 || ab_trainer_step(t, order, BATCH, 0, 1, &r) != 0 ||
+            !(w[k] = malloc(ab_trainer_params(t)->n * sizeof(float))) || ab_trainer_weights(t, w[k]) != 0) {
+            fprintf(stderr, "FAIL accumulation: %s\n", ab_error());
+            failures++;
+        }
+        loss[k] = r.loss;
+        if (t) ab_trainer_destroy(t);
+        ab_run_record_free(&rec);
+    }
+    double worst = 0;
+    for (int i = 0; w[0] && w[1] && i < C * D + C; i++) worst = fmax(worst, fabs((double)w[0][i] - w[1][i]));
+    AB_CHECK(fabs(loss[0] - loss[1]) <= 1e-6 * fabs(loss[0]) && worst <= 1e-6,
+             "2 x 8 accumulated: loss %.9g against %.9g for one batch of 16, weights %.3g apart", loss[1], loss[0],
+             worst);
+    printf("ok   2 micro-batches of 8 x %d tokens: loss %.6f and weights (%.2g apart) as one batch of 16\n", R, loss[1],
+           worst);
+    free(w[0]), free(w[1]);
+}
+
+/* a whole run: the record holds one prediction a token; one resumed from its first epoch's
+ * checkpoint ends where a run never stopped does */
+static void whole_run(void) {
+    char dir[] = "/tmp/ab_token_loss_XXXXXX";
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, "FAIL mkdtemp\n");
+        failures++;
+        return;
+    }
+    char ck[600], out[2][600];
+    snprintf(ck, sizeof ck, "%s/ck", dir);
+    ab_run_record rec[2];
+    for (int k = 0; k < 2; k++) {
+        snprintf(out[k], sizeof out[k], "%s/run%d.json", dir, k);
+        ab_train_config c = config(AB_PREC_AMP);
+        c.epochs = 2;
+        c.out_path = out[k];
+        c.record = &ab_record_json;
+        c.checkpoints = &ab_checkpoint_store;
+        if (k == 1) { /* the whole run with checkpoints, its last one (the end) removed: resumed
+                       * from the end of epoch 1, it runs epoch 2 again */
+            c.checkpoint_dir = ck;
+            memset(&rec[k], 0, sizeof rec[k]);
+            AB_CHECK(ab_train_run(&c, &rec[k]) == 0, "the run with checkpoints: %s", ab_error());
+            ab_run_record_free(&rec[k]);
+            char cmd[800];
+            snprintf(cmd, sizeof cmd,
+                     "cd '%s' && rm -rf \"$(ls -d ckpt-* | sort | tail -1)\" && ls -d ckpt-* > /dev/null", ck);
+            AB_CHECK(system(cmd) == 0, "removing the last checkpoint of %s", ck);
+            c.resume = 1;
+        }
+        memset(&rec[k], 0, sizeof rec[k]);
+        AB_CHECK(ab_train_run(&c, &rec[k]) == 0, "run %d: %s", k, ab_error());
+    }
+    AB_CHECK(rec[1].n_resumes == 1 && rec[1].resumed_at && rec[1].resumed_at[0] == N_TRAIN / BATCH,
+             "the second run resumed %d times (from step %ld), expected once, from step %d", rec[1].n_resumes,
+             rec[1].n_resumes ? rec[1].resumed_at[0] : -1L, N_TRAIN / BATCH);
+    AB_CHECK(rec[0].n_test_pred == N_TEST * R && rec[1].n_test_pred == N_TEST * R,
+             "the records hold %d and %d predictions, expected one a token: %d", rec[0].n_test_pred, rec[1].n_test_pred,
+             N_TEST * R);
+    const int n = rec[0].n_test_pred < rec[1].n_test_pred ? rec[0].n_test_pred : rec[1].n_test_pred;
+    AB_CHECK(rec[0].test_pred && rec[1].test_pred &&
+                 memcmp(rec[0].test_pred, rec[1].test_pred, n * sizeof(int32_t)) == 0,
+             "the resumed run predicts other classes than the unstopped one");
+    AB_CHECK(rec[0].n_epochs == 2 && rec[1].n_epochs == 2 && rec[0].epochs[1].test_loss == rec[1].epochs[1].test_loss &&
+                 rec[0].epochs[1].test_accuracy == rec[1].epochs[1].test_accuracy,
+             "resumed: test loss %.9g, accuracy %.4f; unstopped: %.9g, %.4f", rec[1].epochs[1].test_loss,
+             rec[1].epochs[1].test_accuracy, rec[0].epochs[1].test_loss, rec[0].epochs[1].test_accuracy);
+    printf("ok   whole runs: %d predictions a record (one a token); resumed from epoch 1's checkpoint: the same test "
+           "loss %.6f and predictions\n",
+           rec[1].n_test_pred, rec[1].epochs[1].test_loss);
+    for (int k = 0; k < 2; k++) ab_run_record_free(&rec[k]);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "note: could not remove %s\n", dir);
+}
+
 /* a model of R rows a sample beside one label a sample: refused, one line naming both */
 static void mismatch(void) {
     labels_per_sample = 1;
@@ -330,6 +424,8 @@ int main(void) {
         for (int d = 0; d < D; d++) A[c][d] = ab_rng_normal(&r);
     run(AB_PREC_FP32);
     run(AB_PREC_AMP);
+    accumulation();
+    whole_run();
     mismatch();
     if (failures) fprintf(stderr, "test_token_loss: %d failure(s)\n", failures);
     return failures ? 1 : 0;

@@ -130,7 +130,7 @@ static const struct {
 } groups[] = {
     {"ops", ref_ops_run, dev_ops_run, 20261205, 20261130},
     {"layers", ref_layers_run, dev_layers_run, 20261201, 20261207},
-    {"transformer", ref_transformer_run, dev_transformer_run, 20261202, 20261203},
+    {"transformer", ref_transformer_run, dev_transformer_run, 20261202, 20261208},
 };
 enum { N_GROUPS = sizeof groups / sizeof groups[0] };
 

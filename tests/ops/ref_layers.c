@@ -365,14 +365,14 @@ static void test_batchnorm(ab_backend *be, int M, int C) {
         void *xt = to_type(be, t, x, n), *y0 = malloc(n * 4), *y1 = malloc(n * 4);
         float *sm3 = falloc(C), *si3 = falloc(C);
         for (int ev = 0; ev < 2; ev++) {
+            open_case(what, sizeof what, ev ? AB_OP_batchnorm_forward_eval : AB_OP_batchnorm_forward_train,
+                      "%s M%d C%d fused ReLU (the bits of batch norm then relu_forward)", ab_dtype_name(t), M, C);
             /* batch norm then relu_forward: what the fused call must give */
             int rc =
                 ev ? be->ops->batchnorm_forward_eval(be, M, C, t, xt, g, bt, rm, rv, 1e-5f, 0, y0)
                    : be->ops->batchnorm_forward_train(be, M, C, t, xt, g, bt, 1e-5f, 0.1f, NULL, NULL, sm3, si3, 0, y0);
             rc |= be->ops->relu_forward(be, n, t, y0, y0);
             AB_CHECK(rc == 0, "%s", ab_error());
-            open_case(what, sizeof what, ev ? AB_OP_batchnorm_forward_eval : AB_OP_batchnorm_forward_train,
-                      "%s M%d C%d fused ReLU (the bits of batch norm then relu_forward)", ab_dtype_name(t), M, C);
             rc =
                 ev ? be->ops->batchnorm_forward_eval(be, M, C, t, xt, g, bt, rm, rv, 1e-5f, 1, y1)
                    : be->ops->batchnorm_forward_train(be, M, C, t, xt, g, bt, 1e-5f, 0.1f, NULL, NULL, sm3, si3, 1, y1);
@@ -785,11 +785,11 @@ static void test_add(ab_backend *be) {
     void *r0 = malloc(nx * 4), *r1 = malloc(nx * 4);
     for (ab_dtype t = AB_F32; t <= AB_BF16; t++) {
         void *ta = to_type(be, t, x, nx), *tb = to_type(be, t, b, nx);
+        open_case(what, sizeof what, AB_OP_add, "%s %zu fused ReLU (the bits of add then relu_forward)",
+                  ab_dtype_name(t), nx);
         int rc = be->ops->add(be, nx, t, ta, tb, 0, r0);
         rc |= be->ops->relu_forward(be, nx, t, r0, r0);
         AB_CHECK(rc == 0, "%s", ab_error());
-        open_case(what, sizeof what, AB_OP_add, "%s %zu fused ReLU (the bits of add then relu_forward)",
-                  ab_dtype_name(t), nx);
         rc = be->ops->add(be, nx, t, ta, tb, 1, r1);
         AB_CHECK(rc == 0 && memcmp(r0, r1, nx * ab_dtype_size(t)) == 0, "%s: the fused ReLU differs", what);
         free(ta), free(tb);

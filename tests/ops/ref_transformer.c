@@ -276,11 +276,16 @@ static double gelu_grad_d(double x) { return 0.5 * erfc(-x / sqrt(2.0)) + x * ex
  * and takes it as 0 below (x < -5.57, where erf(x / sqrt 2) is -1 in fp32: PyTorch's
  * 0.5 x (1 + erf(x / sqrt 2)) in fp32 is -0 there too). Where Phi(x) < 1e-8 and the op gave a
  * zero, that zero stands for the float64 value (|x Phi(x)| < 6e-8, below fp16's smallest
- * subnormal; bf16 and fp32 could hold it). */
+ * subnormal; bf16 and fp32 could hold it) and must carry x's sign (x * 0). */
 static void gelu_tail(ab_dtype t, const void *got, const void *x, double *want, size_t n) {
     for (size_t i = 0; i < n; i++) {
         const double xi = ab_load(x, i, t);
-        if (0.5 * erfc(-xi / sqrt(2.0)) < 1e-8 && ab_load(got, i, t) == 0.0f) want[i] = ab_load(got, i, t);
+        const float g = ab_load(got, i, t);
+        if (0.5 * erfc(-xi / sqrt(2.0)) < 1e-8 && g == 0.0f) {
+            want[i] = copysign(0.0, xi); /* x * 0: the zero carries x's sign */
+            AB_CHECK(!signbit(g) == !signbit(xi), "gelu %s: x = %g gives %s0, expected %s0", ab_dtype_name(t), xi,
+                     signbit(g) ? "-" : "+", signbit(xi) ? "-" : "+");
+        }
     }
 }
 
