@@ -61,7 +61,7 @@ typedef struct {
     int profile_ops;   /* time every op (kernels/prof) and print the table by op kind at the end */
     int help, version; /* print and exit */
     const char *loss_scale; /* --loss-scale as given (NULL: not given) */
-    unsigned char given[96]; /* rows[i] was given on the command line */
+    unsigned char given[128]; /* rows[i] was given on the command line; model_rows[j] at N_ROWS + j */
 } cli;
 
 typedef struct option_row option_row;
@@ -170,15 +170,6 @@ static int set_wd_exclude(const option_row *o, const char *v, cli *c) {
 }
 
 /* a rate in [0, 1) */
-static int set_dropout(const option_row *o, const char *v, cli *c) {
-    (void)o;
-    double x = 0.0;
-    AB_TRY(parse_double(v, &x));
-    if (!(x >= 0.0 && x < 1.0)) return ab_errorf("'%s' is not a rate in [0, 1)", v);
-    c->cfg.dropout = (float)x;
-    return 0;
-}
-
 /* a size: a number and K, M, G or T (powers of 1024: an "8 GB" GPU holds 8 GiB), B or iB after
  * the unit allowed: 8G, 8GB, 7.5GiB, 8192M */
 static int set_size(const option_row *o, const char *v, cli *c) {
@@ -256,24 +247,6 @@ static int set_dp_overlap(const option_row *o, const char *v, cli *c) {
     return 0;
 }
 
-/* A,B,C,D: four integers >= 1 */
-static int set_blocks(const option_row *o, const char *v, cli *c) {
-    (void)o;
-    int b[4];
-    const char *p = v;
-    for (int i = 0; i < 4; i++) {
-        char *end;
-        errno = 0;
-        const long x = isdigit((unsigned char)*p) ? strtol(p, &end, 10) : -1;
-        if (x < 1 || x > 1000 || errno || *end != (i < 3 ? ',' : '\0'))
-            return ab_errorf("'%s' is not four blocks per stage A,B,C,D, each in [1, 1000]", v);
-        b[i] = (int)x;
-        p = end + 1;
-    }
-    memcpy(c->cfg.blocks, b, sizeof b);
-    return 0;
-}
-
 static void list_models(FILE *f) {
     const char *name, *help;
     for (int i = 0; (name = ab_workload_model(i, &help)) != NULL; i++) fprintf(f, "%29s%-16s %s\n", "", name, help);
@@ -296,6 +269,8 @@ static void list_datasets(FILE *f) { fprintf(f, "%29s%s\n", "", ab_workload_data
 /* a parser of its own, which writes its field itself */
 #define CALL(fn) fn, 0, 0, 0, NULL
 #define SECTION(title) {.help = title}
+/* where each model's own options (model_rows) go in the help: a row of neither name nor title */
+#define MODEL_OPTIONS {.name = NULL}
 
 static const option_row rows[] = {
     SECTION("general"),
@@ -312,12 +287,9 @@ static const option_row rows[] = {
 
     SECTION("model"),
     {"model", "NAME", "the network, one of:", "mlp", CHOICE(cfg.model, list_models)},
-    {"hidden", "H", "MLP hidden width", "256", INT(cfg.hidden, 1, 1 << 16)},
-    {"width", "N", "ResNet channels of the first stage (resnet50: 64)", "the model's", INT(cfg.width, 1, 1 << 12)},
-    {"blocks", "A,B,C,D", "ResNet bottleneck blocks per stage (resnet50: 3,4,6,3)", "the model's", CALL(set_blocks)},
     {"init-from", "FILE", "weights to start from (.safetensors, PyTorch's tensor names; BERT: a Hugging\n"
                           "Face checkpoint folder or its model.safetensors)", NULL, STRING(cfg.init_from)},
-    {"dropout", "P", "BERT: hidden and attention dropout", "the architecture's: 0.1", CALL(set_dropout)},
+    MODEL_OPTIONS,
 
     SECTION("data"),
     {"dataset", "NAME", "the data set, one of:", "the model's recipe", CHOICE(cfg.dataset, list_datasets)},
@@ -420,11 +392,45 @@ static const option_row rows[] = {
     {"repeats", "N", "bench: number of runs", "5", INT(repeats, 1, 1000)},
 };
 enum { N_ROWS = sizeof rows / sizeof rows[0] };
-_Static_assert(N_ROWS <= sizeof((cli *)0)->given, "cli.given has a flag for every row");
+
+/* ---- each model's own options, from its table (models/: ab_workload_model_options), one row an
+ * option: one shared by several models (the ResNets' --width) names them all ---- */
+enum { MAX_MODEL_ROWS = 16 };
+_Static_assert(N_ROWS + MAX_MODEL_ROWS <= sizeof((cli *)0)->given, "cli.given has a flag for every row");
+static option_row model_rows[MAX_MODEL_ROWS];
+static const ab_model_option *model_opts[MAX_MODEL_ROWS];
+static int n_model_rows;
+
+static int set_model_option(const option_row *o, const char *v, cli *c) {
+    return ab_model_option_set(model_opts[o - model_rows], v, &c->cfg);
+}
+
+static void build_model_rows(void) {
+    static char names[MAX_MODEL_ROWS][160], helps[MAX_MODEL_ROWS][320];
+    if (n_model_rows) return;
+    const char *model;
+    for (int m = 0; (model = ab_workload_model(m, NULL)) != NULL; m++)
+        for (const ab_model_option *o = ab_workload_model_options(m); o && o->name; o++) {
+            int k = 0;
+            while (k < n_model_rows && strcmp(model_opts[k]->name, o->name) != 0) k++;
+            if (k == MAX_MODEL_ROWS) continue; /* more options than rows: raise MAX_MODEL_ROWS */
+            if (k == n_model_rows) model_opts[n_model_rows++] = o, names[k][0] = 0;
+            const size_t used = strlen(names[k]);
+            snprintf(names[k] + used, sizeof names[k] - used, "%s%s", used ? ", " : "", model);
+        }
+    for (int k = 0; k < n_model_rows; k++) {
+        const ab_model_option *o = model_opts[k];
+        snprintf(helps[k], sizeof helps[k], "%.150s: %.160s", names[k], o->help);
+        model_rows[k] = (option_row){.name = o->name, .arg = o->arg, .help = helps[k], .dflt = o->dflt,
+                                     .set = set_model_option};
+    }
+}
 
 static int given(const cli *c, const char *name) {
     for (int i = 0; i < N_ROWS; i++)
         if (rows[i].name && strcmp(rows[i].name, name) == 0) return c->given[i];
+    for (int j = 0; j < n_model_rows; j++)
+        if (strcmp(model_rows[j].name, name) == 0) return c->given[N_ROWS + j];
     return 0;
 }
 
@@ -488,19 +494,28 @@ static void print_row(FILE *f, const option_row *o) {
 }
 
 static void print_help(FILE *f) {
+    build_model_rows();
     fputs(usage, f);
     for (const option_row *o = rows; o < rows + N_ROWS; o++)
         if (o->name) print_row(f, o);
-        else fprintf(f, "\n%s:\n", o->help);
+        else if (o->help) fprintf(f, "\n%s:\n", o->help);
+        else
+            for (int j = 0; j < n_model_rows; j++) print_row(f, &model_rows[j]);
 }
+
+/* row i of rows, then of model_rows */
+static const option_row *row_of(int i) { return i < N_ROWS ? &rows[i] : &model_rows[i - N_ROWS]; }
 
 /* Reads argv[1 ..] (argv[0] is the command) into c. Returns 0, or -1 with a one-line ab_error(). */
 static int parse_args(int argc, char **argv, cli *c) {
-    struct option longopts[N_ROWS + 1];
+    build_model_rows();
+    struct option longopts[N_ROWS + MAX_MODEL_ROWS + 1];
     int n = 0;
     for (int i = 0; i < N_ROWS; i++)
         if (rows[i].name)
             longopts[n++] = (struct option){rows[i].name, rows[i].arg ? required_argument : no_argument, NULL, 256 + i};
+    for (int j = 0; j < n_model_rows; j++) /* a model's options take a value */
+        longopts[n++] = (struct option){model_rows[j].name, required_argument, NULL, 256 + N_ROWS + j};
     longopts[n] = (struct option){0};
     opterr = 0; /* the messages are ours */
     optind = 1;
@@ -510,7 +525,7 @@ static int parse_args(int argc, char **argv, cli *c) {
         const char *word = optind < argc ? argv[optind] : "";
         const int k = getopt_long(argc, argv, "+:", longopts, NULL);
         if (k == -1) break;
-        const option_row *o = k >= 256 ? &rows[k - 256] : optopt >= 256 ? &rows[optopt - 256] : NULL;
+        const option_row *o = k >= 256 ? row_of(k - 256) : optopt >= 256 ? row_of(optopt - 256) : NULL;
         if (k == ':') return ab_errorf("--%s needs a value (%s)", o->name, o->arg);
         if (k == '?' && o) return ab_errorf("--%s takes no value, got '%s'", o->name, strchr(word, '=') + 1);
         if (k == '?' || !o)
@@ -529,7 +544,7 @@ static int parse_args(int argc, char **argv, cli *c) {
             snprintf(why, sizeof why, "%s", ab_error());
             return ab_errorf("--%s: %s", o->name, why);
         }
-        c->given[o - rows] = 1;
+        c->given[o >= rows && o < rows + N_ROWS ? o - rows : N_ROWS + (o - model_rows)] = 1;
     }
     if (!c->help && !c->version && optind < argc)
         return ab_errorf("unexpected argument '%s' (options start with --; see ampbench --help)", argv[optind]);

@@ -14,6 +14,7 @@
  * (B, L, H) gradient buffers, one (B, L, F) and one (B, heads, L, L). */
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -576,6 +577,12 @@ static const ab_model_ops bert_ops = {.name = "bert",
                                       .destroy = bert_destroy,
                                       .load_weights = bert_load_weights,
                                       .save_weights = bert_save};
+
+const ab_model_option ab_bert_options[] = {
+    {"dropout", "P", "hidden and attention dropout", "the architecture's: 0.1", AB_MODEL_OPT_FRACTION,
+     offsetof(ab_train_config, dropout), 0, 0},
+    {0},
+};
 
 int ab_bert_create(const ab_model_config *cfg, const ab_bert_config *arch, ab_model **out) {
     *out = NULL;

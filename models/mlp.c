@@ -1,6 +1,7 @@
 /* The article's MNIST MLP: 784 -> Linear -> ReLU -> Linear -> 10 (hidden 256).
  * forward:  x (B, 784) -> h = relu(fc1(x)) (B, 256) -> logits = fc2(h) (B, 10)
  * backward: dlogits -> fc2 grads, dh -> relu mask -> fc1 grads (no dx: x is data). */
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "layers.h"
@@ -47,6 +48,11 @@ static void mlp_destroy(ab_model *m) {
     free(m->impl);
     free(m);
 }
+
+const ab_model_option ab_mlp_options[] = {
+    {"hidden", "H", "the hidden width", "256", AB_MODEL_OPT_INT, offsetof(ab_train_config, hidden), 1, 1 << 16},
+    {0},
+};
 
 static const ab_model_ops mlp_ops = {
     .name = "mlp", .forward = mlp_forward, .backward = mlp_backward, .bind = mlp_bind, .destroy = mlp_destroy};

@@ -1,5 +1,7 @@
 /* The workload registry: model names -> constructors, data-set names -> readers, and the
  * weights files. Adding a workload is a line in each table. */
+#include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,16 +68,21 @@ static const struct {
     const char *name, *help;
     int (*create)(const ab_model_config *c, ab_model **out);
     const ab_recipe *recipe;
+    const ab_model_option *options; /* the model's own (mlp.c, resnet.c, bert.c) */
 } models[] = {
-    {"mlp", "784-256-10 MLP, ReLU (--hidden)", create_mlp, &recipe_mlp},
-    {"resnet50", "ResNet-50 v1.5, torchvision layout (7x7/2 stem + max pool)", create_resnet50, &recipe_resnet},
-    {"resnet50-cifar", "ResNet-50 v1.5 with a 3x3/1 stem, no max pool", create_resnet50_cifar, &recipe_resnet},
-    {"resnet-tiny", "the same code reduced: CIFAR stem, 1 block a stage, width 8", create_resnet_tiny,
-     &recipe_resnet},
+    {"mlp", "784-256-10 MLP, ReLU (--hidden)", create_mlp, &recipe_mlp, ab_mlp_options},
+    {"resnet50", "ResNet-50 v1.5, torchvision layout (7x7/2 stem + max pool)", create_resnet50, &recipe_resnet,
+     ab_resnet_options},
+    {"resnet50-cifar", "ResNet-50 v1.5 with a 3x3/1 stem, no max pool", create_resnet50_cifar, &recipe_resnet,
+     ab_resnet_options},
+    {"resnet-tiny", "the same code reduced: CIFAR stem, 1 block a stage, width 8", create_resnet_tiny, &recipe_resnet,
+     ab_resnet_options},
     {"bert", "BERT for sequence classification, the architecture of --init-from DIR/config.json", create_bert,
-     &recipe_bert},
-    {"bert-base", "BERT-base: 12 layers, hidden 768, 12 heads, ffn 3072 (110 M parameters)", create_bert, &recipe_bert},
-    {"bert-tiny", "the same code reduced: 2 layers, hidden 64, 2 heads, ffn 256", create_bert, &recipe_bert},
+     &recipe_bert, ab_bert_options},
+    {"bert-base", "BERT-base: 12 layers, hidden 768, 12 heads, ffn 3072 (110 M parameters)", create_bert, &recipe_bert,
+     ab_bert_options},
+    {"bert-tiny", "the same code reduced: 2 layers, hidden 64, 2 heads, ffn 256", create_bert, &recipe_bert,
+     ab_bert_options},
 };
 enum { N_MODELS = sizeof models / sizeof models[0] };
 
@@ -288,6 +295,34 @@ const char *ab_workload_model(int i, const char **help) {
     if (i < 0 || i >= N_MODELS) return NULL;
     if (help) *help = models[i].help;
     return models[i].name;
+}
+
+const ab_model_option *ab_workload_model_options(int i) { return i >= 0 && i < N_MODELS ? models[i].options : NULL; }
+
+int ab_model_option_set(const ab_model_option *o, const char *v, ab_train_config *c) {
+    char *field = (char *)c + o->offset, *end;
+    if (o->kind == AB_MODEL_OPT_FRACTION) {
+        errno = 0;
+        const double x = strtod(v, &end);
+        if (errno || end == v || *end || !(x >= 0.0 && x < 1.0)) return ab_errorf("'%s' is not a rate in [0, 1)", v);
+        *(float *)field = (float)x;
+        return 0;
+    }
+    const int n = o->kind == AB_MODEL_OPT_INTS4 ? 4 : 1;
+    int got[4];
+    const char *p = v;
+    for (int i = 0; i < n; i++) {
+        errno = 0;
+        const long x = isdigit((unsigned char)*p) ? strtol(p, &end, 10) : (long)o->lo - 1;
+        if (x < o->lo || x > o->hi || errno || *end != (i < n - 1 ? ',' : '\0')) {
+            if (n == 1) return ab_errorf("'%s' is not an integer in [%d, %d]", v, o->lo, o->hi);
+            return ab_errorf("'%s' is not four values A,B,C,D (%s), each in [%d, %d]", v, o->help, o->lo, o->hi);
+        }
+        got[i] = (int)x;
+        p = end + 1;
+    }
+    memcpy(field, got, (size_t)n * sizeof(int));
+    return 0;
 }
 
 const char *ab_workload_dataset_names(void) {

@@ -13,6 +13,7 @@
  * next convolution's filter gradient read it), as PyTorch keeps them with inplace ReLUs. The
  * backward pass holds its gradients in four buffers of the largest activation's size: two at a
  * block's ends (output, input) and two for the main path between them. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -333,6 +334,14 @@ static const ab_model_ops resnet_ops = {.name = "resnet",
                                         .backward = resnet_backward,
                                         .bind = resnet_bind,
                                         .destroy = resnet_destroy};
+
+const ab_model_option ab_resnet_options[] = {
+    {"width", "N", "channels of the first stage", "resnet50: 64, resnet-tiny: 8", AB_MODEL_OPT_INT,
+     offsetof(ab_train_config, width), 1, 1 << 12},
+    {"blocks", "A,B,C,D", "bottleneck blocks per stage", "resnet50: 3,4,6,3, resnet-tiny: 1,1,1,1", AB_MODEL_OPT_INTS4,
+     offsetof(ab_train_config, blocks), 1, 1000},
+    {0},
+};
 
 int ab_resnet_create(const ab_model_config *cfg, int stem_cifar, ab_model **out) {
     *out = NULL;

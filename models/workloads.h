@@ -17,6 +17,26 @@ const char *ab_workload_dataset_names(void);
 /* the i-th model of the registry (i = 0, 1, ...) and its one-line help; NULL past the last */
 const char *ab_workload_model(int i, const char **help);
 
+/* An option a model reads from the training configuration, in the model's own table: the CLI
+ * lists each model's under --help and parses them with ab_model_option_set. */
+typedef enum {
+    AB_MODEL_OPT_INT,      /* an int in [lo, hi] */
+    AB_MODEL_OPT_INTS4,    /* four ints in [lo, hi], "A,B,C,D" (an int[4]) */
+    AB_MODEL_OPT_FRACTION, /* a float in [0, 1) */
+} ab_model_opt_kind;
+typedef struct {
+    const char *name, *arg, *help, *dflt; /* --name ARG, what it means, the default shown */
+    ab_model_opt_kind kind;
+    size_t offset; /* of the field in ab_train_config */
+    int lo, hi;
+} ab_model_option;
+/* the options of the i-th model of the registry (ab_workload_model), ended by one without a name */
+const ab_model_option *ab_workload_model_options(int i);
+/* parses v as o says into o's field of c: 0, or -1 with a one-line ab_error() about v */
+int ab_model_option_set(const ab_model_option *o, const char *v, ab_train_config *c);
+/* each model's table (mlp.c, resnet.c, bert.c) */
+extern const ab_model_option ab_mlp_options[], ab_resnet_options[], ab_bert_options[];
+
 /* A model's default recipe: what `ampbench train --model NAME` uses for what the command line
  * leaves unsaid (models/registry.c says where each comes from). */
 typedef struct {

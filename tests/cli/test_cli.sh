@@ -53,10 +53,10 @@ grep -q "^  bf16 .*has no BF16" "$tmp/ms" || fail "model-step: the V100's missin
 grep -q "^  GEMM (linear, attention products) " "$tmp/prof" || fail "--profile-ops printed no GEMM line: $(cat "$tmp/prof")"
 grep -q "fp32 GEMM at 2048^3: [0-9.]* GFLOP/s" "$tmp/prof" || fail "--profile-ops printed no reference GEMM rate"
 expect_error 2 "--profile-ops profiles a training run" -- train --profile-ops --find-max-batch --memory-limit 1G
-expect_error 2 "--blocks: '1,1,x,1' is not four blocks per stage" -- train --blocks 1,1,x,1
-expect_error 2 "--blocks: '1,1,1' is not four blocks per stage" -- train --blocks 1,1,1
-expect_error 2 "--blocks: '1,1,1,1,1' is not four blocks per stage" -- train --blocks=1,1,1,1,1
-expect_error 2 "--blocks: '1,0,1,1' is not four blocks per stage" -- train --blocks 1,0,1,1
+expect_error 2 "--blocks: '1,1,x,1' is not four values A,B,C,D (bottleneck blocks per stage)" -- train --blocks 1,1,x,1
+expect_error 2 "--blocks: '1,1,1' is not four values A,B,C,D (bottleneck blocks per stage)" -- train --blocks 1,1,1
+expect_error 2 "--blocks: '1,1,1,1,1' is not four values A,B,C,D (bottleneck blocks per stage)" -- train --blocks=1,1,1,1,1
+expect_error 2 "--blocks: '1,0,1,1' is not four values A,B,C,D (bottleneck blocks per stage)" -- train --blocks 1,0,1,1
 expect_error 2 "--width: '0' is not an integer" -- train --width 0
 expect_error 2 "--train-subset: '-1' is not an integer" -- train --train-subset -1
 expect_error 2 "--warmup-steps: '-1' is not an integer" -- train --warmup-steps -1
