@@ -502,7 +502,9 @@ static int state_entries(const ab_train_state *s, entries *es) {
         snprintf(prefix, sizeof prefix, "optimizer.%s.", s->s2_name);
         AB_TRY(push_set(es, p, prefix, 0, s->s2, sizeof(float), AB_ST_F32, 0));
     }
-    if (s->wc) AB_TRY(push_set(es, p, "compute.", 0, s->wc, 2, p->cdt == AB_BF16 ? AB_ST_BF16 : AB_ST_F16, 1));
+    if (s->compute_weights)
+        AB_TRY(push_set(es, p, "compute.", 0, s->compute_weights, 2,
+                        p->compute_type == AB_BF16 ? AB_ST_BF16 : AB_ST_F16, 1));
     for (int r = 1; r < s->world && p->n_bufs; r++) {
         snprintf(prefix, sizeof prefix, "rank%d.", r);
         AB_TRY(push_set(es, p, prefix, 1, s->bufs + (size_t)r * p->n_bufs, sizeof(float), AB_ST_F32, 0));
@@ -643,9 +645,10 @@ static int save(const char *dir, int keep, const ab_train_state *s, char *path, 
     int rc = prediction_entries(s->rec, &j->es);
     if (rc == 0 && !(j->json = state_json(s))) rc = ab_errorf("out of host memory for the checkpoint's state");
     const ab_params *p = s->params;
-    *bytes = (double)(p->n + p->n_bufs) * sizeof(float) + (double)p->n * sizeof(float) * ((s->s1 != NULL) + (s->s2 != NULL)) +
+    *bytes = (double)(p->n + p->n_bufs) * sizeof(float) +
+             (double)p->n * sizeof(float) * ((s->s1 != NULL) + (s->s2 != NULL)) +
              (double)(s->world - 1) * (double)p->n_bufs * sizeof(float) +
-             (s->wc ? (double)p->n_compute * 2.0 : 0.0) + (double)s->rec->n_test_pred * 5.0;
+             (s->compute_weights ? (double)p->n_compute * 2.0 : 0.0) + (double)s->rec->n_test_pred * 5.0;
     if (rc == 0 && pthread_create(&j->thread, NULL, write_main, j) != 0)
         rc = ab_errorf("cannot start the checkpoint writer thread");
     if (rc != 0) {
@@ -1004,8 +1007,9 @@ static int read_state_tensors(const char *path, ab_train_state *s) {
         snprintf(prefix, sizeof prefix, "optimizer.%s.", s->s2_name);
         rc = read_set(&st, used, p, prefix, 0, s->s2, sizeof(float), AB_ST_F32, 0, path);
     }
-    if (rc == 0 && s->wc)
-        rc = read_set(&st, used, p, "compute.", 0, s->wc, 2, p->cdt == AB_BF16 ? AB_ST_BF16 : AB_ST_F16, 1, path);
+    if (rc == 0 && s->compute_weights)
+        rc = read_set(&st, used, p, "compute.", 0, s->compute_weights, 2,
+                      p->compute_type == AB_BF16 ? AB_ST_BF16 : AB_ST_F16, 1, path);
     for (int r = 1; rc == 0 && r < s->world && p->n_bufs; r++) {
         snprintf(prefix, sizeof prefix, "rank%d.", r);
         rc = read_set(&st, used, p, prefix, 1, s->bufs + (size_t)r * p->n_bufs, sizeof(float), AB_ST_F32, 0, path);

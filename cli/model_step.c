@@ -74,7 +74,7 @@ static void run_free(ms_run *r) {
 /* one micro-batch: assembled, the compute copy refreshed (the first), forward, loss, backward */
 static int micro_batch(const ms_args *a, ms_run *r, int micro, const int32_t *idx) {
     ab_backend *b = r->be;
-    const ab_dtype cdt = r->params.cdt;
+    const ab_dtype cdt = r->params.compute_type;
     const int B = a->batch, L = r->s.seq_len;
     ab_cost_phase(b, "data");
     if (r->s.kind == AB_SAMPLE_TOKENS) {
@@ -120,7 +120,7 @@ static int run_step(const ms_args *a, const ab_sample_info *s, const ab_recipe *
     const ab_optimizer_kind ok = a->have_optimizer ? a->optimizer : rec->optimizer;
     AB_TRY(ab_optimizer_init(&r->opt, r->be, ok, r->params.n, rec->lr, rec->momentum, rec->weight_decay));
     if (rec->wd_exclude) AB_TRY(ab_optimizer_exclude(&r->opt, r->params.specs, r->params.n_specs));
-    const ab_dtype cdt = r->params.cdt;
+    const ab_dtype cdt = r->params.compute_type;
     const int B = a->batch, L = r->s.seq_len;
     r->x_bytes = r->s.kind == AB_SAMPLE_TOKENS ? (size_t)3 * B * L * sizeof(int32_t)
                                                : (size_t)B * r->s.C * r->s.H * r->s.W * ab_dtype_size(cdt);

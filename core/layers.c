@@ -19,13 +19,13 @@ void ab_linear_bind(ab_linear *l, const ab_param_spec *w, const ab_param_spec *b
 
 
 int ab_linear_forward(const ab_params *p, const ab_linear *l, int B, const void *x, void *y, ab_epilogue epi) {
-    const ab_dtype t = p->cdt;
+    const ab_dtype t = p->compute_type;
     return p->be->ops->gemm(p->be, 0, 1, B, l->out, l->in, 1.0f, t, x, l->in, t, ab_param_weight(p, l->w), l->in,
                             ab_param_weight(p, l->b), epi, 0.0f, t, y, l->out);
 }
 
 int ab_linear_backward(const ab_params *p, const ab_grad_sink *g, const ab_linear *l, int B, const void *x, const void *dy, void *dx) {
-    const ab_dtype t = p->cdt;
+    const ab_dtype t = p->compute_type;
     const ab_backend_ops *ops = p->be->ops;
     AB_TRY(ab_grad_observe(g, l->w, t, (size_t)B * l->out, dy));
     /* d_weight (out, in) = dy^T (out, B) @ x (B, in) */
@@ -58,17 +58,17 @@ int ab_conv_bind(ab_conv *c, const ab_param_spec *w, int max_batch, int H, int W
 int ab_conv_forward(const ab_params *p, const ab_conv *c, int B, const void *x, void *y) {
     ab_conv_shape s = c->shape;
     s.N = B;
-    return p->be->ops->conv2d_forward(p->be, &s, p->cdt, x, ab_param_weight(p, c->w), y);
+    return p->be->ops->conv2d_forward(p->be, &s, p->compute_type, x, ab_param_weight(p, c->w), y);
 }
 
 int ab_conv_backward(const ab_params *p, const ab_grad_sink *g, const ab_conv *c, int B, const void *x, const void *dy, void *dx) {
     ab_conv_shape s = c->shape;
     s.N = B;
-    AB_TRY(ab_grad_observe(g, c->w, p->cdt, (size_t)B * s.P * s.Q * s.K, dy));
-    AB_TRY(p->be->ops->conv2d_backward_filter(p->be, &s, p->cdt, x, dy, ab_param_grad_beta(p, g, c->w),
+    AB_TRY(ab_grad_observe(g, c->w, p->compute_type, (size_t)B * s.P * s.Q * s.K, dy));
+    AB_TRY(p->be->ops->conv2d_backward_filter(p->be, &s, p->compute_type, x, dy, ab_param_grad_beta(p, g, c->w),
                                               ab_param_grad_at(p, c->w)));
     AB_TRY(ab_param_grad_done(p, g, c->w));
-    if (dx) AB_TRY(p->be->ops->conv2d_backward_data(p->be, &s, p->cdt, dy, ab_param_weight(p, c->w), dx));
+    if (dx) AB_TRY(p->be->ops->conv2d_backward_data(p->be, &s, p->compute_type, dy, ab_param_weight(p, c->w), dx));
     return 0;
 }
 
@@ -103,18 +103,18 @@ int ab_batchnorm_forward(const ab_params *p, const ab_batchnorm *bn, int M, cons
     ab_backend *be = p->be;
     const float *g = ab_param_weight(p, bn->gamma), *b = ab_param_weight(p, bn->beta);
     if (training)
-        return be->ops->batchnorm_forward_train(be, M, bn->C, p->cdt, x, g, b, bn->eps, bn->momentum,
+        return be->ops->batchnorm_forward_train(be, M, bn->C, p->compute_type, x, g, b, bn->eps, bn->momentum,
                                                 ab_param_buf(p, bn->mean), ab_param_buf(p, bn->var), bn->save_mean,
                                                 bn->save_invstd, relu, y);
-    return be->ops->batchnorm_forward_eval(be, M, bn->C, p->cdt, x, g, b, ab_param_buf(p, bn->mean),
+    return be->ops->batchnorm_forward_eval(be, M, bn->C, p->compute_type, x, g, b, ab_param_buf(p, bn->mean),
                                            ab_param_buf(p, bn->var), bn->eps, relu, y);
 }
 
 int ab_batchnorm_backward(const ab_params *p, const ab_grad_sink *g, const ab_batchnorm *bn, int M, const void *x,
                           const void *dy, void *dx) {
-    AB_TRY(ab_grad_observe(g, bn->gamma, p->cdt, (size_t)M * bn->C, dy));
-    AB_TRY(p->be->ops->batchnorm_backward(p->be, M, bn->C, p->cdt, x, dy, ab_param_weight(p, bn->gamma), bn->save_mean,
-                                          bn->save_invstd, ab_param_grad_beta(p, g, bn->gamma),
+    AB_TRY(ab_grad_observe(g, bn->gamma, p->compute_type, (size_t)M * bn->C, dy));
+    AB_TRY(p->be->ops->batchnorm_backward(p->be, M, bn->C, p->compute_type, x, dy, ab_param_weight(p, bn->gamma),
+                                          bn->save_mean, bn->save_invstd, ab_param_grad_beta(p, g, bn->gamma),
                                           ab_param_grad_at(p, bn->gamma), ab_param_grad_at(p, bn->beta), dx));
     AB_TRY(ab_grad_ready(g, bn->gamma));
     return ab_grad_ready(g, bn->beta);
@@ -159,7 +159,7 @@ int ab_attention_forward(const ab_params *p, const ab_attention *a, int B, int L
                          const void *v, const int32_t *mask, int training, uint64_t seed, void *probs, void *drop,
                          void *ctx) {
     ab_backend *be = p->be;
-    const ab_dtype t = p->cdt;
+    const ab_dtype t = p->compute_type;
     const int A = a->heads, D = H / A;
     if (A < 1 || H % A) return ab_errorf("attention: %d columns do not split into %d heads", H, A);
     const size_t es = ab_dtype_size(t), LH = (size_t)L * H, LL = (size_t)L * L;
@@ -185,7 +185,7 @@ int ab_attention_backward(const ab_params *p, const ab_attention *a, int B, int 
                           const void *v, const void *probs, const void *drop, int training, uint64_t seed,
                           const void *dctx, void *scratch, void *dq, void *dk, void *dv) {
     ab_backend *be = p->be;
-    const ab_dtype t = p->cdt;
+    const ab_dtype t = p->compute_type;
     const int A = a->heads, D = H / A;
     const size_t es = ab_dtype_size(t), LH = (size_t)L * H, LL = (size_t)L * L;
     const int dropped = training && a->dropout > 0.0f;

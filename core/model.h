@@ -28,9 +28,9 @@ static inline ab_pass ab_pass_train(long index, uint64_t seed) {
 typedef struct {
     const char *name;
     /* x: a batch of B samples as ab_dataset fill wrote it -> m->logits (B * targets, n_classes)
-     * in p->cdt: one row per target (ab_model_targets), a sample's rows together */
+     * in p->compute_type: one row per target (ab_model_targets), a sample's rows together */
     int (*forward)(ab_model *m, const ab_params *p, const void *x, int B, const ab_pass *pass);
-    /* dlogits (B * targets, n_classes) in p->cdt, the gradient of the loss for the last training forward
+    /* dlogits (B * targets, n_classes) in p->compute_type, the gradient of the loss for the last training forward
      * -> the weight gradients, delivered as g says (core/params.h) */
     int (*backward)(ab_model *m, const ab_params *p, const ab_grad_sink *g, const void *x, const void *dlogits, int B);
     /* allocates activations (m->arena) once the parameters are laid out */

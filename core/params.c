@@ -21,7 +21,8 @@ static float init_value(const ab_param_spec *s, ab_rng *rng) {
 }
 
 int ab_params_init(ab_params *p, ab_backend *be, ab_precision prec, ab_param_spec *specs, int n_specs, ab_rng *rng) {
-    *p = (ab_params){.be = be, .prec = prec, .cdt = ab_precision_compute_dtype(prec), .specs = specs, .n_specs = n_specs};
+    *p = (ab_params){
+        .be = be, .prec = prec, .compute_type = ab_precision_compute_dtype(prec), .specs = specs, .n_specs = n_specs};
     /* compute region first, then the fp32 region after it in the same buffers; buffers apart.
      * Within a region the specs with weight decay come first and those without (no_decay) after
      * them, so an optimizer that leaves the latter alone steps over a few runs, not one per bias. */
@@ -45,7 +46,7 @@ int ab_params_init(ab_params *p, ab_backend *be, ab_precision prec, ab_param_spe
     p->n = off;
     p->n_bufs = boff;
     /* an fp32 compute type has no separate copy: the whole buffer is the compute region */
-    if (p->cdt == AB_F32) p->n_compute = p->n;
+    if (p->compute_type == AB_F32) p->n_compute = p->n;
     /* rng NULL: no values at all (a backend that only counts ops: the weights are never read) */
     float *host = rng ? malloc((p->n + p->n_bufs + 1) * sizeof(float)) : NULL;
     if (rng && !host) return ab_errorf("out of host memory for %zu parameters", p->n);
@@ -54,30 +55,33 @@ int ab_params_init(ab_params *p, ab_backend *be, ab_precision prec, ab_param_spe
         float *w = (specs[i].region == AB_REGION_BUFFER ? hbuf : host) + specs[i].offset;
         for (size_t k = 0; k < specs[i].numel; k++) w[k] = init_value(&specs[i], rng);
     }
-    const int mixed = p->cdt != AB_F32;
-    p->n_gradc = mixed ? 0 : p->n;
+    const int mixed = p->compute_type != AB_F32;
+    p->n_compute_grad = mixed ? 0 : p->n;
     for (int i = 0; mixed && i < n_specs; i++)
-        if (specs[i].region == AB_REGION_COMPUTE && specs[i].numel > p->n_gradc) p->n_gradc = specs[i].numel;
-    const size_t b32 = p->n * sizeof(float), bc = p->n_compute * ab_dtype_size(p->cdt);
+        if (specs[i].region == AB_REGION_COMPUTE && specs[i].numel > p->n_compute_grad)
+            p->n_compute_grad = specs[i].numel;
+    const size_t b32 = p->n * sizeof(float), bc = p->n_compute * ab_dtype_size(p->compute_type);
     const char *pn = ab_precision_name(prec);
     p->master = ab_alloc_for(be, mixed ? AB_MEM_MASTER : AB_MEM_PARAMETERS, b32, "%zu %s weights (%s)", p->n,
                              mixed ? "fp32 master" : "fp32", pn);
     p->grad = p->master ? ab_alloc_for(be, AB_MEM_GRADIENTS, b32, "the fp32 gradients of %zu parameters", p->n) : NULL;
-    p->wc = !mixed ? p->master
-            : p->grad ? ab_alloc_for(be, AB_MEM_PARAMETERS, bc, "the %s copy of %zu weights", ab_dtype_name(p->cdt),
-                                     p->n_compute)
-                      : NULL;
+    p->compute_weights = !mixed    ? p->master
+                         : p->grad ? ab_alloc_for(be, AB_MEM_PARAMETERS, bc, "the %s copy of %zu weights",
+                                                  ab_dtype_name(p->compute_type), p->n_compute)
+                                   : NULL;
     /* the one-tensor scratch is what autograd holds between a layer's backward and its
      * AccumulateGrad: a gradient, transient */
-    p->gradc = !mixed ? p->grad
-               : p->wc ? ab_alloc_for(be, AB_MEM_GRADIENTS, (p->n_gradc ? p->n_gradc : 1) * ab_dtype_size(p->cdt),
-                                      "one tensor's %s gradient (%zu elements)", ab_dtype_name(p->cdt), p->n_gradc)
-                       : NULL;
-    p->bufs = p->n_bufs && p->gradc
-                  ? ab_alloc_for(be, AB_MEM_PARAMETERS, p->n_bufs * sizeof(float), "%zu buffers (batch-norm statistics)",
-                                 p->n_bufs)
-                  : NULL;
-    int rc = (!p->master || !p->grad || !p->wc || !p->gradc || (p->n_bufs && !p->bufs)) ? -1 : 0;
+    p->compute_grad =
+        !mixed ? p->grad
+        : p->compute_weights
+            ? ab_alloc_for(be, AB_MEM_GRADIENTS,
+                           (p->n_compute_grad ? p->n_compute_grad : 1) * ab_dtype_size(p->compute_type),
+                           "one tensor's %s gradient (%zu elements)", ab_dtype_name(p->compute_type), p->n_compute_grad)
+            : NULL;
+    p->bufs = p->n_bufs && p->compute_grad ? ab_alloc_for(be, AB_MEM_PARAMETERS, p->n_bufs * sizeof(float),
+                                                          "%zu buffers (batch-norm statistics)", p->n_bufs)
+                                           : NULL;
+    int rc = (!p->master || !p->grad || !p->compute_weights || !p->compute_grad || (p->n_bufs && !p->bufs)) ? -1 : 0;
     if (rc == 0 && host) rc = be->ops->upload(be, p->master, host, b32);
     if (rc == 0 && host && p->n_bufs) rc = be->ops->upload(be, p->bufs, hbuf, p->n_bufs * sizeof(float));
     if (rc == 0) rc = be->ops->zero(be, p->grad, b32);
@@ -88,11 +92,12 @@ int ab_params_init(ab_params *p, ab_backend *be, ab_precision prec, ab_param_spe
 
 void ab_params_free(ab_params *p) {
     if (!p->be) return;
-    const int mixed = p->cdt != AB_F32;
-    const size_t b32 = p->n * sizeof(float), bc = p->n_compute * ab_dtype_size(p->cdt);
+    const int mixed = p->compute_type != AB_F32;
+    const size_t b32 = p->n * sizeof(float), bc = p->n_compute * ab_dtype_size(p->compute_type);
     if (mixed) {
-        ab_release(p->be, AB_MEM_PARAMETERS, p->wc, bc);
-        ab_release(p->be, AB_MEM_GRADIENTS, p->gradc, (p->n_gradc ? p->n_gradc : 1) * ab_dtype_size(p->cdt));
+        ab_release(p->be, AB_MEM_PARAMETERS, p->compute_weights, bc);
+        ab_release(p->be, AB_MEM_GRADIENTS, p->compute_grad,
+                   (p->n_compute_grad ? p->n_compute_grad : 1) * ab_dtype_size(p->compute_type));
     }
     ab_release(p->be, mixed ? AB_MEM_MASTER : AB_MEM_PARAMETERS, p->master, b32);
     ab_release(p->be, AB_MEM_GRADIENTS, p->grad, b32);
@@ -101,13 +106,13 @@ void ab_params_free(ab_params *p) {
 }
 
 int ab_params_refresh(ab_params *p) {
-    if (p->cdt == AB_F32) return 0;
-    return p->be->ops->cast(p->be, p->n_compute, AB_F32, p->master, p->cdt, p->wc);
+    if (p->compute_type == AB_F32) return 0;
+    return p->be->ops->cast(p->be, p->n_compute, AB_F32, p->master, p->compute_type, p->compute_weights);
 }
 
 int ab_param_grad_done(const ab_params *p, const ab_grad_sink *g, const ab_param_spec *s) {
     if (ab_param_via_scratch(p, s))
-        AB_TRY(p->be->ops->accumulate(p->be, s->numel, p->cdt, p->gradc, p->grad + s->offset,
+        AB_TRY(p->be->ops->accumulate(p->be, s->numel, p->compute_type, p->compute_grad, p->grad + s->offset,
                                       g->mode == AB_GRAD_ACCUMULATE));
     return ab_grad_ready(g, s);
 }

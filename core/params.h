@@ -1,13 +1,14 @@
 /* A model's parameters: one contiguous fp32 buffer of all weights, carved into named tensors
  * by a spec table, plus the buffers the precision policy adds:
  *   fp32: master = the weights (charged as parameters), grad = fp32 gradients;
- *   amp/bf16: master = fp32 master weights, wc = fp16/bf16 working copy the forward reads,
- *   grad = fp32 gradients, gradc = a compute-type scratch of the largest tensor: backward writes
- *   one tensor's gradient there and ab_param_grad_done adds it into grad at once, as autograd's
- *   AccumulateGrad does, so no compute-type copy of all the gradients is ever held.
+ *   amp/bf16: master = fp32 master weights, compute_weights = the fp16/bf16 working copy the
+ *   forward reads, grad = fp32 gradients, compute_grad = a compute-type scratch of the largest
+ *   tensor: backward writes one tensor's gradient there and ab_param_grad_done adds it into
+ *   grad at once, as autograd's AccumulateGrad does, so no compute-type copy of all the
+ *   gradients is ever held.
  * Specs fall in three regions, laid out in this order:
  *   AB_REGION_COMPUTE  weights the matrix products read: a compute-type copy under amp/bf16
- *                      (elements [0, n_compute) of master, wc and grad);
+ *                      (elements [0, n_compute) of master, compute_weights and grad);
  *   AB_REGION_FP32     weights autocast keeps in fp32 (batch-norm scale and shift): read from
  *                      master and their gradients written straight into grad in fp32
  *                      (elements [n_compute, n));
@@ -55,18 +56,19 @@ typedef struct ab_param_spec {
 typedef struct ab_params {
     ab_backend *be;
     ab_precision prec;
-    ab_dtype cdt; /* compute type: what the forward reads and backward writes */
+    ab_dtype compute_type; /* what the forward reads and backward writes: fp32, fp16 or bf16 */
     int n_specs;
     ab_param_spec *specs;
-    size_t n;         /* trained elements (compute and fp32 regions) */
-    size_t n_compute; /* elements of the compute region: [0, n_compute) */
-    size_t n_bufs;    /* elements of the buffer region */
-    float *master;    /* (n) fp32 */
-    void *wc;         /* (n_compute) cdt; == master under fp32 */
-    float *grad;      /* (n) fp32 */
-    void *gradc;      /* (n_gradc) cdt: one tensor's gradient before its fold; == grad under fp32 */
-    size_t n_gradc;   /* the largest compute-region tensor (n under fp32) */
-    float *bufs;      /* (n_bufs) fp32, or NULL */
+    size_t n;              /* trained elements (compute and fp32 regions) */
+    size_t n_compute;      /* elements of the compute region: [0, n_compute) */
+    size_t n_bufs;         /* elements of the buffer region */
+    float *master;         /* (n) fp32 */
+    void *compute_weights; /* (n_compute) the weights in compute_type; == master under fp32 */
+    float *grad;           /* (n) fp32 */
+    void *compute_grad;    /* (n_compute_grad) compute_type: one tensor's gradient before its fold;
+                              == grad under fp32 */
+    size_t n_compute_grad; /* the largest compute-region tensor (n under fp32) */
+    float *bufs;           /* (n_bufs) fp32, or NULL */
 } ab_params;
 
 /* What a backward pass does with the weight gradients it produces, said by the trainer for each
@@ -109,19 +111,21 @@ static inline const void *ab_at_const(const void *base, ab_dtype t, size_t off) 
 /* The weight of s as the forward reads it (compute copy, or fp32 master for the fp32 region),
  * and a buffer-region tensor. */
 static inline const void *ab_param_weight(const ab_params *p, const ab_param_spec *s) {
-    return s->region == AB_REGION_COMPUTE ? ab_at_const(p->wc, p->cdt, s->offset) : (const void *)(p->master + s->offset);
+    return s->region == AB_REGION_COMPUTE ? ab_at_const(p->compute_weights, p->compute_type, s->offset)
+                                          : (const void *)(p->master + s->offset);
 }
 static inline float *ab_param_buf(const ab_params *p, const ab_param_spec *s) { return p->bufs + s->offset; }
 /* 1 when s's gradient goes through the compute-type scratch (amp/bf16, compute region) */
 static inline int ab_param_via_scratch(const ab_params *p, const ab_param_spec *s) {
-    return s->region == AB_REGION_COMPUTE && p->cdt != AB_F32;
+    return s->region == AB_REGION_COMPUTE && p->compute_type != AB_F32;
 }
-/* Where backward writes s's gradient, in p->cdt for the compute region, fp32 for the fp32
+/* Where backward writes s's gradient, in p->compute_type for the compute region, fp32 for the fp32
  * region: the fp32 gradient itself, or under amp/bf16 the compute-type scratch (then call
  * ab_param_grad_done before the next tensor's gradient is written). */
 static inline void *ab_param_grad_at(const ab_params *p, const ab_param_spec *s) {
-    if (ab_param_via_scratch(p, s)) return p->gradc;
-    return s->region == AB_REGION_COMPUTE ? ab_at(p->gradc, p->cdt, s->offset) : (void *)(p->grad + s->offset);
+    if (ab_param_via_scratch(p, s)) return p->compute_grad;
+    return s->region == AB_REGION_COMPUTE ? ab_at(p->compute_grad, p->compute_type, s->offset)
+                                          : (void *)(p->grad + s->offset);
 }
 /* beta for writing s's gradient at ab_param_grad_at: 1 to add into what earlier micro-batches left
  * in the fp32 gradient (AB_GRAD_ACCUMULATE); the scratch is always overwritten */

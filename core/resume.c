@@ -122,14 +122,15 @@ int ab_ckpt_setup(trainer *t) {
     s->batches_tracked = calloc(W, sizeof(int64_t));
     s->master = malloc((p->n + 1) * sizeof(float));
     s->bufs = malloc((W * p->n_bufs + 1) * sizeof(float));
-    if (p->cdt != AB_F32) s->wc = malloc(p->n_compute * ab_dtype_size(p->cdt) + 1);
+    if (p->compute_type != AB_F32) s->compute_weights = malloc(p->n_compute * ab_dtype_size(p->compute_type) + 1);
     if (t->opt.s1) s->s1 = malloc((p->n + 1) * sizeof(float));
     if (t->opt.s2) s->s2 = malloc((p->n + 1) * sizeof(float));
     ab_run_record *rec = t->rec;
     if (!rec->peak_memory_per_rank) rec->peak_memory_per_rank = calloc(W, sizeof(int64_t));
     int rc = 0;
-    if (!s->passes || !s->batches_tracked || !s->master || !s->bufs || (p->cdt != AB_F32 && !s->wc) ||
-        (t->opt.s1 && !s->s1) || (t->opt.s2 && !s->s2) || !rec->peak_memory_per_rank)
+    if (!s->passes || !s->batches_tracked || !s->master || !s->bufs ||
+        (p->compute_type != AB_F32 && !s->compute_weights) || (t->opt.s1 && !s->s1) || (t->opt.s2 && !s->s2) ||
+        !rec->peak_memory_per_rank)
         rc = ab_errorf("out of host memory for the checkpoint's state (%zu parameters)", p->n);
     AB_TRY(agree(t, rc, "allocating the checkpoint's state"));
     s->s1_name = t->opt.kind == AB_OPT_ADAMW ? "exp_avg" : "momentum_buffer";
@@ -162,7 +163,7 @@ void ab_ckpt_free(trainer *t) {
     free(s->batches_tracked);
     free(s->master);
     free(s->bufs);
-    free(s->wc);
+    free(s->compute_weights);
     free(s->s1);
     free(s->s2);
     ab_scaler_free(&s->scaler); /* a loaded scaler that never reached the trainer (else zeroed) */
@@ -240,7 +241,9 @@ int ab_ckpt_write(trainer *t, long step, int epoch, long epoch_step, const ab_ep
     if (t->comm->rank == 0) {
         rec->mem = be->mem;
         rc = be->ops->download(be, s->master, p->master, p->n * sizeof(float));
-        if (rc == 0 && s->wc) rc = be->ops->download(be, s->wc, p->wc, p->n_compute * ab_dtype_size(p->cdt));
+        if (rc == 0 && s->compute_weights)
+            rc = be->ops->download(be, s->compute_weights, p->compute_weights,
+                                   p->n_compute * ab_dtype_size(p->compute_type));
         if (rc == 0 && s->s1) rc = be->ops->download(be, s->s1, t->opt.s1, p->n * sizeof(float));
         if (rc == 0 && s->s2) rc = be->ops->download(be, s->s2, t->opt.s2, p->n * sizeof(float));
         if (rc == 0) rc = c->checkpoints->save(c->checkpoint_dir, c->keep_checkpoints, s, path, sizeof path, &bytes);
@@ -416,17 +419,18 @@ static int share_bufs(trainer *t) {
 /* the compute-type copy the checkpoint holds must be the master weights' cast, bit for bit */
 static int check_compute_copy(trainer *t, const char *path) {
     const ab_params *p = &t->params;
-    if (!t->state.wc || t->comm->rank != 0) return 0;
-    const size_t bytes = p->n_compute * ab_dtype_size(p->cdt);
+    if (!t->state.compute_weights || t->comm->rank != 0) return 0;
+    const size_t bytes = p->n_compute * ab_dtype_size(p->compute_type);
     uint8_t *now = malloc(bytes + 1);
     if (!now) return ab_errorf("out of host memory");
-    int rc = t->be->ops->download(t->be, now, p->wc, bytes);
-    if (rc == 0 && memcmp(now, t->state.wc, bytes) != 0) {
+    int rc = t->be->ops->download(t->be, now, p->compute_weights, bytes);
+    if (rc == 0 && memcmp(now, t->state.compute_weights, bytes) != 0) {
         size_t i = 0;
-        while (i < bytes && now[i] == ((const uint8_t *)t->state.wc)[i]) i++;
+        while (i < bytes && now[i] == ((const uint8_t *)t->state.compute_weights)[i]) i++;
         rc = ab_errorf("%s: contradicts itself: its %s copy of the weights differs from its fp32 master weights "
                        "cast to %s (element %zu)",
-                       path, ab_dtype_name(p->cdt), ab_dtype_name(p->cdt), i / ab_dtype_size(p->cdt));
+                       path, ab_dtype_name(p->compute_type), ab_dtype_name(p->compute_type),
+                       i / ab_dtype_size(p->compute_type));
     }
     free(now);
     return rc;

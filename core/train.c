@@ -281,7 +281,7 @@ static int alloc_step(trainer *t) {
     if (c->grad_census < 0) return ab_errorf("--grad-census %d: the interval must be >= 1 (0: no census)", c->grad_census);
     if (c->grad_census > 0) AB_TRY(ab_census_create(c->grad_census, &t->rec->census));
     AB_TRY(init_scaler(t));
-    t->x_bytes = t->train->ops->batch_bytes(t->train, c->batch_size, t->params.cdt);
+    t->x_bytes = t->train->ops->batch_bytes(t->train, c->batch_size, t->params.compute_type);
     const int B = c->batch_size;
     const size_t R = (size_t)t->targets;
     if (!(t->x = ab_alloc_for(t->be, AB_MEM_ACTIVATIONS, t->x_bytes, "a batch of %d samples", B)) ||
@@ -416,7 +416,7 @@ static int sync_buffers(trainer *t) {
  * then each batch's logits come back to the host for the predicted classes */
 static int evaluate(trainer *t, double *loss, double *accuracy, double *metric) {
     ab_backend *be = t->be;
-    const ab_dtype cdt = t->params.cdt;
+    const ab_dtype cdt = t->params.compute_type;
     const int B = t->cfg->batch_size, C = t->model->n_classes, N = t->test->n, R = t->targets;
     const int scored = t->test->ops->score != NULL;
     AB_TRY(sync_buffers(t));
@@ -479,7 +479,7 @@ static int fill_batch(trainer *t, const int32_t *idx, int b, int epoch) {
     ab_backend *be = t->be;
     const double t0 = ab_now();
     if (be->ops->data_mark) be->ops->data_mark(be, 1);
-    AB_TRY(t->train->ops->fill(t->train, idx, b, ab_aug_seed(t, epoch), t->params.cdt, t->x, t->labels));
+    AB_TRY(t->train->ops->fill(t->train, idx, b, ab_aug_seed(t, epoch), t->params.compute_type, t->x, t->labels));
     if (be->ops->data_mark) be->ops->data_mark(be, 0);
     t->data_host_s += ab_now() - t0;
     return 0;
@@ -562,8 +562,8 @@ static int micro_batches(trainer *t, const int32_t *mine, int m, int n, int epoc
          * rows (the op divides by its rows itself) is written over the logits it comes from:
          * dlogits is the same buffer */
         void *const dlogits = model->logits;
-        AB_TRY(be->ops->softmax_xent(be, b * t->targets, C, p->cdt, model->logits, t->labels,
-                                     scale * (float)b / (float)n, p->cdt, dlogits, &t->stats->loss_sum, NULL));
+        AB_TRY(be->ops->softmax_xent(be, b * t->targets, C, p->compute_type, model->logits, t->labels,
+                                     scale * (float)b / (float)n, p->compute_type, dlogits, &t->stats->loss_sum, NULL));
         /* the step's last micro-batch: each final gradient may start its bucket's all-reduce */
         const int last = pos + b >= m;
         const ab_grad_sink sink = {.mode = pos == 0 ? AB_GRAD_WRITE : AB_GRAD_ACCUMULATE,

@@ -58,7 +58,7 @@ typedef struct ab_train_state {
     const ab_params *params;
     float *master;  /* (params->n) fp32 master weights */
     float *bufs;    /* (world x params->n_bufs) each rank's buffers (batch-norm running statistics) */
-    void *wc;       /* (params->n_compute) the compute-type copy in params->cdt; NULL under fp32 */
+    void *compute_weights; /* (params->n_compute) the compute-type copy in params->compute_type; NULL under fp32 */
     float *s1, *s2; /* (params->n) the optimizer's state (SGD momentum; AdamW's moments), or NULL */
     const char *s1_name, *s2_name; /* PyTorch's names: "momentum_buffer", "exp_avg", "exp_avg_sq" */
     long opt_steps;                /* optimizer steps applied (AdamW's bias correction, SGD's first step) */
@@ -75,7 +75,7 @@ typedef struct ab_checkpoint_ops {
     /* Starts writing s under dir (created if missing) as the checkpoint of step s->step, then
      * removing all but the newest keep checkpoints, and returns: its path to path (cap bytes), its
      * tensors' size to *bytes. The writing goes on in the background: s's tensors (master, bufs,
-     * wc, s1, s2) must stay as they are until flush (the rest is copied before save returns). A
+     * compute_weights, s1, s2) must stay as they are until flush (the rest is copied before save returns). A
      * save first finishes the write before it. */
     int (*save)(const char *dir, int keep, const ab_train_state *s, char *path, size_t cap, double *bytes);
     /* waits for the write in progress (none: returns at once); its error; *seconds (may be NULL)
@@ -84,7 +84,7 @@ typedef struct ab_checkpoint_ops {
     /* the newest checkpoint in dir: 1 with its path, 0 when dir has none (or does not exist), -1 on error */
     int (*latest)(const char *dir, char *path, size_t cap);
     /* Reads the checkpoint at path into s, whose keys, world, model, params and buffers (master,
-     * bufs, wc, s1, s2, passes, batches_tracked, rec->epochs and rec->census) the caller has set:
+     * bufs, compute_weights, s1, s2, passes, batches_tracked, rec->epochs and rec->census) the caller has set:
      * checks every key against s's (a mismatch is an error naming the key and both values), every
      * tensor's name, shape, dtype and checksum; fills the rest. Nothing is written. */
     int (*load)(const char *path, ab_train_state *s);

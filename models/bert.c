@@ -268,7 +268,7 @@ static int bert_bind(ab_model *m, const ab_params *p) {
     ab_linear_bind(&b->pool, &s[head], &s[head + 1]);
     ab_linear_bind(&b->cls, &s[head + 2], &s[head + 3]);
 
-    const size_t es = ab_dtype_size(p->cdt), B = (size_t)m->max_batch, L = (size_t)b->L, H = (size_t)c->hidden,
+    const size_t es = ab_dtype_size(p->compute_type), B = (size_t)m->max_batch, L = (size_t)b->L, H = (size_t)c->hidden,
                  F = (size_t)c->ffn, A = (size_t)c->heads, BLH = B * L * H, BLF = B * L * F, BALL = B * A * L * L;
     const int dropout_on = b->adrop > 0.0f;
     ab_arena *a = &m->arena;
@@ -321,7 +321,7 @@ static int bert_forward(ab_model *m, const ab_params *p, const void *x, int B, c
     bert *b = m->impl;
     const ab_bert_config *c = &b->cfg;
     ab_backend *be = p->be;
-    const ab_dtype t = p->cdt;
+    const ab_dtype t = p->compute_type;
     const int L = b->L, H = c->hidden, R = B * L;
     if (B > m->max_batch) return ab_errorf("bert: batch %d exceeds the bound %d", B, m->max_batch);
     const int32_t *ids = x, *types = ids + (size_t)R, *mask = types + (size_t)R;
@@ -371,7 +371,7 @@ static int bert_backward(ab_model *m, const ab_params *p, const ab_grad_sink *g,
     bert *b = m->impl;
     const ab_bert_config *c = &b->cfg;
     ab_backend *be = p->be;
-    const ab_dtype t = p->cdt;
+    const ab_dtype t = p->compute_type;
     const int L = b->L, H = c->hidden, R = B * L;
     const size_t es = ab_dtype_size(t), BLH = (size_t)R * H;
     const int32_t *ids = x, *types = ids + (size_t)R;

@@ -27,7 +27,7 @@ static int mlp_backward(ab_model *m, const ab_params *p, const ab_grad_sink *g, 
                         int B) {
     mlp *s = m->impl;
     AB_TRY(ab_linear_backward(p, g, &s->fc2, B, s->h, dlogits, s->dh));
-    AB_TRY(p->be->ops->relu_backward(p->be, (size_t)B * (size_t)s->fc1.out, p->cdt, s->h, s->dh, s->dh));
+    AB_TRY(p->be->ops->relu_backward(p->be, (size_t)B * (size_t)s->fc1.out, p->compute_type, s->h, s->dh, s->dh));
     return ab_linear_backward(p, g, &s->fc1, B, x, s->dh, NULL);
 }
 
@@ -35,7 +35,7 @@ static int mlp_bind(ab_model *m, const ab_params *p) {
     mlp *s = m->impl;
     ab_linear_bind(&s->fc1, &s->specs[FC1_W], &s->specs[FC1_B]);
     ab_linear_bind(&s->fc2, &s->specs[FC2_W], &s->specs[FC2_B]);
-    const size_t es = ab_dtype_size(p->cdt), B = (size_t)m->max_batch;
+    const size_t es = ab_dtype_size(p->compute_type), B = (size_t)m->max_batch;
     ab_arena_init(&m->arena, p->be);
     ab_arena_add(&m->arena, AB_MEM_ACTIVATIONS, B * (size_t)s->fc1.out * es, &s->h, "fc1.relu");
     ab_arena_add(&m->arena, AB_MEM_ACTIVATIONS, B * (size_t)s->fc1.out * es, &s->dh, "fc1.relu.grad");

@@ -148,7 +148,7 @@ static size_t unit_elems(const unit *u, int B) { return (size_t)B * u->H * u->W 
 static int resnet_bind(ab_model *m, const ab_params *p) {
     resnet *r = m->impl;
     const int B = m->max_batch;
-    const size_t es = ab_dtype_size(p->cdt);
+    const size_t es = ab_dtype_size(p->compute_type);
     AB_TRY(bind_unit(&r->stem, p, B, r->in_H, r->in_W, r->in_C, r->stem_cifar ? 1 : 2, r->stem_cifar ? 1 : 3));
     int H = r->stem.H, W = r->stem.W, C = r->planes[0];
     if (!r->stem_cifar) {
@@ -227,7 +227,7 @@ static int resnet_forward(ab_model *m, const ab_params *p, const void *x, int B,
     resnet *r = m->impl;
     const int training = pass->training;
     ab_backend *be = p->be;
-    const ab_dtype t = p->cdt;
+    const ab_dtype t = p->compute_type;
     if (B > m->max_batch) return ab_errorf("resnet: batch %d exceeds the bound %d", B, m->max_batch);
     AB_TRY(unit_forward(p, &r->stem, B, x, r->stem.act, training, 1));
     if (!r->stem_cifar) {
@@ -269,7 +269,7 @@ static int resnet_backward(ab_model *m, const ab_params *p, const ab_grad_sink *
                            int B) {
     resnet *r = m->impl;
     ab_backend *be = p->be;
-    const ab_dtype t = p->cdt;
+    const ab_dtype t = p->compute_type;
     const block *last = &r->blk[r->n_blocks - 1];
     AB_TRY(ab_linear_backward(p, g, &r->fc, B, r->feat, dlogits, r->dfeat));
     void *d_out = r->d_end[0]; /* the gradient at the block's output */

@@ -77,7 +77,7 @@ static void test_params(ab_backend *be) {
         AB_CHECK(p.n == n && specs[2].offset == 784 * 256 && specs[1].offset == 784 * 256 + 256 * 10 &&
                      specs[3].offset == specs[1].offset + 256 && specs[3].numel == 10,
                  "layout");
-        const size_t c = ab_dtype_size(p.cdt);
+        const size_t c = ab_dtype_size(p.compute_type);
         const size_t *cur = be->mem.current, *was = before.current;
         if (precs[k] == AB_PREC_FP32) {
             AB_CHECK(cur[AB_MEM_PARAMETERS] - was[AB_MEM_PARAMETERS] == 4 * n, "fp32 parameters 4 bytes each");
@@ -87,12 +87,14 @@ static void test_params(ab_backend *be) {
             AB_CHECK(cur[AB_MEM_PARAMETERS] - was[AB_MEM_PARAMETERS] == c * n, "%s working copy", ab_precision_name(precs[k]));
             AB_CHECK(cur[AB_MEM_MASTER] - was[AB_MEM_MASTER] == 4 * n, "fp32 master weights");
             /* fp32 gradients, and a compute-type scratch of the largest tensor (fc1.weight) */
-            AB_CHECK(cur[AB_MEM_GRADIENTS] - was[AB_MEM_GRADIENTS] == 4 * n + c * 784 * 256 && p.n_gradc == 784 * 256,
+            AB_CHECK(cur[AB_MEM_GRADIENTS] - was[AB_MEM_GRADIENTS] == 4 * n + c * 784 * 256 &&
+                         p.n_compute_grad == 784 * 256,
                      "fp32 gradients + one tensor's compute-type scratch");
             /* the working copy is the rounded master */
-            const uint16_t *wc = p.wc;
+            const uint16_t *wc = p.compute_weights;
             int same = 1;
-            for (size_t i = 0; i < n; i++) same &= wc[i] == (p.cdt == AB_F16 ? ab_f32_to_f16(p.master[i]) : ab_f32_to_bf16(p.master[i]));
+            for (size_t i = 0; i < n; i++)
+                same &= wc[i] == (p.compute_type == AB_F16 ? ab_f32_to_f16(p.master[i]) : ab_f32_to_bf16(p.master[i]));
             AB_CHECK(same, "working copy = rounded master");
         }
         /* PyTorch's default Linear init: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), weights and biases */

@@ -26,8 +26,8 @@
  * refreshes its compute copy; *moved = how many weights moved. 0, or -1 with ab_error(). */
 static inline int ab_floor_perturb(ab_trainer *t, size_t *moved) {
     ab_params *p = (ab_params *)ab_trainer_params(t);
-    const float ulp = p->cdt == AB_F32 ? 0x1p-23f : p->cdt == AB_F16 ? 0x1p-10f : 0x1p-7f;
-    const double share = p->cdt == AB_F32 ? 0.5 : fmax(0x1p-23 / ulp, 16.0 / (double)p->n);
+    const float ulp = p->compute_type == AB_F32 ? 0x1p-23f : p->compute_type == AB_F16 ? 0x1p-10f : 0x1p-7f;
+    const double share = p->compute_type == AB_F32 ? 0.5 : fmax(0x1p-23 / ulp, 16.0 / (double)p->n);
     uint64_t st = 0x9e3779b97f4a7c15ull;
     *moved = 0;
     for (size_t i = 0; i < p->n; i++) {

@@ -56,7 +56,7 @@ static void run_linear(ab_backend *be, ab_precision prec, int relu, const float 
     ab_params_refresh(&p);
     ab_linear l;
     ab_linear_bind(&l, &specs[0], &specs[1]);
-    const ab_dtype t = p.cdt;
+    const ab_dtype t = p.compute_type;
     const size_t es = ab_dtype_size(t);
     void *xc = malloc(B * IN * es), *yc = malloc(B * OUT * es), *dyc = malloc(B * OUT * es), *dxc = malloc(B * IN * es);
     be->ops->cast(be, B * IN, AB_F32, x32, t, xc);

@@ -136,8 +136,8 @@ static int toy_bind(ab_model *m, const ab_params *p) {
     toy_model *s = m->impl;
     ab_linear_bind(&s->fc, &s->specs[0], &s->specs[1]);
     ab_arena_init(&m->arena, p->be);
-    ab_arena_add(&m->arena, AB_MEM_ACTIVATIONS, (size_t)m->max_batch * R * C * ab_dtype_size(p->cdt), &m->logits,
-                 "logits");
+    ab_arena_add(&m->arena, AB_MEM_ACTIVATIONS, (size_t)m->max_batch * R * C * ab_dtype_size(p->compute_type),
+                 &m->logits, "logits");
     return ab_arena_alloc(&m->arena);
 }
 

@@ -88,7 +88,7 @@ static void test_attention(ab_backend *be) {
     fill(k, kd, n, 1.0);
     fill(v, vd, n, 1.0);
     fill(R, Rd, n, 1.0);
-    ab_params p = {.be = be, .cdt = AB_F32, .prec = AB_PREC_FP32};
+    ab_params p = {.be = be, .compute_type = AB_F32, .prec = AB_PREC_FP32};
     const ab_attention att = {A, 0.25f};
     const uint64_t seed = 99;
     att_ctx c = {B, L, H, A, mask, 0.25f, seed};
