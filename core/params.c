@@ -20,15 +20,15 @@ static float init_value(const ab_param_spec *s, ab_rng *rng) {
     return 0.0f;
 }
 
-int ab_params_init(ab_params *p, ab_backend *be, ab_precision prec, ab_param_spec *specs, int n_specs, ab_rng *rng) {
-    *p = (ab_params){
-        .be = be, .prec = prec, .compute_type = ab_precision_compute_dtype(prec), .specs = specs, .n_specs = n_specs};
-    /* compute region first, then the fp32 region after it in the same buffers; buffers apart.
-     * Within a region the specs with weight decay come first and those without (no_decay) after
-     * them, so an optimizer that leaves the latter alone steps over a few runs, not one per bias. */
+/* Offsets and sizes of every spec: compute region first, then the fp32 region after it in the
+ * same buffers; buffers apart. Within a region the specs with weight decay come first and those
+ * without (no_decay) after them, so an optimizer that leaves the latter alone steps over a few
+ * runs, not one per bias. */
+static void lay_out(ab_params *p) {
+    ab_param_spec *specs = p->specs;
     size_t off = 0, boff = 0;
     for (int pass = 0; pass < 4; pass++) /* compute/decay, compute/no decay, fp32/decay, fp32/no decay */
-        for (int i = 0; i < n_specs; i++) {
+        for (int i = 0; i < p->n_specs; i++) {
             size_t numel = 1;
             for (int d = 0; d < specs[i].ndim; d++) numel *= (size_t)specs[i].shape[d];
             specs[i].numel = numel;
@@ -47,6 +47,47 @@ int ab_params_init(ab_params *p, ab_backend *be, ab_precision prec, ab_param_spe
     p->n_bufs = boff;
     /* an fp32 compute type has no separate copy: the whole buffer is the compute region */
     if (p->compute_type == AB_F32) p->n_compute = p->n;
+    /* the one-tensor gradient scratch holds the largest compute-region tensor */
+    const int mixed = p->compute_type != AB_F32;
+    p->n_compute_grad = mixed ? 0 : p->n;
+    for (int i = 0; mixed && i < p->n_specs; i++)
+        if (specs[i].region == AB_REGION_COMPUTE && specs[i].numel > p->n_compute_grad)
+            p->n_compute_grad = specs[i].numel;
+}
+
+/* The buffers the precision needs, each charged to its category and named in an out-of-memory
+ * message; under fp32 the compute copies are the fp32 buffers themselves. 0, or -1. */
+static int allocate(ab_params *p) {
+    ab_backend *be = p->be;
+    const int mixed = p->compute_type != AB_F32;
+    const size_t b32 = p->n * sizeof(float), bc = p->n_compute * ab_dtype_size(p->compute_type);
+    const char *ct = ab_dtype_name(p->compute_type);
+    if (!(p->master = ab_alloc_for(be, mixed ? AB_MEM_MASTER : AB_MEM_PARAMETERS, b32, "%zu %s weights (%s)", p->n,
+                                   mixed ? "fp32 master" : "fp32", ab_precision_name(p->prec))) ||
+        !(p->grad = ab_alloc_for(be, AB_MEM_GRADIENTS, b32, "the fp32 gradients of %zu parameters", p->n)))
+        return -1;
+    if (!mixed) {
+        p->compute_weights = p->master;
+        p->compute_grad = p->grad;
+    } else if (!(p->compute_weights =
+                     ab_alloc_for(be, AB_MEM_PARAMETERS, bc, "the %s copy of %zu weights", ct, p->n_compute)) ||
+               /* the one-tensor scratch is what autograd holds between a layer's backward and its
+                * AccumulateGrad: a gradient, transient */
+               !(p->compute_grad = ab_alloc_for(
+                     be, AB_MEM_GRADIENTS, (p->n_compute_grad ? p->n_compute_grad : 1) * ab_dtype_size(p->compute_type),
+                     "one tensor's %s gradient (%zu elements)", ct, p->n_compute_grad))) {
+        return -1;
+    }
+    if (p->n_bufs && !(p->bufs = ab_alloc_for(be, AB_MEM_PARAMETERS, p->n_bufs * sizeof(float),
+                                              "%zu buffers (batch-norm statistics)", p->n_bufs)))
+        return -1;
+    return 0;
+}
+
+int ab_params_init(ab_params *p, ab_backend *be, ab_precision prec, ab_param_spec *specs, int n_specs, ab_rng *rng) {
+    *p = (ab_params){
+        .be = be, .prec = prec, .compute_type = ab_precision_compute_dtype(prec), .specs = specs, .n_specs = n_specs};
+    lay_out(p);
     /* rng NULL: no values at all (a backend that only counts ops: the weights are never read) */
     float *host = rng ? malloc((p->n + p->n_bufs + 1) * sizeof(float)) : NULL;
     if (rng && !host) return ab_errorf("out of host memory for %zu parameters", p->n);
@@ -55,33 +96,8 @@ int ab_params_init(ab_params *p, ab_backend *be, ab_precision prec, ab_param_spe
         float *w = (specs[i].region == AB_REGION_BUFFER ? hbuf : host) + specs[i].offset;
         for (size_t k = 0; k < specs[i].numel; k++) w[k] = init_value(&specs[i], rng);
     }
-    const int mixed = p->compute_type != AB_F32;
-    p->n_compute_grad = mixed ? 0 : p->n;
-    for (int i = 0; mixed && i < n_specs; i++)
-        if (specs[i].region == AB_REGION_COMPUTE && specs[i].numel > p->n_compute_grad)
-            p->n_compute_grad = specs[i].numel;
-    const size_t b32 = p->n * sizeof(float), bc = p->n_compute * ab_dtype_size(p->compute_type);
-    const char *pn = ab_precision_name(prec);
-    p->master = ab_alloc_for(be, mixed ? AB_MEM_MASTER : AB_MEM_PARAMETERS, b32, "%zu %s weights (%s)", p->n,
-                             mixed ? "fp32 master" : "fp32", pn);
-    p->grad = p->master ? ab_alloc_for(be, AB_MEM_GRADIENTS, b32, "the fp32 gradients of %zu parameters", p->n) : NULL;
-    p->compute_weights = !mixed    ? p->master
-                         : p->grad ? ab_alloc_for(be, AB_MEM_PARAMETERS, bc, "the %s copy of %zu weights",
-                                                  ab_dtype_name(p->compute_type), p->n_compute)
-                                   : NULL;
-    /* the one-tensor scratch is what autograd holds between a layer's backward and its
-     * AccumulateGrad: a gradient, transient */
-    p->compute_grad =
-        !mixed ? p->grad
-        : p->compute_weights
-            ? ab_alloc_for(be, AB_MEM_GRADIENTS,
-                           (p->n_compute_grad ? p->n_compute_grad : 1) * ab_dtype_size(p->compute_type),
-                           "one tensor's %s gradient (%zu elements)", ab_dtype_name(p->compute_type), p->n_compute_grad)
-            : NULL;
-    p->bufs = p->n_bufs && p->compute_grad ? ab_alloc_for(be, AB_MEM_PARAMETERS, p->n_bufs * sizeof(float),
-                                                          "%zu buffers (batch-norm statistics)", p->n_bufs)
-                                           : NULL;
-    int rc = (!p->master || !p->grad || !p->compute_weights || !p->compute_grad || (p->n_bufs && !p->bufs)) ? -1 : 0;
+    const size_t b32 = p->n * sizeof(float);
+    int rc = allocate(p);
     if (rc == 0 && host) rc = be->ops->upload(be, p->master, host, b32);
     if (rc == 0 && host && p->n_bufs) rc = be->ops->upload(be, p->bufs, hbuf, p->n_bufs * sizeof(float));
     if (rc == 0) rc = be->ops->zero(be, p->grad, b32);

@@ -436,6 +436,54 @@ static int check_compute_copy(trainer *t, const char *path) {
     return rc;
 }
 
+/* rank 0: the checkpoint at path into the host state t->state and the record, checked against
+ * this run; the peaks of memory it held before, category by category. 0, or -1 (ab_error). */
+static int read_checkpoint(trainer *t, const char *path) {
+    ab_train_state *s = &t->state;
+    ab_run_record *rec = t->rec;
+    s->rec = rec;
+    /* the scaler's settings are this run's (the keys check them); the store fills its state */
+    const ab_scaler *live = &t->scaler;
+    s->scaler = (ab_scaler){.enabled = live->enabled,
+                            .dynamic = live->dynamic,
+                            .init_scale = live->init_scale,
+                            .growth_factor = live->growth_factor,
+                            .backoff_factor = live->backoff_factor,
+                            .growth_interval = live->growth_interval};
+    int rc = t->cfg->checkpoints->load(path, s);
+    if (rc == 0) rc = check_state(t, s, path);
+    if (rc != 0) {
+        ab_scaler_free(&s->scaler);
+        return rc;
+    }
+    ab_mem *m = &t->be->mem;
+    for (int k = 0; k < AB_MEM_COUNT; k++)
+        if (rec->mem.peak[k] > m->peak[k]) m->peak[k] = rec->mem.peak[k];
+    if (rec->mem.peak_total > m->peak_total) m->peak_total = rec->mem.peak_total;
+    if (rec->mem.peak_all > m->peak_all) m->peak_all = rec->mem.peak_all;
+    return 0;
+}
+
+/* the trainer takes the shared state: optimizer step, passes and batch-norm count, the scaler
+ * (rank 0's with the checkpoint's history), where the epoch continues, and the record's note of
+ * the resume (at: resumed_at grown by one) */
+static void take_state(trainer *t, long *at, const char *path) {
+    ab_train_state *s = &t->state;
+    ab_run_record *rec = t->rec;
+    t->opt.t = (int)s->opt_steps;
+    t->passes = (long)s->passes[t->comm->rank];
+    t->model->batches_tracked = (long)s->batches_tracked[t->comm->rank];
+    if (t->comm->rank == 0) ab_scaler_free(&t->scaler);
+    t->scaler = s->scaler;
+    memset(&s->scaler, 0, sizeof s->scaler);
+    t->resume_epoch = s->epoch;
+    t->resume_epoch_step = s->epoch_step;
+    t->resume_tally = s->tally;
+    rec->resumed_at = at;
+    rec->resumed_at[rec->n_resumes++] = s->step;
+    snprintf(rec->resumed_from, sizeof rec->resumed_from, "%s", path);
+}
+
 int ab_ckpt_resume(trainer *t, long *step, int *epoch) {
     const ab_train_config *c = t->cfg;
     ab_train_state *s = &t->state;
@@ -456,24 +504,7 @@ int ab_ckpt_resume(trainer *t, long *step, int *epoch) {
         return 0;
     }
     /* rank 0 reads it into the host state, and the record */
-    if (t->comm->rank == 0) {
-        s->rec = rec;
-        /* the scaler's settings are this run's (the keys check them); the store fills its state */
-        const ab_scaler *live = &t->scaler;
-        s->scaler = (ab_scaler){.enabled = live->enabled, .dynamic = live->dynamic, .init_scale = live->init_scale,
-                                .growth_factor = live->growth_factor, .backoff_factor = live->backoff_factor,
-                                .growth_interval = live->growth_interval};
-        rc = c->checkpoints->load(path, s);
-        if (rc == 0) rc = check_state(t, s, path);
-        if (rc != 0) ab_scaler_free(&s->scaler);
-        /* the peaks it held before, category by category */
-        ab_mem *m = &t->be->mem;
-        for (int k = 0; rc == 0 && k < AB_MEM_COUNT; k++)
-            if (rec->mem.peak[k] > m->peak[k]) m->peak[k] = rec->mem.peak[k];
-        if (rc == 0 && rec->mem.peak_total > m->peak_total) m->peak_total = rec->mem.peak_total;
-        if (rc == 0 && rec->mem.peak_all > m->peak_all) m->peak_all = rec->mem.peak_all;
-    }
-    AB_TRY(agree(t, rc, "reading the checkpoint"));
+    AB_TRY(agree(t, t->comm->rank == 0 ? read_checkpoint(t, path) : 0, "reading the checkpoint"));
     AB_TRY(share_scalars(t, s));
     AB_TRY(share_tensor(t, p->master, s->master, p->n * sizeof(float)));
     if (s->s1) AB_TRY(share_tensor(t, t->opt.s1, s->s1, p->n * sizeof(float)));
@@ -484,19 +515,7 @@ int ab_ckpt_resume(trainer *t, long *step, int *epoch) {
     long *at = rc == 0 ? realloc(rec->resumed_at, (size_t)(rec->n_resumes + 1) * sizeof *at) : NULL;
     if (rc == 0 && !at) rc = ab_errorf("out of host memory");
     AB_TRY(agree(t, rc, "checking the checkpoint"));
-    /* the live state */
-    t->opt.t = (int)s->opt_steps;
-    t->passes = (long)s->passes[t->comm->rank];
-    t->model->batches_tracked = (long)s->batches_tracked[t->comm->rank];
-    if (t->comm->rank == 0) ab_scaler_free(&t->scaler); /* rank 0's takes the checkpoint's history */
-    t->scaler = s->scaler;
-    memset(&s->scaler, 0, sizeof s->scaler);
-    t->resume_epoch = s->epoch;
-    t->resume_epoch_step = s->epoch_step;
-    t->resume_tally = s->tally;
-    rec->resumed_at = at;
-    rec->resumed_at[rec->n_resumes++] = s->step;
-    snprintf(rec->resumed_from, sizeof rec->resumed_from, "%s", path);
+    take_state(t, at, path);
     *step = s->step;
     *epoch = s->epoch;
     if (verbose(t))

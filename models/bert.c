@@ -246,8 +246,8 @@ static void build(bert *b) {
     add_linear(b, "classifier", c->hidden, b->n_labels);
 }
 
-static int bert_bind(ab_model *m, const ab_params *p) {
-    bert *b = m->impl;
+/* the layers onto their specs, in the order build() added them */
+static void bind_layers(bert *b, const ab_params *p) {
     const ab_bert_config *c = &b->cfg;
     const ab_param_spec *s = p->specs;
     const int base = 5; /* three tables and the embeddings' layer norm */
@@ -267,7 +267,12 @@ static int bert_bind(ab_model *m, const ab_params *p) {
     const int head = base + c->layers * L_SPECS;
     ab_linear_bind(&b->pool, &s[head], &s[head + 1]);
     ab_linear_bind(&b->cls, &s[head + 2], &s[head + 3]);
+}
 
+static int bert_bind(ab_model *m, const ab_params *p) {
+    bert *b = m->impl;
+    const ab_bert_config *c = &b->cfg;
+    bind_layers(b, p);
     const size_t es = ab_dtype_size(p->compute_type), B = (size_t)m->max_batch, L = (size_t)b->L, H = (size_t)c->hidden,
                  F = (size_t)c->ffn, A = (size_t)c->heads, BLH = B * L * H, BLF = B * L * F, BALL = B * A * L * L;
     const int dropout_on = b->adrop > 0.0f;
@@ -454,6 +459,38 @@ static int ignorable(const char *n) {
     return strcmp(bare, "embeddings.position_ids") == 0 || strncmp(n, "cls.", 4) == 0;
 }
 
+/* tensor t of checkpoint path can fill spec s: its shape, and a float type. 0, or -1 (ab_error) */
+static int check_tensor(const char *path, const ab_st_tensor *t, const ab_param_spec *s) {
+    int same = t->ndim == s->ndim;
+    for (int d = 0; same && d < s->ndim; d++) same = t->shape[d] == s->shape[d];
+    if (!same) {
+        char have[64] = "", want[64] = "";
+        for (int d = 0, l = 0; d < t->ndim && l < 56; d++)
+            l += snprintf(have + l, sizeof have - (size_t)l, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+        for (int d = 0, l = 0; d < s->ndim; d++)
+            l += snprintf(want + l, sizeof want - (size_t)l, "%s%d", d ? ", " : "", s->shape[d]);
+        return ab_errorf("%s: tensor '%s' has shape (%s), the model needs (%s)", path, t->name, have, want);
+    }
+    if (t->dtype != AB_ST_F32 && t->dtype != AB_ST_F16 && t->dtype != AB_ST_BF16)
+        return ab_errorf("%s: tensor '%s' is %s, not F32, F16 or BF16", path, t->name, ab_st_dtype_name(t->dtype));
+    return 0;
+}
+
+/* the record's account of a load: loaded tensors from path (of the types in the bit set types),
+ * and the fresh ones the checkpoint lacked (the first names of them) */
+static void describe_load(char *from, size_t cap, const char *path, int loaded, int types, int fresh,
+                          const char *fresh_names) {
+    char ty[32] = "";
+    for (int d = 0, l = 0; d < AB_ST_DTYPE_COUNT; d++)
+        if (types >> d & 1)
+            l += snprintf(ty + l, sizeof ty - (size_t)l, "%s%s", l ? "+" : "", ab_st_dtype_name((ab_st_dtype)d));
+    if (fresh)
+        snprintf(from, cap, "%d tensors from %s (%s); %d initialised as BERT does (normal, std 0.02; biases 0): %s%s",
+                 loaded, path, ty, fresh, fresh_names, fresh > 4 ? ", ..." : "");
+    else
+        snprintf(from, cap, "all %d tensors from %s (%s)", loaded, path, ty);
+}
+
 static int bert_load(ab_model *m, ab_params *p, const char *arch, char *from, size_t cap) {
     char dir[1024], path[1100];
     struct stat sb;
@@ -495,21 +532,7 @@ static int bert_load(ab_model *m, ab_params *p, const char *arch, char *from, si
             continue;
         }
         used[t - st.t] = 1;
-        int same = t->ndim == s->ndim;
-        for (int d = 0; same && d < s->ndim; d++) same = t->shape[d] == s->shape[d];
-        if (!same) {
-            char have[64] = "", want[64] = "";
-            for (int d = 0, l = 0; d < t->ndim && l < 56; d++)
-                l += snprintf(have + l, sizeof have - (size_t)l, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
-            for (int d = 0, l = 0; d < s->ndim; d++)
-                l += snprintf(want + l, sizeof want - (size_t)l, "%s%d", d ? ", " : "", s->shape[d]);
-            rc = ab_errorf("%s: tensor '%s' has shape (%s), the model needs (%s)", path, t->name, have, want);
-            break;
-        }
-        if (t->dtype != AB_ST_F32 && t->dtype != AB_ST_F16 && t->dtype != AB_ST_BF16) {
-            rc = ab_errorf("%s: tensor '%s' is %s, not F32, F16 or BF16", path, t->name, ab_st_dtype_name(t->dtype));
-            break;
-        }
+        if ((rc = check_tensor(path, t, s)) != 0) break;
         types |= 1 << t->dtype;
         rc = ab_st_to_f32(t, host + s->offset);
         loaded++;
@@ -518,16 +541,7 @@ static int bert_load(ab_model *m, ab_params *p, const char *arch, char *from, si
         if (!used[i] && !ignorable(st.t[i].name))
             rc = ab_errorf("%s: unexpected tensor '%s' (not a tensor of this BERT)", path, st.t[i].name);
     if (rc == 0) rc = be->ops->upload(be, p->master, host, p->n * sizeof(float));
-    if (rc == 0) {
-        char ty[32] = "";
-        for (int d = 0, l = 0; d < AB_ST_DTYPE_COUNT; d++)
-            if (types >> d & 1) l += snprintf(ty + l, sizeof ty - (size_t)l, "%s%s", l ? "+" : "", ab_st_dtype_name((ab_st_dtype)d));
-        if (fresh)
-            snprintf(from, cap, "%d tensors from %s (%s); %d initialised as BERT does (normal, std 0.02; biases 0): %s%s",
-                     loaded, path, ty, fresh, fresh_names, fresh > 4 ? ", ..." : "");
-        else
-            snprintf(from, cap, "all %d tensors from %s (%s)", loaded, path, ty);
-    }
+    if (rc == 0) describe_load(from, cap, path, loaded, types, fresh, fresh_names);
     free(host);
     free(used);
     ab_st_close(&st);

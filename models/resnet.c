@@ -145,10 +145,11 @@ static void arena_unit(ab_arena *a, unit *u, size_t B, size_t es, int keep_act, 
 
 static size_t unit_elems(const unit *u, int B) { return (size_t)B * u->H * u->W * u->conv.shape.K; }
 
-static int resnet_bind(ab_model *m, const ab_params *p) {
+/* every layer's shapes for the model's largest batch, from the input down: the units, the stem's
+ * max pool, the head; and the multiply-adds of one sample */
+static int bind_shapes(ab_model *m, const ab_params *p) {
     resnet *r = m->impl;
     const int B = m->max_batch;
-    const size_t es = ab_dtype_size(p->compute_type);
     AB_TRY(bind_unit(&r->stem, p, B, r->in_H, r->in_W, r->in_C, r->stem_cifar ? 1 : 2, r->stem_cifar ? 1 : 3));
     int H = r->stem.H, W = r->stem.W, C = r->planes[0];
     if (!r->stem_cifar) {
@@ -176,7 +177,14 @@ static int resnet_bind(ab_model *m, const ab_params *p) {
     }
     ab_linear_bind(&r->fc, &p->specs[r->fc_spec], &p->specs[r->fc_spec + 1]);
     m->macs_per_sample = macs + (double)r->fc.in * r->fc.out;
+    return 0;
+}
 
+static int resnet_bind(ab_model *m, const ab_params *p) {
+    resnet *r = m->impl;
+    const int B = m->max_batch;
+    const size_t es = ab_dtype_size(p->compute_type);
+    AB_TRY(bind_shapes(m, p));
     /* the arena: every tensor the step keeps, and the backward's gradient buffers */
     ab_arena *a = &m->arena;
     ab_arena_init(a, p->be);

@@ -706,32 +706,22 @@ static void plan_release(gemm_plan *p) {
  * heuristic is such an answer (lt_ok = 0, nothing held), to be cached like a positive one.
  * -1 (ab_error): any other failure, a mistake in the set-up that must be seen, not routed to the
  * fallback; p holds nothing then either. */
-static int plan_build_into(cuda_state *st, const gemm_key *key, const void *bias, gemm_plan *p) {
+/* The plan's descriptors: the operation (fp32 compute, transposes, epilogue, the bias pointer)
+ * and the three layouts. cuBLASLt's RELU epilogues keep NaN as the CPU backend does (the device
+ * pass of test_backend_ops plants NaN in the MLP's fc1 forward, beta 0 and a bias: it passed on
+ * the H200, results/gpu/2026-12-04-h200-2). *epi gets the epilogue, for messages. */
+static int plan_describe(const gemm_key *key, const void *bias, gemm_plan *p, cublasLtEpilogue_t *epi) {
     const cudaDataType_t in_t = lt_type((ab_dtype)key->at), c_t = lt_type((ab_dtype)key->ct);
     CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t opa = key->tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = key->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
-    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
-    /* NaN through cuBLASLt's ReLU, unanswered until a GPU runs test_backend_ops: cublasLt.h defines
-     * RELU and RELU_BIAS only as x := max(x, 0), where the CPU backend (and k_gemm_finish) keep NaN.
-     * This is the MLP's fc1 forward (models/mlp.c, the only ReLU GEMM a model issues: beta 0, bias
-     * in the output type), which test_gemm_relu_nan_direct repeats with NaN planted. If it fails
-     * with NaN lost, a NaN in fc1's product (Inf - Inf in the sum, a weight gone NaN) comes back 0:
-     * the logits and loss stay finite and relu_backward masks those elements, so an fp32 run trains
-     * on where the CPU's stops on a NaN loss, and an amp step the CPU skips (found_inf, scale backed
-     * off) is taken: the backends' skipped-step counts and loss scales part. The fix, in
-     * gemm_strided: ask cuBLASLt for the BIAS epilogue (or none) and run relu_forward's kernel
-     * (k_relu_f32/k_relu_16: NaN kept, tested bit for bit) over C in place: one more launch and C
-     * read and written once more in its type (32 KiB each way at the MLP's 64 x 256 in fp16), of
-     * the order of a launch (microseconds) a step. Or send every ReLU to the fallback (direct = 0
-     * when epi is RELU): cublasGemmStridedBatchedEx into fp32 scratch then k_gemm_finish, the same
-     * extra launch, an M x N fp32 scratch written and read (64 KiB), and the product no longer
-     * chosen by cuBLASLt's heuristic. Either way the backward GEMMs (no ReLU) are unchanged;
-     * measure the MLP's samples/s with ampbench bench before and after. */
-    if (key->has_bias) epi = key->epi == AB_EPI_RELU ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
-    else if (key->epi == AB_EPI_RELU) epi = CUBLASLT_EPILOGUE_RELU;
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    *epi = CUBLASLT_EPILOGUE_DEFAULT;
+    if (key->has_bias)
+        *epi = key->epi == AB_EPI_RELU ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+    else if (key->epi == AB_EPI_RELU)
+        *epi = CUBLASLT_EPILOGUE_RELU;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, epi, sizeof *epi));
     /* the heuristic reads the bias pointer's value to learn its alignment (cublasLt.h, BIAS_POINTER):
      * it must see the real one; align_bias in the key keeps the plan to biases aligned alike */
     if (key->has_bias)
@@ -751,7 +741,12 @@ static int plan_build_into(cuda_state *st, const gemm_key *key, const void *bias
                                                           &stride[i], sizeof stride[i]));
         }
     }
+    return 0;
+}
 
+static int plan_build_into(cuda_state *st, const gemm_key *key, const void *bias, gemm_plan *p) {
+    cublasLtEpilogue_t epi;
+    AB_TRY(plan_describe(key, bias, p, &epi));
     cublasLtMatmulPreference_t pref = NULL;
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     cublasLtMatmulHeuristicResult_t res;
@@ -759,32 +754,37 @@ static int plan_build_into(cuda_state *st, const gemm_key *key, const void *bias
     int found = 0, asked = 0;
     const uint32_t a_al = key->align_b, b_al = key->align_a, c_al = key->align_c; /* Lt's A is our B */
     const uint64_t ws = st->lt_ws_bytes;
-    const char *call = "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)";
-    cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
     /* A split-K product may add its partial sums "in place" in the output buffer or in output-type
      * scratch (cublasLt.h, cublasLtReductionScheme_t): for an fp16/bf16 output that rounds every
      * partial sum, not once. Only the compute-type (fp32) reduction, or none, is the op's contract. */
     const uint32_t red = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-    if (s == CUBLAS_STATUS_SUCCESS && key->ct != AB_F32) {
-        call = "cublasLtMatmulPreferenceSetAttribute(REDUCTION_SCHEME_MASK)";
-        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &red, sizeof red);
-    }
-    if (s == CUBLAS_STATUS_SUCCESS) {
-        call = "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT_A_BYTES)";
-        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &a_al, sizeof a_al);
-    }
-    if (s == CUBLAS_STATUS_SUCCESS) {
-        call = "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT_B_BYTES)";
-        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &b_al, sizeof b_al);
-    }
-    if (s == CUBLAS_STATUS_SUCCESS) {
-        call = "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT_C_BYTES)";
-        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &c_al, sizeof c_al);
-    }
-    if (s == CUBLAS_STATUS_SUCCESS) {
-        call = "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT_D_BYTES)";
-        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &c_al, sizeof c_al);
-    }
+    const struct {
+        cublasLtMatmulPreferenceAttributes_t attr;
+        const void *value;
+        size_t size;
+        const char *call;
+        int wanted;
+    } prefs[] = {
+        {CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws,
+         "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)", 1},
+        {CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &red, sizeof red,
+         "cublasLtMatmulPreferenceSetAttribute(REDUCTION_SCHEME_MASK)", key->ct != AB_F32},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &a_al, sizeof a_al,
+         "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT_A_BYTES)", 1},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &b_al, sizeof b_al,
+         "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT_B_BYTES)", 1},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &c_al, sizeof c_al,
+         "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT_C_BYTES)", 1},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &c_al, sizeof c_al,
+         "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT_D_BYTES)", 1},
+    };
+    cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
+    const char *call = "";
+    for (size_t i = 0; s == CUBLAS_STATUS_SUCCESS && i < sizeof prefs / sizeof prefs[0]; i++)
+        if (prefs[i].wanted) {
+            call = prefs[i].call;
+            s = cublasLtMatmulPreferenceSetAttribute(pref, prefs[i].attr, prefs[i].value, prefs[i].size);
+        }
     if (s == CUBLAS_STATUS_SUCCESS) {
         call = "cublasLtMatmulAlgoGetHeuristic";
         asked = 1;
@@ -894,7 +894,7 @@ static int gemm_strided_(ab_backend *be, int ta, int tb, int M, int N, int K, fl
      * no ReLU or beta is 0, the output type is the input type or fp32, and the bias is of the
      * output type (cuBLASLt's default bias type) and 16-byte aligned. Otherwise, or when cuBLASLt
      * has no algorithm: the product in fp32 scratch, then our epilogue kernel. (Whether cuBLASLt's
-     * ReLU keeps NaN as ours does is still open: see plan_build_into.) */
+     * ReLU keeps NaN as ours does: see plan_describe.) */
     const int out_ok = ct == at || ct == AB_F32;
     const int bias_ok = !bias || (bias_t == ct && align_of(bias) >= 16);
     const int direct = out_ok && bias_ok && !(epi == AB_EPI_RELU && beta != 0.0f);
