@@ -24,78 +24,15 @@
 #include "fd_check.h"
 #include "half.h"
 #include "ops_test.h"
+#include "ref_util.h"
 #include "rng.h"
 #include "tolerances.h"
 
-static double *dalloc(size_t n) { return calloc(n ? n : 1, sizeof(double)); }
-static float *falloc(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
-
 /* fp32 values drawn N(0, 1), and the same values in float64 */
-static void fill(float *f, double *d, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        f[i] = (float)ab_rng_normal(&rng);
-        if (d) d[i] = f[i];
-    }
-}
+static void fill(float *f, double *d, size_t n) { fill_scaled(f, d, n, 1.0); }
 
 static void to_double(const float *f, double *d, size_t n) {
     for (size_t i = 0; i < n; i++) d[i] = f[i];
-}
-
-static void check(const char *what, const float *got, const double *want, size_t n, double tol) {
-    if (ab_check_nmse(what, got, want, n, tol)) failures++;
-}
-
-/* Opens a case of op described by fmt and writes "op description" into what, the name its
- * checks print when they fail. */
-#if defined(__GNUC__)
-__attribute__((format(printf, 4, 5)))
-#endif
-static void
-open_case(char *what, size_t cap, int op, const char *fmt, ...) {
-    char desc[200];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(desc, sizeof desc, fmt, ap);
-    va_end(ap);
-    op_case(op, "%s", desc);
-    snprintf(what, cap, "%s %s", ab_op_name(op), desc);
-}
-
-/* one ulp of type t at the magnitude of v (the subnormal step below the smallest normal) */
-static double store_ulp(ab_dtype t, double v) {
-    const int mant = t == AB_F16 ? 10 : t == AB_BF16 ? 7 : 23, emin = t == AB_F16 ? -14 : -126;
-    int e = v != 0.0 && isfinite(v) ? ilogb(v) : emin;
-    if (e < emin) e = emin;
-    return ldexp(1.0, e - mant);
-}
-
-/* the float64 value v stored in type t (beyond fp32's range: the infinity it rounds to) */
-static double stored(double v, ab_dtype t) {
-    if (isnan(v)) return v;
-    if (fabs(v) > FLT_MAX) return copysign(INFINITY, v);
-    return ab_round_to((float)v, t);
-}
-
-/* Element by element, n values of type t against float64 references: an element passes when it
- * is the reference stored in t (an infinity, or an overflow to one, included), NaN where the
- * reference is NaN, or finite and within ulps storage ulps of the reference (AB_TOL_STORE_ULPS:
- * one rounding of an fp32 result). Counts one failure and prints the first bad element. */
-static void check_stored(const char *what, ab_dtype t, const void *got, const double *want, size_t n, double ulps) {
-    size_t bad = 0, first = 0;
-    for (size_t i = 0; i < n; i++) {
-        const double g = ab_load(got, i, t), w = want[i];
-        const int ok = isnan(w)
-                           ? isnan(g)
-                           : g == stored(w, t) || (isfinite(w) && isfinite(g) && fabs(g - w) <= ulps * store_ulp(t, w));
-        if (!ok && bad++ == 0) first = i;
-    }
-    if (bad) {
-        fprintf(stderr,
-                "FAIL %s: %zu of %zu elements more than %g %s ulp from float64; element %zu: got %.9g, expected %.9g\n",
-                what, bad, n, ulps, ab_dtype_name(t), first, (double)ab_load(got, first, t), want[first]);
-        failures++;
-    }
 }
 
 /* ---- convolution ---- */
@@ -137,8 +74,6 @@ static void round_through(ab_backend *be, ab_dtype t, float *v, size_t n) {
     free(p);
 }
 
-static double lowp_tol(ab_dtype t) { return t == AB_F16 ? AB_TOL_FP16_NMSE : AB_TOL_BF16_NMSE; }
-
 static void test_conv(ab_backend *be, ab_conv_shape s, const char *label) {
     if (ab_conv_shape_init(&s) != 0) {
         fprintf(stderr, "FAIL %s: %s\n", label, ab_error());
@@ -158,18 +93,18 @@ static void test_conv(ab_backend *be, ab_conv_shape s, const char *label) {
     snprintf(shape, sizeof shape, "N%d %dx%dx%d K%d %s -> %dx%d", s.N, s.H, s.W, s.C, s.K, label, s.P, s.Q);
 
     conv_ref(&f, yd);
-    open_case(what, sizeof what, AB_OP_conv2d_forward, "fp32 %s", shape);
+    op_case_label(what, sizeof what, AB_OP_conv2d_forward, "fp32 %s", shape);
     AB_CHECK(be->ops->conv2d_forward(be, &s, AB_F32, x, w, y) == 0, "%s", ab_error());
     check(what, y, yd, ny, AB_TOL_FP32_NMSE);
 
     ab_fd_grad(&f, 0, nx, gx);
     ab_fd_grad(&f, 1, nw, gw);
     for (size_t i = 0; i < nx; i++) dx[i] = NAN; /* every element must be written */
-    open_case(what, sizeof what, AB_OP_conv2d_backward_data, "fp32 %s against finite differences", shape);
+    op_case_label(what, sizeof what, AB_OP_conv2d_backward_data, "fp32 %s against finite differences", shape);
     AB_CHECK(be->ops->conv2d_backward_data(be, &s, AB_F32, R, w, dx) == 0, "%s", ab_error());
     failures += ab_fd_check(what, dx, gx, nx);
     for (size_t i = 0; i < nw; i++) dw[i] = NAN; /* beta 0 overwrites, NaN included */
-    open_case(what, sizeof what, AB_OP_conv2d_backward_filter, "fp32 %s beta 0 over NaN, against finite differences",
+    op_case_label(what, sizeof what, AB_OP_conv2d_backward_filter, "fp32 %s beta 0 over NaN, against finite differences",
               shape);
     AB_CHECK(be->ops->conv2d_backward_filter(be, &s, AB_F32, x, R, 0.0f, dw) == 0, "%s", ab_error());
     failures += ab_fd_check(what, dw, gw, nw);
@@ -178,7 +113,7 @@ static void test_conv(ab_backend *be, ab_conv_shape s, const char *label) {
     double *want = dalloc(nw);
     fill(d0, NULL, nw);
     for (size_t i = 0; i < nw; i++) want[i] = d0[i] + gw[i];
-    open_case(what, sizeof what, AB_OP_conv2d_backward_filter, "fp32 %s beta 1 adds to what is there", shape);
+    op_case_label(what, sizeof what, AB_OP_conv2d_backward_filter, "fp32 %s beta 1 adds to what is there", shape);
     AB_CHECK(be->ops->conv2d_backward_filter(be, &s, AB_F32, x, R, 1.0f, d0) == 0, "%s", ab_error());
     failures += ab_fd_check(what, d0, want, nw);
 
@@ -206,7 +141,7 @@ static void test_conv(ab_backend *be, ab_conv_shape s, const char *label) {
         void *xt = to_type(be, t, xr, nx), *wt = to_type(be, t, wr, nw), *Rt = to_type(be, t, Rr, ny);
         void *yt = malloc(ny * 2), *dxt = malloc(nx * 2), *dwt = malloc(nw * 2);
 
-        open_case(what, sizeof what, AB_OP_conv2d_forward, "%s %s", tn, shape);
+        op_case_label(what, sizeof what, AB_OP_conv2d_forward, "%s %s", tn, shape);
         AB_CHECK(be->ops->conv2d_forward(be, &s, t, xt, wt, yt) == 0, "%s", ab_error());
         from_type(be, t, yt, y, ny);
         check(what, y, yd, ny, lowp_tol(t));
@@ -227,12 +162,12 @@ static void test_conv(ab_backend *be, ab_conv_shape s, const char *label) {
         }
         AB_CHECK(!bad, "%s: the forward is not one rounding of the fp32 sum", what);
 
-        open_case(what, sizeof what, AB_OP_conv2d_backward_data, "%s %s", tn, shape);
+        op_case_label(what, sizeof what, AB_OP_conv2d_backward_data, "%s %s", tn, shape);
         AB_CHECK(be->ops->conv2d_backward_data(be, &s, t, Rt, wt, dxt) == 0, "%s", ab_error());
         from_type(be, t, dxt, dx, nx);
         check(what, dx, gxr, nx, lowp_tol(t));
 
-        open_case(what, sizeof what, AB_OP_conv2d_backward_filter, "%s %s beta 0", tn, shape);
+        op_case_label(what, sizeof what, AB_OP_conv2d_backward_filter, "%s %s beta 0", tn, shape);
         AB_CHECK(be->ops->conv2d_backward_filter(be, &s, t, xt, Rt, 0.0f, dwt) == 0, "%s", ab_error());
         from_type(be, t, dwt, dw, nw);
         check(what, dw, gwr, nw, lowp_tol(t));
@@ -311,7 +246,7 @@ static void test_batchnorm(ab_backend *be, int M, int C) {
         want_rm[c] = 0.9 * rm[c] + 0.1 * mean;
         want_rv[c] = 0.9 * rv[c] + 0.1 * var / (M - 1);
     }
-    open_case(what, sizeof what, AB_OP_batchnorm_forward_train,
+    op_case_label(what, sizeof what, AB_OP_batchnorm_forward_train,
               "fp32 M%d C%d, running statistics (momentum 0.1, unbiased variance)", M, C);
     AB_CHECK(be->ops->batchnorm_forward_train(be, M, C, AB_F32, x, g, bt, 1e-5f, 0.1f, rm, rv, sm, si, 0, y) == 0, "%s",
              ab_error());
@@ -325,7 +260,7 @@ static void test_batchnorm(ab_backend *be, int M, int C) {
     ab_fd_grad(&f, 1, C, gg);
     ab_fd_grad(&f, 2, C, gb);
     for (int c = 0; c < C; c++) dg[c] = db[c] = NAN; /* acc 0 overwrites */
-    open_case(what, sizeof what, AB_OP_batchnorm_backward, "fp32 M%d C%d acc 0 over NaN, against finite differences", M,
+    op_case_label(what, sizeof what, AB_OP_batchnorm_backward, "fp32 M%d C%d acc 0 over NaN, against finite differences", M,
               C);
     AB_CHECK(be->ops->batchnorm_backward(be, M, C, AB_F32, x, R, g, sm, si, 0.0f, dg, db, dx) == 0, "%s", ab_error());
     snprintf(what, sizeof what, "batchnorm M%d C%d: dx against finite differences", M, C);
@@ -343,7 +278,7 @@ static void test_batchnorm(ab_backend *be, int M, int C) {
     }
     float *alias = falloc(n);
     memcpy(alias, R, n * sizeof *R);
-    open_case(what, sizeof what, AB_OP_batchnorm_backward, "fp32 M%d C%d acc 1, dx in place over dy", M, C);
+    op_case_label(what, sizeof what, AB_OP_batchnorm_backward, "fp32 M%d C%d acc 1, dx in place over dy", M, C);
     AB_CHECK(be->ops->batchnorm_backward(be, M, C, AB_F32, x, alias, g, sm, si, 1.0f, dg, db, alias) == 0, "%s",
              ab_error());
     snprintf(what, sizeof what, "batchnorm M%d C%d: d_weight accumulated", M, C);
@@ -355,7 +290,7 @@ static void test_batchnorm(ab_backend *be, int M, int C) {
 
     /* evaluation: the running statistics normalise */
     bn_eval_ref(M, C, xd, gd, bd, rm, rv, yd);
-    open_case(what, sizeof what, AB_OP_batchnorm_forward_eval, "fp32 M%d C%d from the running statistics", M, C);
+    op_case_label(what, sizeof what, AB_OP_batchnorm_forward_eval, "fp32 M%d C%d from the running statistics", M, C);
     AB_CHECK(be->ops->batchnorm_forward_eval(be, M, C, AB_F32, x, g, bt, rm, rv, 1e-5f, 0, y) == 0, "%s", ab_error());
     check(what, y, yd, n, AB_TOL_FP32_NMSE);
 
@@ -365,7 +300,7 @@ static void test_batchnorm(ab_backend *be, int M, int C) {
         void *xt = to_type(be, t, x, n), *y0 = malloc(n * 4), *y1 = malloc(n * 4);
         float *sm3 = falloc(C), *si3 = falloc(C);
         for (int ev = 0; ev < 2; ev++) {
-            open_case(what, sizeof what, ev ? AB_OP_batchnorm_forward_eval : AB_OP_batchnorm_forward_train,
+            op_case_label(what, sizeof what, ev ? AB_OP_batchnorm_forward_eval : AB_OP_batchnorm_forward_train,
                       "%s M%d C%d fused ReLU (the bits of batch norm then relu_forward)", ab_dtype_name(t), M, C);
             /* batch norm then relu_forward: what the fused call must give */
             int rc =
@@ -398,20 +333,20 @@ static void test_batchnorm(ab_backend *be, int M, int C) {
         bn_ref(&fr, yd);
         ab_fd_grad(&fr, 0, n, gxr);
         void *xt = to_type(be, t, xr, n), *Rt = to_type(be, t, Rr, n), *yt = malloc(n * 2), *dxt = malloc(n * 2);
-        open_case(what, sizeof what, AB_OP_batchnorm_forward_train, "%s M%d C%d", tn, M, C);
+        op_case_label(what, sizeof what, AB_OP_batchnorm_forward_train, "%s M%d C%d", tn, M, C);
         AB_CHECK(be->ops->batchnorm_forward_train(be, M, C, t, xt, g, bt, 1e-5f, 0.1f, NULL, NULL, sm2, si2, 0, yt) ==
                      0,
                  "%s", ab_error());
         from_type(be, t, yt, y, n);
         check(what, y, yd, n, lowp_tol(t));
-        open_case(what, sizeof what, AB_OP_batchnorm_backward, "%s M%d C%d acc 0", tn, M, C);
+        op_case_label(what, sizeof what, AB_OP_batchnorm_backward, "%s M%d C%d acc 0", tn, M, C);
         AB_CHECK(be->ops->batchnorm_backward(be, M, C, t, xt, Rt, g, sm2, si2, 0.0f, dg, db, dxt) == 0, "%s",
                  ab_error());
         from_type(be, t, dxt, dx, n);
         check(what, dx, gxr, n, lowp_tol(t));
         /* evaluation from the running statistics, in place over x */
         bn_eval_ref(M, C, xrd, gd, bd, rm, rv, yd);
-        open_case(what, sizeof what, AB_OP_batchnorm_forward_eval, "%s M%d C%d from the running statistics, in place",
+        op_case_label(what, sizeof what, AB_OP_batchnorm_forward_eval, "%s M%d C%d from the running statistics, in place",
                   tn, M, C);
         AB_CHECK(be->ops->batchnorm_forward_eval(be, M, C, t, xt, g, bt, rm, rv, 1e-5f, 0, xt) == 0, "%s", ab_error());
         from_type(be, t, xt, y, n);
@@ -508,11 +443,11 @@ static void test_maxpool(ab_backend *be, ab_pool_shape s) {
     ab_fd_fn f = {maxpool_ref, in, ny, Rd, &s};
     maxpool_ref(&f, yd);
     ab_fd_grad(&f, 0, nx, gx);
-    open_case(what, sizeof what, AB_OP_maxpool_forward, "fp32 %s", shape);
+    op_case_label(what, sizeof what, AB_OP_maxpool_forward, "fp32 %s", shape);
     AB_CHECK(be->ops->maxpool_forward(be, &s, AB_F32, x, y) == 0, "%s", ab_error());
     check(what, y, yd, ny, 0.0);
     for (size_t i = 0; i < nx; i++) dx[i] = NAN;
-    open_case(what, sizeof what, AB_OP_maxpool_backward, "fp32 %s over NaN, against finite differences", shape);
+    op_case_label(what, sizeof what, AB_OP_maxpool_backward, "fp32 %s over NaN, against finite differences", shape);
     AB_CHECK(be->ops->maxpool_backward(be, &s, AB_F32, x, y, R, dx) == 0, "%s", ab_error());
     failures += ab_fd_check(what, dx, gx, nx);
 
@@ -521,10 +456,10 @@ static void test_maxpool(ab_backend *be, ab_pool_shape s) {
     ab_pool_shape_init(&t1);
     const float tx[4] = {1.0f, 3.0f, 3.0f, 2.0f}, tdy = 5.0f;
     float ty, tdx[4];
-    open_case(what, sizeof what, AB_OP_maxpool_forward, "fp32 2x2 window, a tie");
+    op_case_label(what, sizeof what, AB_OP_maxpool_forward, "fp32 2x2 window, a tie");
     AB_CHECK(be->ops->maxpool_forward(be, &t1, AB_F32, tx, &ty) == 0, "%s", ab_error());
     AB_CHECK(ty == 3.0f, "%s: y %g (want 3)", what, ty);
-    open_case(what, sizeof what, AB_OP_maxpool_backward, "fp32 2x2 window, a tie goes to the first position");
+    op_case_label(what, sizeof what, AB_OP_maxpool_backward, "fp32 2x2 window, a tie goes to the first position");
     AB_CHECK(be->ops->maxpool_backward(be, &t1, AB_F32, tx, &ty, &tdy, tdx) == 0, "%s", ab_error());
     AB_CHECK(tdx[0] == 0.0f && tdx[1] == 5.0f && tdx[2] == 0.0f && tdx[3] == 0.0f, "%s: dx %g %g %g %g (want 0 5 0 0)",
              what, tdx[0], tdx[1], tdx[2], tdx[3]);
@@ -544,13 +479,13 @@ static void test_maxpool(ab_backend *be, ab_pool_shape s) {
         double *inr[1] = {xrd};
         ab_fd_fn fr = {maxpool_ref, inr, ny, Rrd, &s};
         maxpool_ref(&fr, yd);
-        open_case(what, sizeof what, AB_OP_maxpool_forward, "%s %s (exact)", tn, shape);
+        op_case_label(what, sizeof what, AB_OP_maxpool_forward, "%s %s (exact)", tn, shape);
         AB_CHECK(be->ops->maxpool_forward(be, &s, t, xt, yt) == 0, "%s", ab_error());
         from_type(be, t, yt, y, ny);
         check(what, y, yd, ny, 0.0);
         maxpool_route(&s, xrd, yd, Rrd, gxr);
         for (size_t i = 0; i < ny; i++) ab_store(yt, i, t, (float)yd[i]); /* y from the reference */
-        open_case(what, sizeof what, AB_OP_maxpool_backward, "%s %s", tn, shape);
+        op_case_label(what, sizeof what, AB_OP_maxpool_backward, "%s %s", tn, shape);
         AB_CHECK(be->ops->maxpool_backward(be, &s, t, xt, yt, Rt, dxt) == 0, "%s", ab_error());
         check_stored(what, t, dxt, gxr, nx, AB_TOL_STORE_ULPS);
         free(xt), free(yt), free(Rt), free(dxt), free(xr), free(Rr), free(xrd), free(Rrd), free(gxr);
@@ -600,7 +535,7 @@ static void test_maxpool_edges(ab_backend *be) {
         double *in[1] = {xd};
         ab_fd_fn f = {maxpool_ref, in, NY, NULL, &s};
         maxpool_ref(&f, yd);
-        open_case(what, sizeof what, AB_OP_maxpool_forward,
+        op_case_label(what, sizeof what, AB_OP_maxpool_forward,
                   "%s N1 5x5x2 window 3x3/2 pad 1: NaN, +-inf, 65504, 2^-24, negative windows over padding", tn);
         AB_CHECK(be->ops->maxpool_forward(be, &s, t, xt, yt) == 0, "%s", ab_error());
         check_stored(what, t, yt, yd, NY, 0.0);
@@ -611,7 +546,7 @@ static void test_maxpool_edges(ab_backend *be) {
                  (double)ab_load(yt, 1, t));
         maxpool_route(&s, xd, yd, dyd, dxd);
         for (int i = 0; i < NY; i++) ab_store(yt, (size_t)i, t, (float)yd[i]); /* y from the reference */
-        open_case(what, sizeof what, AB_OP_maxpool_backward, "%s N1 5x5x2 window 3x3/2 pad 1: to NaN and inf winners",
+        op_case_label(what, sizeof what, AB_OP_maxpool_backward, "%s N1 5x5x2 window 3x3/2 pad 1: to NaN and inf winners",
                   tn);
         AB_CHECK(be->ops->maxpool_backward(be, &s, t, xt, yt, dyt, dxt) == 0, "%s", ab_error());
         check_stored(what, t, dxt, dxd, NX, 0.0);
@@ -645,10 +580,10 @@ static void test_avgpool(ab_backend *be) {
     ab_fd_fn f = {avgpool_ref, in, ny, Rd, &a};
     avgpool_ref(&f, yd);
     ab_fd_grad(&f, 0, nx, gx);
-    open_case(what, sizeof what, AB_OP_avgpool_forward, "fp32 N%d HW%d C%d", a.N, a.HW, a.C);
+    op_case_label(what, sizeof what, AB_OP_avgpool_forward, "fp32 N%d HW%d C%d", a.N, a.HW, a.C);
     AB_CHECK(be->ops->avgpool_forward(be, a.N, a.HW, a.C, AB_F32, x, y) == 0, "%s", ab_error());
     check(what, y, yd, ny, AB_TOL_FP32_NMSE);
-    open_case(what, sizeof what, AB_OP_avgpool_backward, "fp32 N%d HW%d C%d against finite differences", a.N, a.HW,
+    op_case_label(what, sizeof what, AB_OP_avgpool_backward, "fp32 N%d HW%d C%d against finite differences", a.N, a.HW,
               a.C);
     AB_CHECK(be->ops->avgpool_backward(be, a.N, a.HW, a.C, AB_F32, R, dx) == 0, "%s", ab_error());
     failures += ab_fd_check(what, dx, gx, nx);
@@ -668,7 +603,7 @@ static void test_avgpool(ab_backend *be) {
         double *inr[1] = {xr};
         ab_fd_fn fr = {avgpool_ref, inr, my, NULL, &b};
         avgpool_ref(&fr, want);
-        open_case(what, sizeof what, AB_OP_avgpool_forward, "%s N%d HW%d C%d", tn, b.N, b.HW, b.C);
+        op_case_label(what, sizeof what, AB_OP_avgpool_forward, "%s N%d HW%d C%d", tn, b.N, b.HW, b.C);
         AB_CHECK(be->ops->avgpool_forward(be, b.N, b.HW, b.C, t, xt, yt) == 0, "%s", ab_error());
         check_stored(what, t, yt, want, my, AB_TOL_STORE_ULPS);
         for (size_t i = 0; i < my; i++) ab_store(dyt, i, t, (float)ab_rng_normal(&rng));
@@ -676,7 +611,7 @@ static void test_avgpool(ab_backend *be) {
             const size_t n = i / ((size_t)b.HW * b.C), c = i % (size_t)b.C;
             want[i] = ab_load(dyt, n * b.C + c, t) / b.HW;
         }
-        open_case(what, sizeof what, AB_OP_avgpool_backward, "%s N%d HW%d C%d", tn, b.N, b.HW, b.C);
+        op_case_label(what, sizeof what, AB_OP_avgpool_backward, "%s N%d HW%d C%d", tn, b.N, b.HW, b.C);
         AB_CHECK(be->ops->avgpool_backward(be, b.N, b.HW, b.C, t, dyt, dxt) == 0, "%s", ab_error());
         check_stored(what, t, dxt, want, mx, AB_TOL_STORE_ULPS);
         free(xt), free(yt), free(dyt), free(dxt), free(xr), free(want);
@@ -715,7 +650,7 @@ static void test_avgpool_edges(ab_backend *be) {
         double *in[1] = {xd};
         ab_fd_fn f = {avgpool_ref, in, C, NULL, &a};
         avgpool_ref(&f, yd);
-        open_case(what, sizeof what, AB_OP_avgpool_forward, "%s N1 HW5 C6: 65504, NaN, inf, inf - inf, 2^-24", tn);
+        op_case_label(what, sizeof what, AB_OP_avgpool_forward, "%s N1 HW5 C6: 65504, NaN, inf, inf - inf, 2^-24", tn);
         AB_CHECK(be->ops->avgpool_forward(be, 1, HW, C, t, xt, yt) == 0, "%s", ab_error());
         check_stored(what, t, yt, yd, C, AB_TOL_STORE_ULPS);
         if (t == AB_F16)
@@ -726,7 +661,7 @@ static void test_avgpool_edges(ab_backend *be) {
             ab_store(dyt, (size_t)c, t, dyf[c]);
             for (int i = 0; i < HW; i++) dxd[i * C + c] = (double)ab_load(dyt, (size_t)c, t) / HW;
         }
-        open_case(what, sizeof what, AB_OP_avgpool_backward, "%s N1 HW5 C6: dy 65504, NaN, +-inf, 2^-24", tn);
+        op_case_label(what, sizeof what, AB_OP_avgpool_backward, "%s N1 HW5 C6: dy 65504, NaN, +-inf, 2^-24", tn);
         AB_CHECK(be->ops->avgpool_backward(be, 1, HW, C, t, dyt, dxt) == 0, "%s", ab_error());
         check_stored(what, t, dxt, dxd, HW * C, AB_TOL_STORE_ULPS);
         free(xt), free(yt), free(dyt), free(dxt);
@@ -744,19 +679,19 @@ static void test_add(ab_backend *be) {
     fill(b, NULL, nx);
     /* fp32 sum, one rounding; in place over either operand */
     for (size_t i = 0; i < nx; i++) sd[i] = (double)x[i] + b[i];
-    open_case(what, sizeof what, AB_OP_add, "fp32 %zu", nx);
+    op_case_label(what, sizeof what, AB_OP_add, "fp32 %zu", nx);
     AB_CHECK(be->ops->add(be, nx, AB_F32, x, b, 0, s) == 0, "%s", ab_error());
     check(what, s, sd, nx, AB_TOL_FP32_NMSE);
     check_stored(what, AB_F32, s, sd, nx, 0.0); /* the sum of two floats rounded once */
     memcpy(s, b, nx * sizeof *b);
-    open_case(what, sizeof what, AB_OP_add, "fp32 %zu in place over b", nx);
+    op_case_label(what, sizeof what, AB_OP_add, "fp32 %zu in place over b", nx);
     AB_CHECK(be->ops->add(be, nx, AB_F32, x, s, 0, s) == 0, "%s", ab_error());
     check(what, s, sd, nx, AB_TOL_FP32_NMSE);
     void *xt = to_type(be, AB_F16, x, nx), *bt = to_type(be, AB_F16, b, nx);
     float *xr = falloc(nx), *br = falloc(nx);
     from_type(be, AB_F16, xt, xr, nx);
     from_type(be, AB_F16, bt, br, nx);
-    open_case(what, sizeof what, AB_OP_add, "fp16 %zu in place over b, one rounding of the fp32 sum", nx);
+    op_case_label(what, sizeof what, AB_OP_add, "fp16 %zu in place over b, one rounding of the fp32 sum", nx);
     AB_CHECK(be->ops->add(be, nx, AB_F16, xt, bt, 0, bt) == 0, "%s", ab_error());
     from_type(be, AB_F16, bt, s, nx);
     int bad = 0;
@@ -776,7 +711,7 @@ static void test_add(ab_backend *be) {
         ab_store(bb, i, AB_BF16, (float)ab_rng_normal(&rng));
         want[i] = (double)ab_load(at, i, AB_BF16) + ab_load(bb, i, AB_BF16);
     }
-    open_case(what, sizeof what, AB_OP_add, "bf16 %zu in place over a, one rounding", m);
+    op_case_label(what, sizeof what, AB_OP_add, "bf16 %zu in place over a, one rounding", m);
     AB_CHECK(be->ops->add(be, m, AB_BF16, at, bb, 0, at) == 0, "%s", ab_error());
     check_stored(what, AB_BF16, at, want, m, 0.0);
     free(at), free(bb), free(want);
@@ -785,7 +720,7 @@ static void test_add(ab_backend *be) {
     void *r0 = malloc(nx * 4), *r1 = malloc(nx * 4);
     for (ab_dtype t = AB_F32; t <= AB_BF16; t++) {
         void *ta = to_type(be, t, x, nx), *tb = to_type(be, t, b, nx);
-        open_case(what, sizeof what, AB_OP_add, "%s %zu fused ReLU (the bits of add then relu_forward)",
+        op_case_label(what, sizeof what, AB_OP_add, "%s %zu fused ReLU (the bits of add then relu_forward)",
                   ab_dtype_name(t), nx);
         int rc = be->ops->add(be, nx, t, ta, tb, 0, r0);
         rc |= be->ops->relu_forward(be, nx, t, r0, r0);
@@ -839,7 +774,7 @@ static void test_add_edges(ab_backend *be) {
             sum[i] = (double)ab_load(a, (size_t)i, t) + ab_load(b, (size_t)i, t);
             relu[i] = sum[i] > 0.0 || isnan(sum[i]) ? sum[i] : 0.0;
         }
-        open_case(what, sizeof what, AB_OP_add, "%s %d edge pairs: 65504 + 16, NaN, inf - inf, subnormals", tn, P);
+        op_case_label(what, sizeof what, AB_OP_add, "%s %d edge pairs: 65504 + 16, NaN, inf - inf, subnormals", tn, P);
         AB_CHECK(be->ops->add(be, P, t, a, b, 0, y) == 0, "%s", ab_error());
         check_stored(what, t, y, sum, P, 0.0);
         if (t == AB_F16)
@@ -850,7 +785,7 @@ static void test_add_edges(ab_backend *be) {
                      what, (double)ab_load(y, 0, t), (double)ab_load(y, 1, t), (double)ab_load(y, 2, t),
                      (double)ab_load(y, 3, t), (double)ab_load(y, 10, t));
         AB_CHECK(signbit(ab_load(y, 18, t)), "%s: -0 + -0 = %g, not -0", what, (double)ab_load(y, 18, t));
-        open_case(what, sizeof what, AB_OP_add, "%s %d edge pairs, fused ReLU: NaN passes, -inf becomes 0", tn, P);
+        op_case_label(what, sizeof what, AB_OP_add, "%s %d edge pairs, fused ReLU: NaN passes, -inf becomes 0", tn, P);
         AB_CHECK(be->ops->add(be, P, t, a, b, 1, y) == 0, "%s", ab_error());
         check_stored(what, t, y, relu, P, 0.0);
         free(a), free(b), free(y);

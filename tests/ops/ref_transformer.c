@@ -26,76 +26,11 @@
 #include "half.h"
 #include "kernel_math.h"
 #include "ops_test.h"
+#include "ref_util.h"
 #include "rng.h"
 #include "tolerances.h"
 
-static double *dalloc(size_t n) { return calloc(n ? n : 1, sizeof(double)); }
-static float *falloc(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
-
-static void fill(float *f, double *d, size_t n, double scale) {
-    for (size_t i = 0; i < n; i++) {
-        f[i] = (float)(scale * ab_rng_normal(&rng));
-        if (d) d[i] = f[i];
-    }
-}
-
-static void check(const char *what, const float *got, const double *want, size_t n, double tol) {
-    if (ab_check_nmse(what, got, want, n, tol)) failures++;
-}
-
-/* Opens a case of op described by fmt and writes "op description" into what, the name its
- * checks print when they fail. */
-#if defined(__GNUC__)
-__attribute__((format(printf, 4, 5)))
-#endif
-static void
-open_case(char *what, size_t cap, int op, const char *fmt, ...) {
-    char desc[200];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(desc, sizeof desc, fmt, ap);
-    va_end(ap);
-    op_case(op, "%s", desc);
-    snprintf(what, cap, "%s %s", ab_op_name(op), desc);
-}
-
-static double lowp_tol(ab_dtype t) { return t == AB_F16 ? AB_TOL_FP16_NMSE : AB_TOL_BF16_NMSE; }
-
-/* one ulp of type t at the magnitude of v (the subnormal step below the smallest normal) */
-static double store_ulp(ab_dtype t, double v) {
-    const int mant = t == AB_F16 ? 10 : t == AB_BF16 ? 7 : 23, emin = t == AB_F16 ? -14 : -126;
-    int e = v != 0.0 && isfinite(v) ? ilogb(v) : emin;
-    if (e < emin) e = emin;
-    return ldexp(1.0, e - mant);
-}
-
-/* the float64 value v stored in type t (beyond fp32's range: the infinity it rounds to) */
-static double stored(double v, ab_dtype t) {
-    if (isnan(v)) return v;
-    if (fabs(v) > FLT_MAX) return copysign(INFINITY, v);
-    return ab_round_to((float)v, t);
-}
-
-/* Element by element, n values of type t against float64 references: an element passes when it
- * is the reference stored in t (an infinity, or an overflow to one, included), NaN where the
- * reference is NaN, or finite and within ulps storage ulps of the reference (AB_TOL_STORE_ULPS:
- * one rounding of an fp32 result). Counts one failure and prints the first bad element. */
-static void check_stored(const char *what, ab_dtype t, const void *got, const double *want, size_t n, double ulps) {
-    size_t bad = 0, first = 0;
-    for (size_t i = 0; i < n; i++) {
-        const double g = ab_load(got, i, t), w = want[i];
-        const int ok = isnan(w)
-                           ? isnan(g)
-                           : g == stored(w, t) || (isfinite(w) && isfinite(g) && fabs(g - w) <= ulps * store_ulp(t, w));
-        if (!ok && bad++ == 0) first = i;
-    }
-    if (bad) {
-        fprintf(stderr,
-                "FAIL %s: %zu of %zu elements more than %g %s ulp from float64; element %zu: got %.9g, expected %.9g\n",
-                what, bad, n, ulps, ab_dtype_name(t), first, (double)ab_load(got, first, t), want[first]);
-        failures++;
-    }
-}
+static void fill(float *f, double *d, size_t n, double scale) { fill_scaled(f, d, n, scale); }
 
 /* Element by element against float64 with an absolute bound: NaN where the reference is NaN, the
  * same infinity, else within tol. Counts one failure and prints the first bad element. */
@@ -152,7 +87,7 @@ static void test_layernorm(ab_backend *be, int R, int C) {
     ab_fd_fn f = {ln_ref, in, n, Rd, &lc};
     char what[360];
     ln_ref(&f, yd);
-    open_case(what, sizeof what, AB_OP_layernorm_forward, "fp32 -> fp32 R%d C%d, the mean far from 0", R, C);
+    op_case_label(what, sizeof what, AB_OP_layernorm_forward, "fp32 -> fp32 R%d C%d, the mean far from 0", R, C);
     AB_CHECK(be->ops->layernorm_forward(be, R, C, AB_F32, x, g, b, 1e-12f, mean, rstd, AB_F32, y) == 0, "%s",
              ab_error());
     check(what, y, yd, n, AB_TOL_FP32_NMSE);
@@ -160,7 +95,7 @@ static void test_layernorm(ab_backend *be, int R, int C) {
     ab_fd_grad(&f, 1, C, gg);
     ab_fd_grad(&f, 2, C, gb);
     for (int k = 0; k < C; k++) dg[k] = db[k] = NAN; /* acc 0 overwrites */
-    open_case(what, sizeof what, AB_OP_layernorm_backward, "fp32 R%d C%d acc 0 over NaN, against finite differences", R,
+    op_case_label(what, sizeof what, AB_OP_layernorm_backward, "fp32 R%d C%d acc 0 over NaN, against finite differences", R,
               C);
     AB_CHECK(be->ops->layernorm_backward(be, R, C, AB_F32, x, AB_F32, Rf, g, mean, rstd, 0.0f, dg, db, dx) == 0, "%s",
              ab_error());
@@ -179,7 +114,7 @@ static void test_layernorm(ab_backend *be, int R, int C) {
     }
     float *al = falloc(n);
     memcpy(al, Rf, n * sizeof *al);
-    open_case(what, sizeof what, AB_OP_layernorm_backward, "fp32 R%d C%d acc 1, dx in place over dy", R, C);
+    op_case_label(what, sizeof what, AB_OP_layernorm_backward, "fp32 R%d C%d acc 1, dx in place over dy", R, C);
     AB_CHECK(be->ops->layernorm_backward(be, R, C, AB_F32, x, AB_F32, al, g, mean, rstd, 1.0f, dg, db, al) == 0, "%s",
              ab_error());
     snprintf(what, sizeof what, "layernorm R%d C%d d_weight accumulated", R, C);
@@ -192,7 +127,7 @@ static void test_layernorm(ab_backend *be, int R, int C) {
     /* fp32 in (the embeddings' sum), fp16 out; its backward takes an fp16 dy and gives the fp32
      * dx, whose only rounding is dy's: against the finite differences of the rounded dy */
     uint16_t *yh = malloc(n * 2), *xh = malloc(n * 2), *dyh = malloc(n * 2), *dxh = malloc(n * 2);
-    open_case(what, sizeof what, AB_OP_layernorm_forward, "fp32 -> fp16 R%d C%d", R, C);
+    op_case_label(what, sizeof what, AB_OP_layernorm_forward, "fp32 -> fp16 R%d C%d", R, C);
     AB_CHECK(be->ops->layernorm_forward(be, R, C, AB_F32, x, g, b, 1e-12f, mean, rstd, AB_F16, yh) == 0, "%s",
              ab_error());
     for (size_t i = 0; i < n; i++) y[i] = ab_f16_to_f32(yh[i]);
@@ -207,7 +142,7 @@ static void test_layernorm(ab_backend *be, int R, int C) {
     ab_fd_grad(&fh, 0, n, gxh);
     ab_fd_grad(&fh, 1, C, ggh);
     ab_fd_grad(&fh, 2, C, gbh);
-    open_case(what, sizeof what, AB_OP_layernorm_backward, "fp32 x, fp16 dy -> fp32 dx R%d C%d acc 0", R, C);
+    op_case_label(what, sizeof what, AB_OP_layernorm_backward, "fp32 x, fp16 dy -> fp32 dx R%d C%d acc 0", R, C);
     AB_CHECK(be->ops->layernorm_backward(be, R, C, AB_F32, x, AB_F16, dyh, g, mean, rstd, 0.0f, dg, db, dx) == 0, "%s",
              ab_error());
     failures += ab_fd_check(what, dx, gxh, n);
@@ -221,12 +156,12 @@ static void test_layernorm(ab_backend *be, int R, int C) {
     double *inr[3] = {xr, gd, bd};
     ab_fd_fn frh = {ln_ref, inr, n, Rh, &lc};
     ln_ref(&frh, yr);
-    open_case(what, sizeof what, AB_OP_layernorm_forward, "fp16 -> fp16 R%d C%d", R, C);
+    op_case_label(what, sizeof what, AB_OP_layernorm_forward, "fp16 -> fp16 R%d C%d", R, C);
     AB_CHECK(be->ops->layernorm_forward(be, R, C, AB_F16, xh, g, b, 1e-12f, mean, rstd, AB_F16, yh) == 0, "%s",
              ab_error());
     for (size_t i = 0; i < n; i++) y[i] = ab_f16_to_f32(yh[i]);
     check(what, y, yr, n, AB_TOL_FP16_NMSE);
-    open_case(what, sizeof what, AB_OP_layernorm_backward, "fp16 R%d C%d acc 0", R, C);
+    op_case_label(what, sizeof what, AB_OP_layernorm_backward, "fp16 R%d C%d acc 0", R, C);
     AB_CHECK(be->ops->layernorm_backward(be, R, C, AB_F16, xh, AB_F16, dyh, g, mean, rstd, 0.0f, dg, db, dxh) == 0,
              "%s", ab_error());
     for (size_t i = 0; i < n; i++) dx[i] = ab_f16_to_f32(dxh[i]);
@@ -247,12 +182,12 @@ static void test_layernorm(ab_backend *be, int R, int C) {
     ab_fd_grad(&frb, 0, n, gxb);
     ab_fd_grad(&frb, 1, C, ggb);
     ab_fd_grad(&frb, 2, C, gbb);
-    open_case(what, sizeof what, AB_OP_layernorm_forward, "bf16 -> bf16 R%d C%d", R, C);
+    op_case_label(what, sizeof what, AB_OP_layernorm_forward, "bf16 -> bf16 R%d C%d", R, C);
     AB_CHECK(be->ops->layernorm_forward(be, R, C, AB_BF16, xb, g, b, 1e-12f, mean, rstd, AB_BF16, yb) == 0, "%s",
              ab_error());
     for (size_t i = 0; i < n; i++) y[i] = ab_bf16_to_f32(yb[i]);
     check(what, y, yr, n, AB_TOL_BF16_NMSE);
-    open_case(what, sizeof what, AB_OP_layernorm_backward, "bf16 R%d C%d acc 0", R, C);
+    op_case_label(what, sizeof what, AB_OP_layernorm_backward, "bf16 R%d C%d acc 0", R, C);
     AB_CHECK(be->ops->layernorm_backward(be, R, C, AB_BF16, xb, AB_BF16, dyb, g, mean, rstd, 0.0f, dg, db, dxb) == 0,
              "%s", ab_error());
     for (size_t i = 0; i < n; i++) dx[i] = ab_bf16_to_f32(dxb[i]);
@@ -311,12 +246,12 @@ static void test_elementwise(ab_backend *be) {
         ab_fd_fn f = {ew_ref, in, n, Rd, NULL};
         ew_ref(&f, yd);
         ab_fd_grad(&f, 0, n, gx);
-        open_case(what, sizeof what, fwd, "fp32 %zu N(0, 2)", n);
+        op_case_label(what, sizeof what, fwd, "fp32 %zu N(0, 2)", n);
         int rc = ew_kind ? be->ops->tanh_forward(be, n, AB_F32, x, y) : be->ops->gelu_forward(be, n, AB_F32, x, y);
         AB_CHECK(rc == 0, "%s", ab_error());
         check(what, y, yd, n, AB_TOL_FP32_NMSE);
         /* gelu's backward takes the input, tanh's the output */
-        open_case(what, sizeof what, bwd, "fp32 %zu N(0, 2) from %s, against finite differences", n,
+        op_case_label(what, sizeof what, bwd, "fp32 %zu N(0, 2) from %s, against finite differences", n,
                   ew_kind ? "y" : "x");
         rc =
             ew_kind ? be->ops->tanh_backward(be, n, AB_F32, y, R, dx) : be->ops->gelu_backward(be, n, AB_F32, x, R, dx);
@@ -334,7 +269,7 @@ static void test_elementwise(ab_backend *be) {
                 const double xi = ab_load(h, i, t);
                 want[i] = ew_kind ? tanh(xi) : gelu_d(xi);
             }
-            open_case(what, sizeof what, fwd, "%s %zu N(0, 2), one rounding of the fp32 value", tn, n);
+            op_case_label(what, sizeof what, fwd, "%s %zu N(0, 2), one rounding of the fp32 value", tn, n);
             rc = ew_kind ? be->ops->tanh_forward(be, n, t, h, o) : be->ops->gelu_forward(be, n, t, h, o);
             int bad = 0;
             for (size_t i = 0; i < n; i++) {
@@ -351,7 +286,7 @@ static void test_elementwise(ab_backend *be) {
                 const double xi = ab_load(h, i, t), yi = ab_load(yt, i, t), dyi = ab_load(dyt, i, t);
                 want[i] = ew_kind ? dyi * (1.0 - yi * yi) : dyi * gelu_grad_d(xi);
             }
-            open_case(what, sizeof what, bwd, "%s %zu N(0, 2) from %s", tn, n, ew_kind ? "y" : "x");
+            op_case_label(what, sizeof what, bwd, "%s %zu N(0, 2) from %s", tn, n, ew_kind ? "y" : "x");
             rc = ew_kind ? be->ops->tanh_backward(be, n, t, yt, dyt, o) : be->ops->gelu_backward(be, n, t, h, dyt, o);
             AB_CHECK(rc == 0, "%s", ab_error());
             if (ew_kind) /* 1 - y^2 of a stored y and the product: a few fp32 roundings, then one to t */
@@ -398,7 +333,7 @@ static void test_elementwise_edges(ab_backend *be) {
         }
         for (int kind = 0; kind < 2; kind++) {
             for (int i = 0; i < N; i++) want[i] = kind ? tanh(xd[i]) : gelu_d(xd[i]);
-            open_case(what, sizeof what, kind ? AB_OP_tanh_forward : AB_OP_gelu_forward,
+            op_case_label(what, sizeof what, kind ? AB_OP_tanh_forward : AB_OP_gelu_forward,
                       "%s %d edge values: NaN, +-inf, +-65504, +-3e19, +-0, subnormals", tn, N);
             const int rc = kind ? be->ops->tanh_forward(be, N, t, xt, yt) : be->ops->gelu_forward(be, N, t, xt, yt);
             AB_CHECK(rc == 0, "%s", ab_error());
@@ -420,7 +355,7 @@ static void test_elementwise_edges(ab_backend *be) {
             ab_store(dyt, (size_t)i, t, bx[i][1]);
             wb[i] = ab_load(dyt, (size_t)i, t) * gelu_grad_d(ab_load(at, (size_t)i, t));
         }
-        open_case(what, sizeof what, AB_OP_gelu_backward, "%s %d edge pairs (x, dy): +-inf, NaN, dy 65504, +-65504", tn,
+        op_case_label(what, sizeof what, AB_OP_gelu_backward, "%s %d edge pairs (x, dy): +-inf, NaN, dy 65504, +-65504", tn,
                   NB);
         AB_CHECK(be->ops->gelu_backward(be, NB, t, at, dyt, ot) == 0, "%s", ab_error());
         if (t == AB_F32) {
@@ -438,7 +373,7 @@ static void test_elementwise_edges(ab_backend *be) {
             const double yi = ab_load(at, (size_t)i, t);
             wb[i] = ab_load(dyt, (size_t)i, t) * (1.0 - yi * yi);
         }
-        open_case(what, sizeof what, AB_OP_tanh_backward, "%s %d edge pairs (y, dy): y +-1, NaN, dy inf, 65504", tn,
+        op_case_label(what, sizeof what, AB_OP_tanh_backward, "%s %d edge pairs (y, dy): y +-1, NaN, dy inf, 65504", tn,
                   NT);
         AB_CHECK(be->ops->tanh_backward(be, NT, t, at, dyt, ot) == 0, "%s", ab_error());
         check_stored(what, t, ot, wb, NT, AB_TOL_STORE_ULPS);
@@ -466,7 +401,7 @@ static void test_gelu_math(ab_backend *be) {
         ones[i] = 1.0f;
     }
     char what[360];
-    open_case(what, sizeof what, AB_OP_gelu_forward,
+    op_case_label(what, sizeof what, AB_OP_gelu_forward,
               "fp32 %zu values swept over |x| < 12, against erfc in float64; kernel_math's exp and Phi", n);
     AB_CHECK(be->ops->gelu_forward(be, n, AB_F32, x, y) == 0, "%s", ab_error());
     check_abs(what, y, want, n, AB_TOL_GELU_ABS);
@@ -507,7 +442,7 @@ static void test_gelu_math(ab_backend *be) {
             worst_op, worst_exp, worst_g, worst_tail);
 
     for (size_t i = 0; i < n; i++) want[i] = gelu_grad_d(x[i]);
-    open_case(what, sizeof what, AB_OP_gelu_backward,
+    op_case_label(what, sizeof what, AB_OP_gelu_backward,
               "fp32 %zu values swept over |x| < 12, dy 1, against float64; kernel_math's derivative", n);
     AB_CHECK(be->ops->gelu_backward(be, n, AB_F32, x, ones, y) == 0, "%s", ab_error());
     check_abs(what, y, want, n, AB_TOL_GELU_ABS);
@@ -556,21 +491,21 @@ static void test_softmax(ab_backend *be) {
     ab_fd_fn f = {sm_ref, in, n, Rd, &c};
     sm_ref(&f, pd);
     ab_fd_grad(&f, 0, n, gx);
-    open_case(what, sizeof what, AB_OP_softmax_forward,
+    op_case_label(what, sizeof what, AB_OP_softmax_forward,
               "fp32 B%d heads %d L%d scale 0.37, padding keys, a fully masked row", B, A, L);
     AB_CHECK(be->ops->softmax_forward(be, B, A, L, AB_F32, 0.37f, x, mask, p) == 0, "%s", ab_error());
     check(what, p, pd, n, AB_TOL_FP32_NMSE);
     int zero = 1;
     for (size_t i = (size_t)2 * A * L * L; i < n; i++) zero &= p[i] == 0.0f;
     AB_CHECK(zero, "%s: a row with every key masked is not all 0", what);
-    open_case(what, sizeof what, AB_OP_softmax_backward, "fp32 %d rows L%d scale 0.37, against finite differences",
+    op_case_label(what, sizeof what, AB_OP_softmax_backward, "fp32 %d rows L%d scale 0.37, against finite differences",
               B * A * L, L);
     AB_CHECK(be->ops->softmax_backward(be, B * A * L, L, AB_F32, 0.37f, p, R, dx) == 0, "%s", ab_error());
     failures += ab_fd_check(what, dx, gx, n);
     /* in place (the scores become the probabilities) */
     float *al = falloc(n);
     memcpy(al, x, n * sizeof *al);
-    open_case(what, sizeof what, AB_OP_softmax_forward, "fp32 B%d heads %d L%d in place", B, A, L);
+    op_case_label(what, sizeof what, AB_OP_softmax_forward, "fp32 B%d heads %d L%d in place", B, A, L);
     AB_CHECK(be->ops->softmax_forward(be, B, A, L, AB_F32, 0.37f, al, mask, al) == 0, "%s", ab_error());
     check(what, al, pd, n, AB_TOL_FP32_NMSE);
 
@@ -589,7 +524,7 @@ static void test_softmax(ab_backend *be) {
         double *inr[1] = {xr};
         ab_fd_fn fr = {sm_ref, inr, n, NULL, &c};
         sm_ref(&fr, want);
-        open_case(what, sizeof what, AB_OP_softmax_forward, "%s B%d heads %d L%d scale 0.37, padding keys", tn, B, A,
+        op_case_label(what, sizeof what, AB_OP_softmax_forward, "%s B%d heads %d L%d scale 0.37, padding keys", tn, B, A,
                   L);
         AB_CHECK(be->ops->softmax_forward(be, B, A, L, t, 0.37f, xt, mask, pt) == 0, "%s", ab_error());
         check_stored(what, t, pt, want, n, AB_TOL_STORE_ULPS);
@@ -605,7 +540,7 @@ static void test_softmax(ab_backend *be) {
                 want[i] = c.scale * ab_load(pt, i, t) * (ab_load(dpt, i, t) - s);
             }
         }
-        open_case(what, sizeof what, AB_OP_softmax_backward, "%s %d rows L%d scale 0.37", tn, B * A * L, L);
+        op_case_label(what, sizeof what, AB_OP_softmax_backward, "%s %d rows L%d scale 0.37", tn, B * A * L, L);
         AB_CHECK(be->ops->softmax_backward(be, B * A * L, L, t, 0.37f, pt, dpt, dxt) == 0, "%s", ab_error());
         for (size_t i = 0; i < n; i++) got[i] = ab_load(dxt, i, t);
         check(what, got, want, n, lowp_tol(t));
@@ -635,7 +570,7 @@ static void test_softmax_edges(ab_backend *be) {
     sm_ref(&f, want);
     float p[N];
     char what[360];
-    open_case(what, sizeof what, AB_OP_softmax_forward,
+    op_case_label(what, sizeof what, AB_OP_softmax_forward,
               "fp32 B%d heads %d L%d: NaN and inf at masked keys, an unmasked -inf, scores of 1e4", B, A, L);
     AB_CHECK(be->ops->softmax_forward(be, B, A, L, AB_F32, 1.0f, x, mask, p) == 0, "%s", ab_error());
     check(what, p, want, N, AB_TOL_FP32_NMSE);
@@ -652,7 +587,7 @@ static void test_dropout(ab_backend *be) {
     float *x = falloc(n), *y = falloc(n), *dx = falloc(n);
     char what[360];
     fill(x, NULL, n, 1.0);
-    open_case(what, sizeof what, AB_OP_dropout_forward, "fp32 %zu rate 0.1: the counter-based mask, 1/(1-p) scaling",
+    op_case_label(what, sizeof what, AB_OP_dropout_forward, "fp32 %zu rate 0.1: the counter-based mask, 1/(1-p) scaling",
               n);
     AB_CHECK(be->ops->dropout_forward(be, n, AB_F32, rate, seed, x, y) == 0, "%s", ab_error());
     const uint32_t thr = ab_dropout_threshold(rate);
@@ -666,16 +601,16 @@ static void test_dropout(ab_backend *be) {
     AB_CHECK(bad == 0 && fabs((double)kept - 0.9 * n) < 6 * 134.0,
              "%s: %zu elements differ from the mask, %zu of %zu kept", what, bad, kept, n);
     op_note("%.4f kept", (double)kept / n);
-    open_case(what, sizeof what, AB_OP_dropout_backward, "fp32 %zu rate 0.1: the forward's mask", n);
+    op_case_label(what, sizeof what, AB_OP_dropout_backward, "fp32 %zu rate 0.1: the forward's mask", n);
     AB_CHECK(be->ops->dropout_backward(be, n, AB_F32, rate, seed, x, dx) == 0 && memcmp(dx, y, n * 4) == 0,
              "%s: dropout backward does not use the forward's mask", what);
-    open_case(what, sizeof what, AB_OP_dropout_forward, "fp32 %zu rate 0.1, another seed: another mask", n);
+    op_case_label(what, sizeof what, AB_OP_dropout_forward, "fp32 %zu rate 0.1, another seed: another mask", n);
     AB_CHECK(be->ops->dropout_forward(be, n, AB_F32, rate, seed + 1, x, dx) == 0 && memcmp(dx, y, n * 4) != 0,
              "%s: another seed gave the same mask", what);
-    open_case(what, sizeof what, AB_OP_dropout_forward, "fp32 %zu rate 0 copies", n);
+    op_case_label(what, sizeof what, AB_OP_dropout_forward, "fp32 %zu rate 0 copies", n);
     AB_CHECK(be->ops->dropout_forward(be, n, AB_F32, 0.0f, seed, x, dx) == 0 && memcmp(dx, x, n * 4) == 0,
              "%s: rate 0 is not a copy", what);
-    open_case(what, sizeof what, AB_OP_dropout_forward, "fp32 %zu rate 1 is refused", n);
+    op_case_label(what, sizeof what, AB_OP_dropout_forward, "fp32 %zu rate 1 is refused", n);
     AB_CHECK(be->ops->dropout_forward(be, n, AB_F32, 1.0f, seed, x, dx) != 0, "%s: rate 1 was accepted", what);
 
     /* fp16 and bf16 on an odd size, in place: kept values x / (1 - rate) in float64 within a
@@ -692,7 +627,7 @@ static void test_dropout(ab_backend *be) {
                 ab_store(v, i, t, (float)(3.0 * ab_rng_normal(&rng)));
                 want[i] = ab_dropout_keep(seed, i, t2) ? ab_load(v, i, t) / (1.0 - (double)r2) : 0.0;
             }
-            open_case(what, sizeof what, dir ? AB_OP_dropout_backward : AB_OP_dropout_forward,
+            op_case_label(what, sizeof what, dir ? AB_OP_dropout_backward : AB_OP_dropout_forward,
                       "%s %zu rate 0.25 in place", tn, m);
             AB_CHECK((dir ? be->ops->dropout_backward(be, m, t, r2, seed, v, v)
                           : be->ops->dropout_forward(be, m, t, r2, seed, v, v)) == 0,
@@ -724,7 +659,7 @@ static void test_dropout(ab_backend *be) {
         AB_CHECK(kept_nan && dropped_nan, "dropout edges: the mask keeps %d and drops %d NaNs (want some of each)",
                  kept_nan, dropped_nan);
         for (int dir = 0; dir < 2; dir++) {
-            open_case(what, sizeof what, dir ? AB_OP_dropout_backward : AB_OP_dropout_forward,
+            op_case_label(what, sizeof what, dir ? AB_OP_dropout_backward : AB_OP_dropout_forward,
                       "%s %d edge values rate 0.25: NaN, +-inf, +-65504, subnormals, kept and dropped", tn, E);
             AB_CHECK((dir ? be->ops->dropout_backward(be, E, t, r2, seed, v, o)
                           : be->ops->dropout_forward(be, E, t, r2, seed, v, o)) == 0,
@@ -780,12 +715,12 @@ static void test_embedding(ab_backend *be) {
     ab_fd_grad(&f, 0, V * C, gw);
     ab_fd_grad(&f, 1, P * C, gp);
     ab_fd_grad(&f, 2, T * C, gt);
-    open_case(what, sizeof what, AB_OP_embedding_forward, "fp32 R%d L%d C%d vocab %d, %d positions, %d types", R, L, C,
+    op_case_label(what, sizeof what, AB_OP_embedding_forward, "fp32 R%d L%d C%d vocab %d, %d positions, %d types", R, L, C,
               V, P, T);
     AB_CHECK(be->ops->embedding_forward(be, R, L, C, ids, types, w, V, p, t, T, y) == 0, "%s", ab_error());
     check(what, y, yd, R * C, AB_TOL_FP32_NMSE);
     for (int i = 0; i < V * C; i++) dw[i] = NAN;
-    open_case(what, sizeof what, AB_OP_embedding_backward,
+    op_case_label(what, sizeof what, AB_OP_embedding_backward,
               "fp32 R%d L%d C%d acc 0 over NaN, a repeated id, against finite differences", R, L, C);
     AB_CHECK(be->ops->embedding_backward(be, R, L, C, ids, types, Rf, V, T, 0, dw, dp, dt) == 0, "%s", ab_error());
     failures += ab_fd_check("embedding word-table gradient", dw, gw, V * C);
@@ -795,7 +730,7 @@ static void test_embedding(ab_backend *be) {
     /* ids and types out of range: NaN rows, not reads past the tables; the other rows as before */
     ids[0] = V, ids[6] = -1, types[9] = T, types[12] = -1;
     const int bad_rows[] = {0, 6, 9, 12};
-    open_case(what, sizeof what, AB_OP_embedding_forward, "fp32 R%d L%d C%d, ids %d and -1, types %d and -1", R, L, C,
+    op_case_label(what, sizeof what, AB_OP_embedding_forward, "fp32 R%d L%d C%d, ids %d and -1, types %d and -1", R, L, C,
               V, T);
     AB_CHECK(be->ops->embedding_forward(be, R, L, C, ids, types, w, V, p, t, T, y) == 0, "%s", ab_error());
     int nan_rows = 1;
@@ -820,7 +755,7 @@ static void test_embedding(ab_backend *be) {
             wt[types[r] * C + k] += Rd[r * C + k];
         }
     }
-    open_case(what, sizeof what, AB_OP_embedding_backward, "fp32 R%d L%d C%d acc 1, rows with a bad id or type skipped",
+    op_case_label(what, sizeof what, AB_OP_embedding_backward, "fp32 R%d L%d C%d acc 1, rows with a bad id or type skipped",
               R, L, C);
     AB_CHECK(be->ops->embedding_backward(be, R, L, C, ids, types, Rf, V, T, 1, dw, dp, dt) == 0, "%s", ab_error());
     check(what, dw, ww, V * C, AB_TOL_FP32_NMSE);
@@ -847,7 +782,7 @@ static void test_gemm_batched(ab_backend *be) {
                 for (int d = 0; d < D; d++) acc += (double)q[i * H + h * D + d] * k[j * H + h * D + d];
                 ref[(h * L + i) * L + j] = acc;
             }
-    open_case(what, sizeof what, AB_OP_gemm_batched, "fp32 %d x (%dx%dx%d) q k^T over strided heads", A, L, L, D);
+    op_case_label(what, sizeof what, AB_OP_gemm_batched, "fp32 %d x (%dx%dx%d) q k^T over strided heads", A, L, L, D);
     AB_CHECK(be->ops->gemm_batched(be, 0, 1, L, L, D, 1.0f, AB_F32, q, H, D, AB_F32, k, H, D, 0.0f, AB_F32, s, L, L * L,
                                    A) == 0,
              "%s", ab_error());
@@ -874,7 +809,7 @@ static void test_gemm_batched(ab_backend *be) {
                                ab_load(kh, (size_t)(i * H + h * D + b), t);
                     r2[(h * D + a) * D + b] = acc;
                 }
-        open_case(what, sizeof what, AB_OP_gemm_batched, "%s %d x (%dx%dx%d) q^T k over strided heads, beta 1",
+        op_case_label(what, sizeof what, AB_OP_gemm_batched, "%s %d x (%dx%dx%d) q^T k over strided heads, beta 1",
                   ab_dtype_name(t), A, D, D, L);
         AB_CHECK(be->ops->gemm_batched(be, 1, 0, D, D, L, 1.0f, t, qh, H, D, t, kh, H, D, 1.0f, t, sh, D, D * D, A) ==
                      0,
@@ -909,7 +844,7 @@ static void test_gemm_batched(ab_backend *be) {
                 const int o = bt * SC + i * LDC + j;
                 want[o] = 0.5 * acc - want[o];
             }
-    open_case(what, sizeof what, AB_OP_gemm_batched,
+    op_case_label(what, sizeof what, AB_OP_gemm_batched,
               "fp16 -> fp32 %d x (%dx%dx%d) both transposed, alpha 0.5 beta -1, ldc %d, padding between batches", NB, M,
               N, K, LDC);
     AB_CHECK(be->ops->gemm_batched(be, 1, 1, M, N, K, 0.5f, AB_F16, a16, M, K * M, AB_F16, b16, K, N * K, -1.0f, AB_F32,
