@@ -103,6 +103,143 @@ static void run_case(const dp_case *k, int rank) {
     free(w);
 }
 
+/* the MLP: fp32 and amp against one process with the whole batch or accumulation, fp16 on the
+ * wire, a planted inf on one rank, accumulation on the ranks */
+static int mlp_cases(dp_case *cases) {
+    int n = 0;
+    /* fp32: 2 x 48 against one process with 96, over a whole epoch (6 steps, the last short) */
+    cases[n] = (dp_case){.what = "fp32: 2 ranks x 48 == 1 x 96",
+                         .dp = base(AB_PREC_FP32, 48, "mpi"),
+                         .ref = base(AB_PREC_FP32, 96, "self"),
+                         .steps = 6,
+                         .tol = AB_TOL_DP_FP32_NMSE,
+                         .expect_skipped = 0};
+    n++;
+    /* amp, fp32 all-reduce: against accumulation of the same two micro-batches (fp32 round-off)... */
+    cases[n] = (dp_case){.what = "amp: 2 ranks x 32 == 1 x 32 accum 2",
+                         .dp = base(AB_PREC_AMP, 32, "mpi"),
+                         .ref = base(AB_PREC_AMP, 32, "self"),
+                         .steps = 5,
+                         .tol = AB_TOL_DP_FP32_NMSE,
+                         .expect_skipped = 0};
+    cases[n].ref.accum_steps = 2;
+    n++;
+    /* ... and against one batch of 64 (the fp16 gradients are rounded at other points) */
+    cases[n] = (dp_case){.what = "amp: 2 ranks x 32 == 1 x 64",
+                         .dp = base(AB_PREC_AMP, 32, "mpi"),
+                         .ref = base(AB_PREC_AMP, 64, "self"),
+                         .steps = 5,
+                         .tol = AB_TOL_DP_FP16_NMSE,
+                         .expect_skipped = 0};
+    n++;
+    /* amp, fp16 all-reduce */
+    cases[n] = (dp_case){.what = "amp fp16 all-reduce: 2 ranks x 32 == 1 x 32 accum 2",
+                         .dp = base(AB_PREC_AMP, 32, "mpi"),
+                         .ref = base(AB_PREC_AMP, 32, "self"),
+                         .steps = 5,
+                         .tol = AB_TOL_DP_FP16_NMSE,
+                         .expect_skipped = 0};
+    cases[n].dp.allreduce_dtype = AB_F16;
+    cases[n].ref.accum_steps = 2;
+    n++;
+    /* an inf on rank 1 only at step 2: both ranks skip it, as the reference (inf at step 2) does */
+    cases[n] = (dp_case){.what = "amp: inf on rank 1 only, both skip",
+                         .dp = base(AB_PREC_AMP, 32, "mpi"),
+                         .ref = base(AB_PREC_AMP, 32, "self"),
+                         .steps = 5,
+                         .tol = AB_TOL_DP_FP32_NMSE,
+                         .expect_skipped = 1};
+    cases[n].dp.inject_inf_step = 2;
+    cases[n].dp.inject_inf_rank = 1;
+    cases[n].ref.accum_steps = 2;
+    cases[n].ref.inject_inf_step = 2;
+    n++;
+    /* accumulation on the ranks too: 2 ranks x 2 micro-batches of 16 == 1 x 64 (fp32) */
+    cases[n] = (dp_case){.what = "fp32: 2 ranks x 16 accum 2 == 1 x 64",
+                         .dp = base(AB_PREC_FP32, 16, "mpi"),
+                         .ref = base(AB_PREC_FP32, 64, "self"),
+                         .steps = 4,
+                         .tol = AB_TOL_DP_FP32_NMSE,
+                         .expect_skipped = 0};
+    cases[n].dp.accum_steps = 2;
+    n++;
+    return n;
+}
+
+/* the reduced ResNet, whose batch norm normalises per rank */
+static int resnet_cases(dp_case *cases) {
+    int n = 0;
+    /* the reduced ResNet (batch norm): each rank normalises with its own batch's statistics, so
+     * the reference is one process accumulating the same two micro-batches of 16, whose batch
+     * statistics are the ranks' (fp32 round-off); running statistics do not enter training */
+    cases[n] = (dp_case){.what = "resnet-tiny fp32: 2 ranks x 16 == 1 x 16 accum 2",
+                         .dp = base(AB_PREC_FP32, 16, "mpi"),
+                         .ref = base(AB_PREC_FP32, 16, "self"),
+                         .steps = 3,
+                         .tol = AB_TOL_DP_BN_NMSE,
+                         .expect_skipped = 0};
+    cases[n].dp.model = cases[n].ref.model = "resnet-tiny";
+    cases[n].ref.accum_steps = 2;
+    n++;
+    cases[n] = (dp_case){.what = "resnet-tiny amp: 2 ranks x 16 == 1 x 16 accum 2",
+                         .dp = base(AB_PREC_AMP, 16, "mpi"),
+                         .ref = base(AB_PREC_AMP, 16, "self"),
+                         .steps = 3,
+                         .tol = AB_TOL_DP_BN_NMSE,
+                         .expect_skipped = 0};
+    cases[n].dp.model = cases[n].ref.model = "resnet-tiny";
+    cases[n].ref.accum_steps = 2;
+    n++;
+    return n;
+}
+
+/* bert-tiny with AdamW and clipping by the global norm (needs SST-2; skipped, visibly, without) */
+static int bert_cases(dp_case *cases, int rank) {
+    int n = 0;
+    /* BERT (the tiny configuration, dropout off so the ranks' masks do not enter) on an SST-2
+     * subset: AdamW with decoupled decay and clipping by the global norm, which must be taken
+     * over the all-reduced gradient, so 2 ranks x 16 == 1 x 32 (fp32) and == 1 x 16 accum 2 (amp).
+     * The amp case holds to fp32 round-off (AB_TOL_DP_ADAMW_AMP_NMSE says what AdamW makes of a
+     * last bit) only if each rank's fp16 gradients are the tensors the accumulating process holds:
+     * scaled by W, the lowest layers' fp16 gradients round differently near fp16's subnormals, which
+     * AdamW's normalised update turns into an NMSE of 1e-5. */
+    char sst2[1024];
+    snprintf(sst2, sizeof sst2, "%s/glue/SST-2/train.tsv", AB_DEFAULT_DATA_ROOT);
+    const int have_sst2 = access(sst2, R_OK) == 0;
+    if (!have_sst2 && rank == 0) printf("SKIPPED (part): no %s for the BERT cases\n", sst2);
+    for (int k = 0; k < 2 && have_sst2; k++) {
+        const ab_precision p = k == 0 ? AB_PREC_FP32 : AB_PREC_AMP;
+        cases[n] = (dp_case){.what = k == 0 ? "bert-tiny fp32: 2 ranks x 16 == 1 x 32"
+                                            : "bert-tiny amp: 2 ranks x 16 == 1 x 16 accum 2",
+                             .dp = base(p, 16, "mpi"),
+                             .ref = base(p, k == 0 ? 32 : 16, "self"),
+                             .steps = 4,
+                             .tol = k == 0 ? AB_TOL_DP_FP32_NMSE : AB_TOL_DP_ADAMW_AMP_NMSE,
+                             .expect_skipped = 0};
+        ab_train_config *cs[2] = {&cases[n].dp, &cases[n].ref};
+        for (int j = 0; j < 2; j++) {
+            ab_train_config *c = cs[j];
+            c->model = "bert-tiny";
+            c->dataset = "sst2";
+            c->data_dir = NULL;
+            c->train_subset = 256;
+            c->test_subset = 32;
+            c->max_seq_len = 32;
+            c->dropout = 0.0f;
+            c->optimizer = AB_OPT_ADAMW;
+            c->lr = 1e-3f;
+            c->momentum = 0.0f;
+            c->weight_decay = 0.01f;
+            c->wd_exclude = 1;
+            c->clip_grad_norm = 0.5f; /* small enough that it clips: the norm must be the world's */
+        }
+        if (k == 1) cases[n].ref.accum_steps = 2;
+        n++;
+    }
+
+    return n;
+}
+
 int main(void) {
     int world = 1;
     if (!ab_comm_launched(&world) || world != 2) {
@@ -120,98 +257,9 @@ int main(void) {
     dp_case cases[12];
     int nc = 0;
 
-    /* fp32: 2 x 48 against one process with 96, over a whole epoch (6 steps, the last short) */
-    cases[nc] = (dp_case){.what = "fp32: 2 ranks x 48 == 1 x 96", .dp = base(AB_PREC_FP32, 48, "mpi"),
-                          .ref = base(AB_PREC_FP32, 96, "self"), .steps = 6, .tol = AB_TOL_DP_FP32_NMSE,
-                          .expect_skipped = 0};
-    nc++;
-    /* amp, fp32 all-reduce: against accumulation of the same two micro-batches (fp32 round-off)... */
-    cases[nc] = (dp_case){.what = "amp: 2 ranks x 32 == 1 x 32 accum 2", .dp = base(AB_PREC_AMP, 32, "mpi"),
-                          .ref = base(AB_PREC_AMP, 32, "self"), .steps = 5, .tol = AB_TOL_DP_FP32_NMSE,
-                          .expect_skipped = 0};
-    cases[nc].ref.accum_steps = 2;
-    nc++;
-    /* ... and against one batch of 64 (the fp16 gradients are rounded at other points) */
-    cases[nc] = (dp_case){.what = "amp: 2 ranks x 32 == 1 x 64", .dp = base(AB_PREC_AMP, 32, "mpi"),
-                          .ref = base(AB_PREC_AMP, 64, "self"), .steps = 5, .tol = AB_TOL_DP_FP16_NMSE,
-                          .expect_skipped = 0};
-    nc++;
-    /* amp, fp16 all-reduce */
-    cases[nc] = (dp_case){.what = "amp fp16 all-reduce: 2 ranks x 32 == 1 x 32 accum 2",
-                          .dp = base(AB_PREC_AMP, 32, "mpi"), .ref = base(AB_PREC_AMP, 32, "self"), .steps = 5,
-                          .tol = AB_TOL_DP_FP16_NMSE, .expect_skipped = 0};
-    cases[nc].dp.allreduce_dtype = AB_F16;
-    cases[nc].ref.accum_steps = 2;
-    nc++;
-    /* an inf on rank 1 only at step 2: both ranks skip it, as the reference (inf at step 2) does */
-    cases[nc] = (dp_case){.what = "amp: inf on rank 1 only, both skip", .dp = base(AB_PREC_AMP, 32, "mpi"),
-                          .ref = base(AB_PREC_AMP, 32, "self"), .steps = 5, .tol = AB_TOL_DP_FP32_NMSE,
-                          .expect_skipped = 1};
-    cases[nc].dp.inject_inf_step = 2;
-    cases[nc].dp.inject_inf_rank = 1;
-    cases[nc].ref.accum_steps = 2;
-    cases[nc].ref.inject_inf_step = 2;
-    nc++;
-    /* accumulation on the ranks too: 2 ranks x 2 micro-batches of 16 == 1 x 64 (fp32) */
-    cases[nc] = (dp_case){.what = "fp32: 2 ranks x 16 accum 2 == 1 x 64", .dp = base(AB_PREC_FP32, 16, "mpi"),
-                          .ref = base(AB_PREC_FP32, 64, "self"), .steps = 4, .tol = AB_TOL_DP_FP32_NMSE,
-                          .expect_skipped = 0};
-    cases[nc].dp.accum_steps = 2;
-    nc++;
-
-    /* the reduced ResNet (batch norm): each rank normalises with its own batch's statistics, so
-     * the reference is one process accumulating the same two micro-batches of 16, whose batch
-     * statistics are the ranks' (fp32 round-off); running statistics do not enter training */
-    cases[nc] = (dp_case){.what = "resnet-tiny fp32: 2 ranks x 16 == 1 x 16 accum 2",
-                          .dp = base(AB_PREC_FP32, 16, "mpi"), .ref = base(AB_PREC_FP32, 16, "self"), .steps = 3,
-                          .tol = AB_TOL_DP_BN_NMSE, .expect_skipped = 0};
-    cases[nc].dp.model = cases[nc].ref.model = "resnet-tiny";
-    cases[nc].ref.accum_steps = 2;
-    nc++;
-    cases[nc] = (dp_case){.what = "resnet-tiny amp: 2 ranks x 16 == 1 x 16 accum 2",
-                          .dp = base(AB_PREC_AMP, 16, "mpi"), .ref = base(AB_PREC_AMP, 16, "self"), .steps = 3,
-                          .tol = AB_TOL_DP_BN_NMSE, .expect_skipped = 0};
-    cases[nc].dp.model = cases[nc].ref.model = "resnet-tiny";
-    cases[nc].ref.accum_steps = 2;
-    nc++;
-
-    /* BERT (the tiny configuration, dropout off so the ranks' masks do not enter) on an SST-2
-     * subset: AdamW with decoupled decay and clipping by the global norm, which must be taken
-     * over the all-reduced gradient, so 2 ranks x 16 == 1 x 32 (fp32) and == 1 x 16 accum 2 (amp).
-     * The amp case holds to fp32 round-off (AB_TOL_DP_ADAMW_AMP_NMSE says what AdamW makes of a
-     * last bit) only if each rank's fp16 gradients are the tensors the accumulating process holds:
-     * scaled by W, the lowest layers' fp16 gradients round differently near fp16's subnormals, which
-     * AdamW's normalised update turns into an NMSE of 1e-5. */
-    char sst2[1024];
-    snprintf(sst2, sizeof sst2, "%s/glue/SST-2/train.tsv", AB_DEFAULT_DATA_ROOT);
-    const int have_sst2 = access(sst2, R_OK) == 0;
-    if (!have_sst2 && rank == 0) printf("SKIPPED (part): no %s for the BERT cases\n", sst2);
-    for (int k = 0; k < 2 && have_sst2; k++) {
-        const ab_precision p = k == 0 ? AB_PREC_FP32 : AB_PREC_AMP;
-        cases[nc] = (dp_case){.what = k == 0 ? "bert-tiny fp32: 2 ranks x 16 == 1 x 32"
-                                             : "bert-tiny amp: 2 ranks x 16 == 1 x 16 accum 2",
-                              .dp = base(p, 16, "mpi"), .ref = base(p, k == 0 ? 32 : 16, "self"), .steps = 4,
-                              .tol = k == 0 ? AB_TOL_DP_FP32_NMSE : AB_TOL_DP_ADAMW_AMP_NMSE, .expect_skipped = 0};
-        ab_train_config *cs[2] = {&cases[nc].dp, &cases[nc].ref};
-        for (int j = 0; j < 2; j++) {
-            ab_train_config *c = cs[j];
-            c->model = "bert-tiny";
-            c->dataset = "sst2";
-            c->data_dir = NULL;
-            c->train_subset = 256;
-            c->test_subset = 32;
-            c->max_seq_len = 32;
-            c->dropout = 0.0f;
-            c->optimizer = AB_OPT_ADAMW;
-            c->lr = 1e-3f;
-            c->momentum = 0.0f;
-            c->weight_decay = 0.01f;
-            c->wd_exclude = 1;
-            c->clip_grad_norm = 0.5f; /* small enough that it clips: the norm must be the world's */
-        }
-        if (k == 1) cases[nc].ref.accum_steps = 2;
-        nc++;
-    }
+    nc += mlp_cases(cases + nc);
+    nc += resnet_cases(cases + nc);
+    nc += bert_cases(cases + nc, rank);
 
     for (int i = 0; i < nc; i++) {
         run_case(&cases[i], rank);
