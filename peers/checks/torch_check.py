@@ -21,14 +21,19 @@ accurate as the framework users compare it with. The second bound is there becau
 within fp32's rounding of 0 can fall on the other side in fp32, which moves a whole element of
 gradient into or out of every tensor behind it: every batch has some (PyTorch's fp32 forward flips
 a few too), which ones differs between BLAS kernels (OpenBLAS's Haswell and SkylakeX kernels put
-one at layer4's last ReLU of resnet50 or not: NMSE 6e-5 in layer4.2's tensors against 1e-10), and
-PyTorch accumulates batch-norm sums in double on a CPU where ampbench, as a GPU, uses fp32. The logits,
+one at layer4's last ReLU of resnet50 or not: NMSE 6e-5 in layer4.2's tensors against 1e-10);
+batch-norm sums are taken in double on both sides (PyTorch's CPU kernels and ampbench's). The logits,
 loss and running statistics go through the forward only, which is well conditioned: NMSE 1e-8. A
 wiring mistake (a wrong buffer, a missing shortcut, a transposed filter) gives an NMSE of order
 1. The weights written back must equal the file bit for bit.
 
-usage: torch_check.py MODEL_GRADS_BINARY [resnet50|resnet50-cifar ...]
+usage: torch_check.py MODEL_GRADS_BINARY [--batch N] [--report] [resnet50|resnet50-cifar ...]
+  --batch N   images in the step [2]
+  --report    also print how close ampbench's fp32 gradients are to float64 beside PyTorch's fp32
+              ones: the geometric mean of the ratio of their NMSEs, over all tensors and the
+              batch-norm ones, and the tensors where ampbench's is farthest
 Exit 0 when all agree, 1 on a mismatch, 77 (skip) without torch and torchvision."""
+import math
 import os
 import sys
 import tempfile
@@ -76,11 +81,11 @@ def nmse(a, b):
     return num / den if den > 0 else num
 
 
-def check(tool, name, tmp):
+def check(tool, name, tmp, batch=2, report_all=False):
     m = build(name)
     # the torchvision stem halves twice before layer1: 64x64 keeps layer4 at 2x2 (8 values per
     # channel in its batch norm at batch 2); the CIFAR stem runs at CIFAR's 32x32
-    size, batch = (64, 2) if name == "resnet50" else (32, 2)
+    size = 64 if name == "resnet50" else 32
     g = torch.Generator().manual_seed(1)
     x = torch.randn(batch, 3, size, size, generator=g)
     y = torch.randint(0, 10, (batch,), generator=g)
@@ -141,20 +146,52 @@ def check(tool, name, tmp):
     for k, b in md.named_buffers():
         if k.endswith("running_mean") or k.endswith("running_var"):
             report(k, nmse(out[k], b), TOL_FWD_NMSE)
+    if report_all:
+        accuracy_report(name, batch, out, md, g32)
     print(f"{'ok  ' if failures == 0 else 'FAIL'} {name}: {n} gradients, logits and running statistics against "
           f"torchvision in float64 (worst gradient nmse {worst[0]:.2g}, {worst[1]}); loss {out['loss'].item():.6f} "
           f"vs {loss.item():.6f}; checkpoint round trip bit for bit")
     return failures
 
 
+def accuracy_report(name, batch, out, md, g32):
+    """How close to the float64 gradients ampbench's fp32 ones are, beside PyTorch's fp32 ones: per
+    tensor the NMSE of each against float64, the geometric mean of their ratio over all tensors and
+    over the batch-norm ones, how many tensors ampbench's is the farther on, the largest ratios."""
+    rows = [(k, nmse(out["grad." + k], p.grad), nmse(g32[k].grad, p.grad)) for k, p in md.named_parameters()]
+    bn = [r for r in rows if ".bn" in r[0] or r[0].startswith("bn") or "downsample.1" in r[0]]
+
+    def gmean(rs):
+        return math.exp(sum(math.log(max(a, 1e-30) / max(b, 1e-30)) for _, a, b in rs) / len(rs))
+
+    for what, rs in (("all", rows), ("batch norm", bn)):
+        print(f"report {name} batch {batch}: {what} {len(rs)} tensors: ampbench's fp32 NMSE against float64 over "
+              f"PyTorch's fp32 one, geometric mean {gmean(rs):.3f}; ampbench's the larger on "
+              f"{sum(a > b for _, a, b in rs)}")
+    for k, a, b in sorted(rows, key=lambda r: -r[1] / max(r[2], 1e-30))[:8]:
+        print(f"report {name}   {k}: ampbench {a:.3g}, PyTorch {b:.3g} (ratio {a / max(b, 1e-30):.2f})")
+
+
 def main():
-    if len(sys.argv) < 2:
+    args = sys.argv[1:]
+    batch, report_all = 2, False
+    while len(args) > 1 and args[1].startswith("--"):
+        if args[1] == "--report":
+            report_all = True
+            args = args[:1] + args[2:]
+        elif args[1] == "--batch" and len(args) > 2 and args[2].isdigit() and int(args[2]) >= 2:
+            batch = int(args[2])
+            args = args[:1] + args[3:]
+        else:
+            print(f"torch_check.py: unknown option or bad value '{args[1]}' (--batch N >= 2, --report)")
+            return 2
+    if not args:
         print(__doc__)
         return 2
     torch.set_num_threads(max(1, os.cpu_count() or 1))
-    names = sys.argv[2:] or ["resnet50-cifar", "resnet50"]
+    names = args[1:] or ["resnet50-cifar", "resnet50"]
     with tempfile.TemporaryDirectory() as tmp:
-        failures = sum(check(sys.argv[1], n, tmp) for n in names)
+        failures = sum(check(args[0], n, tmp, batch, report_all) for n in names)
     return 1 if failures else 0
 
 
