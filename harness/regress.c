@@ -217,9 +217,16 @@ static int write_bench(const char *path, const char *entries) {
     return rc;
 }
 
-int main(int argc, char **argv) {
-    const char *dirs[2] = {NULL, NULL}, *config = AB_SOURCE_DIR "/harness/regress.conf", *prefix = NULL;
-    int nd = 0, json = 1;
+/* What the command line asks for: the two run folders, the tolerances file, where the JSON goes. */
+typedef struct {
+    const char *dirs[2], *config, *prefix;
+    int json;
+} options;
+
+/* Reads the command line into o; returns -1 to go on, else the exit code (0 after --help, 2 on bad arguments). */
+static int parse_options(int argc, char **argv, options *o) {
+    *o = (options){{NULL, NULL}, AB_SOURCE_DIR "/harness/regress.conf", NULL, 1};
+    int nd = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -227,7 +234,7 @@ int main(int argc, char **argv) {
             return 0;
         }
         if (!strcmp(a, "--no-json")) {
-            json = 0;
+            o->json = 0;
             continue;
         }
         if (!strcmp(a, "--config") || !strcmp(a, "--json-prefix")) {
@@ -235,146 +242,213 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "ampbench-regress: %s needs a value\n", a);
                 return 2;
             }
-            if (!strcmp(a, "--config")) config = argv[++i];
-            else prefix = argv[++i];
+            if (!strcmp(a, "--config")) o->config = argv[++i];
+            else o->prefix = argv[++i];
             continue;
         }
         if (a[0] == '-' || nd >= 2) {
             fprintf(stderr, "ampbench-regress: unexpected argument '%s' (see --help)\n", a);
             return 2;
         }
-        dirs[nd++] = a;
+        o->dirs[nd++] = a;
     }
     if (nd != 2) {
         fputs(usage, stderr);
         return 2;
     }
-    rule rules[32];
-    int nr = 0;
-    if (load_config(config, rules, 32, &nr) != 0) {
-        fprintf(stderr, "ampbench-regress: %s\n", ab_error());
-        return 2;
-    }
-    hr_runset *base = calloc(1, sizeof *base), *cur = calloc(1, sizeof *cur);
-    hr_workload *wb = calloc(HR_MAX_WORKLOADS, sizeof *wb), *wc = calloc(HR_MAX_WORKLOADS, sizeof *wc);
+    return -1;
+}
+
+/* The results of the baseline and the current folder, and their workloads. */
+typedef struct {
+    hr_runset *base, *cur;
+    hr_workload *wb, *wc;
+    int nwb, nwc;
+} folders;
+
+/* Frees what load_folders allocated. */
+static void free_folders(folders *f) {
+    hr_runset_free(f->base), hr_runset_free(f->cur);
+    free(f->base), free(f->cur), free(f->wb), free(f->wc);
+}
+
+/* Loads both folders and groups their workloads; returns 0, or 2 after saying why. */
+static int load_folders(const options *o, folders *f) {
+    *f = (folders){0};
+    f->base = calloc(1, sizeof *f->base), f->cur = calloc(1, sizeof *f->cur);
+    f->wb = calloc(HR_MAX_WORKLOADS, sizeof *f->wb), f->wc = calloc(HR_MAX_WORKLOADS, sizeof *f->wc);
     int rc = 0;
-    if (!base || !cur || !wb || !wc) {
+    if (!f->base || !f->cur || !f->wb || !f->wc) {
         fprintf(stderr, "ampbench-regress: out of memory\n");
         return 2;
     }
     int loaded = 0;
-    if (hr_runset_load(dirs[0], base) != 0 || (loaded = 1, hr_runset_load(dirs[1], cur) != 0)) {
+    if (hr_runset_load(o->dirs[0], f->base) != 0 || (loaded = 1, hr_runset_load(o->dirs[1], f->cur) != 0)) {
         fprintf(stderr, "ampbench-regress: %s\n", ab_error());
-        if (loaded) hr_runset_free(base);
-        free(base), free(cur), free(wb), free(wc);
+        if (loaded) hr_runset_free(f->base);
+        free(f->base), free(f->cur), free(f->wb), free(f->wc);
         return 2;
     }
     for (int k = 0; k < 2 && rc == 0; k++) {
-        const hr_runset *rs = k ? cur : base;
+        const hr_runset *rs = k ? f->cur : f->base;
         if (rs->n_runs == 0) {
             fprintf(stderr, "ampbench-regress: %s: no ampbench results in this folder\n", rs->dir);
             rc = 2;
         }
     }
-    int nwb = 0, nwc = 0;
-    if (rc == 0 && (hr_group_workloads(base, wb, HR_MAX_WORKLOADS, &nwb) != 0 ||
-                    hr_group_workloads(cur, wc, HR_MAX_WORKLOADS, &nwc) != 0)) {
+    if (rc == 0 && (hr_group_workloads(f->base, f->wb, HR_MAX_WORKLOADS, &f->nwb) != 0 ||
+                    hr_group_workloads(f->cur, f->wc, HR_MAX_WORKLOADS, &f->nwc) != 0)) {
         fprintf(stderr, "ampbench-regress: %s\n", ab_error());
         rc = 2;
     }
-    if (rc != 0) {
-        hr_runset_free(base), hr_runset_free(cur);
-        free(base), free(cur), free(wb), free(wc);
-        return rc;
-    }
-    for (int i = 0; i < nwb; i++) by_seed |= wb[i].max_seeds > 1;
-    for (int i = 0; i < nwc; i++) by_seed |= wc[i].max_seeds > 1;
+    if (rc != 0) free_folders(f);
+    return rc;
+}
 
-    tally t = {0};
-    char *sm = NULL, *bg = NULL;
-    size_t sml = 0, bgl = 0;
-    if (json) {
-        t.smaller = open_memstream(&sm, &sml);
-        t.bigger = open_memstream(&bg, &bgl);
-    }
-    printf("regress: baseline %s (%d results), current %s (%d results), tolerances %s\n", base->dir, base->n_runs,
-           cur->dir, cur->n_runs, config);
+/* Sets by_seed when a workload of either folder ran with several seeds. */
+static void match_by_seed(const folders *f) {
+    for (int i = 0; i < f->nwb; i++) by_seed |= f->wb[i].max_seeds > 1;
+    for (int i = 0; i < f->nwc; i++) by_seed |= f->wc[i].max_seeds > 1;
+}
+
+/* Prints the folders compared, how results are matched, and the table's header. */
+static void print_header(const options *o, const folders *f) {
+    printf("regress: baseline %s (%d results), current %s (%d results), tolerances %s\n", f->base->dir, f->base->n_runs,
+           f->cur->dir, f->cur->n_runs, o->config);
     if (by_seed)
         printf("several seeds per mode: results matched by seed (and tool: /<tool> for a peer's); the workload "
                "ratios compare each mode's lowest seed\n");
     printf("%-22s %-26s %14s %14s %10s %8s  %s\n", "metric", "run", "baseline", "current", "change", "tol", "verdict");
-    for (int i = 0; i < base->n_runs; i++) {
-        const hr_run *b = &base->runs[i];
+}
+
+/* Prints and counts a baseline result that the current folder lacks. */
+static void report_missing(tally *t, const char *key) {
+    char line[512];
+    snprintf(line, sizeof line, "%-22s %-26s %14s %14s %10s %8s  %s\n", "(all)", key, "present", "missing", "-", "-",
+             "REGRESSION (result missing)");
+    fputs(line, stdout);
+    const size_t l = strlen(t->moved);
+    snprintf(t->moved + l, sizeof t->moved - l, "  %s", line);
+    t->missing++;
+}
+
+/* Warns when two matched results ran on other hardware or trained another number of steps or batch size. */
+static void warn_incomparable(const char *key, const hr_run *b, const hr_run *c) {
+    if (strcmp(b->device, c->device) != 0 || strcmp(b->backend, c->backend) != 0)
+        printf("warning: %s: baseline ran on %s (%s), current on %s (%s): timings are not comparable\n", key,
+               b->backend, b->device, c->backend, c->device);
+    if (b->steps != c->steps || b->batch_size != c->batch_size)
+        printf("warning: %s: baseline trained %ld steps at batch %ld, current %ld at batch %ld\n", key, b->steps,
+               b->batch_size, c->steps, c->batch_size);
+}
+
+/* Compares every baseline result with the current one of the same key, metric by metric. */
+static void compare_runs(tally *t, const folders *f, const rule *rules, int nr) {
+    for (int i = 0; i < f->base->n_runs; i++) {
+        const hr_run *b = &f->base->runs[i];
         char key[160];
         run_key(b, key, sizeof key);
-        if (find_run(base, key) != b) continue; /* a duplicate: the better one is compared */
-        const hr_run *c = find_run(cur, key);
+        if (find_run(f->base, key) != b) continue; /* a duplicate: the better one is compared */
+        const hr_run *c = find_run(f->cur, key);
         if (!c) {
-            char line[512];
-            snprintf(line, sizeof line, "%-22s %-26s %14s %14s %10s %8s  %s\n", "(all)", key, "present", "missing",
-                     "-", "-", "REGRESSION (result missing)");
-            fputs(line, stdout);
-            const size_t l = strlen(t.moved);
-            snprintf(t.moved + l, sizeof t.moved - l, "  %s", line);
-            t.missing++;
+            report_missing(t, key);
             continue;
         }
-        if (strcmp(b->device, c->device) != 0 || strcmp(b->backend, c->backend) != 0)
-            printf("warning: %s: baseline ran on %s (%s), current on %s (%s): timings are not comparable\n", key,
-                   b->backend, b->device, c->backend, c->device);
-        if (b->steps != c->steps || b->batch_size != c->batch_size)
-            printf("warning: %s: baseline trained %ld steps at batch %ld, current %ld at batch %ld\n", key, b->steps,
-                   b->batch_size, c->steps, c->batch_size);
+        warn_incomparable(key, b, c);
         for (int r = 0; r < nr; r++)
             if (metric_defs[rules[r].def].scope == M_RUN)
-                compare(&t, &rules[r], key, run_metric(b, metric_defs[rules[r].def].name),
+                compare(t, &rules[r], key, run_metric(b, metric_defs[rules[r].def].name),
                         run_metric(c, metric_defs[rules[r].def].name));
     }
-    /* current results with no baseline still go to the benchmark history */
-    for (int i = 0; i < cur->n_runs; i++) {
+}
+
+/* Notes the current results with no baseline; they still go to the benchmark history. */
+static void note_new_runs(tally *t, const folders *f, const rule *rules, int nr) {
+    for (int i = 0; i < f->cur->n_runs; i++) {
         char key[160];
-        run_key(&cur->runs[i], key, sizeof key);
-        if (find_run(base, key) || find_run(cur, key) != &cur->runs[i]) continue;
+        run_key(&f->cur->runs[i], key, sizeof key);
+        if (find_run(f->base, key) || find_run(f->cur, key) != &f->cur->runs[i]) continue;
         printf("note: %s is new (no baseline)\n", key);
         for (int r = 0; r < nr; r++)
             if (metric_defs[rules[r].def].scope == M_RUN)
-                bench_entry(&t, &rules[r], key, run_metric(&cur->runs[i], metric_defs[rules[r].def].name), NAN);
+                bench_entry(t, &rules[r], key, run_metric(&f->cur->runs[i], metric_defs[rules[r].def].name), NAN);
     }
-    for (int i = 0; i < nwc; i++) {
+}
+
+/* Compares the per-workload ratios of every current workload with the baseline's of the same model. */
+static void compare_workloads(tally *t, const folders *f, const rule *rules, int nr) {
+    for (int i = 0; i < f->nwc; i++) {
         const hr_workload *b = NULL;
-        for (int k = 0; k < nwb; k++)
-            if (!strcmp(wb[k].model, wc[i].model)) b = &wb[k];
+        for (int k = 0; k < f->nwb; k++)
+            if (!strcmp(f->wb[k].model, f->wc[i].model)) b = &f->wb[k];
         for (int r = 0; r < nr; r++) {
             if (metric_defs[rules[r].def].scope != M_WORKLOAD) continue;
             const char *m = metric_defs[rules[r].def].name;
-            compare(&t, &rules[r], wc[i].model, b ? workload_metric(b, m) : NAN, workload_metric(&wc[i], m));
+            compare(t, &rules[r], f->wc[i].model, b ? workload_metric(b, m) : NAN, workload_metric(&f->wc[i], m));
         }
     }
-    if (json) {
-        fclose(t.smaller);
-        fclose(t.bigger);
-        char p1[1200], p2[1200];
-        if (prefix) {
-            snprintf(p1, sizeof p1, "%s-smaller.json", prefix);
-            snprintf(p2, sizeof p2, "%s-bigger.json", prefix);
-        } else {
-            snprintf(p1, sizeof p1, "%s/benchmark-smaller.json", cur->dir);
-            snprintf(p2, sizeof p2, "%s/benchmark-bigger.json", cur->dir);
-        }
-        if (write_bench(p1, sm ? sm : "") != 0 || write_bench(p2, bg ? bg : "") != 0) {
-            fprintf(stderr, "ampbench-regress: %s\n", ab_error());
-            rc = 2;
-        } else {
-            printf("benchmark JSON: %s (customSmallerIsBetter), %s (customBiggerIsBetter)\n", p1, p2);
-        }
-        free(sm);
-        free(bg);
+}
+
+/* Closes the entry streams and writes the two github-action-benchmark files; returns 0, or 2 after saying why. */
+static int write_bench_files(tally *t, char **sm, char **bg, const char *prefix, const char *cur_dir) {
+    int rc = 0;
+    fclose(t->smaller);
+    fclose(t->bigger);
+    char p1[1200], p2[1200];
+    if (prefix) {
+        snprintf(p1, sizeof p1, "%s-smaller.json", prefix);
+        snprintf(p2, sizeof p2, "%s-bigger.json", prefix);
+    } else {
+        snprintf(p1, sizeof p1, "%s/benchmark-smaller.json", cur_dir);
+        snprintf(p2, sizeof p2, "%s/benchmark-bigger.json", cur_dir);
     }
-    if (t.moved[0]) printf("moved beyond tolerance:\n%s", t.moved);
-    printf("regress: %d regression%s, %d missing, %d improved, %d within tolerance\n", t.regressions,
-           t.regressions == 1 ? "" : "s", t.missing, t.improvements, t.within);
+    if (write_bench(p1, *sm ? *sm : "") != 0 || write_bench(p2, *bg ? *bg : "") != 0) {
+        fprintf(stderr, "ampbench-regress: %s\n", ab_error());
+        rc = 2;
+    } else {
+        printf("benchmark JSON: %s (customSmallerIsBetter), %s (customBiggerIsBetter)\n", p1, p2);
+    }
+    free(*sm);
+    free(*bg);
+    return rc;
+}
+
+/* Prints the lines that moved beyond tolerance again, then the counts. */
+static void print_summary(const tally *t) {
+    if (t->moved[0]) printf("moved beyond tolerance:\n%s", t->moved);
+    printf("regress: %d regression%s, %d missing, %d improved, %d within tolerance\n", t->regressions,
+           t->regressions == 1 ? "" : "s", t->missing, t->improvements, t->within);
+}
+
+int main(int argc, char **argv) {
+    options o;
+    const int done = parse_options(argc, argv, &o);
+    if (done >= 0) return done;
+    rule rules[32];
+    int nr = 0;
+    if (load_config(o.config, rules, 32, &nr) != 0) {
+        fprintf(stderr, "ampbench-regress: %s\n", ab_error());
+        return 2;
+    }
+    folders f;
+    const int loaded = load_folders(&o, &f);
+    if (loaded != 0) return loaded;
+    match_by_seed(&f);
+
+    tally t = {0};
+    char *sm = NULL, *bg = NULL;
+    size_t sml = 0, bgl = 0;
+    if (o.json) {
+        t.smaller = open_memstream(&sm, &sml);
+        t.bigger = open_memstream(&bg, &bgl);
+    }
+    print_header(&o, &f);
+    compare_runs(&t, &f, rules, nr);
+    note_new_runs(&t, &f, rules, nr);
+    compare_workloads(&t, &f, rules, nr);
+    int rc = o.json ? write_bench_files(&t, &sm, &bg, o.prefix, f.cur->dir) : 0;
+    print_summary(&t);
     if (rc == 0 && (t.regressions || t.missing)) rc = 1;
-    hr_runset_free(base), hr_runset_free(cur);
-    free(base), free(cur), free(wb), free(wc);
+    free_folders(&f);
     return rc;
 }

@@ -77,30 +77,30 @@ static int has_line(const char *out, const char *a, const char *b, const char *c
     return 0;
 }
 
-int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: %s AMPBENCH_REGRESS FIXTURES_DIR REGRESS_CONF\n", argv[0]);
-        return 2;
-    }
-    tool = argv[1];
-    conf = argv[3];
-    char fixture[1024];
-    snprintf(fixture, sizeof fixture, "%s/run-basic", argv[2]);
-    char tmpl[] = "/tmp/ab_harness_regress_XXXXXX";
-    const char *tmp = mkdtemp(tmpl);
-    if (!tmp) return 1;
-    char base[1200], cur[1200];
-    snprintf(base, sizeof base, "%s/baseline", tmp);
-    snprintf(cur, sizeof cur, "%s/current", tmp);
-    copy_run(fixture, base);
-    static char out[1 << 16];
+/* The folders the scenarios work in, and the tool's output of the last run. */
+typedef struct {
+    char fixture[1024], seeds[1100]; /* FIXTURES_DIR/run-basic, FIXTURES_DIR/run-seeds */
+    char tmp[sizeof "/tmp/ab_harness_regress_XXXXXX"];
+    char base[1200], cur[1200]; /* the baseline and current copies, under tmp */
+    char out[1 << 16];
+} scene;
 
-    /* the same figures: exit 0, and the benchmark files hold them */
-    copy_run(fixture, cur);
-    int rc = run(base, cur, "", out, sizeof out);
-    CHECK(rc == 0, "identical runs: exit %d, want 0\n%s", rc, out);
+/* Makes the temporary folder and the baseline copy of run-basic; returns 0, or 1 when mkdtemp fails. */
+static int set_up(scene *s, const char *fixtures) {
+    snprintf(s->fixture, sizeof s->fixture, "%s/run-basic", fixtures);
+    snprintf(s->seeds, sizeof s->seeds, "%s/run-seeds", fixtures);
+    snprintf(s->tmp, sizeof s->tmp, "/tmp/ab_harness_regress_XXXXXX");
+    if (!mkdtemp(s->tmp)) return 1;
+    snprintf(s->base, sizeof s->base, "%s/baseline", s->tmp);
+    snprintf(s->cur, sizeof s->cur, "%s/current", s->tmp);
+    copy_run(s->fixture, s->base);
+    return 0;
+}
+
+/* benchmark-bigger.json is a non-empty array whose AMP samples/s entry holds 2000 samples/s. */
+static void check_bench_bigger(const scene *s) {
     char path[1300], *text = NULL;
-    snprintf(path, sizeof path, "%s/benchmark-bigger.json", cur);
+    snprintf(path, sizeof path, "%s/benchmark-bigger.json", s->cur);
     if (hr_read_file(path, &text) == 0) {
         cJSON *j = cJSON_Parse(text);
         CHECK(cJSON_IsArray(j) && cJSON_GetArraySize(j) > 0, "%s: not a non-empty JSON array", path);
@@ -120,132 +120,221 @@ int main(int argc, char **argv) {
     } else {
         CHECK(0, "%s", ab_error());
     }
-    snprintf(path, sizeof path, "%s/benchmark-smaller.json", cur);
+}
+
+/* benchmark-smaller.json holds the FP32 run's mean epoch time. */
+static void check_bench_smaller(const scene *s) {
+    char path[1300], *text = NULL;
+    snprintf(path, sizeof path, "%s/benchmark-smaller.json", s->cur);
     if (hr_read_file(path, &text) == 0) {
         CHECK(strstr(text, "\"resnet50/fp32/1rank mean_epoch_time_s\"") != NULL, "%s lacks the FP32 epoch time", path);
         free(text);
     } else {
         CHECK(0, "%s", ab_error());
     }
+}
 
-    /* within tolerance: 2% slower, 0.3 points less accurate */
-    copy_run(fixture, cur);
-    edit(cur, "resnet50-amp.json", "samples_per_s", 1 / 1.02, 0);
-    edit(cur, "resnet50-amp.json", "total_time_s", 1.02, 0);
-    edit(cur, "resnet50-amp.json", "final_test_accuracy", 1, -0.3);
-    rc = run(base, cur, "--no-json", out, sizeof out);
+/* The same figures: exit 0, and the benchmark files hold them. */
+static void check_identical_runs(scene *s) {
+    char *out = s->out;
+    copy_run(s->fixture, s->cur);
+    const int rc = run(s->base, s->cur, "", out, sizeof s->out);
+    CHECK(rc == 0, "identical runs: exit %d, want 0\n%s", rc, out);
+    check_bench_bigger(s);
+    check_bench_smaller(s);
+}
+
+/* Within tolerance (2% slower, 0.3 points less accurate): exit 0. */
+static void check_within_tolerance(scene *s) {
+    char *out = s->out;
+    copy_run(s->fixture, s->cur);
+    edit(s->cur, "resnet50-amp.json", "samples_per_s", 1 / 1.02, 0);
+    edit(s->cur, "resnet50-amp.json", "total_time_s", 1.02, 0);
+    edit(s->cur, "resnet50-amp.json", "final_test_accuracy", 1, -0.3);
+    const int rc = run(s->base, s->cur, "--no-json", out, sizeof s->out);
     CHECK(rc == 0, "within tolerance: exit %d, want 0\n%s", rc, out);
+}
 
-    /* a planted 10% slowdown of the AMP run */
-    copy_run(fixture, cur);
-    edit(cur, "resnet50-amp.json", "samples_per_s", 1 / 1.1, 0);
-    edit(cur, "resnet50-amp.json", "total_time_s", 1.1, 0);
-    rc = run(base, cur, "--no-json", out, sizeof out);
+/* A planted 10% slowdown of the AMP run: exit 1, its speed and epoch time regressed, the FP32 run ok. */
+static void check_slowdown(scene *s) {
+    char *out = s->out;
+    copy_run(s->fixture, s->cur);
+    edit(s->cur, "resnet50-amp.json", "samples_per_s", 1 / 1.1, 0);
+    edit(s->cur, "resnet50-amp.json", "total_time_s", 1.1, 0);
+    const int rc = run(s->base, s->cur, "--no-json", out, sizeof s->out);
     CHECK(rc == 1, "10%% slowdown: exit %d, want 1\n%s", rc, out);
-    CHECK(has_line(out, "samples_per_s", "resnet50/amp/1rank", "REGRESSION"), "slowdown: no samples_per_s REGRESSION line\n%s", out);
-    CHECK(has_line(out, "mean_epoch_time_s", "resnet50/amp/1rank", "REGRESSION"), "slowdown: no epoch-time REGRESSION line\n%s", out);
-    CHECK(has_line(out, "samples_per_s", "resnet50/fp32/1rank", " ok"), "slowdown: the FP32 run was not left ok\n%s", out);
+    CHECK(has_line(out, "samples_per_s", "resnet50/amp/1rank", "REGRESSION"),
+          "slowdown: no samples_per_s REGRESSION line\n%s", out);
+    CHECK(has_line(out, "mean_epoch_time_s", "resnet50/amp/1rank", "REGRESSION"),
+          "slowdown: no epoch-time REGRESSION line\n%s", out);
+    CHECK(has_line(out, "samples_per_s", "resnet50/fp32/1rank", " ok"), "slowdown: the FP32 run was not left ok\n%s",
+          out);
+}
 
-    /* a planted accuracy drop of 3 points */
-    copy_run(fixture, cur);
-    edit(cur, "resnet50-fp32.json", "final_test_accuracy", 1, -3.0);
-    rc = run(base, cur, "--no-json", out, sizeof out);
+/* A planted accuracy drop of 3 points in the FP32 run: exit 1 and a REGRESSION line. */
+static void check_accuracy_drop(scene *s) {
+    char *out = s->out;
+    copy_run(s->fixture, s->cur);
+    edit(s->cur, "resnet50-fp32.json", "final_test_accuracy", 1, -3.0);
+    const int rc = run(s->base, s->cur, "--no-json", out, sizeof s->out);
     CHECK(rc == 1, "accuracy drop: exit %d, want 1\n%s", rc, out);
-    CHECK(has_line(out, "final_test_accuracy", "resnet50/fp32/1rank", "REGRESSION"), "accuracy drop: no REGRESSION line\n%s", out);
+    CHECK(has_line(out, "final_test_accuracy", "resnet50/fp32/1rank", "REGRESSION"),
+          "accuracy drop: no REGRESSION line\n%s", out);
+}
 
-    /* a faster run is an improvement, not a failure */
-    copy_run(fixture, cur);
-    edit(cur, "resnet50-amp.json", "samples_per_s", 1.2, 0);
-    edit(cur, "resnet50-amp.json", "total_time_s", 1 / 1.2, 0);
-    rc = run(base, cur, "--no-json", out, sizeof out);
-    CHECK(has_line(out, "samples_per_s", "resnet50/amp/1rank", "improved"), "speed-up not reported as improved\n%s", out);
+/* A faster run is an improvement, not a failure. */
+static void check_improvement(scene *s) {
+    char *out = s->out;
+    copy_run(s->fixture, s->cur);
+    edit(s->cur, "resnet50-amp.json", "samples_per_s", 1.2, 0);
+    edit(s->cur, "resnet50-amp.json", "total_time_s", 1 / 1.2, 0);
+    run(s->base, s->cur, "--no-json", out, sizeof s->out);
+    CHECK(has_line(out, "samples_per_s", "resnet50/amp/1rank", "improved"), "speed-up not reported as improved\n%s",
+          out);
+}
 
-    /* a result missing from the current run */
-    copy_run(fixture, cur);
-    snprintf(path, sizeof path, "%s/%s", cur, files[2]);
+/* A result missing from the current run: exit 1 and a missing line for it. */
+static void check_missing_result(scene *s) {
+    char *out = s->out, path[1300];
+    copy_run(s->fixture, s->cur);
+    snprintf(path, sizeof path, "%s/%s", s->cur, files[2]);
     remove(path);
-    rc = run(base, cur, "--no-json", out, sizeof out);
+    const int rc = run(s->base, s->cur, "--no-json", out, sizeof s->out);
     CHECK(rc == 1 && has_line(out, "resnet50/amp/4ranks", "missing", NULL), "missing result: exit %d\n%s", rc, out);
+}
 
-    /* malformed: a truncated result file; a folder that does not exist; a bad config */
-    copy_run(fixture, cur);
-    snprintf(path, sizeof path, "%s/%s", cur, files[1]);
+/* A truncated result file: exit 2, and the file named as not valid JSON. */
+static void check_truncated_result(scene *s) {
+    char *out = s->out, path[1300];
+    copy_run(s->fixture, s->cur);
+    snprintf(path, sizeof path, "%s/%s", s->cur, files[1]);
     FILE *f = fopen(path, "w");
     if (f) {
         fputs("{\"tool\": \"ampbench\", \"epochs\": [{\"epoch\": 1,", f);
         fclose(f);
     }
-    rc = run(base, cur, "--no-json", out, sizeof out);
+    const int rc = run(s->base, s->cur, "--no-json", out, sizeof s->out);
     CHECK(rc == 2 && strstr(out, "resnet50-amp.json") && strstr(out, "not valid JSON"),
           "malformed result: exit %d, want 2 and the file named\n%s", rc, out);
-    char nowhere[1300];
-    snprintf(nowhere, sizeof nowhere, "%s/no-such-run", tmp);
-    rc = run(base, nowhere, "--no-json", out, sizeof out);
+}
+
+/* A current folder that does not exist, then an empty one: exit 2 each time, and the reason given. */
+static void check_absent_results(scene *s) {
+    char *out = s->out, nowhere[1300];
+    snprintf(nowhere, sizeof nowhere, "%s/no-such-run", s->tmp);
+    int rc = run(s->base, nowhere, "--no-json", out, sizeof s->out);
     CHECK(rc == 2 && strstr(out, "no-such-run"), "missing folder: exit %d, want 2 and the folder named\n%s", rc, out);
     char empty[1300];
-    snprintf(empty, sizeof empty, "%s/empty", tmp);
+    snprintf(empty, sizeof empty, "%s/empty", s->tmp);
     hr_mkdir_p(empty);
-    rc = run(base, empty, "--no-json", out, sizeof out);
+    rc = run(s->base, empty, "--no-json", out, sizeof s->out);
     CHECK(rc == 2 && strstr(out, "no ampbench results"), "empty folder: exit %d, want 2\n%s", rc, out);
-    char badconf[1300];
-    snprintf(badconf, sizeof badconf, "%s/bad.conf", tmp);
-    f = fopen(badconf, "w");
+}
+
+/* A config whose second line names an unknown metric: exit 2, with the file, line and name. */
+static void check_bad_config(scene *s) {
+    char *out = s->out, badconf[1300];
+    snprintf(badconf, sizeof badconf, "%s/bad.conf", s->tmp);
+    FILE *f = fopen(badconf, "w");
     if (f) {
         fputs("samples_per_s bigger 5%\nsamples_per_sec bigger 5%\n", f);
         fclose(f);
     }
     const char *keep = conf;
     conf = badconf;
-    copy_run(fixture, cur);
-    rc = run(base, cur, "--no-json", out, sizeof out);
+    copy_run(s->fixture, s->cur);
+    const int rc = run(s->base, s->cur, "--no-json", out, sizeof s->out);
     CHECK(rc == 2 && strstr(out, "bad.conf:2") && strstr(out, "samples_per_sec"), "bad config: exit %d\n%s", rc, out);
     conf = keep;
+}
 
-    /* several seeds: seed 2 of the baseline against seed 2 now, the peer's apart from ampbench's */
-    char seeds[1100];
-    snprintf(seeds, sizeof seeds, "%s/run-seeds", argv[2]);
-    copy_run(seeds, base);
-    copy_run(seeds, cur);
-    rc = run(base, cur, "--no-json", out, sizeof out);
+/* Identical runs with several seeds: exit 0, one line per seed, the peer's apart from ampbench's. */
+static void check_identical_seeds(scene *s) {
+    char *out = s->out;
+    copy_run(s->seeds, s->base);
+    copy_run(s->seeds, s->cur);
+    const int rc = run(s->base, s->cur, "--no-json", out, sizeof s->out);
     CHECK(rc == 0, "identical seed runs: exit %d, want 0\n%s", rc, out);
     CHECK(has_line(out, "final_test_accuracy", "mlp/fp32/1rank/s2 ", " ok") &&
               has_line(out, "final_test_accuracy", "mlp/fp32/1rank/pytorch/s3 ", " ok"),
           "identical seed runs: no per-seed lines\n%s", out);
-    edit(cur, "mlp-fp32-s2.json", "final_test_accuracy", 1, -3.0);
-    rc = run(base, cur, "--no-json", out, sizeof out);
+}
+
+/* An accuracy drop in seed 2 alone: seed 2 regressed, seed 1 and the peer's seed 2 ok. */
+static void check_seed_drop(scene *s) {
+    char *out = s->out;
+    edit(s->cur, "mlp-fp32-s2.json", "final_test_accuracy", 1, -3.0);
+    const int rc = run(s->base, s->cur, "--no-json", out, sizeof s->out);
     CHECK(rc == 1, "accuracy drop in seed 2: exit %d, want 1\n%s", rc, out);
     CHECK(has_line(out, "final_test_accuracy", "mlp/fp32/1rank/s2 ", "REGRESSION"),
           "accuracy drop in seed 2: no REGRESSION line for seed 2\n%s", out);
     CHECK(has_line(out, "final_test_accuracy", "mlp/fp32/1rank/s1 ", " ok") &&
               has_line(out, "final_test_accuracy", "mlp/fp32/1rank/pytorch/s2 ", " ok"),
           "accuracy drop in seed 2: seed 1 or the peer's seed 2 not left ok\n%s", out);
-    copy_run(seeds, cur);
-    snprintf(path, sizeof path, "%s/mlp-amp-s3.json", cur);
-    remove(path);
-    rc = run(base, cur, "--no-json", out, sizeof out);
-    CHECK(rc == 1 && has_line(out, "mlp/amp/1rank/s3", "missing", NULL), "missing seed 3: exit %d\n%s", rc, out);
+}
 
-    /* one seed with a peer: the peer's result has its own key, so ampbench's own drop is found
-     * (the peer's file sorts first and once stood in for ampbench's) */
-    char one[12000];
+/* Seed 3 of the AMP run missing now: exit 1 and a missing line for it. */
+static void check_missing_seed(scene *s) {
+    char *out = s->out, path[1300];
+    copy_run(s->seeds, s->cur);
+    snprintf(path, sizeof path, "%s/mlp-amp-s3.json", s->cur);
+    remove(path);
+    const int rc = run(s->base, s->cur, "--no-json", out, sizeof s->out);
+    CHECK(rc == 1 && has_line(out, "mlp/amp/1rank/s3", "missing", NULL), "missing seed 3: exit %d\n%s", rc, out);
+}
+
+/* One seed with a peer: ampbench's own accuracy drop is flagged under its own key, the peer's left ok. */
+static void check_single_seed_peer(scene *s) {
+    /* the peer's result has its own key, so ampbench's own drop is found (the peer's file sorts first
+     * and once stood in for ampbench's) */
+    char *out = s->out, one[12000];
+    const char *base = s->base, *cur = s->cur, *seeds = s->seeds;
     snprintf(one, sizeof one,
              "rm -rf '%s' '%s' && mkdir -p '%s' && cp '%s/mlp-fp32-s1.json' '%s/mlp-fp32.json' && "
              "cp '%s/mlp-fp32-pytorch-s1.json' '%s/mlp-fp32-pytorch.json' && cp -r '%s' '%s'",
              base, cur, base, seeds, base, seeds, base, base, cur);
     CHECK(sh(one) == 0, "cannot lay out the single-seed peer case");
     edit(cur, "mlp-fp32.json", "final_test_accuracy", 1, -3.0);
-    rc = run(base, cur, "--no-json", out, sizeof out);
+    const int rc = run(base, cur, "--no-json", out, sizeof s->out);
     CHECK(rc == 1 && has_line(out, "final_test_accuracy", "mlp/fp32/1rank ", "REGRESSION") &&
               has_line(out, "final_test_accuracy", "mlp/fp32/1rank/pytorch ", " ok"),
           "one seed with a peer: ampbench's accuracy drop not flagged under its own key: exit %d\n%s", rc, out);
+}
 
+/* Says how the checks went; removes the temporary folder when all passed. Returns the exit code. */
+static int finish(const scene *s) {
     if (failures) {
-        fprintf(stderr, "test_harness_regress: %d failures (files kept in %s)\n", failures, tmp);
+        fprintf(stderr, "test_harness_regress: %d failures (files kept in %s)\n", failures, s->tmp);
         return 1;
     }
     char cmd[1300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-    if (sh(cmd) != 0) fprintf(stderr, "note: could not remove %s\n", tmp);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", s->tmp);
+    if (sh(cmd) != 0) fprintf(stderr, "note: could not remove %s\n", s->tmp);
     printf("test_harness_regress: all checks passed\n");
     return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 4) {
+        fprintf(stderr, "usage: %s AMPBENCH_REGRESS FIXTURES_DIR REGRESS_CONF\n", argv[0]);
+        return 2;
+    }
+    tool = argv[1];
+    conf = argv[3];
+    static scene s;
+    if (set_up(&s, argv[2]) != 0) return 1;
+    check_identical_runs(&s);
+    check_within_tolerance(&s);
+    check_slowdown(&s);
+    check_accuracy_drop(&s);
+    check_improvement(&s);
+    check_missing_result(&s);
+    check_truncated_result(&s);
+    check_absent_results(&s);
+    check_bad_config(&s);
+    check_identical_seeds(&s);
+    check_seed_drop(&s);
+    check_missing_seed(&s);
+    check_single_seed_peer(&s);
+    return finish(&s);
 }

@@ -385,36 +385,40 @@ static void check_seeds(const char *fixtures, const hr_reported *rep, const char
     }
 }
 
-int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s FIXTURES_DIR REPORTED_JSON\n", argv[0]);
-        return 2;
-    }
-    char dir[1024];
-    snprintf(dir, sizeof dir, "%s/run-basic", argv[1]);
-
-    hr_reported rep;
-    if (hr_reported_load(argv[2], &rep) != 0) {
+/* Loads the reported figures into rep and the results of dir; returns them, or NULL after saying why. */
+static hr_runset *load_inputs(const char *dir, const char *reported, hr_reported *rep) {
+    if (hr_reported_load(reported, rep) != 0) {
         fprintf(stderr, "FAIL: %s\n", ab_error());
-        return 1;
+        return NULL;
     }
     hr_runset *rs = calloc(1, sizeof *rs);
     if (hr_runset_load(dir, rs) != 0) {
         fprintf(stderr, "FAIL: %s\n", ab_error());
-        return 1;
+        return NULL;
     }
+    return rs;
+}
+
+/* run-basic holds 3 results and run.json plans 4 runs. */
+static void check_counts(const hr_runset *rs) {
     CHECK(rs->n_runs == 3, "results loaded: %d, want 3 (run.json is not a result)", rs->n_runs);
     CHECK(rs->n_planned == 4, "planned runs from run.json: %d, want 4", rs->n_planned);
+}
 
-    hr_workload ws[HR_MAX_WORKLOADS];
+/* The results form one workload of FP32, AMP and data-parallel runs in that order; returns it, NULL if one lacks. */
+static const hr_workload *check_workload(const hr_runset *rs, hr_workload *ws) {
     int nw = 0;
     CHECK(hr_group_workloads(rs, ws, HR_MAX_WORKLOADS, &nw) == 0 && nw == 1, "workloads: %d, want 1", nw);
     const hr_workload *w = &ws[0];
     CHECK(w->fp32 && w->amp && w->dp, "fp32/amp/dp runs not all found");
     CHECK(w->n_all == 3 && !strcmp(w->all[0]->precision, "fp32") && w->all[2]->world_size == 4,
           "runs not ordered fp32, amp, data-parallel");
-    if (!w->fp32 || !w->amp || !w->dp) return 1;
+    if (!w->fp32 || !w->amp || !w->dp) return NULL;
+    return w;
+}
 
+/* The ratios match those recomputed from the files and the fixture's round numbers, projections included. */
+static void check_ratios(const char *dir, const hr_workload *w) {
     /* independent recomputation from the files */
     const double f_sps = raw(dir, "resnet50-fp32.json", "samples_per_s");
     const double a_sps = raw(dir, "resnet50-amp.json", "samples_per_s");
@@ -451,47 +455,54 @@ int main(int argc, char **argv) {
     hr_compute_ratios(w, 4, "nodes", &qn);
     check_close("projected 4-node speed-up", qn.proj_speedup, 3.2);
     CHECK(!strcmp(qn.proj_kind, "nodes"), "projection kind %s, want nodes", qn.proj_kind);
+}
 
-    /* a workload with only an FP32 run: the ratios are absent, not zero */
+/* A workload with only an FP32 run: the ratios are absent, not zero. */
+static void check_fp32_only_ratios(const hr_workload *w) {
     hr_workload lone = *w;
     lone.amp = lone.dp = NULL;
     hr_ratios qa;
     hr_compute_ratios(&lone, 4, "gpus", &qa);
     CHECK(isnan(qa.amp_time_saving_pct) && isnan(qa.dp_speedup_vs_amp), "ratios without an AMP run are not NaN");
+}
 
-    /* the Markdown */
-    char tmpl[] = "/tmp/ab_harness_report_XXXXXX";
-    const char *tmp = mkdtemp(tmpl);
-    CHECK(tmp != NULL, "mkdtemp failed");
-    if (!tmp) return 1;
+/* Writes REPORT.md for rs into tmp and returns its text, or NULL after saying why it cannot be read. */
+static char *write_markdown(const hr_runset *rs, const hr_reported *rep, const char *tmp) {
     char md_path[1200];
     snprintf(md_path, sizeof md_path, "%s/REPORT.md", tmp);
-    CHECK(hr_write_report(rs, &rep, md_path, NULL, NULL, 0) == 0, "hr_write_report: %s", ab_error());
+    CHECK(hr_write_report(rs, rep, md_path, NULL, NULL, 0) == 0, "hr_write_report: %s", ab_error());
     char *md = NULL;
     if (hr_read_file(md_path, &md) != 0) {
         fprintf(stderr, "FAIL: %s\n", ab_error());
-        return 1;
+        return NULL;
     }
-    /* provenance: each record's commit, and a warning for a dirty tree or an unknown commit */
+    return md;
+}
+
+/* Provenance: each record's commit, and a warning for a dirty tree or an unknown commit. */
+static void check_provenance(const char *md, hr_runset *rs, const hr_reported *rep, const char *tmp) {
     CHECK(strstr(md, "\nRecords built from: `fixture` (3 records).\n") != NULL && !strstr(md, "**Warning:**"),
           "provenance line of three clean records from commit 'fixture' missing or warned");
-    {
-        hr_run keep0 = rs->runs[0], keep1 = rs->runs[1];
-        rs->runs[0].dirty = 1;
-        snprintf(rs->runs[1].commit, sizeof rs->runs[1].commit, "unknown");
-        rs->runs[1].dirty = -1;
-        char md2_path[1300], *md2 = NULL;
-        snprintf(md2_path, sizeof md2_path, "%s/REPORT-provenance.md", tmp);
-        CHECK(hr_write_report(rs, &rep, md2_path, NULL, NULL, 0) == 0 && hr_read_file(md2_path, &md2) == 0,
-              "provenance report: %s", ab_error());
-        CHECK(md2 && strstr(md2, "Records built from: `fixture` with uncommitted changes (1 record); `unknown` (1 "
-                                 "record); `fixture` (1 record).") &&
-                  strstr(md2, "**Warning:** 1 of 3 records come from a tree with uncommitted changes, and 1 of 3 records "
-                              "from an unknown commit: their figures cannot be traced"),
-              "a dirty and an unknown record: no warning, or the wrong one");
-        free(md2);
-        rs->runs[0] = keep0, rs->runs[1] = keep1;
-    }
+    hr_run keep0 = rs->runs[0], keep1 = rs->runs[1];
+    rs->runs[0].dirty = 1;
+    snprintf(rs->runs[1].commit, sizeof rs->runs[1].commit, "unknown");
+    rs->runs[1].dirty = -1;
+    char md2_path[1300], *md2 = NULL;
+    snprintf(md2_path, sizeof md2_path, "%s/REPORT-provenance.md", tmp);
+    CHECK(hr_write_report(rs, rep, md2_path, NULL, NULL, 0) == 0 && hr_read_file(md2_path, &md2) == 0,
+          "provenance report: %s", ab_error());
+    CHECK(md2 &&
+              strstr(md2, "Records built from: `fixture` with uncommitted changes (1 record); `unknown` (1 "
+                          "record); `fixture` (1 record).") &&
+              strstr(md2, "**Warning:** 1 of 3 records come from a tree with uncommitted changes, and 1 of 3 records "
+                          "from an unknown commit: their figures cannot be traced"),
+          "a dirty and an unknown record: no warning, or the wrong one");
+    free(md2);
+    rs->runs[0] = keep0, rs->runs[1] = keep1;
+}
+
+/* The rows of reported against measured figures hold the fixture's ratios, projections and summary. */
+static void check_ratio_rows(const char *md) {
     char cells[8][512];
     int n = row_cells(md, "AMP time saving vs FP32", cells, 8);
     CHECK(n == 4, "time-saving row: %d cells, want 4", n);
@@ -518,6 +529,10 @@ int main(int argc, char **argv) {
     n = row_cells(md, "`resnet50`", cells, 8);
     CHECK(n == 7 && starts_with(cells[2], "+50.0% [40%]") && starts_with(cells[3], "+37.5% [37.5%]"),
           "summary row: '%s' '%s'", n > 2 ? cells[2] : "?", n > 3 ? cells[3] : "?");
+}
+
+/* The reported-only BERT section, run.json's skipped run, and nothing over seeds for a single-seed run. */
+static void check_single_seed_report(const char *md) {
     CHECK(strstr(md, "## BERT-base, GLUE fine-tuning (`bert-base`): reported only") != NULL,
           "no reported-only section for bert-base");
     CHECK(strstr(md, "| `bert-base-fp32` | skipped | fixture: model not built |") != NULL,
@@ -527,64 +542,68 @@ int main(int argc, char **argv) {
           "single-seed run: no 'Accuracy over seeds: not measured' line");
     CHECK(!strstr(md, "mean over") && !strstr(md, "\nProfile: ") && !strstr(md, "\nSeeds: "),
           "single-seed run without profile or seeds in run.json: seed figures or a profile line appeared");
-    free(md);
+}
 
-    check_seeds(argv[1], &rep, tmp);
+/* Writes run-basic's AMP result as bert-base's, a run.json with a failed FP32 run, and a fit record into bert. */
+static void write_bert_folder(const char *dir, const char *bert) {
+    char src[1200], dst[1300], *t;
+    snprintf(src, sizeof src, "%s/resnet50-amp.json", dir);
+    if (hr_read_file(src, &t) == 0) {
+        cJSON *j = cJSON_Parse(t);
+        free(t);
+        cJSON_ReplaceItemInObject(cJSON_GetObjectItemCaseSensitive(j, "workload"), "model",
+                                  cJSON_CreateString("bert-base"));
+        char *out = cJSON_Print(j);
+        snprintf(dst, sizeof dst, "%s/bert-base-amp.json", bert);
+        CHECK(out && hr_write_atomic(dst, out) == 0, "cannot write %s", dst);
+        free(out);
+        cJSON_Delete(j);
+    }
+    snprintf(dst, sizeof dst, "%s/run.json", bert);
+    CHECK(hr_write_atomic(dst, "{\"tool\": \"run_all.sh\", \"runs\": ["
+                               "{\"name\": \"bert-base-fp32\", \"workload\": \"bert-base\", \"mode\": \"fp32\", "
+                               "\"status\": \"failed\", \"reason\": \"exit 1: out of memory\"}]}\n") == 0,
+          "cannot write %s", dst);
+    /* a --find-max-batch record beside the AMP run: its largest batch joins the AMP fit row */
+    snprintf(dst, sizeof dst, "%s/bert-base-amp-fit.json", bert);
+    CHECK(hr_write_atomic(dst, "{\"tool\": \"ampbench-fit\", \"model\": \"bert-base\", \"precision\": \"amp\", "
+                               "\"backend\": \"cpu\", \"max_seq_len\": 128, \"memory_limit_bytes\": 8589934592, "
+                               "\"limited_by\": \"--memory-limit\", \"max_batch\": 131, "
+                               "\"peak_memory_at_max_batch_bytes\": 8551442240, \"first_batch_refused\": 132, "
+                               "\"refused_would_need_bytes\": 8601802020}\n") == 0,
+          "cannot write %s", dst);
+}
 
-    /* BERT's "fits in memory": an AMP run that completed, an FP32 run that failed for lack of memory */
-    char bert[1000];
+/* BERT's "fits in memory": an AMP run that completed, an FP32 run that failed for lack of memory. */
+static void check_bert_fits(const char *dir, const hr_reported *rep, const char *tmp) {
+    char bert[1000], md_path[1200], cells[8][512], *md = NULL;
     snprintf(bert, sizeof bert, "%s/bert", tmp);
     hr_mkdir_p(bert);
-    {
-        char src[1200], dst[1300], *t;
-        snprintf(src, sizeof src, "%s/resnet50-amp.json", dir);
-        if (hr_read_file(src, &t) == 0) {
-            cJSON *j = cJSON_Parse(t);
-            free(t);
-            cJSON_ReplaceItemInObject(cJSON_GetObjectItemCaseSensitive(j, "workload"), "model",
-                                      cJSON_CreateString("bert-base"));
-            char *out = cJSON_Print(j);
-            snprintf(dst, sizeof dst, "%s/bert-base-amp.json", bert);
-            CHECK(out && hr_write_atomic(dst, out) == 0, "cannot write %s", dst);
-            free(out);
-            cJSON_Delete(j);
-        }
-        snprintf(dst, sizeof dst, "%s/run.json", bert);
-        CHECK(hr_write_atomic(dst, "{\"tool\": \"run_all.sh\", \"runs\": ["
-                                   "{\"name\": \"bert-base-fp32\", \"workload\": \"bert-base\", \"mode\": \"fp32\", "
-                                   "\"status\": \"failed\", \"reason\": \"exit 1: out of memory\"}]}\n") == 0,
-              "cannot write %s", dst);
-        /* a --find-max-batch record beside the AMP run: its largest batch joins the AMP fit row */
-        snprintf(dst, sizeof dst, "%s/bert-base-amp-fit.json", bert);
-        CHECK(hr_write_atomic(dst, "{\"tool\": \"ampbench-fit\", \"model\": \"bert-base\", \"precision\": \"amp\", "
-                                   "\"backend\": \"cpu\", \"max_seq_len\": 128, \"memory_limit_bytes\": 8589934592, "
-                                   "\"limited_by\": \"--memory-limit\", \"max_batch\": 131, "
-                                   "\"peak_memory_at_max_batch_bytes\": 8551442240, \"first_batch_refused\": 132, "
-                                   "\"refused_would_need_bytes\": 8601802020}\n") == 0,
-              "cannot write %s", dst);
-        hr_runset *bs = calloc(1, sizeof *bs);
-        CHECK(hr_runset_load(bert, bs) == 0, "bert folder: %s", ab_error());
-        CHECK(bs->n_fits == 1 && bs->fits[0].max_batch == 131, "the fit record was not loaded (%d)", bs->n_fits);
-        snprintf(md_path, sizeof md_path, "%s/REPORT.md", bert);
-        CHECK(hr_write_report(bs, &rep, md_path, NULL, NULL, 0) == 0, "bert report: %s", ab_error());
-        if (hr_read_file(md_path, &md) == 0) {
-            n = row_cells(md, "FP32 fits in memory", cells, 8);
-            CHECK(n == 3 && starts_with(cells[1], "no") && strstr(cells[2], "failed: exit 1: out of memory"),
-                  "FP32 fits row: '%s' '%s'", n > 1 ? cells[1] : "?", n > 2 ? cells[2] : "?");
-            n = row_cells(md, "AMP fits in memory", cells, 8);
-            CHECK(n == 3 && starts_with(cells[1], "yes") && starts_with(cells[2], "yes at batch ") &&
-                      strstr(cells[2], "the largest batch that fits 8.59 GB at sequence 128: 131 (8.55 GB)"),
-                  "AMP fits row: '%s' '%s'", n > 1 ? cells[1] : "?", n > 2 ? cells[2] : "?");
-            n = row_cells(md, "AMP time saving vs FP32", cells, 8);
-            CHECK(n == 4 && starts_with(cells[1], "30%") && !strcmp(cells[2], "—"),
-                  "BERT time saving row: '%s' '%s'", n > 1 ? cells[1] : "?", n > 2 ? cells[2] : "?");
-            free(md);
-        }
-        hr_runset_free(bs);
-        free(bs);
+    write_bert_folder(dir, bert);
+    hr_runset *bs = calloc(1, sizeof *bs);
+    CHECK(hr_runset_load(bert, bs) == 0, "bert folder: %s", ab_error());
+    CHECK(bs->n_fits == 1 && bs->fits[0].max_batch == 131, "the fit record was not loaded (%d)", bs->n_fits);
+    snprintf(md_path, sizeof md_path, "%s/REPORT.md", bert);
+    CHECK(hr_write_report(bs, rep, md_path, NULL, NULL, 0) == 0, "bert report: %s", ab_error());
+    if (hr_read_file(md_path, &md) == 0) {
+        int n = row_cells(md, "FP32 fits in memory", cells, 8);
+        CHECK(n == 3 && starts_with(cells[1], "no") && strstr(cells[2], "failed: exit 1: out of memory"),
+              "FP32 fits row: '%s' '%s'", n > 1 ? cells[1] : "?", n > 2 ? cells[2] : "?");
+        n = row_cells(md, "AMP fits in memory", cells, 8);
+        CHECK(n == 3 && starts_with(cells[1], "yes") && starts_with(cells[2], "yes at batch ") &&
+                  strstr(cells[2], "the largest batch that fits 8.59 GB at sequence 128: 131 (8.55 GB)"),
+              "AMP fits row: '%s' '%s'", n > 1 ? cells[1] : "?", n > 2 ? cells[2] : "?");
+        n = row_cells(md, "AMP time saving vs FP32", cells, 8);
+        CHECK(n == 4 && starts_with(cells[1], "30%") && !strcmp(cells[2], "—"), "BERT time saving row: '%s' '%s'",
+              n > 1 ? cells[1] : "?", n > 2 ? cells[2] : "?");
+        free(md);
     }
+    hr_runset_free(bs);
+    free(bs);
+}
 
-    /* bad input: a malformed result and a missing folder name the file */
+/* Bad input: a malformed result, an incomplete one and a missing folder each give an error naming it. */
+static void check_bad_input(const char *tmp) {
     char bad[1200];
     snprintf(bad, sizeof bad, "%s/bad", tmp);
     hr_mkdir_p(bad);
@@ -610,10 +629,10 @@ int main(int argc, char **argv) {
     CHECK(hr_runset_load(missing, bs) != 0 && strstr(ab_error(), "does-not-exist"), "missing folder: error '%s'",
           ab_error());
     free(bs);
+}
 
-    hr_runset_free(rs);
-    free(rs);
-    hr_reported_free(&rep);
+/* Says how the checks went; removes the temporary folder when all passed. Returns the exit code. */
+static int finish(const char *tmp) {
     if (failures == 0) {
         char cmd[1200];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
@@ -623,4 +642,43 @@ int main(int argc, char **argv) {
     }
     fprintf(stderr, "test_harness_report: %d failures (files kept in %s)\n", failures, tmp);
     return 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s FIXTURES_DIR REPORTED_JSON\n", argv[0]);
+        return 2;
+    }
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/run-basic", argv[1]);
+
+    hr_reported rep;
+    hr_runset *rs = load_inputs(dir, argv[2], &rep);
+    if (!rs) return 1;
+    check_counts(rs);
+    hr_workload ws[HR_MAX_WORKLOADS];
+    const hr_workload *w = check_workload(rs, ws);
+    if (!w) return 1;
+    check_ratios(dir, w);
+    check_fp32_only_ratios(w);
+
+    char tmpl[] = "/tmp/ab_harness_report_XXXXXX";
+    const char *tmp = mkdtemp(tmpl);
+    CHECK(tmp != NULL, "mkdtemp failed");
+    if (!tmp) return 1;
+    char *md = write_markdown(rs, &rep, tmp);
+    if (!md) return 1;
+    check_provenance(md, rs, &rep, tmp);
+    check_ratio_rows(md);
+    check_single_seed_report(md);
+    free(md);
+
+    check_seeds(argv[1], &rep, tmp);
+    check_bert_fits(dir, &rep, tmp);
+    check_bad_input(tmp);
+
+    hr_runset_free(rs);
+    free(rs);
+    hr_reported_free(&rep);
+    return finish(tmp);
 }
