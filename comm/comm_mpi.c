@@ -82,6 +82,8 @@ typedef struct {
     MPI_Op f16_sum, bf16_sum;
     void *stage; /* host copy of a device buffer */
     size_t stage_bytes;
+    void *stage2; /* sendrecv's second one: what is received */
+    size_t stage2_bytes;
     /* watchdog: start of the collective in progress (ns, 0 = none) and its name */
     _Atomic int64_t started_ns;
     const char *_Atomic what;
@@ -389,21 +391,86 @@ static void mpi_destroy(ab_comm *c) {
         if (m->bf16_sum != MPI_OP_NULL) MPI_Op_free(&m->bf16_sum);
         if (m->comm != MPI_COMM_NULL) MPI_Comm_free(&m->comm);
         free(m->stage);
+        free(m->stage2);
         free(m);
     }
     free(c);
 }
 
+/* host memory of `bytes` for one half of a sendrecv: the buffer itself on the CPU, else one of
+ * the two staging buffers */
+static int stage_buf(ab_comm *c, int which, size_t bytes, void **host) {
+    mpi_impl *m = c->impl;
+    void **buf = which ? &m->stage2 : &m->stage;
+    size_t *cap = which ? &m->stage2_bytes : &m->stage_bytes;
+    if (*cap < bytes) {
+        void *p = realloc(*buf, bytes);
+        if (!p) return ab_errorf("out of host memory staging %zu bytes for MPI", bytes);
+        *buf = p;
+        *cap = bytes;
+    }
+    *host = *buf;
+    return 0;
+}
+
+static int mpi_sendrecv(ab_comm *c, const void *sbuf, size_t sbytes, int dst, void *rbuf, size_t rbytes, int src) {
+    mpi_impl *m = c->impl;
+    if (dst >= c->size || src >= c->size)
+        return ab_errorf("sendrecv: peer %d outside a world of %d", dst >= c->size ? dst : src, c->size);
+    if (sbytes > (size_t)INT_MAX || rbytes > (size_t)INT_MAX)
+        return ab_errorf("sendrecv: %zu bytes in one message (at most %d)", sbytes > rbytes ? sbytes : rbytes, INT_MAX);
+    const int host = host_memory(c);
+    const void *s = sbuf;
+    void *r = rbuf;
+    if (!host && dst >= 0) {
+        void *h = NULL;
+        AB_TRY(stage_buf(c, 0, sbytes, &h));
+        AB_TRY(c->be->ops->download(c->be, h, sbuf, sbytes));
+        s = h;
+    }
+    if (!host && src >= 0) AB_TRY(stage_buf(c, 1, rbytes, &r));
+    AB_MPI_GUARDED(c, "MPI_Sendrecv between pipeline stages",
+                   MPI_Sendrecv(dst >= 0 ? s : NULL, dst >= 0 ? (int)sbytes : 0, MPI_BYTE, dst >= 0 ? dst : MPI_PROC_NULL,
+                                7, src >= 0 ? r : NULL, src >= 0 ? (int)rbytes : 0, MPI_BYTE,
+                                src >= 0 ? src : MPI_PROC_NULL, 7, m->comm, MPI_STATUS_IGNORE));
+    return !host && src >= 0 ? c->be->ops->upload(c->be, rbuf, r, rbytes) : 0;
+}
+
+static int mpi_wrap(ab_comm *c, MPI_Comm comm);
+static void mpi_destroy(ab_comm *c);
+static int mpi_new(ab_comm **out);
+
+static int mpi_split(ab_comm *c, int color, int key, ab_comm **out) {
+    mpi_impl *m = c->impl;
+    *out = NULL;
+    MPI_Comm sub = MPI_COMM_NULL;
+    AB_MPI_GUARDED(c, "MPI_Comm_split", MPI_Comm_split(m->comm, color < 0 ? 0 : color, key, &sub));
+    ab_comm *n = NULL;
+    if (mpi_new(&n) != 0) {
+        MPI_Comm_free(&sub);
+        return -1;
+    }
+    if (mpi_wrap(n, sub) != 0) {
+        mpi_destroy(n);
+        return -1;
+    }
+    n->device = c->device;
+    n->be = c->be;
+    n->timeout_s = c->timeout_s;
+    *out = n;
+    return 0;
+}
+
 static const ab_comm_ops mpi_ops = {.name = "mpi", .allreduce = mpi_allreduce, .allreduce_i64 = mpi_allreduce_i64,
                                     .allreduce_f64 = mpi_allreduce_f64, .allgather_i64 = mpi_allgather_i64,
                                     .broadcast = mpi_broadcast, .barrier = mpi_barrier, .destroy = mpi_destroy,
-                                    .ireduce = mpi_ireduce, .test = mpi_test, .wait = mpi_wait};
+                                    .ireduce = mpi_ireduce, .test = mpi_test, .wait = mpi_wait,
+                                    .split = mpi_split, .sendrecv = mpi_sendrecv};
 
-static int mpi_setup(ab_comm *c) {
+/* c takes comm (its own: freed with c) and starts its watchdog */
+static int mpi_wrap(ab_comm *c, MPI_Comm comm) {
     mpi_impl *m = c->impl;
-    AB_TRY(mpi_ensure_init());
-    /* a communicator of our own: collectives of the library never match a caller's */
-    AB_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &m->comm));
+    m->comm = comm;
     AB_MPI_CHECK(MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN));
     AB_MPI_CHECK(MPI_Comm_rank(m->comm, &c->rank));
     AB_MPI_CHECK(MPI_Comm_size(m->comm, &c->size));
@@ -422,7 +489,16 @@ static int mpi_setup(ab_comm *c) {
     return 0;
 }
 
-int ab_comm_mpi_create(ab_comm **out) {
+static int mpi_setup(ab_comm *c) {
+    AB_TRY(mpi_ensure_init());
+    /* a communicator of our own: collectives of the library never match a caller's */
+    MPI_Comm own = MPI_COMM_NULL;
+    AB_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &own));
+    return mpi_wrap(c, own);
+}
+
+/* an engine with no MPI communicator yet */
+static int mpi_new(ab_comm **out) {
     *out = NULL;
     ab_comm *c = calloc(1, sizeof *c);
     mpi_impl *m = calloc(1, sizeof *m);
@@ -437,8 +513,16 @@ int ab_comm_mpi_create(ab_comm **out) {
     pthread_mutex_init(&m->lock, NULL);
     pthread_cond_init(&m->wake, NULL);
     *c = (ab_comm){.ops = &mpi_ops, .size = 1, .local_size = 1, .device = -1, .timeout_s = 300.0, .impl = m};
+    *out = c;
+    return 0;
+}
+
+int ab_comm_mpi_create(ab_comm **out) {
+    ab_comm *c = NULL;
+    AB_TRY(mpi_new(&c));
     if (mpi_setup(c) != 0) {
         mpi_destroy(c);
+        *out = NULL;
         return -1;
     }
     *out = c;

@@ -307,9 +307,84 @@ static void nccl_destroy(ab_comm *c) {
     free(c);
 }
 
+/* ncclSend and ncclRecv in one group on the engine's stream, behind the backend's work: neighbours
+ * sending each other at once do not deadlock */
+static int nccl_sendrecv(ab_comm *c, const void *sbuf, size_t sbytes, int dst, void *rbuf, size_t rbytes, int src) {
+    if (dst >= c->size || src >= c->size)
+        return ab_errorf("sendrecv: peer %d outside a world of %d", dst >= c->size ? dst : src, c->size);
+    if (dst < 0 && src < 0) return 0;
+    AB_TRY(usable(c));
+    nccl_impl *m = impl_of(c);
+    AB_TRY(on_device(c));
+    AB_TRY(after_backend(c));
+    AB_NCCL_COLLECTIVE(c, ncclGroupStart());
+    if (dst >= 0) AB_NCCL_COLLECTIVE(c, ncclSend(sbuf, sbytes, ncclUint8, dst, m->nccl, m->stream));
+    if (src >= 0) AB_NCCL_COLLECTIVE(c, ncclRecv(rbuf, rbytes, ncclUint8, src, m->nccl, m->stream));
+    AB_NCCL_COLLECTIVE(c, ncclGroupEnd());
+    return nccl_wait(c, "ncclSend/ncclRecv between pipeline stages", 1);
+}
+
+static int nccl_split(ab_comm *c, int color, int key, ab_comm **out);
+
 static const ab_comm_ops nccl_ops = {"nccl",          nccl_allreduce, nccl_allreduce_i64, nccl_allreduce_f64,
                                      nccl_allgather_i64, nccl_broadcast, nccl_barrier,       nccl_destroy,
-                                     nccl_ireduce,       nccl_test,      nccl_wait_req};
+                                     nccl_ireduce,       nccl_test,      nccl_wait_req,      nccl_split,
+                                     nccl_sendrecv};
+
+/* the stream and event of an engine on GPU m->device */
+static int nccl_streams(nccl_impl *m) {
+    AB_CUDA_CHECK(cudaSetDevice(m->device));
+    AB_CUDA_CHECK(cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking));
+    AB_CUDA_CHECK(cudaEventCreateWithFlags(&m->ready, cudaEventDisableTiming));
+    return 0;
+}
+
+/* the host side split over the bootstrap engine, the NCCL side with ncclCommSplit (collective over
+ * the parent communicator), each group on the same GPU as its parent */
+static int nccl_split(ab_comm *c, int color, int key, ab_comm **out) {
+    *out = NULL;
+    AB_TRY(usable(c));
+    nccl_impl *pm = impl_of(c);
+    ab_comm *n = (ab_comm *)calloc(1, sizeof *n);
+    nccl_impl *m = (nccl_impl *)calloc(1, sizeof *m);
+    if (!n || !m) {
+        free(n);
+        free(m);
+        return ab_errorf("out of host memory for a communicator");
+    }
+    *n = *c;
+    n->impl = m;
+    m->device = pm->device;
+    int rc = pm->boot->ops->split(pm->boot, color, key, &m->boot);
+    if (rc == 0) {
+        n->rank = m->boot->rank;
+        n->size = m->boot->size;
+        n->local_rank = m->boot->local_rank;
+        n->local_size = m->boot->local_size;
+        rc = nccl_streams(m);
+    }
+    if (rc == 0 && on_device(c) == 0) {
+        ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+        config.blocking = 0;
+        const ncclResult_t r = ncclCommSplit(pm->nccl, color < 0 ? 0 : color, key, &m->nccl, &config);
+        if (r != ncclSuccess && r != ncclInProgress) {
+            rc = ab_errorf("rank %d: ncclCommSplit failed: %s (%s)", c->rank, ncclGetErrorString(r), ncclGetLastError(NULL));
+            m->nccl = NULL;
+        } else {
+            /* the child completes on its own; the parent's state too (non-blocking communicators) */
+            rc = nccl_wait(n, "ncclCommSplit", 0);
+            if (rc == 0) rc = nccl_wait(c, "ncclCommSplit (parent)", 0);
+        }
+    } else if (rc == 0) {
+        rc = -1;
+    }
+    if (rc != 0) {
+        nccl_destroy(n);
+        return -1;
+    }
+    *out = n;
+    return 0;
+}
 
 /* 64-bit FNV-1a of a GPU's UUID, sign bit clear: one int64 per rank for the all-gather */
 static int64_t uuid_hash(const cudaUUID_t *u) {
@@ -366,8 +441,7 @@ static int nccl_setup(ab_comm *c) {
     memset(&id, 0, sizeof id);
     if (c->rank == 0) AB_NCCL_CHECK(ncclGetUniqueId(&id));
     AB_TRY(m->boot->ops->broadcast(m->boot, &id, sizeof id, 0)); /* MPI_Bcast of the id (host memory) */
-    AB_CUDA_CHECK(cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking));
-    AB_CUDA_CHECK(cudaEventCreateWithFlags(&m->ready, cudaEventDisableTiming));
+    AB_TRY(nccl_streams(m));
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     AB_NCCL_CHECK(ncclCommInitRankConfig(&m->nccl, c->size, id, c->rank, &config));

@@ -42,10 +42,26 @@ static int self_test(ab_comm *c, ab_comm_req *req) {
     return 0;
 }
 
+static int self_split(ab_comm *c, int color, int key, ab_comm **out) {
+    (void)color, (void)key;
+    AB_TRY(ab_comm_self_create(out));
+    (*out)->device = c->device;
+    (*out)->be = c->be;
+    (*out)->timeout_s = c->timeout_s;
+    return 0;
+}
+/* a world of one has no peer: every half must be left out */
+static int self_sendrecv(ab_comm *c, const void *sbuf, size_t sbytes, int dst, void *rbuf, size_t rbytes, int src) {
+    (void)c, (void)sbuf, (void)sbytes, (void)rbuf, (void)rbytes;
+    if (dst >= 0 || src >= 0) return ab_errorf("sendrecv: peer %d outside a world of 1", dst >= 0 ? dst : src);
+    return 0;
+}
+
 static const ab_comm_ops self_ops = {.name = "self", .allreduce = self_allreduce, .allreduce_i64 = self_allreduce_i64,
                                      .allreduce_f64 = self_allreduce_f64, .allgather_i64 = self_allgather_i64,
                                      .broadcast = self_broadcast, .barrier = self_barrier, .destroy = self_destroy,
-                                     .ireduce = self_ireduce, .test = self_test, .wait = self_test};
+                                     .ireduce = self_ireduce, .test = self_test, .wait = self_test,
+                                     .split = self_split, .sendrecv = self_sendrecv};
 
 int ab_comm_self_create(ab_comm **out) {
     ab_comm *c = calloc(1, sizeof *c);

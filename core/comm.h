@@ -76,6 +76,18 @@ typedef struct {
     int (*test)(ab_comm *c, ab_comm_req *req);
     /* until it has completed (under the communicator's timeout) */
     int (*wait)(ab_comm *c, ab_comm_req *req);
+    /* Collective over c: the ranks that pass the same color form a new communicator, ranked by
+     * key (ties by their rank in c), as MPI_Comm_split does; *out has c's engine, device, backend
+     * and timeout, and is destroyed with ab_comm_destroy. Tensor, pipeline and data-parallel
+     * groups (core/parallel.h) are split from the world this way, so each collective runs on its
+     * own group. */
+    int (*split)(ab_comm *c, int color, int key, ab_comm **out);
+    /* Point to point, in backend memory: sends sbytes of sbuf to rank dst and receives rbytes
+     * into rbuf from rank src together (dst or src -1: that half is left out), returning when both
+     * are done. Neighbours that send to each other at the same moment (a pipeline's activations
+     * forward, its gradients back) do not deadlock. The peer's matching call must name the same
+     * byte count. */
+    int (*sendrecv)(ab_comm *c, const void *sbuf, size_t sbytes, int dst, void *rbuf, size_t rbytes, int src);
 } ab_comm_ops;
 
 struct ab_comm {

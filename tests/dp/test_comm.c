@@ -254,6 +254,73 @@ static void test_host(ab_comm *c, ab_backend *be) {
     if (c->rank == 0 && !failures) printf("ok   %s host reductions, all-gather, broadcast, barrier\n", c->ops->name);
 }
 
+/* split: the even and odd ranks form two groups ranked in reverse order (key -rank); a SUM in a
+ * group adds only its members' values; the world is untouched. sendrecv: a ring within the world
+ * (each rank sends to the next and receives from the one before, at once: blocking sends would
+ * deadlock), then a chain whose ends leave a half out. */
+static void test_split_sendrecv(ab_comm *c, ab_backend *be) {
+    const int W = c->size, r = c->rank;
+    ab_comm *g = NULL;
+    if (c->ops->split(c, r % 2, -r, &g) != 0) {
+        AB_CHECK(0, "split: %s", ab_error());
+        return;
+    }
+    int members = 0, my_index = 0;
+    for (int q = W - 1; q >= 0; q--) /* ranked by key -rank: the highest rank first */
+        if (q % 2 == r % 2) {
+            if (q == r) my_index = members;
+            members++;
+        }
+    AB_CHECK(g->size == members && g->rank == my_index && g->be == be && g->device == c->device,
+             "split: rank %d is %d of %d in its group (expected %d of %d)", r, g->rank, g->size, my_index, members);
+    const size_t n = 33;
+    float h[33], *d = be->ops->alloc(be, AB_MEM_WORKSPACE, n * sizeof(float));
+    for (size_t i = 0; i < n; i++) h[i] = (float)(r + 1) * (float)(i + 1);
+    AB_CHECK(d && be->ops->upload(be, d, h, sizeof h) == 0 && g->ops->allreduce(g, d, n, AB_F32, AB_RED_SUM) == 0 &&
+                 be->ops->download(be, h, d, sizeof h) == 0,
+             "split: all-reduce in the group: %s", ab_error());
+    int sum = 0;
+    for (int q = 0; q < W; q++) sum += q % 2 == r % 2 ? q + 1 : 0;
+    for (size_t i = 0; i < n; i++)
+        AB_CHECK(h[i] == (float)sum * (float)(i + 1), "split: group sum [%zu] = %g, expected %d", i, h[i],
+                 sum * (int)(i + 1));
+    int64_t v = 1;
+    AB_CHECK(g->ops->allreduce_i64(g, &v, 1, AB_RED_SUM) == 0 && v == members, "split: int64 SUM %lld of %d",
+             (long long)v, members);
+    ab_comm_destroy(g);
+    /* the ring: every rank's buffer comes from the rank before */
+    const size_t m = 1000 + (size_t)r; /* counts differ by rank; each pair agrees */
+    float *snd = be->ops->alloc(be, AB_MEM_WORKSPACE, 2000 * sizeof(float));
+    float *rcv = be->ops->alloc(be, AB_MEM_WORKSPACE, 2000 * sizeof(float));
+    float *hs = malloc(2000 * sizeof(float)), *hr = malloc(2000 * sizeof(float));
+    for (size_t i = 0; i < 2000; i++) hs[i] = (float)r * 10000.0f + (float)i;
+    const int next = (r + 1) % W, prev = (r + W - 1) % W;
+    const size_t m_prev = 1000 + (size_t)prev;
+    if (W > 1) {
+        /* each rank sends m of its own; it receives what its predecessor sends, m_prev */
+        AB_CHECK(be->ops->upload(be, snd, hs, 2000 * sizeof(float)) == 0 &&
+                     c->ops->sendrecv(c, snd, m * sizeof(float), next, rcv, m_prev * sizeof(float), prev) == 0 &&
+                     be->ops->download(be, hr, rcv, m_prev * sizeof(float)) == 0,
+                 "sendrecv ring: %s", ab_error());
+        for (size_t i = 0; i < m_prev; i++)
+            AB_CHECK(hr[i] == (float)prev * 10000.0f + (float)i, "sendrecv ring: [%zu] = %g from rank %d", i, hr[i], prev);
+        /* the chain 0 -> 1 -> ... -> W-1: the first rank only sends, the last only receives */
+        AB_CHECK(c->ops->sendrecv(c, snd, 100 * sizeof(float), r + 1 < W ? r + 1 : -1, rcv, 100 * sizeof(float),
+                                  r > 0 ? r - 1 : -1) == 0,
+                 "sendrecv chain: %s", ab_error());
+        if (r > 0 && be->ops->download(be, hr, rcv, 100 * sizeof(float)) == 0)
+            AB_CHECK(hr[99] == (float)(r - 1) * 10000.0f + 99.0f, "sendrecv chain: %g from rank %d", hr[99], r - 1);
+    }
+    AB_CHECK(c->ops->sendrecv(c, snd, 4, W, rcv, 4, -1) != 0 && strstr(ab_error(), "outside a world"),
+             "sendrecv to rank %d of %d was not refused", W, W);
+    free(hs);
+    free(hr);
+    be->ops->release(be, AB_MEM_WORKSPACE, snd, 2000 * sizeof(float));
+    be->ops->release(be, AB_MEM_WORKSPACE, rcv, 2000 * sizeof(float));
+    be->ops->release(be, AB_MEM_WORKSPACE, d, n * sizeof(float));
+    printf("ok   %s split into %d groups, sendrecv ring and chain (world %d)\n", c->ops->name, W > 1 ? 2 : 1, W);
+}
+
 int main(int argc, char **argv) {
     const int nccl = argc > 1 && strcmp(argv[1], "nccl") == 0;
     ab_comm *c = NULL;
@@ -305,6 +372,7 @@ int main(int argc, char **argv) {
     test_fp16_overflow(c, be, AB_RED_AVG);
     test_ireduce(c, be);
     test_host(c, be);
+    test_split_sendrecv(c, be);
     ab_comm_destroy(c);
     be->ops->destroy(be);
     if (failures) {
