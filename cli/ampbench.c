@@ -370,6 +370,12 @@ static const option_row rows[] = {
     {"proj-node-bw", "B/S", "projection: per-node network bandwidth (100 Gb/s)", "1.25e10", POSITIVE(cfg.proj_node_bw)},
     {"proj-node-latency", "S", "projection: node all-reduce latency per step", "5e-05", POSITIVE(cfg.proj_node_latency)},
 
+    SECTION("model parallel (docs/parallelism.md)"),
+    {"tensor-parallel", "T", "split the model's matrices among groups of T neighbouring ranks\n"
+                             "(Megatron-LM's column and row-parallel layers; mlp): each\n"
+                             "rank holds 1/T of them; the world is data x T", "1",
+     INT(cfg.tensor_parallel, 1, 1 << 16)},
+
     SECTION("output"),
     {"out", "FILE.json", "result record (written atomically after each epoch)", NULL, STRING(cfg.out_path)},
     {"save", "FILE", "weights written at the end (.safetensors; rank 0)", NULL, STRING(cfg.save_path)},
@@ -466,7 +472,10 @@ static int check_combination(const cli *c) {
         if (given(c, dynamic_only[i]))
             return ab_errorf("--loss-scale %s is static: --%s belongs to the dynamic scaler", c->loss_scale,
                              dynamic_only[i]);
-    return check_dp_sync(c);
+    AB_TRY(check_dp_sync(c));
+    int world = 1;
+    ab_comm_launched(&world);
+    return ab_parallel_config_check(&c->cfg, world);
 }
 
 /* One row: --name ARG, the help from column 27 (a '\n' continues it below), the default at
@@ -932,7 +941,8 @@ static ab_backend *profiled_backend(const char *device, int index, int threads, 
     ab_prof_report_at_destroy(be, stdout);
     return be;
 }
-static const ab_platform_ops profiled_platform = {.comm_create = ab_comm_create, .backend_create = profiled_backend};
+static const ab_platform_ops profiled_platform = {
+    .comm_create = ab_comm_create, .backend_create = profiled_backend, .host_create = ab_backend_host_create};
 
 int main(int argc, char **argv) {
     choose_blas_kernels(argv);
@@ -1003,7 +1013,7 @@ int main(int argc, char **argv) {
     const ab_train_config *cfg = &opts.cfg;
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
-    int rc, did_not_fit = 0;
+    int rc, did_not_fit = 0, usage = 0;
     if (opts.find_max_batch) {
         rc = find_max_batch(&opts.cfg);
     } else if (is_bench) {
@@ -1012,9 +1022,15 @@ int main(int argc, char **argv) {
         ab_run_record rec;
         rc = ab_train_run(cfg, &rec);
         did_not_fit = rc != 0 && rec.mem.oom;
+        usage = rc != 0 && rec.usage_error;
         if (rc == 0 && cfg->out_path && !cfg->quiet && rec.rank == 0) printf("result: %s%s\n", cfg->out_path, rec.interrupted ? " (interrupted)" : "");
         if (rc == 0 && rec.interrupted) rc = 130;
         ab_run_record_free(&rec);
+    }
+    if (rc == -1 && usage) { /* every rank refused the same options before training: no job to abort */
+        if (ab_comm_launcher_rank() == 0) fprintf(stderr, "ampbench: %s\n", ab_error());
+        ab_mpi_finalize();
+        return 2;
     }
     if (rc == -1) {
         int world = 1;

@@ -113,7 +113,7 @@ static int run_step(const ms_args *a, const ab_sample_info *s, const ab_recipe *
     c.model = a->model, c.init_from = a->arch, c.batch_size = a->batch, c.hidden = a->hidden > 0 ? a->hidden : c.hidden;
     c.width = a->width, c.dropout = a->dropout;
     memcpy(c.blocks, a->blocks, sizeof c.blocks);
-    AB_TRY(ab_workloads.create_model(&c, &r->s, &r->model));
+    AB_TRY(ab_workloads.create_model(&c, &r->s, NULL, &r->model));
     /* no weight values: the counting backend never reads them (BERT-base: 440 MB and seconds saved) */
     AB_TRY(ab_params_init(&r->params, r->be, prec, r->model->specs, r->model->n_specs, NULL));
     AB_TRY(ab_model_bind(r->model, &r->params));

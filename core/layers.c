@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 void ab_linear_specs(ab_param_spec *w, ab_param_spec *b, const char *wname, const char *bname, int in, int out) {
     *w = (ab_param_spec){.name = wname, .ndim = 2, .shape = {out, in}, .init = AB_INIT_UNIFORM_FAN_IN, .fan_in = in};
@@ -40,6 +41,42 @@ int ab_linear_backward(const ab_params *p, const ab_grad_sink *g, const ab_linea
         AB_TRY(ops->gemm(p->be, 0, 0, B, l->in, l->out, 1.0f, t, dy, l->out, t, ab_param_weight(p, l->w), l->in, NULL,
                          AB_EPI_NONE, 0.0f, t, dx, l->in));
     return 0;
+}
+
+int ab_linear_column_parallel(ab_param_spec *w, ab_param_spec *b, const ab_tp *tp) {
+    AB_TRY(ab_spec_split(w, 0, ab_tp_size(tp), ab_tp_rank(tp)));
+    return ab_spec_split(b, 0, ab_tp_size(tp), ab_tp_rank(tp));
+}
+
+int ab_linear_row_parallel(ab_param_spec *w, const ab_tp *tp) {
+    return ab_spec_split(w, 1, ab_tp_size(tp), ab_tp_rank(tp));
+}
+
+int ab_linear_row_forward(const ab_params *p, const ab_linear *l, ab_tp *tp, int B, const void *x, void *y,
+                          const void *ones) {
+    if (ab_tp_size(tp) == 1) return ab_linear_forward(p, l, B, x, y, AB_EPI_NONE);
+    const ab_dtype t = p->compute_type;
+    const ab_backend_ops *ops = p->be->ops;
+    AB_TRY(ops->gemm(p->be, 0, 1, B, l->out, l->in, 1.0f, t, x, l->in, t, ab_param_weight(p, l->w), l->in, NULL,
+                     AB_EPI_NONE, 0.0f, t, y, l->out));
+    AB_TRY(ab_tp_allreduce(tp, y, (size_t)B * l->out, t));
+    /* y += ones (B, 1) b (1, out): the sum plus the bias, in fp32, rounded once */
+    return ops->gemm(p->be, 0, 0, B, l->out, 1, 1.0f, t, ones, 1, t, ab_param_weight(p, l->b), l->out, NULL,
+                     AB_EPI_NONE, 1.0f, t, y, l->out);
+}
+
+int ab_fill_ones(const ab_params *p, size_t n, void *dst) {
+    const ab_dtype t = p->compute_type;
+    const size_t es = ab_dtype_size(t);
+    unsigned char *h = malloc(n * es + 1);
+    if (!h) return ab_errorf("out of host memory");
+    for (size_t i = 0; i < n; i++) {
+        if (t == AB_F32) ((float *)h)[i] = 1.0f;
+        else ((uint16_t *)h)[i] = t == AB_F16 ? 0x3C00 : 0x3F80; /* 1.0 in fp16, in bf16 */
+    }
+    const int rc = p->be->ops->upload(p->be, dst, h, n * es);
+    free(h);
+    return rc;
 }
 
 void ab_conv_spec(ab_param_spec *w, const char *name, int C, int K, int R, int S) {

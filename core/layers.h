@@ -4,6 +4,7 @@
 #ifndef AB_LAYERS_H
 #define AB_LAYERS_H
 
+#include "parallel.h"
 #include "params.h"
 
 /* y = x W^T + b.  W: (out, in), b: (out) at offsets into the parameter buffers. */
@@ -20,6 +21,24 @@ void ab_linear_bind(ab_linear *l, const ab_param_spec *w, const ab_param_spec *b
 int ab_linear_forward(const ab_params *p, const ab_linear *l, int B, const void *x, void *y, ab_epilogue epi);
 /* dy (B, out), x (B, in) -> d_weight, d_bias (ab_param_grad_at, folded); dx (B, in) unless NULL */
 int ab_linear_backward(const ab_params *p, const ab_grad_sink *g, const ab_linear *l, int B, const void *x, const void *dy, void *dx);
+
+/* Tensor parallelism over linear layers (core/parallel.h), after ab_linear_specs and before
+ * the parameters are laid out. Column-parallel: the weight's rows (output features) and the bias
+ * split among tp's ranks; the input whole, the output this rank's block of features. Row-parallel:
+ * the weight's columns (input features) split, the bias whole; the input this rank's block, the
+ * output whole after ab_linear_row_forward's all-reduce. -1 with an error naming the tensor when
+ * the features do not divide among the ranks. A group of 1 splits nothing. */
+int ab_linear_column_parallel(ab_param_spec *w, ab_param_spec *b, const ab_tp *tp);
+int ab_linear_row_parallel(ab_param_spec *w, const ab_tp *tp);
+/* the row-parallel forward: y (B, out) = all-reduce over tp of x_block W_block^T, then + b once,
+ * after the sum (Megatron's g operator and its bias); ones: B ones in the compute type
+ * (ab_fill_ones), through which the bias is added as a rank-1 product. Its backward is
+ * ab_linear_backward (identity: every rank has the whole dy; the bias's gradient is the same on
+ * every rank). */
+int ab_linear_row_forward(const ab_params *p, const ab_linear *l, ab_tp *tp, int B, const void *x, void *y,
+                          const void *ones);
+/* n ones of the compute type into dst (backend memory) */
+int ab_fill_ones(const ab_params *p, size_t n, void *dst);
 
 /* A 2-D convolution without bias: filter (K, R, S, C) at a spec of the compute region,
  * initialised as torchvision's ResNets do (Kaiming normal, fan-out). Channels-last

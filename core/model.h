@@ -6,6 +6,7 @@
 
 #include "arena.h"
 #include "dataset.h"
+#include "parallel.h"
 #include "params.h"
 
 typedef struct ab_model ab_model;
@@ -54,6 +55,10 @@ struct ab_model {
     long batches_tracked;   /* batch norm's num_batches_tracked: training passes of a model with batch norm,
                                counted by its forward, read from and written to checkpoints */
     const char *notes;      /* for the record: how the model trains under data parallelism, ... */
+    double tp_elems_per_sample; /* under tensor parallelism: activation elements one sample's forward and
+                                   backward all-reduce across the tensor group (the traffic's model) */
+    int tensor_parallel;    /* the ranks its split tensors are cut among (ab_model_config.tp); 0 or 1: none.
+                               The trainer refuses a tensor group the model did not split itself for */
     void *logits;           /* (max_batch * targets, n_classes) in compute type */
     ab_arena arena;
     void *impl;
@@ -70,6 +75,8 @@ typedef struct {
     int blocks[4]; /* ResNet: bottleneck blocks per stage */
     const char *arch; /* BERT: the checkpoint folder or file whose config.json gives the architecture */
     float dropout;    /* BERT: hidden and attention dropout; < 0: the architecture's */
+    ab_tp *tp;        /* the tensor group (core/parallel.h), kept by the model for its forward and backward;
+                         NULL or a group of 1: the whole model */
 } ab_model_config;
 
 /* the logits rows per sample of m: targets, or 1 */

@@ -20,6 +20,64 @@ static float init_value(const ab_param_spec *s, ab_rng *rng) {
     return 0.0f;
 }
 
+int ab_spec_split(ab_param_spec *s, int dim, int parts, int index) {
+    if (parts <= 1) return 0;
+    if (dim < 0 || dim >= s->ndim || s->shape[dim] % parts != 0 || index < 0 || index >= parts)
+        return ab_errorf("%s: dimension %d of size %d does not split into %d equal blocks", s->name, dim,
+                         dim >= 0 && dim < s->ndim ? s->shape[dim] : 0, parts);
+    s->shape[dim] /= parts;
+    s->split_dim = dim;
+    s->split_parts = parts;
+    s->split_index = index;
+    return 0;
+}
+
+ab_param_spec ab_spec_whole(const ab_param_spec *s) {
+    ab_param_spec w = *s;
+    if (s->split_parts > 1) w.shape[s->split_dim] *= s->split_parts;
+    w.split_parts = w.split_index = w.split_dim = 0;
+    w.numel = 1;
+    for (int d = 0; d < w.ndim; d++) w.numel *= (size_t)w.shape[d];
+    return w;
+}
+
+void ab_spec_block_geometry(const ab_param_spec *s, size_t *outer, size_t *k_block, size_t *inner) {
+    *outer = *inner = 1;
+    const int dim = s->split_parts > 1 ? s->split_dim : 0;
+    for (int d = 0; d < dim; d++) *outer *= (size_t)s->shape[d];
+    for (int d = dim + 1; d < s->ndim; d++) *inner *= (size_t)s->shape[d];
+    *k_block = s->ndim ? (size_t)s->shape[dim] : 1;
+}
+
+void ab_spec_block_copy(const ab_param_spec *s, float *whole, float *block, int to_whole) {
+    size_t outer, kb, inner;
+    ab_spec_block_geometry(s, &outer, &kb, &inner);
+    const size_t parts = s->split_parts > 1 ? (size_t)s->split_parts : 1, idx = parts > 1 ? (size_t)s->split_index : 0;
+    for (size_t o = 0; o < outer; o++) {
+        float *w = whole + (o * kb * parts + idx * kb) * inner, *b = block + o * kb * inner;
+        for (size_t k = 0; k < kb * inner; k++) {
+            if (to_whole) w[k] = b[k];
+            else b[k] = w[k];
+        }
+    }
+}
+
+/* s's initial values into w (its block's numel): the whole tensor's draws in order, the block
+ * kept, so that a split tensor's block equals the slice of the unsplit one */
+static int init_tensor(const ab_param_spec *s, ab_rng *rng, float *w) {
+    if (s->split_parts <= 1) {
+        for (size_t k = 0; k < s->numel; k++) w[k] = init_value(s, rng);
+        return 0;
+    }
+    const ab_param_spec whole = ab_spec_whole(s);
+    float *all = malloc(whole.numel * sizeof *all);
+    if (!all) return ab_errorf("out of host memory initialising %s", s->name);
+    for (size_t k = 0; k < whole.numel; k++) all[k] = init_value(s, rng);
+    ab_spec_block_copy(s, all, w, 0);
+    free(all);
+    return 0;
+}
+
 /* Offsets and sizes of every spec: compute region first, then the fp32 region after it in the
  * same buffers; buffers apart. Within a region the specs with weight decay come first and those
  * without (no_decay) after them, so an optimizer that leaves the latter alone steps over a few
@@ -92,12 +150,11 @@ int ab_params_init(ab_params *p, ab_backend *be, ab_precision prec, ab_param_spe
     float *host = rng ? malloc((p->n + p->n_bufs + 1) * sizeof(float)) : NULL;
     if (rng && !host) return ab_errorf("out of host memory for %zu parameters", p->n);
     float *hbuf = host ? host + p->n : NULL;
-    for (int i = 0; host && i < n_specs; i++) { /* spec order: the order of the RNG draws */
-        float *w = (specs[i].region == AB_REGION_BUFFER ? hbuf : host) + specs[i].offset;
-        for (size_t k = 0; k < specs[i].numel; k++) w[k] = init_value(&specs[i], rng);
-    }
+    int rc = 0;
+    for (int i = 0; host && rc == 0 && i < n_specs; i++) /* spec order: the order of the RNG draws */
+        rc = init_tensor(&specs[i], rng, (specs[i].region == AB_REGION_BUFFER ? hbuf : host) + specs[i].offset);
     const size_t b32 = p->n * sizeof(float);
-    int rc = allocate(p);
+    if (rc == 0) rc = allocate(p);
     if (rc == 0 && host) rc = be->ops->upload(be, p->master, host, b32);
     if (rc == 0 && host && p->n_bufs) rc = be->ops->upload(be, p->bufs, hbuf, p->n_bufs * sizeof(float));
     if (rc == 0) rc = be->ops->zero(be, p->grad, b32);

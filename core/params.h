@@ -49,6 +49,11 @@ typedef struct ab_param_spec {
     ab_param_region region;
     ab_param_layout layout;
     int no_decay; /* 1: excluded from weight decay (biases, normalisation weights) */
+    /* tensor parallelism (core/parallel.h): split_parts > 1 cuts the whole tensor along dimension
+     * split_dim (as stored here) into that many equal blocks, and shape is block split_index's;
+     * the initialisation draws the whole tensor and keeps the block, so that every block equals
+     * the matching slice of an unsplit run's tensor. 0 or 1: the whole tensor (replicated). */
+    int split_dim, split_parts, split_index;
     size_t offset; /* elements from the start of its region's buffer, filled by ab_params_init */
     size_t numel;
 } ab_param_spec;
@@ -93,6 +98,19 @@ typedef struct ab_grad_sink {
     int (*ready)(void *ctx, const ab_param_spec *w);
     void *ready_ctx;
 } ab_grad_sink;
+
+/* cuts s along dim into parts blocks and keeps block index (see split_parts); -1 with an error
+ * naming the tensor when its dimension does not divide */
+int ab_spec_split(ab_param_spec *s, int dim, int parts, int index);
+/* s as a whole (unsplit) tensor: shape and numel of the whole, split_parts 0 */
+ab_param_spec ab_spec_whole(const ab_param_spec *s);
+/* a split spec's block seen as (outer, k_block, inner), row-major: outer the product of the
+ * dimensions before split_dim, k_block the block's size along it, inner the product of those
+ * after it. Element (o, k, i) of the block is element (o, split_index * k_block + k, i) of the
+ * whole tensor, seen as (outer, split_parts * k_block, inner). */
+void ab_spec_block_geometry(const ab_param_spec *s, size_t *outer, size_t *k_block, size_t *inner);
+/* copies s's block out of whole (the whole tensor, row-major) into block, or back (to_whole) */
+void ab_spec_block_copy(const ab_param_spec *s, float *whole, float *block, int to_whole);
 
 /* Lays out the specs (offsets), allocates the buffers and initialises the weights on the host
  * with the given RNG in spec order; rng NULL leaves them unset (a backend that only counts ops,

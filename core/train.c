@@ -43,7 +43,7 @@ void ab_train_config_defaults(ab_train_config *c) {
                            .growth_interval = 2000, .log_interval = 100, .shuffle = 1,
                            .inject_inf_step = -1, .inject_inf_rank = -1, .comm = "auto", .keep_checkpoints = 2,
                            .dp_overlap = 1, .bucket_mb = 25.0, .dp_sync = AB_DP_RING, .ps_shards = 1,
-                           .allreduce_dtype = AB_F32};
+                           .tensor_parallel = 1, .allreduce_dtype = AB_F32};
 }
 
 
@@ -104,12 +104,12 @@ static int check_world_config(trainer *t) {
     snprintf(desc, sizeof desc,
              "model %s, parameters %zu, precision %s, dataset %s (%d train samples), batch %d, accum steps %d, "
              "epochs %d, max steps %ld, optimizer %s lr %g momentum %g wd %g, seed %llu, shuffle %d, "
-             "all-reduce %s, engine %s, overlap %d, buckets of %g MB, sync %s (%d shards), backend %s",
+             "all-reduce %s, engine %s, overlap %d, buckets of %g MB, sync %s (%d shards), backend %s, tensor groups of %d",
              c->model, t->params.n, ab_precision_name(c->precision), c->dataset, t->train->n, c->batch_size,
              c->accum_steps, c->epochs, c->max_steps, ab_optimizer_name(c->optimizer), (double)c->lr,
              (double)c->momentum, (double)c->weight_decay, (unsigned long long)c->seed, c->shuffle,
              ab_dtype_name(c->allreduce_dtype), cm->ops->name, c->dp_overlap, c->bucket_mb, ab_dp_sync_name(c->dp_sync),
-             c->ps_shards, t->be->ops->name);
+             c->ps_shards, t->be->ops->name, t->lay.tp);
     const int64_t h = (int64_t)(fnv1a(desc) >> 1);
     int64_t lo = h, hi = h;
     AB_TRY(cm->ops->allreduce_i64(cm, &lo, 1, AB_RED_MIN));
@@ -125,6 +125,51 @@ static int check_world_config(trainer *t) {
     return ab_errorf("ranks disagree on the world configuration: rank %d of %d has [%s]; ranks with a different "
                      "one: %s (launch every rank with the same options and data)",
                      cm->rank, cm->size, desc, others[0] ? others : "?");
+}
+
+/* The grid's groups (core/parallel.h), each split from the world (collectives over it, called by
+ * every rank in the same order): the data group holds the ranks of the same tensor block, the
+ * tensor group the neighbours that share a model replica. Without model parallelism the data
+ * group is the world itself. */
+int ab_parallel_config_check(const ab_train_config *c, int world) {
+    const int tp = c->tensor_parallel > 1 ? c->tensor_parallel : 1;
+    ab_layout l;
+    AB_TRY(ab_layout_make(world, 0, tp, 1, &l));
+    if (tp == 1) return 0;
+    if (c->dp_sync == AB_DP_PS)
+        return ab_errorf("--dp-sync ps with --tensor-parallel %d: the parameter server's shards of the weights and "
+                         "the tensor blocks are not combined; use --dp-sync ring",
+                         tp);
+    if (c->checkpoint_dir)
+        return ab_errorf("--checkpoint-dir with --tensor-parallel %d: checkpoints of split tensors are not written; "
+                         "--save writes the whole weights at the end",
+                         tp);
+    if (c->grad_census)
+        return ab_errorf("--grad-census with --tensor-parallel %d: the census counts whole tensors; run it without "
+                         "tensor parallelism",
+                         tp);
+    return 0;
+}
+
+static int open_groups(trainer *t) {
+    const ab_train_config *c = t->cfg;
+    const int tp = c->tensor_parallel > 1 ? c->tensor_parallel : 1;
+    ab_comm *w = t->comm;
+    if (ab_parallel_config_check(c, w->size) != 0) {
+        t->rec->usage_error = 1;
+        return -1;
+    }
+    AB_TRY(ab_layout_make(w->size, w->rank, tp, 1, &t->lay));
+    t->tp = (ab_tp){.rank = t->lay.tp_rank, .size = t->lay.tp};
+    if (tp == 1) {
+        t->dp = w;
+        return 0;
+    }
+    const ab_layout *l = &t->lay;
+    AB_TRY(w->ops->split(w, l->pp_rank * l->tp + l->tp_rank, l->dp_rank, &t->dp));
+    AB_TRY(w->ops->split(w, l->pp_rank * l->dp + l->dp_rank, l->tp_rank, &t->tpc));
+    t->tp.comm = t->tpc;
+    return 0;
 }
 
 /* the communicator, then the backend on the GPU it chose */
@@ -153,14 +198,21 @@ static int open_world(trainer *t) {
     if (!t->be) return -1;
     t->be->mem.limit = c->memory_limit;
     ab_comm_bind(t->comm, t->be);
-    return 0;
+    return open_groups(t);
 }
 
 /* the data, the model and its weights (initialised, or from --init-from), the same on every rank */
 static int build_model(trainer *t, ab_run_record *rec) {
     const ab_train_config *c = t->cfg;
     AB_TRY(load_data(t));
-    AB_TRY(c->workload->create_model(c, &t->train->info, &t->model));
+    if (c->workload->create_model(c, &t->train->info, &t->tp, &t->model) != 0) {
+        t->rec->usage_error = t->lay.tp > 1; /* a model that cannot split as asked */
+        return -1;
+    }
+    if (t->lay.tp > 1 && t->model->tensor_parallel != t->lay.tp) {
+        t->rec->usage_error = 1;
+        return ab_errorf("--tensor-parallel %d: model %s does not split its tensors among ranks", t->lay.tp, c->model);
+    }
     t->targets = ab_model_targets(t->model);
     if (t->targets != ab_sample_targets(&t->train->info))
         return ab_errorf("%s scores %d logits rows a sample, and %s gives %d labels a sample: the loss needs one label "
@@ -173,17 +225,19 @@ static int build_model(trainer *t, ab_run_record *rec) {
     snprintf(rec->weights_from, sizeof rec->weights_from, "initialised (seed %llu)", (unsigned long long)c->seed);
     if (c->init_from) {
         if (!c->workload->load_weights) return ab_errorf("--init-from: this build reads no weights files");
-        AB_TRY(c->workload->load_weights(c->init_from, t->model, &t->params, rec->weights_from,
-                                         sizeof rec->weights_from));
+        AB_TRY(t->lay.tp > 1 ? ab_shards_load(t, c->init_from, rec->weights_from, sizeof rec->weights_from)
+                             : c->workload->load_weights(c->init_from, t->model, &t->params, rec->weights_from,
+                                                         sizeof rec->weights_from));
         AB_TRY(ab_params_refresh(&t->params));
     }
     AB_TRY(check_world_config(t));
     AB_TRY(gather_gpus(t));
-    /* replicas start from rank 0's weights and buffers, as DDP does (the seeded init agrees anyway) */
-    if (t->comm->size > 1) {
-        AB_TRY(t->comm->ops->broadcast(t->comm, t->params.master, t->params.n * sizeof(float), 0));
+    /* replicas start from rank 0's weights and buffers, as DDP does (the seeded init agrees anyway);
+     * under tensor parallelism each data group's rank 0 of the same block */
+    if (t->dp->size > 1) {
+        AB_TRY(t->dp->ops->broadcast(t->dp, t->params.master, t->params.n * sizeof(float), 0));
         if (t->params.n_bufs)
-            AB_TRY(t->comm->ops->broadcast(t->comm, t->params.bufs, t->params.n_bufs * sizeof(float), 0));
+            AB_TRY(t->dp->ops->broadcast(t->dp, t->params.bufs, t->params.n_bufs * sizeof(float), 0));
         AB_TRY(ab_params_refresh(&t->params));
     }
     return 0;
@@ -223,15 +277,17 @@ static double wire_bytes(const trainer *t, size_t lo, size_t hi) {
  *   ring  2(W-1)/W B each way (reduce-scatter, then all-gather);
  *   ps    sent: B - b_r pushed, (W-1) w_r pulled from it; received: (W-1) b_r, 4n - w_r. */
 static int dp_traffic(trainer *t) {
-    const int W = t->comm->size;
+    const int W = t->dp->size, world = t->comm->size;
     ab_run_record *rec = t->rec;
     if (W == 1) return 0;
-    rec->dp_sent_per_rank = calloc((size_t)W, sizeof(double));
-    rec->dp_received_per_rank = calloc((size_t)W, sizeof(double));
+    /* one entry per rank of the world; under tensor parallelism every data group moves its blocks'
+     * gradients around its ring (the parameter server is not combined with it: W = world) */
+    rec->dp_sent_per_rank = calloc((size_t)world, sizeof(double));
+    rec->dp_received_per_rank = calloc((size_t)world, sizeof(double));
     if (!rec->dp_sent_per_rank || !rec->dp_received_per_rank) return ab_errorf("out of host memory");
     const size_t n = t->params.n;
     const double B = wire_bytes(t, 0, n);
-    for (int r = 0; r < W; r++) {
+    for (int r = 0; r < world; r++) {
         if (!t->ps) {
             rec->dp_sent_per_rank[r] = rec->dp_received_per_rank[r] = 2.0 * (W - 1) / W * B;
             continue;
@@ -250,7 +306,7 @@ static int ps_share(trainer *t, float *buf) {
     for (int j = 0; j < t->cfg->ps_shards; j++) {
         size_t lo, hi;
         ab_ps_shard(t->params.n, t->cfg->ps_shards, j, &lo, &hi);
-        if (hi > lo) AB_TRY(t->comm->ops->broadcast(t->comm, buf + lo, (hi - lo) * sizeof(float), j));
+        if (hi > lo) AB_TRY(t->dp->ops->broadcast(t->dp, buf + lo, (hi - lo) * sizeof(float), j));
     }
     return 0;
 }
@@ -290,7 +346,7 @@ static int alloc_step(trainer *t) {
         !(t->stats = ab_alloc_for(t->be, AB_MEM_WORKSPACE, sizeof(step_stats), "the step's loss and flags")))
         return -1;
     if (!(c->bucket_mb > 0.0)) return ab_errorf("--bucket-mb %g: a bucket must hold more than 0 MB", c->bucket_mb);
-    const int W = t->comm->size;
+    const int W = t->dp->size;
     if (c->dp_sync == AB_DP_PS && (c->ps_shards < 1 || c->ps_shards > W))
         return ab_errorf("--ps-shards %d: the servers are ranks of the world, 1 to %d", c->ps_shards, W);
     if (W > 1 && c->dp_sync == AB_DP_PS && c->inject_inf_step >= 0 && c->inject_inf_rank >= c->ps_shards)
@@ -301,15 +357,15 @@ static int alloc_step(trainer *t) {
     t->ps = W > 1 && c->dp_sync == AB_DP_PS;
     /* the parameter server always pushes bucket by bucket (after backward without overlap) */
     t->bucketed = t->overlap || t->ps;
-    if (t->ps) ab_ps_shard(t->params.n, c->ps_shards, t->comm->rank, &t->own_lo, &t->own_hi);
+    if (t->ps) ab_ps_shard(t->params.n, c->ps_shards, t->dp->rank, &t->own_lo, &t->own_hi);
     else t->own_lo = 0, t->own_hi = t->params.n;
     AB_TRY(dp_traffic(t));
     t->rec->bucket_layout = ab_buckets_count(&t->params, c->bucket_mb);
     if (t->bucketed) {
-        AB_TRY(ab_buckets_init(&t->buckets, &t->params, t->comm, c->bucket_mb, c->allreduce_dtype,
+        AB_TRY(ab_buckets_init(&t->buckets, &t->params, t->dp, c->bucket_mb, c->allreduce_dtype,
                                t->ps ? c->ps_shards : 0));
         t->rec->buckets = t->buckets.n;
-    } else if (t->comm->size > 1 && c->allreduce_dtype == AB_F16) {
+    } else if (W > 1 && c->allreduce_dtype == AB_F16) {
         const size_t nc = t->params.n_compute;
         t->bucket_elems = nc < AB_ALLREDUCE_BUCKET_ELEMS ? nc : AB_ALLREDUCE_BUCKET_ELEMS;
         t->fp16_bucket = ab_alloc_for(t->be, AB_MEM_WORKSPACE, (t->bucket_elems ? t->bucket_elems : 1) * 2,
@@ -341,12 +397,15 @@ static void describe_run(trainer *t, ab_run_record *rec) {
     rec->test_samples = t->test->n;
     snprintf(rec->train_data, sizeof rec->train_data, "%s", t->train->ops->describe(t->train));
     snprintf(rec->test_data, sizeof rec->test_data, "%s", t->test->ops->describe(t->test));
-    const long group = (long)c->batch_size * c->accum_steps * t->comm->size;
+    const long group = (long)c->batch_size * c->accum_steps * t->dp->size;
     rec->total_steps = (t->train->n + group - 1) / group * c->epochs;
     if (c->max_steps > 0 && c->max_steps < rec->total_steps) rec->total_steps = c->max_steps;
     snprintf(rec->backend, sizeof rec->backend, "%s", t->be->ops->name);
     rec->world_size = t->comm->size;
     rec->rank = t->comm->rank;
+    rec->data_parallel = t->lay.dp;
+    rec->tensor_parallel = t->lay.tp;
+    rec->pipeline_parallel = t->lay.pp;
     snprintf(rec->comm_engine, sizeof rec->comm_engine, "%s", t->comm->size > 1 ? t->comm->ops->name : "none");
 }
 
@@ -387,9 +446,11 @@ static void teardown(trainer *t) {
     }
     ab_dataset_destroy(t->train);
     ab_dataset_destroy(t->test);
+    if (t->dp != t->comm) ab_comm_destroy(t->dp);
+    ab_comm_destroy(t->tpc);
     ab_comm_destroy(t->comm);
     t->train = t->test = NULL;
-    t->comm = NULL;
+    t->comm = t->dp = t->tpc = NULL;
     if (be) be->ops->destroy(be);
     t->be = NULL;
     free(t->perm);
@@ -405,9 +466,9 @@ static void teardown(trainer *t) {
 /* Under data parallelism each rank's batch statistics move its own running statistics; as DDP
  * (broadcast_buffers) does, rank 0's are the ones evaluated and saved. */
 static int sync_buffers(trainer *t) {
-    if (t->comm->size == 1 || t->params.n_bufs == 0) return 0;
+    if (t->dp->size == 1 || t->params.n_bufs == 0) return 0;
     const double t0 = ab_now();
-    AB_TRY(t->comm->ops->broadcast(t->comm, t->params.bufs, t->params.n_bufs * sizeof(float), 0));
+    AB_TRY(t->dp->ops->broadcast(t->dp, t->params.bufs, t->params.n_bufs * sizeof(float), 0));
     t->rec->comm_time_s += ab_now() - t0;
     return 0;
 }
@@ -581,7 +642,7 @@ static int micro_batches(trainer *t, const int32_t *mine, int m, int n, int epoc
  * backward is done; ab_grad_sink (core/params.h) says where it could start per tensor instead,
  * overlapping the rest of backward. */
 static int allreduce_grads(trainer *t) {
-    ab_comm *cm = t->comm;
+    ab_comm *cm = t->dp;
     ab_params *p = &t->params;
     ab_backend *be = t->be;
     const double t0 = ab_now();
@@ -642,6 +703,21 @@ static int inject_fault(trainer *t, long step) {
     return t->be->ops->upload(t->be, t->params.grad + at, &inf, sizeof inf);
 }
 
+/* the squares of the gradients [lo, lo + own) this rank adds to the norm, into stats->grad_sq:
+ * all of them, but on a tensor group's ranks after the first only the split tensors' blocks (the
+ * replicated tensors' gradients are the same on every rank of the group: counted once) */
+static int grad_squares(trainer *t, size_t lo, size_t own) {
+    ab_backend *be = t->be;
+    const ab_params *p = &t->params;
+    if (t->lay.tp_rank == 0) return be->ops->sum_squares(be, own, p->grad + lo, &t->stats->grad_sq);
+    for (int i = 0; i < p->n_specs; i++) {
+        const ab_param_spec *s = &p->specs[i];
+        if (s->split_parts > 1 && s->region != AB_REGION_BUFFER)
+            AB_TRY(be->ops->sum_squares(be, s->numel, p->grad + s->offset, &t->stats->grad_sq));
+    }
+    return 0;
+}
+
 /* the gradients reduced over the world (and counted, on a census step) and unscaled; the
  * overflow flag, the loss, the norm and the stop request read back once and agreed on by every
  * rank */
@@ -649,7 +725,7 @@ static int synchronise(trainer *t, long step, int n, int reported, float scale, 
     ab_backend *be = t->be;
     ab_params *p = &t->params;
     ab_comm *cm = t->comm;
-    if (cm->size > 1) AB_TRY(t->bucketed ? finish_buckets(t, t->overlap && reported) : allreduce_grads(t));
+    if (t->dp->size > 1) AB_TRY(t->bucketed ? finish_buckets(t, t->overlap && reported) : allreduce_grads(t));
     AB_TRY(inject_fault(t, step));
     if (t->census && t->ps) { /* the census counts every summed gradient */
         const double t0 = ab_now();
@@ -661,12 +737,17 @@ static int synchronise(trainer *t, long step, int n, int reported, float scale, 
     const size_t lo = t->own_lo, own = t->own_hi - t->own_lo;
     if (t->scaler.enabled && own)
         AB_TRY(be->ops->unscale_check(be, own, p->grad + lo, 1.0f / scale, &t->stats->found_inf));
-    if (t->cfg->clip_grad_norm > 0.0f && own) AB_TRY(be->ops->sum_squares(be, own, p->grad + lo, &t->stats->grad_sq));
+    if (t->cfg->clip_grad_norm > 0.0f && own) AB_TRY(grad_squares(t, lo, own));
     step_stats s;
     AB_TRY(be->ops->download(be, &s, t->stats, sizeof s));
     int found_inf = s.found_inf != 0;
-    /* the shards' squares add up to the norm's under the parameter server */
-    double sums[3] = {s.loss_sum, ab_stop_requested(), t->ps ? (double)s.grad_sq : 0.0};
+    /* The world adds up: the loss of each data group's samples once (from its tensor group's rank
+     * 0: every rank of a tensor group has the same logits); the squares of the parameter
+     * server's shards, or of the tensor groups' blocks (from data group rank 0: the replicas hold
+     * the same summed gradients) */
+    const int blocks = t->lay.tp > 1;
+    double sums[3] = {t->lay.tp_rank == 0 ? s.loss_sum : 0.0, ab_stop_requested(),
+                      t->ps || (blocks && t->lay.dp_rank == 0) ? (double)s.grad_sq : 0.0};
     if (cm->size > 1) {
         const double t0 = ab_now();
         AB_TRY(ab_comm_flag_max(cm, &found_inf));
@@ -674,7 +755,7 @@ static int synchronise(trainer *t, long step, int n, int reported, float scale, 
         t->rec->comm_time_s += ab_now() - t0;
     }
     t->stop_any = sums[1] > 0;
-    const double sq = t->ps ? sums[2] : (double)s.grad_sq;
+    const double sq = t->ps || blocks ? sums[2] : (double)s.grad_sq;
     *out = (step_sync){.found_inf = found_inf, .loss = sums[0] / ((double)n * t->targets), .grad_norm = sqrt(sq)};
     return 0;
 }
@@ -711,18 +792,27 @@ static int update(trainer *t, const step_sync *sy, long step, int epoch, ab_step
 }
 
 int ab_trainer_step(ab_trainer *t, const int32_t *order, int n, long step, int epoch, ab_step_result *out) {
-    const int B = t->cfg->batch_size, W = t->comm->size;
+    const int B = t->cfg->batch_size, W = t->dp->size;
     *out = (ab_step_result){.scale = t->scaler.scale};
     if (W > 1 && (long)n > (long)W * B * t->cfg->accum_steps)
         return ab_errorf("a step of %d samples exceeds world %d x batch %d x accum steps %d", n, W, B,
                          t->cfg->accum_steps);
     /* order[0 .. n) is the world's step; this rank trains on its shard */
-    const int m = W > 1 ? ab_shard_step(order, n, B, W, t->comm->rank, t->shard) : n;
+    const int m = W > 1 ? ab_shard_step(order, n, B, W, t->dp->rank, t->shard) : n;
     const int32_t *mine = W > 1 ? t->shard : order;
     if (t->bucketed) ab_buckets_begin(&t->buckets);
     AB_TRY(census_open(t, step, out->scale));
     step_sync sy = {0};
+    const ab_tp tp0 = t->tp;
     int rc = micro_batches(t, mine, m, n, epoch, out->scale);
+    if (t->lay.tp > 1) { /* the tensor group's traffic of the training steps (evaluation's apart) */
+        const int T = t->lay.tp;
+        t->rec->tp_bytes_sent += t->tp.bytes_sent - tp0.bytes_sent;
+        t->rec->tp_time_s += t->tp.time_s - tp0.time_s;
+        t->rec->tp_calls += t->tp.calls - tp0.calls;
+        t->rec->tp_model_bytes += t->model->tp_elems_per_sample * m * 2.0 * (T - 1) / T *
+                                  (double)ab_dtype_size(t->params.compute_type);
+    }
     if (rc == 0) rc = synchronise(t, step, n, m > 0, out->scale, &sy);
     AB_TRY(census_close(t, rc));
     out->loss = sy.loss;
@@ -831,10 +921,12 @@ static int start_run(trainer *t) {
     AB_TRY(describe_device(t));
     model_step(t);
     if (!verbose(t)) return 0;
-    printf("Model %s: %ld parameters, %.4g M multiply-adds per sample; %s, %d train and %d test samples\n", c->model,
-           rec->parameters, rec->macs_per_sample / 1e6, c->dataset, t->train->n, t->test->n);
+    char split[96] = "";
+    if (t->lay.tp > 1) snprintf(split, sizeof split, " on each of %d tensor ranks (its blocks, and the whole rest)", t->lay.tp);
+    printf("Model %s: %ld parameters%s, %.4g M multiply-adds per sample; %s, %d train and %d test samples\n", c->model,
+           rec->parameters, split, rec->macs_per_sample / 1e6, c->dataset, t->train->n, t->test->n);
     char recipe[1024];
-    ab_recipe_describe(c, rec->total_steps, t->comm->size, recipe, sizeof recipe);
+    ab_recipe_describe(c, rec->total_steps, t->dp->size, recipe, sizeof recipe);
     printf("Recipe: %s\n", recipe);
     return 0;
 }
@@ -903,7 +995,7 @@ static int log_step(trainer *t, epoch_tally *et, const ab_step_result *r, long s
 }
 
 long ab_steps_per_epoch(const trainer *t) {
-    const long group = (long)t->cfg->batch_size * t->cfg->accum_steps * t->comm->size;
+    const long group = (long)t->cfg->batch_size * t->cfg->accum_steps * t->dp->size;
     return (t->train->n + group - 1) / group;
 }
 
@@ -936,7 +1028,7 @@ static int train_epoch(trainer *t, int e, long *step) {
     const ab_train_config *c = t->cfg;
     ab_run_record *rec = t->rec;
     ab_epoch_record *er = &rec->epochs[e - 1];
-    const int N = t->train->n, group = c->batch_size * c->accum_steps * t->comm->size;
+    const int N = t->train->n, group = c->batch_size * c->accum_steps * t->dp->size;
     const long steps_per_epoch = ab_steps_per_epoch(t);
     const long s0 = e == t->resume_epoch ? t->resume_epoch_step : 0;
     epoch_tally et = {0};
@@ -1017,7 +1109,8 @@ static int finish_run(trainer *t) {
     if (c->save_path) {
         if (!c->workload->save_weights) return ab_errorf("--save: this build writes no weights files");
         AB_TRY(sync_buffers(t));
-        if (rec->rank == 0) AB_TRY(c->workload->save_weights(c->save_path, t->model, &t->params));
+        if (t->lay.tp > 1) AB_TRY(ab_shards_save(t, c->save_path));
+        else if (rec->rank == 0) AB_TRY(c->workload->save_weights(c->save_path, t->model, &t->params));
     }
     rec->complete = !rec->interrupted;
     if (c->out_path && rec->rank == 0) AB_TRY(c->record->write(c->out_path, c, rec));

@@ -50,8 +50,9 @@ typedef struct {
 typedef struct ab_workload_ops {
     /* opens cfg->dataset's training and test sets (cfg->data_dir, the subsets), mapped into be */
     int (*open_data)(const ab_train_config *cfg, ab_backend *be, ab_dataset **train, ab_dataset **test);
-    /* creates cfg->model for samples like s, micro-batches up to cfg->batch_size */
-    int (*create_model)(const ab_train_config *cfg, const ab_sample_info *s, ab_model **out);
+    /* creates cfg->model for samples like s, micro-batches up to cfg->batch_size, its tensors split
+     * among tp's ranks (NULL or a group of 1: whole); tp outlives the model */
+    int (*create_model)(const ab_train_config *cfg, const ab_sample_info *s, ab_tp *tp, ab_model **out);
     /* Optional (NULL: the provider has no weights files). load_weights replaces the initial
      * weights (and buffers) with a file's, checking every name, shape and dtype, and writes to
      * from (cap bytes) a one-line account of which tensors came from the file; save_weights
@@ -71,6 +72,9 @@ typedef struct ab_platform_ops {
     /* the backend device names, on GPU index where it is a GPU's, threads for the CPU's loops;
      * NULL with ab_error(). quiet: no notice on stderr when "auto" falls back to the CPU. */
     ab_backend *(*backend_create)(const char *device, int index, int threads, int quiet);
+    /* a backend in host memory, for a copy of the whole model that the run itself does not hold
+     * (tensor parallelism's weights files, core/shards.c); NULL: such files are refused */
+    ab_backend *(*host_create)(int threads);
 } ab_platform_ops;
 
 struct ab_train_config {
@@ -119,6 +123,9 @@ struct ab_train_config {
     ab_dp_sync dp_sync;       /* how the gradients meet: the ring all-reduce, or a parameter server */
     int ps_shards;            /* --dp-sync ps: the servers, ranks 0 .. K-1, each serving 1/K of the weights */
     double comm_timeout_s;    /* a collective that takes longer ends the run (<= 0: 300 s) */
+    /* tensor parallelism (core/parallel.h): the model's split tensors cut among groups of this many
+     * neighbouring ranks (0 or 1: none); the world is data x tensor groups */
+    int tensor_parallel;
     /* projection of scaling beyond this machine: ring all-reduce bandwidth (B/s) and latency (s)
      * per step; a bandwidth <= 0 means the default, or the measured one where one was measured */
     double proj_gpu_bw, proj_gpu_latency, proj_node_bw, proj_node_latency;
@@ -151,6 +158,9 @@ struct ab_train_config {
 #define AB_PROJ_NODE_LATENCY 50e-6
 
 void ab_train_config_defaults(ab_train_config *c);
+/* What the model-parallel options say together for a world of `world` ranks: tensor groups that
+ * divide it, and none of the features not combined with them. 0, or -1 with a one-line error. */
+int ab_parallel_config_check(const ab_train_config *c, int world);
 /* The effective recipe as one line (printed as the second line of every run): optimizer, lr,
  * warm-up and schedule, weight decay and its exclusions, clipping, batch, precision and loss scaling. */
 void ab_recipe_describe(const ab_train_config *c, long total_steps, int world, char *buf, size_t n);
@@ -191,6 +201,8 @@ typedef struct ab_run_record {
     ab_device_info device; /* from the backend's describe op (is_host: the CPU; else the device) */
     ab_step_model_result step_model; /* the modelled GPU step (ab_train_config.step_model), valid or not */
     int complete, interrupted;
+    int usage_error; /* the run was refused before training for what its options asked (a model that cannot
+                        split as asked, a world that does not factor): a usage error, not a failure */
     long *resumed_at; /* (n_resumes) the optimizer step each --resume continued from */
     int n_resumes;
     char resumed_from[512]; /* the last checkpoint resumed from ("" when none) */
@@ -200,6 +212,14 @@ typedef struct ab_run_record {
     double checkpoint_bytes;   /* the last one's size */
     /* data parallelism: world_size 1 and engine "none" for a single process */
     int world_size, rank;
+    /* model parallelism (core/parallel.h): the groups' sizes (data x tensor x pipeline = the world),
+     * and what crossed rank 0's tensor group: its activations' all-reduces */
+    int data_parallel, tensor_parallel, pipeline_parallel;
+    double tp_bytes_sent; /* per rank, as a ring moves them (2 (T-1)/T of each payload), over the training steps */
+    double tp_time_s;     /* their wall-clock time, inside the steps' compute time */
+    long tp_calls;
+    double tp_model_bytes; /* the same bytes as the cost model has them: the model's all-reduced elements per
+                              sample (ab_model.tp_elems_per_sample) x the samples x 2 (T-1)/T x the element size */
     char comm_engine[8];          /* "none" | "mpi" | "nccl" */
     double comm_time_s;           /* all collectives of the training steps */
     double allreduce_time_s;      /* the gradient all-reduce alone: what the steps waited for it */

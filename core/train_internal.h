@@ -4,6 +4,7 @@
 #define AB_TRAIN_INTERNAL_H
 
 #include "buckets.h"
+#include "parallel.h"
 #include "params.h"
 #include "train.h"
 
@@ -41,7 +42,12 @@ struct ab_trainer {
     size_t x_bytes;
     long passes;           /* training forward passes so far: the next one's index (ab_pass) */
     double data_host_s;    /* host seconds spent assembling batches since the data clock restarted */
-    ab_comm *comm;
+    ab_comm *comm;  /* the world */
+    ab_comm *dp;    /* the data-parallel group: the gradients' all-reduce, the samples' shards (the world
+                       itself without model parallelism) */
+    ab_comm *tpc;   /* the tensor group's communicator (NULL without tensor parallelism) */
+    ab_layout lay;  /* this rank's place in the data x tensor x pipeline grid */
+    ab_tp tp;       /* the tensor group as the model sees it, with its traffic */
     int32_t *shard; /* (batch * accum steps) this rank's samples of the step, host */
     void *fp16_bucket;     /* fp16 all-reduce bucket (bucket_elems), under --allreduce-dtype fp16 */
     size_t bucket_elems;
@@ -73,6 +79,14 @@ typedef struct {
     ab_epoch_tally sum; /* sum.time_s and sum.data_s: the epoch's seconds before a resume */
     double t0;          /* when the epoch's clock started (again after the run's set-up steps) */
 } epoch_tally;
+
+/* ---- core/shards.c: weights files under tensor parallelism ---- */
+/* --init-from: the whole file (one-rank names and shapes) into a host copy of the whole model,
+ * each rank keeping its blocks; from gets the loader's account */
+int ab_shards_load(trainer *t, const char *path, char *from, size_t cap);
+/* --save: world rank 0's tensor group gathers its blocks at its rank 0, which writes the whole
+ * model (called by every rank; the other groups do nothing) */
+int ab_shards_save(trainer *t, const char *path);
 
 /* ---- core/resume.c ---- */
 /* checks the options (and, unless resuming, that the folder holds no checkpoint); allocates the

@@ -1,6 +1,10 @@
 /* The article's MNIST MLP: 784 -> Linear -> ReLU -> Linear -> 10 (hidden 256).
  * forward:  x (B, 784) -> h = relu(fc1(x)) (B, 256) -> logits = fc2(h) (B, 10)
- * backward: dlogits -> fc2 grads, dh -> relu mask -> fc1 grads (no dx: x is data). */
+ * backward: dlogits -> fc2 grads, dh -> relu mask -> fc1 grads (no dx: x is data).
+ * Tensor parallelism over T ranks (core/parallel.h): fc1 column-parallel (each rank a block of
+ * hidden / T units, the ReLU on its block), fc2 row-parallel (the block's partial logits summed
+ * over the group, the bias added once after). One all-reduce of (B, 10) logits a forward; none
+ * backward, since fc1's input is the data (Megatron's f operator has no gradient to reduce). */
 #include <stddef.h>
 #include <stdlib.h>
 
@@ -14,13 +18,15 @@ typedef struct {
     ab_linear fc1, fc2;
     void *h;  /* (B, hidden) post-ReLU */
     void *dh; /* (B, hidden) */
+    ab_tp *tp;  /* the tensor group, or NULL */
+    void *ones; /* (B) ones: fc2's bias after the all-reduce (tensor parallelism) */
 } mlp;
 
 static int mlp_forward(ab_model *m, const ab_params *p, const void *x, int B, const ab_pass *pass) {
     (void)pass;
     mlp *s = m->impl;
     AB_TRY(ab_linear_forward(p, &s->fc1, B, x, s->h, AB_EPI_RELU));
-    return ab_linear_forward(p, &s->fc2, B, s->h, m->logits, AB_EPI_NONE);
+    return ab_linear_row_forward(p, &s->fc2, s->tp, B, s->h, m->logits, s->ones);
 }
 
 static int mlp_backward(ab_model *m, const ab_params *p, const ab_grad_sink *g, const void *x, const void *dlogits,
@@ -40,7 +46,9 @@ static int mlp_bind(ab_model *m, const ab_params *p) {
     ab_arena_add(&m->arena, AB_MEM_ACTIVATIONS, B * (size_t)s->fc1.out * es, &s->h, "fc1.relu");
     ab_arena_add(&m->arena, AB_MEM_ACTIVATIONS, B * (size_t)s->fc1.out * es, &s->dh, "fc1.relu.grad");
     ab_arena_add(&m->arena, AB_MEM_ACTIVATIONS, B * (size_t)m->n_classes * es, &m->logits, "logits");
-    return ab_arena_alloc(&m->arena);
+    if (ab_tp_size(s->tp) > 1) ab_arena_add(&m->arena, AB_MEM_ACTIVATIONS, B * es, &s->ones, "fc2.bias.ones");
+    AB_TRY(ab_arena_alloc(&m->arena));
+    return s->ones ? ab_fill_ones(p, B, s->ones) : 0;
 }
 
 static void mlp_destroy(ab_model *m) {
@@ -72,9 +80,17 @@ int ab_mlp_create(const ab_model_config *cfg, ab_model **out) {
     }
     ab_linear_specs(&s->specs[FC1_W], &s->specs[FC1_B], "fc1.weight", "fc1.bias", in_dim, hidden);
     ab_linear_specs(&s->specs[FC2_W], &s->specs[FC2_B], "fc2.weight", "fc2.bias", hidden, si->n_classes);
+    s->tp = cfg->tp;
+    if (ab_linear_column_parallel(&s->specs[FC1_W], &s->specs[FC1_B], s->tp) != 0 ||
+        ab_linear_row_parallel(&s->specs[FC2_W], s->tp) != 0) {
+        free(m);
+        free(s);
+        return ab_errorf("mlp: --tensor-parallel %d: the hidden width %d does not divide among the ranks",
+                         ab_tp_size(cfg->tp), hidden);
+    }
     *m = (ab_model){.ops = &mlp_ops, .specs = s->specs, .n_specs = MLP_NSPECS, .n_classes = si->n_classes,
                     .max_batch = cfg->max_batch, .macs_per_sample = (double)in_dim * hidden + (double)hidden * si->n_classes,
-                    .impl = s};
+                    .tensor_parallel = ab_tp_size(s->tp), .tp_elems_per_sample = si->n_classes, .impl = s};
     *out = m;
     return 0;
 }

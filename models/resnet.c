@@ -356,6 +356,14 @@ int ab_resnet_create(const ab_model_config *cfg, int stem_cifar, ab_model **out)
     const ab_sample_info *si = &cfg->sample;
     if (si->kind != AB_SAMPLE_IMAGE || si->C < 1 || si->H < 1 || si->W < 1 || si->n_classes < 2 || cfg->max_batch < 1)
         return ab_errorf("resnet: needs images and at least 2 classes");
+    /* Megatron's split is defined for pairs of linear layers; a bottleneck's convolutions split by
+     * channels would need an all-reduce of a whole feature map after every second convolution,
+     * each followed by a batch norm over the whole channels: more traffic than the weights' */
+    if (ab_tp_size(cfg->tp) > 1)
+        return ab_errorf("%s: --tensor-parallel %d is not defined for ResNet: splitting a convolution's channels "
+                         "would all-reduce a whole feature map after every second convolution, more than its "
+                         "weights; use data parallelism",
+                         cfg->name ? cfg->name : "resnet", ab_tp_size(cfg->tp));
     const int width = cfg->width > 0 ? cfg->width : 64;
     static const int default_blocks[4] = {3, 4, 6, 3};
     ab_model *m = calloc(1, sizeof *m);

@@ -119,4 +119,7 @@ int ab_comm_create(ab_comm_kind kind, const char *device, double timeout_s, ab_c
     return 0;
 }
 
-const ab_platform_ops ab_platform = {.comm_create = ab_comm_create, .backend_create = ab_backend_create_on};
+ab_backend *ab_backend_host_create(int threads) { return ab_backend_create_on("cpu", 0, threads, 1); }
+
+const ab_platform_ops ab_platform = {
+    .comm_create = ab_comm_create, .backend_create = ab_backend_create_on, .host_create = ab_backend_host_create};

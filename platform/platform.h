@@ -7,13 +7,16 @@
 
 #include "train.h"
 
-/* comm_create = ab_comm_create, backend_create = ab_backend_create_on */
+/* comm_create = ab_comm_create, backend_create = ab_backend_create_on, host_create =
+ * ab_backend_host_create */
 extern const ab_platform_ops ab_platform;
 
 /* device: "cpu", "cuda" (fails with a clear error when no GPU is usable) or "auto" (cuda on GPU
  * index modulo the GPUs when one is usable, else cpu, saying so on stderr unless quiet); index
  * is a GPU backend's (a data-parallel rank's), the CPU ignores it. NULL with ab_error(). */
 ab_backend *ab_backend_create_on(const char *device, int index, int threads, int quiet);
+/* the CPU backend, quiet: host memory for what the run itself does not hold */
+ab_backend *ab_backend_host_create(int threads);
 /* 1 when device names a backend whose memory is the host's ("cpu", or "auto" where no GPU is
  * usable), 0 when it names a device's, -1 with ab_error() for a name this build does not know */
 int ab_device_is_host(const char *device);

@@ -42,7 +42,8 @@ static void add_dp_measured(cJSON *o, const ab_train_config *c, const ab_run_rec
     cJSON_AddItemToObject(d, "allreduce_exposed_time_per_step_s", num(r->allreduce_time_s * per));
     cJSON_AddItemToObject(d, "allreduce_busy_time_per_step_s", num(busy * per));
     cJSON_AddNumberToObject(d, "bytes_per_step", r->bytes_allreduced * per);
-    cJSON_AddNumberToObject(d, "ring_bytes_sent_per_step", 2.0 * (W - 1) / W * r->bytes_allreduced * per);
+    const int Wd = r->data_parallel > 0 ? r->data_parallel : W; /* the ring: a data group's ranks */
+    cJSON_AddNumberToObject(d, "ring_bytes_sent_per_step", 2.0 * (Wd - 1) / Wd * r->bytes_allreduced * per);
     /* how the gradients met: the ring, or the parameter server (its pull's time apart) */
     cJSON_AddStringToObject(d, "sync", ab_dp_sync_name(W > 1 ? c->dp_sync : AB_DP_RING));
     cJSON_AddNumberToObject(d, "ps_shards", W > 1 && c->dp_sync == AB_DP_PS ? c->ps_shards : 0);
@@ -128,6 +129,27 @@ static void add_projection(cJSON *o, const ab_train_config *c, const ab_run_reco
             cJSON_AddItemToArray(pts, j);
         }
     add_dp_models(p, c, r, t_compute, grad_bytes, gpu_bw, gpu_lat, node_bw, node_lat);
+}
+
+/* model_parallel: the grid (data x tensor x pipeline) and what crossed rank 0's tensor group in
+ * the training steps, measured, beside the cost model's bytes */
+static void add_model_parallel(cJSON *o, const ab_run_record *r) {
+    if (r->tensor_parallel <= 1 && r->pipeline_parallel <= 1) return;
+    long steps = 0;
+    for (int i = 0; i < r->n_epochs; i++) steps += r->epochs[i].steps;
+    const double per = steps ? 1.0 / (double)steps : 0.0;
+    cJSON *m = cJSON_AddObjectToObject(o, "model_parallel");
+    cJSON_AddNumberToObject(m, "data", r->data_parallel);
+    cJSON_AddNumberToObject(m, "tensor", r->tensor_parallel);
+    cJSON_AddNumberToObject(m, "pipeline", r->pipeline_parallel);
+    cJSON_AddItemToObject(m, "tensor_allreduces_per_step", num((double)r->tp_calls * per));
+    cJSON_AddItemToObject(m, "tensor_bytes_sent_per_step", num(r->tp_bytes_sent * per));
+    cJSON_AddItemToObject(m, "tensor_bytes_sent_per_step_model", num(r->tp_model_bytes * per));
+    cJSON_AddItemToObject(m, "tensor_allreduce_time_per_step_s", num(r->tp_time_s * per));
+    cJSON_AddStringToObject(m, "tensor_traffic_model",
+                            "per rank, 2(T-1)/T of each activation all-reduce's payload, as a ring moves it; the "
+                            "model: the activations the model all-reduces per sample (the MLP its logits; BERT four "
+                            "of sequence x hidden per layer) x the rank's samples");
 }
 
 /* data_parallel (measured) and projection (modelled) */
@@ -504,6 +526,7 @@ static cJSON *build(const ab_train_config *c, const ab_run_record *r) {
     add_memory(o, c, r);
     add_mixed_precision(o, c, r);
     add_data_parallel(o, c, r);
+    add_model_parallel(o, r);
     add_step_model(o, &r->step_model);
     add_loss_curve(o, r);
     if (r->census) cJSON_AddItemToObject(o, "grad_census", ab_census_json(r->census));

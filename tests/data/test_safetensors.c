@@ -163,7 +163,7 @@ static ab_model *model(const char *name, ab_backend *be, ab_params *p, uint64_t 
     ab_model *m = NULL;
     ab_rng r;
     ab_rng_seed(&r, seed);
-    if (ab_workloads.create_model(&c, &si, &m) != 0 || ab_params_init(p, be, AB_PREC_FP32, m->specs, m->n_specs, &r) != 0 ||
+    if (ab_workloads.create_model(&c, &si, NULL, &m) != 0 || ab_params_init(p, be, AB_PREC_FP32, m->specs, m->n_specs, &r) != 0 ||
         ab_model_bind(m, p) != 0) {
         fprintf(stderr, "FAIL %s: %s\n", name, ab_error());
         failures++;

@@ -42,7 +42,7 @@ int main(int argc, char **argv) {
     ab_sample_info si = {.kind = AB_SAMPLE_IMAGE, .C = C, .H = H, .W = W, .n_classes = 10};
     ab_backend *be = ab_backend_cpu_create(0);
     ab_model *m = NULL;
-    if (ab_workloads.create_model(&cfg, &si, &m) != 0) return fail("model");
+    if (ab_workloads.create_model(&cfg, &si, NULL, &m) != 0) return fail("model");
     ab_rng rng;
     ab_rng_seed(&rng, 1);
     ab_params p;

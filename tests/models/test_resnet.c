@@ -30,7 +30,7 @@ static ab_model *make_model(const char *name, int C, int H, int W, int B) {
     c.batch_size = B;
     ab_sample_info si = {.kind = AB_SAMPLE_IMAGE, .C = C, .H = H, .W = W, .n_classes = 10};
     ab_model *m = NULL;
-    if (ab_workloads.create_model(&c, &si, &m) != 0) {
+    if (ab_workloads.create_model(&c, &si, NULL, &m) != 0) {
         fprintf(stderr, "FAIL create %s: %s\n", name, ab_error());
         failures++;
     }

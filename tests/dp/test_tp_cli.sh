@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# --tensor-parallel as a new user runs it (label mpi): 2 ranks splitting the MLP reach the test
+# loss of one process over the same 20 steps to fp32 round-off (relative 1e-5), hold half the
+# weights each, and record the tensor group's traffic beside its model; the file --save writes
+# loads into one process, and a one-process file into 2 ranks; bad combinations are refused in one
+# line with exit 2.
+# usage: test_tp_cli.sh MPIEXEC AMPBENCH
+set -u
+mpiexec=$1 ampbench=$2
+mpirun=("$mpiexec" --allow-run-as-root --oversubscribe)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+field() { awk -v k="\"$2\":" '$1 == k { v = $2; gsub(/,/, "", v); print v; exit }' "$1"; }
+run=(train --threads 1 --max-steps 20 --log-interval 10 --train-subset 2000 --test-subset 500)
+
+"${mpirun[@]}" -np 2 "$ampbench" "${run[@]}" --tensor-parallel 2 --out "$tmp/tp.json" --save "$tmp/tp.safetensors" \
+    >"$tmp/tp.out" 2>&1 || fail "2-rank run failed: $(tail -5 "$tmp/tp.out")"
+"$ampbench" "${run[@]}" --out "$tmp/one.json" --save "$tmp/one.safetensors" >"$tmp/one.out" 2>&1 ||
+    fail "1-rank run failed: $(tail -5 "$tmp/one.out")"
+[ "$(grep -c '^Epoch 1 done' "$tmp/tp.out")" -eq 1 ] || fail "expected one 'Epoch 1 done' line: $(cat "$tmp/tp.out")"
+a=$(field "$tmp/tp.json" test_loss) b=$(field "$tmp/one.json" test_loss)
+awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b > 0 && d / b <= 1e-5) }' ||
+    fail "test loss on 2 tensor ranks $a, on one $b (relative tolerance 1e-5)"
+echo "test loss after 20 steps: 2 tensor ranks $a, one rank $b"
+# each rank: fc1 (128 of 256 rows) and fc2 (128 of 256 columns) blocks, fc2's bias whole
+[ "$(field "$tmp/tp.json" parameters)" = 101770 ] || fail "parameters per rank $(field "$tmp/tp.json" parameters), expected 101770"
+[ "$(field "$tmp/tp.json" tensor)" = 2 ] && [ "$(field "$tmp/tp.json" data)" = 1 ] || fail "model_parallel is not tensor 2 x data 1"
+# one all-reduce of (64, 10) fp32 logits a step: a ring sends half of 2560 bytes, twice
+[ "$(field "$tmp/tp.json" tensor_bytes_sent_per_step)" = 2560 ] &&
+    [ "$(field "$tmp/tp.json" tensor_bytes_sent_per_step_model)" = 2560 ] ||
+    fail "tensor bytes per step $(field "$tmp/tp.json" tensor_bytes_sent_per_step), model $(field "$tmp/tp.json" tensor_bytes_sent_per_step_model), expected 2560"
+pt=$(tr -d ' \t\n' <"$tmp/tp.json" | grep -o '"peak_memory_bytes":{[^}]*' | grep -o '"parameters":[0-9]*' | cut -d: -f2)
+po=$(tr -d ' \t\n' <"$tmp/one.json" | grep -o '"peak_memory_bytes":{[^}]*' | grep -o '"parameters":[0-9]*' | cut -d: -f2)
+[ -n "$pt" ] && [ "$((pt * 2))" -lt "$((po + 1000))" ] && [ "$((pt * 2))" -ge "$po" ] ||
+    fail "parameter memory per rank $pt against one rank's $po: expected about half"
+
+# the files: whole tensors, loadable either way
+"$ampbench" "${run[@]}" --max-steps 1 --init-from "$tmp/tp.safetensors" --quiet --out "$tmp/load1.json" \
+    >"$tmp/load1.out" 2>&1 || fail "the 2-rank file did not load into one rank: $(tail -3 "$tmp/load1.out")"
+grep -q 'all 4 tensors from' "$tmp/load1.json" || fail "one rank: weights not from the 2-rank file"
+"${mpirun[@]}" -np 2 "$ampbench" "${run[@]}" --max-steps 1 --tensor-parallel 2 --init-from "$tmp/one.safetensors" \
+    --quiet --out "$tmp/load2.json" >"$tmp/load2.out" 2>&1 || fail "the one-rank file did not load into 2: $(tail -3 "$tmp/load2.out")"
+grep -q 'all 4 tensors from' "$tmp/load2.json" || fail "2 ranks: weights not from the one-rank file"
+
+# bad combinations: one line of ours, exit 2
+refuse() { # np expect-text args...
+    local np=$1 want=$2
+    shift 2
+    if [ "$np" = 1 ]; then "$ampbench" train --quiet --max-steps 1 "$@" >/dev/null 2>"$tmp/err"; rc=$?
+    else "${mpirun[@]}" -np "$np" "$ampbench" train --quiet --max-steps 1 "$@" >/dev/null 2>"$tmp/err"; rc=$?; fi
+    [ $rc -eq 2 ] && [ "$(grep -c '^ampbench:' "$tmp/err")" -eq 1 ] && grep -q "$want" "$tmp/err" ||
+        fail "$* on $np rank(s): exit $rc, $(grep -v '^--\|^ *$' "$tmp/err" | head -3)"
+}
+refuse 1 "a world of 1 ranks does not factor" --tensor-parallel 2
+refuse 3 "a world of 3 ranks does not factor" --tensor-parallel 2
+refuse 2 "the hidden width 255 does not divide" --tensor-parallel 2 --hidden 255
+refuse 2 "not defined for ResNet" --tensor-parallel 2 --model resnet-tiny --dataset cifar10 --train-subset 64 --test-subset 64
+refuse 2 "parameter server" --tensor-parallel 2 --dp-sync ps
+refuse 2 "checkpoints of split tensors" --tensor-parallel 2 --checkpoint-dir "$tmp/ck"
+
+[ "$failures" -eq 0 ] || { echo "test_tp_cli: $failures failure(s)"; exit 1; }
+echo "test_tp_cli: ok"
