@@ -372,7 +372,7 @@ static const option_row rows[] = {
 
     SECTION("model parallel (docs/parallelism.md)"),
     {"tensor-parallel", "T", "split the model's matrices among groups of T neighbouring ranks\n"
-                             "(Megatron-LM's column and row-parallel layers; mlp): each\n"
+                             "(Megatron-LM's column and row-parallel layers; mlp, bert): each\n"
                              "rank holds 1/T of them; the world is data x T", "1",
      INT(cfg.tensor_parallel, 1, 1 << 16)},
 

@@ -11,7 +11,15 @@
  * norm and softmax statistics are fp32; the embedding sum stays fp32 until the first layer norm
  * rounds it. Dropout masks come from the run's seed, the training step, the layer and the site.
  * Activations live in one arena sized from (max batch, L); the backward rotates six
- * (B, L, H) gradient buffers, one (B, L, F) and one (B, heads, L, L). */
+ * (B, L, H) gradient buffers, one (B, L, F) and one (B, heads, L, L).
+ * Tensor parallelism over T ranks (core/parallel.h), as Megatron-LM splits BERT: query, key, value
+ * and the intermediate dense column-parallel (each rank heads / T heads and ffn / T units), the
+ * attention output and the output dense row-parallel (all-reduced, the bias added once after);
+ * embeddings, layer norms, the pooler and the classifier whole on every rank. Four all-reduces of
+ * (B, L, H) a layer: two forward (after each row-parallel layer), two backward (the input
+ * gradients of the query/key/value and of the intermediate dense, Megatron's f). Dropout on
+ * whole tensors draws the same mask on every rank of the group; the attention probabilities,
+ * split by heads, draw each rank's own. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stddef.h>
@@ -166,6 +174,11 @@ typedef struct {
     int32_t *cls_rows;    /* host: b * L */
     long fwd_step;        /* the last training pass's index and seed: its masks are backward's */
     uint64_t fwd_seed;
+    /* tensor parallelism: the group, and this rank's share of the heads, hidden and ffn columns
+     * (the whole model's without it) */
+    ab_tp *tp;
+    int T, heads_local, H_local, F_local;
+    void *ones; /* (B L) ones: the row-parallel layers' biases after the all-reduce */
 } bert;
 
 static uint64_t mix64(uint64_t x) {
@@ -180,6 +193,13 @@ static uint64_t mix64(uint64_t x) {
  * step * 64 + layer * 8 + site gave layer 8 + k at step s the key of layer k at step s + 1) */
 static uint64_t site_seed(uint64_t seed, long step, int layer, int site) {
     return mix64(seed ^ mix64(mix64((uint64_t)step) ^ mix64(((uint64_t)layer << 8 | (uint64_t)site) + 1)));
+}
+
+/* the attention probabilities' dropout seed: split by heads under tensor parallelism, so each
+ * rank of the group draws its own mask (the seed of one rank unchanged) */
+static uint64_t attn_seed(const bert *b, uint64_t seed, long step, int layer) {
+    const uint64_t s = site_seed(seed, step, layer, SITE_ATTN);
+    return b->T > 1 ? s ^ mix64((uint64_t)ab_tp_rank(b->tp) + 1) : s;
 }
 
 /* a spec named prefix + "." + what */
@@ -246,6 +266,30 @@ static void build(bert *b) {
     add_linear(b, "classifier", c->hidden, b->n_labels);
 }
 
+/* Megatron's split of every encoder layer's linear layers among the tensor group's ranks */
+static int split_layers(bert *b) {
+    const ab_bert_config *c = &b->cfg;
+    const int T = ab_tp_size(b->tp);
+    if (c->heads % T || c->ffn % T)
+        return ab_errorf("bert: --tensor-parallel %d: the %d attention heads and the ffn width %d must divide among "
+                         "the ranks",
+                         T, c->heads, c->ffn);
+    for (int l = 0; l < c->layers; l++) {
+        ab_param_spec *q = &b->specs[5 + l * L_SPECS];
+        AB_TRY(ab_linear_column_parallel(&q[L_Q], &q[L_Q + 1], b->tp));
+        AB_TRY(ab_linear_column_parallel(&q[L_K], &q[L_K + 1], b->tp));
+        AB_TRY(ab_linear_column_parallel(&q[L_V], &q[L_V + 1], b->tp));
+        AB_TRY(ab_linear_row_parallel(&q[L_AO], b->tp));
+        AB_TRY(ab_linear_column_parallel(&q[L_FI], &q[L_FI + 1], b->tp));
+        AB_TRY(ab_linear_row_parallel(&q[L_FO], b->tp));
+    }
+    b->T = T;
+    b->heads_local = c->heads / T;
+    b->H_local = c->hidden / T;
+    b->F_local = c->ffn / T;
+    return 0;
+}
+
 /* the layers onto their specs, in the order build() added them */
 static void bind_layers(bert *b, const ab_params *p) {
     const ab_bert_config *c = &b->cfg;
@@ -274,7 +318,8 @@ static int bert_bind(ab_model *m, const ab_params *p) {
     const ab_bert_config *c = &b->cfg;
     bind_layers(b, p);
     const size_t es = ab_dtype_size(p->compute_type), B = (size_t)m->max_batch, L = (size_t)b->L, H = (size_t)c->hidden,
-                 F = (size_t)c->ffn, A = (size_t)c->heads, BLH = B * L * H, BLF = B * L * F, BALL = B * A * L * L;
+                 F = (size_t)b->F_local, A = (size_t)b->heads_local, BLH = B * L * H, BLF = B * L * F,
+                 BALL = B * A * L * L, BLh = B * L * (size_t)b->H_local; /* F, A: this rank's */
     const int dropout_on = b->adrop > 0.0f;
     ab_arena *a = &m->arena;
     ab_arena_init(a, p->be);
@@ -284,12 +329,12 @@ static int bert_bind(ab_model *m, const ab_params *p) {
     for (int l = 0; l < c->layers; l++) {
         bert_layer *y = &b->layer[l];
         ab_arena_add(a, AB_MEM_ACTIVATIONS, BLH * es, &y->x, "layer%d.input", l);
-        ab_arena_add(a, AB_MEM_ACTIVATIONS, BLH * es, &y->qa, "layer%d.q", l);
-        ab_arena_add(a, AB_MEM_ACTIVATIONS, BLH * es, &y->ka, "layer%d.k", l);
-        ab_arena_add(a, AB_MEM_ACTIVATIONS, BLH * es, &y->va, "layer%d.v", l);
+        ab_arena_add(a, AB_MEM_ACTIVATIONS, BLh * es, &y->qa, "layer%d.q", l);
+        ab_arena_add(a, AB_MEM_ACTIVATIONS, BLh * es, &y->ka, "layer%d.k", l);
+        ab_arena_add(a, AB_MEM_ACTIVATIONS, BLh * es, &y->va, "layer%d.v", l);
         ab_arena_add(a, AB_MEM_ACTIVATIONS, BALL * es, &y->probs, "layer%d.probs", l);
         if (dropout_on) ab_arena_add(a, AB_MEM_ACTIVATIONS, BALL * es, &y->drop, "layer%d.probs.dropped", l);
-        ab_arena_add(a, AB_MEM_ACTIVATIONS, BLH * es, &y->ctx, "layer%d.ctx", l);
+        ab_arena_add(a, AB_MEM_ACTIVATIONS, BLh * es, &y->ctx, "layer%d.ctx", l);
         ab_arena_add(a, AB_MEM_ACTIVATIONS, BLH * es, &y->s1, "layer%d.ln1.in", l);
         ab_arena_add(a, AB_MEM_ACTIVATIONS, BLH * es, &y->a, "layer%d.ln1.out", l);
         ab_arena_add(a, AB_MEM_ACTIVATIONS, BLF * es, &y->h, "layer%d.ffn.in", l);
@@ -311,7 +356,9 @@ static int bert_bind(ab_model *m, const ab_params *p) {
     ab_arena_add(a, AB_MEM_ACTIVATIONS, BALL * es, &b->gp, "grad.probs");
     ab_arena_add(a, AB_MEM_ACTIVATIONS, BLH * sizeof(float), (void **)&b->gemb, "grad.embeddings");
     ab_arena_add(a, AB_MEM_ACTIVATIONS, 2 * B * H * es, &b->gcls, "grad.pooler");
+    if (b->T > 1) ab_arena_add(a, AB_MEM_ACTIVATIONS, B * L * es, &b->ones, "row-parallel.bias.ones");
     AB_TRY(ab_arena_alloc(a));
+    if (b->ones) AB_TRY(ab_fill_ones(p, B * L, b->ones));
     b->cls_rows = malloc(B * sizeof(int32_t));
     if (!b->cls_rows) return ab_errorf("out of host memory");
     for (size_t i = 0; i < B; i++) b->cls_rows[i] = (int32_t)(i * L);
@@ -342,22 +389,22 @@ static int bert_forward(ab_model *m, const ab_params *p, const void *x, int B, c
     void *x0 = c->layers ? b->layer[0].x : b->out;
     AB_TRY(ab_layernorm_forward(p, &b->ln_emb, R, AB_F32, b->emb, b->me, b->re, t, x0));
     AB_TRY(be->ops->dropout_forward(be, BLH, t, hd, site_seed(seed, step, 0, SITE_EMB), x0, x0));
-    const ab_attention att = {c->heads, training ? b->adrop : 0.0f};
+    const ab_attention att = {b->heads_local, training ? b->adrop : 0.0f};
     for (int l = 0; l < c->layers; l++) {
         bert_layer *y = &b->layer[l];
         void *next = l + 1 < c->layers ? b->layer[l + 1].x : b->out;
         AB_TRY(ab_linear_forward(p, &y->q, R, y->x, y->qa, AB_EPI_NONE));
         AB_TRY(ab_linear_forward(p, &y->k, R, y->x, y->ka, AB_EPI_NONE));
         AB_TRY(ab_linear_forward(p, &y->v, R, y->x, y->va, AB_EPI_NONE));
-        AB_TRY(ab_attention_forward(p, &att, B, L, H, y->qa, y->ka, y->va, mask, training,
-                                    site_seed(seed, step, l, SITE_ATTN), y->probs, y->drop, y->ctx));
-        AB_TRY(ab_linear_forward(p, &y->ao, R, y->ctx, y->s1, AB_EPI_NONE));
+        AB_TRY(ab_attention_forward(p, &att, B, L, b->H_local, y->qa, y->ka, y->va, mask, training,
+                                    attn_seed(b, seed, step, l), y->probs, y->drop, y->ctx));
+        AB_TRY(ab_linear_row_forward(p, &y->ao, b->tp, R, y->ctx, y->s1, b->ones));
         AB_TRY(be->ops->dropout_forward(be, BLH, t, hd, site_seed(seed, step, l, SITE_ATTN_OUT), y->s1, y->s1));
         AB_TRY(be->ops->add(be, BLH, t, y->s1, y->x, 0, y->s1));
         AB_TRY(ab_layernorm_forward(p, &y->ln1, R, t, y->s1, y->m1, y->r1, t, y->a));
         AB_TRY(ab_linear_forward(p, &y->fi, R, y->a, y->h, AB_EPI_NONE));
-        AB_TRY(be->ops->gelu_forward(be, (size_t)R * c->ffn, t, y->h, y->g));
-        AB_TRY(ab_linear_forward(p, &y->fo, R, y->g, y->s2, AB_EPI_NONE));
+        AB_TRY(be->ops->gelu_forward(be, (size_t)R * b->F_local, t, y->h, y->g));
+        AB_TRY(ab_linear_row_forward(p, &y->fo, b->tp, R, y->g, y->s2, b->ones));
         AB_TRY(be->ops->dropout_forward(be, BLH, t, hd, site_seed(seed, step, l, SITE_FFN_OUT), y->s2, y->s2));
         AB_TRY(be->ops->add(be, BLH, t, y->s2, y->a, 0, y->s2));
         AB_TRY(ab_layernorm_forward(p, &y->ln2, R, t, y->s2, y->m2, y->r2, t, next));
@@ -383,7 +430,7 @@ static int bert_backward(ab_model *m, const ab_params *p, const ab_grad_sink *g,
     const long step = b->fwd_step; /* the masks of the training forward this backward follows */
     const uint64_t seed = b->fwd_seed;
     const float hd = b->hdrop;
-    const ab_attention att = {c->heads, b->adrop};
+    const ab_attention att = {b->heads_local, b->adrop};
     void *dcls = b->gcls, *dpool = (char *)b->gcls + (size_t)B * H * es;
     /* head: classifier, dropout, tanh, pooler dense; the [CLS] rows of the encoder's output */
     AB_TRY(ab_linear_backward(p, g, &b->cls, B, b->pooled_d, dlogits, dpool));
@@ -402,20 +449,33 @@ static int bert_backward(ab_model *m, const ab_params *p, const ab_grad_sink *g,
         AB_TRY(ab_layernorm_backward(p, g, &y->ln2, R, t, y->s2, t, G, y->m2, y->r2, T1)); /* ds2 */
         AB_TRY(be->ops->dropout_backward(be, BLH, t, hd, site_seed(seed, step, l, SITE_FFN_OUT), T1, T2));
         AB_TRY(ab_linear_backward(p, g, &y->fo, R, y->g, T2, b->gf));
-        AB_TRY(be->ops->gelu_backward(be, (size_t)R * c->ffn, t, y->h, b->gf, b->gf));
+        AB_TRY(be->ops->gelu_backward(be, (size_t)R * b->F_local, t, y->h, b->gf, b->gf));
         AB_TRY(ab_linear_backward(p, g, &y->fi, R, y->a, b->gf, T2));
+        AB_TRY(ab_tp_allreduce(b->tp, T2, BLH, t)); /* f: the blocks' input gradients summed */
         AB_TRY(be->ops->add(be, BLH, t, T1, T2, 0, T1)); /* da: through the FFN and the residual */
         AB_TRY(ab_layernorm_backward(p, g, &y->ln1, R, t, y->s1, t, T1, y->m1, y->r1, T1)); /* ds1, also dx's residual */
         AB_TRY(be->ops->dropout_backward(be, BLH, t, hd, site_seed(seed, step, l, SITE_ATTN_OUT), T1, T2));
         AB_TRY(ab_linear_backward(p, g, &y->ao, R, y->ctx, T2, T3)); /* dctx */
-        AB_TRY(ab_attention_backward(p, &att, B, L, H, y->qa, y->ka, y->va, y->probs, y->drop, 1,
-                                     site_seed(seed, step, l, SITE_ATTN), T3, b->gp, T2, T4, T5)); /* dq, dk, dv */
-        AB_TRY(ab_linear_backward(p, g, &y->q, R, y->x, T2, G));
-        AB_TRY(be->ops->add(be, BLH, t, T1, G, 0, T1));
-        AB_TRY(ab_linear_backward(p, g, &y->k, R, y->x, T4, G));
-        AB_TRY(be->ops->add(be, BLH, t, T1, G, 0, T1));
-        AB_TRY(ab_linear_backward(p, g, &y->v, R, y->x, T5, G));
-        AB_TRY(be->ops->add(be, BLH, t, T1, G, 0, T1));
+        AB_TRY(ab_attention_backward(p, &att, B, L, b->H_local, y->qa, y->ka, y->va, y->probs, y->drop, 1,
+                                     attn_seed(b, seed, step, l), T3, b->gp, T2, T4, T5)); /* dq, dk, dv */
+        if (b->T > 1) {
+            /* the three input gradients of this rank's heads summed, then over the group (f), then
+             * the residual's: one all-reduce */
+            AB_TRY(ab_linear_backward(p, g, &y->q, R, y->x, T2, G));
+            AB_TRY(ab_linear_backward(p, g, &y->k, R, y->x, T4, T3));
+            AB_TRY(be->ops->add(be, BLH, t, G, T3, 0, G));
+            AB_TRY(ab_linear_backward(p, g, &y->v, R, y->x, T5, T3));
+            AB_TRY(be->ops->add(be, BLH, t, G, T3, 0, G));
+            AB_TRY(ab_tp_allreduce(b->tp, G, BLH, t));
+            AB_TRY(be->ops->add(be, BLH, t, T1, G, 0, T1));
+        } else {
+            AB_TRY(ab_linear_backward(p, g, &y->q, R, y->x, T2, G));
+            AB_TRY(be->ops->add(be, BLH, t, T1, G, 0, T1));
+            AB_TRY(ab_linear_backward(p, g, &y->k, R, y->x, T4, G));
+            AB_TRY(be->ops->add(be, BLH, t, T1, G, 0, T1));
+            AB_TRY(ab_linear_backward(p, g, &y->v, R, y->x, T5, G));
+            AB_TRY(be->ops->add(be, BLH, t, T1, G, 0, T1));
+        }
         void *swap = G; /* T1 is now the gradient of this layer's input */
         G = T1;
         T1 = swap;
@@ -629,12 +689,19 @@ int ab_bert_create(const ab_model_config *cfg, const ab_bert_config *arch, ab_mo
     b->hdrop = cfg->dropout >= 0.0f ? cfg->dropout : arch->hidden_dropout;
     b->adrop = cfg->dropout >= 0.0f ? cfg->dropout : arch->attention_dropout;
     build(b);
+    b->tp = cfg->tp;
+    b->T = 1, b->heads_local = arch->heads, b->H_local = arch->hidden, b->F_local = arch->ffn;
+    if (ab_tp_size(b->tp) > 1 && split_layers(b) != 0) {
+        free(b->specs), free(b->names), free(b->layer), free(b), free(m);
+        return -1;
+    }
     const double L = si->seq_len, H = arch->hidden, F = arch->ffn;
     /* per sequence: 4 H x H projections and 2 H x F per position, 2 L x L x H attention products,
      * the pooler and the classifier once */
     const double macs = arch->layers * (L * (4 * H * H + 2 * H * F) + 2 * L * L * H) + H * H + H * si->n_classes;
     *m = (ab_model){.ops = &bert_ops, .specs = b->specs, .n_specs = b->n_specs, .n_classes = si->n_classes,
-                    .max_batch = cfg->max_batch, .macs_per_sample = macs, .impl = b,
+                    .max_batch = cfg->max_batch, .macs_per_sample = macs, .impl = b, .tensor_parallel = b->T,
+                    .tp_elems_per_sample = 4.0 * arch->layers * L * H,
                     .notes = "BERT: dropout masks from the seed, step, layer and site (the same on every backend); "
                              "data parallelism all-reduces the gradients, so every rank's dropout differs from a "
                              "single process's for the same samples"};

@@ -2,8 +2,8 @@
 # --tensor-parallel as a new user runs it (label mpi): 2 ranks splitting the MLP reach the test
 # loss of one process over the same 20 steps to fp32 round-off (relative 1e-5), hold half the
 # weights each, and record the tensor group's traffic beside its model; the file --save writes
-# loads into one process, and a one-process file into 2 ranks; bad combinations are refused in one
-# line with exit 2.
+# loads into one process, and a one-process file into 2 ranks; bert-tiny the same over 10 steps;
+# bad combinations are refused in one line with exit 2.
 # usage: test_tp_cli.sh MPIEXEC AMPBENCH
 set -u
 mpiexec=$1 ampbench=$2
@@ -44,6 +44,23 @@ grep -q 'all 4 tensors from' "$tmp/load1.json" || fail "one rank: weights not fr
     --quiet --out "$tmp/load2.json" >"$tmp/load2.out" 2>&1 || fail "the one-rank file did not load into 2: $(tail -3 "$tmp/load2.out")"
 grep -q 'all 4 tensors from' "$tmp/load2.json" || fail "2 ranks: weights not from the one-rank file"
 
+# bert-tiny on SST-2, without dropout (with it, each rank draws its own attention mask): the same losses
+bt=(train --threads 1 --model bert-tiny --max-seq-len 32 --batch-size 16 --train-subset 320 --test-subset 64
+    --max-steps 10 --dropout 0 --quiet)
+"${mpirun[@]}" -np 2 "$ampbench" "${bt[@]}" --tensor-parallel 2 --out "$tmp/btp.json" --save "$tmp/btp.safetensors" \
+    >"$tmp/btp.out" 2>&1 || fail "bert-tiny on 2 tensor ranks failed: $(tail -3 "$tmp/btp.out")"
+"$ampbench" "${bt[@]}" --out "$tmp/bone.json" >"$tmp/bone.out" 2>&1 || fail "bert-tiny on one rank failed"
+a=$(field "$tmp/btp.json" test_loss) b=$(field "$tmp/bone.json" test_loss)
+awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b > 0 && d / b <= 1e-5) }' ||
+    fail "bert-tiny test loss on 2 tensor ranks $a, on one $b (relative tolerance 1e-5)"
+echo "bert-tiny test loss after 10 steps: 2 tensor ranks $a, one rank $b"
+# four all-reduces of (16, 32, 64) fp32 a layer, two layers: a ring sends half of each, twice
+[ "$(field "$tmp/btp.json" tensor_allreduces_per_step)" = 8 ] &&
+    [ "$(field "$tmp/btp.json" tensor_bytes_sent_per_step)" = 1048576 ] ||
+    fail "bert-tiny: $(field "$tmp/btp.json" tensor_allreduces_per_step) all-reduces, $(field "$tmp/btp.json" tensor_bytes_sent_per_step) bytes a step (expected 8 and 1048576)"
+"$ampbench" "${bt[@]}" --max-steps 1 --init-from "$tmp/btp.safetensors" --out "$tmp/bload.json" >/dev/null 2>&1 &&
+    grep -q 'all 41 tensors from' "$tmp/bload.json" || fail "the 2-rank bert-tiny file did not load into one rank"
+
 # bad combinations: one line of ours, exit 2
 refuse() { # np expect-text args...
     local np=$1 want=$2
@@ -59,6 +76,7 @@ refuse 2 "the hidden width 255 does not divide" --tensor-parallel 2 --hidden 255
 refuse 2 "not defined for ResNet" --tensor-parallel 2 --model resnet-tiny --dataset cifar10 --train-subset 64 --test-subset 64
 refuse 2 "parameter server" --tensor-parallel 2 --dp-sync ps
 refuse 2 "checkpoints of split tensors" --tensor-parallel 2 --checkpoint-dir "$tmp/ck"
+refuse 4 "the 2 attention heads" --tensor-parallel 4 --model bert-tiny --max-seq-len 32 --train-subset 64 --test-subset 64
 
 [ "$failures" -eq 0 ] || { echo "test_tp_cli: $failures failure(s)"; exit 1; }
 echo "test_tp_cli: ok"
