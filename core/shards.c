@@ -23,8 +23,10 @@ static void whole_free(whole_model *w) {
     memset(w, 0, sizeof *w);
 }
 
-/* the model's specs made whole, laid out on a host backend (no values) */
-static int whole_open(trainer *t, whole_model *w) {
+/* the model's specs made whole, laid out on a host backend; init: with the values a one-rank run
+ * initialises (the run's seed), which a weights file lacking some tensors (a BERT checkpoint
+ * without the classifier) leaves in place */
+static int whole_open(trainer *t, whole_model *w, int init) {
     const ab_params *p = &t->params;
     memset(w, 0, sizeof *w);
     if (!(w->specs = malloc((size_t)p->n_specs * sizeof *w->specs))) return ab_errorf("out of host memory");
@@ -32,7 +34,9 @@ static int whole_open(trainer *t, whole_model *w) {
     if (!t->cfg->platform->host_create)
         return ab_errorf("--tensor-parallel: this build's platform has no host backend for whole weights files");
     if (!(w->cpu = t->cfg->platform->host_create(t->cfg->threads))) return -1;
-    AB_TRY(ab_params_init(&w->whole, w->cpu, AB_PREC_FP32, w->specs, p->n_specs, NULL));
+    ab_rng rng;
+    ab_rng_seed(&rng, t->cfg->seed);
+    AB_TRY(ab_params_init(&w->whole, w->cpu, AB_PREC_FP32, w->specs, p->n_specs, init ? &rng : NULL));
     if (!(w->host = malloc((w->whole.n + w->whole.n_bufs + 1) * sizeof(float))))
         return ab_errorf("out of host memory for the whole model (%zu weights)", w->whole.n);
     return 0;
@@ -55,9 +59,9 @@ static void blocks_copy(const ab_params *p, const whole_model *w, int index, flo
 int ab_shards_load(trainer *t, const char *path, char *from, size_t cap) {
     const ab_train_config *c = t->cfg;
     ab_params *p = &t->params;
-    whole_model w;
+    whole_model w = {0};
     float *mine = malloc((p->n + p->n_bufs + 1) * sizeof(float));
-    int rc = mine ? whole_open(t, &w) : ab_errorf("out of host memory");
+    int rc = mine ? whole_open(t, &w, 1) : ab_errorf("out of host memory");
     if (rc == 0) rc = c->workload->load_weights(path, t->model, &w.whole, from, cap);
     if (rc == 0) rc = w.cpu->ops->download(w.cpu, w.host, w.whole.master, w.whole.n * sizeof(float));
     if (rc == 0 && w.whole.n_bufs)
@@ -98,7 +102,7 @@ int ab_shards_save(trainer *t, const char *path) {
     float *mine = malloc((p->n + p->n_bufs + 1) * sizeof(float)), *dev = NULL;
     const size_t dev_bytes = (p->n > p->n_bufs ? p->n : p->n_bufs) * sizeof(float);
     int rc = mine ? 0 : ab_errorf("out of host memory");
-    if (rc == 0 && root) rc = whole_open(t, &w);
+    if (rc == 0 && root) rc = whole_open(t, &w, 0);
     if (rc == 0 && root && !(dev = ab_alloc_for(t->be, AB_MEM_WORKSPACE, dev_bytes, "a tensor block being saved")))
         rc = -1;
     if (rc == 0 && root) rc = t->be->ops->download(t->be, mine, p->master, p->n * sizeof(float));
