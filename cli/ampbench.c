@@ -473,9 +473,9 @@ static int check_combination(const cli *c) {
             return ab_errorf("--loss-scale %s is static: --%s belongs to the dynamic scaler", c->loss_scale,
                              dynamic_only[i]);
     AB_TRY(check_dp_sync(c));
-    int world = 1;
-    ab_comm_launched(&world);
-    return ab_parallel_config_check(&c->cfg, world);
+    /* a launcher that does not say the world's size: the trainer checks once MPI knows it */
+    const int world = ab_comm_launcher_size();
+    return world > 0 ? ab_parallel_config_check(&c->cfg, world) : 0;
 }
 
 /* One row: --name ARG, the help from column 27 (a '\n' continues it below), the default at

@@ -417,8 +417,6 @@ static int mpi_sendrecv(ab_comm *c, const void *sbuf, size_t sbytes, int dst, vo
     mpi_impl *m = c->impl;
     if (dst >= c->size || src >= c->size)
         return ab_errorf("sendrecv: peer %d outside a world of %d", dst >= c->size ? dst : src, c->size);
-    if (sbytes > (size_t)INT_MAX || rbytes > (size_t)INT_MAX)
-        return ab_errorf("sendrecv: %zu bytes in one message (at most %d)", sbytes > rbytes ? sbytes : rbytes, INT_MAX);
     const int host = host_memory(c);
     const void *s = sbuf;
     void *r = rbuf;
@@ -429,10 +427,18 @@ static int mpi_sendrecv(ab_comm *c, const void *sbuf, size_t sbytes, int dst, vo
         s = h;
     }
     if (!host && src >= 0) AB_TRY(stage_buf(c, 1, rbytes, &r));
-    AB_MPI_GUARDED(c, "MPI_Sendrecv between pipeline stages",
-                   MPI_Sendrecv(dst >= 0 ? s : NULL, dst >= 0 ? (int)sbytes : 0, MPI_BYTE, dst >= 0 ? dst : MPI_PROC_NULL,
-                                7, src >= 0 ? r : NULL, src >= 0 ? (int)rbytes : 0, MPI_BYTE,
-                                src >= 0 ? src : MPI_PROC_NULL, 7, m->comm, MPI_STATUS_IGNORE));
+    /* MPI counts are int: chunks of at most INT_MAX / 2 bytes each way, in step with the peer's
+     * call (which names the same byte counts) */
+    const size_t chunk = (size_t)(INT_MAX / 2), sn = dst >= 0 ? sbytes : 0, rn = src >= 0 ? rbytes : 0;
+    for (size_t off = 0; off < sn || off < rn || off == 0; off += chunk) {
+        const int sc = off < sn ? (int)(sn - off < chunk ? sn - off : chunk) : 0;
+        const int rcnt = off < rn ? (int)(rn - off < chunk ? rn - off : chunk) : 0;
+        AB_MPI_GUARDED(c, "MPI_Sendrecv (point to point)",
+                       MPI_Sendrecv(sc ? (const char *)s + off : NULL, sc, MPI_BYTE, sc ? dst : MPI_PROC_NULL, 7,
+                                    rcnt ? (char *)r + off : NULL, rcnt, MPI_BYTE, rcnt ? src : MPI_PROC_NULL, 7, m->comm,
+                                    MPI_STATUS_IGNORE));
+        if (off + chunk < off) break;
+    }
     return !host && src >= 0 ? c->be->ops->upload(c->be, rbuf, r, rbytes) : 0;
 }
 

@@ -317,11 +317,16 @@ static int nccl_sendrecv(ab_comm *c, const void *sbuf, size_t sbytes, int dst, v
     nccl_impl *m = impl_of(c);
     AB_TRY(on_device(c));
     AB_TRY(after_backend(c));
+    /* the group is always closed, whatever failed inside it: an abort inside an open group would
+     * itself be deferred, and every later NCCL call of this thread with it */
     AB_NCCL_COLLECTIVE(c, ncclGroupStart());
-    if (dst >= 0) AB_NCCL_COLLECTIVE(c, ncclSend(sbuf, sbytes, ncclUint8, dst, m->nccl, m->stream));
-    if (src >= 0) AB_NCCL_COLLECTIVE(c, ncclRecv(rbuf, rbytes, ncclUint8, src, m->nccl, m->stream));
-    AB_NCCL_COLLECTIVE(c, ncclGroupEnd());
-    return nccl_wait(c, "ncclSend/ncclRecv between pipeline stages", 1);
+    ncclResult_t r = ncclSuccess;
+    if (dst >= 0) r = ncclSend(sbuf, sbytes, ncclUint8, dst, m->nccl, m->stream);
+    if (src >= 0 && (r == ncclSuccess || r == ncclInProgress)) r = ncclRecv(rbuf, rbytes, ncclUint8, src, m->nccl, m->stream);
+    const ncclResult_t e = ncclGroupEnd();
+    if (r == ncclSuccess || r == ncclInProgress) r = e;
+    AB_NCCL_COLLECTIVE(c, r);
+    return nccl_wait(c, "ncclSend/ncclRecv (point to point)", 1);
 }
 
 static int nccl_split(ab_comm *c, int color, int key, ab_comm **out);
@@ -370,10 +375,16 @@ static int nccl_split(ab_comm *c, int color, int key, ab_comm **out) {
         if (r != ncclSuccess && r != ncclInProgress) {
             rc = ab_errorf("rank %d: ncclCommSplit failed: %s (%s)", c->rank, ncclGetErrorString(r), ncclGetLastError(NULL));
             m->nccl = NULL;
+        } else if (nccl_wait(c, "ncclCommSplit", 0) != 0) {
+            /* On a non-blocking parent the split is a job of the parent's, and NCCL writes the
+             * child's handle into m->nccl only when it completes; nccl_wait has aborted the
+             * parent, which ends the job, but m stays allocated rather than risk that write */
+            free(n);
+            return -1;
+        } else if (!m->nccl) {
+            rc = ab_errorf("rank %d: ncclCommSplit completed without a communicator", c->rank);
         } else {
-            /* the child completes on its own; the parent's state too (non-blocking communicators) */
-            rc = nccl_wait(n, "ncclCommSplit", 0);
-            if (rc == 0) rc = nccl_wait(c, "ncclCommSplit (parent)", 0);
+            rc = nccl_wait(n, "ncclCommSplit (the new group)", 0);
         }
     } else if (rc == 0) {
         rc = -1;

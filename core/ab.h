@@ -25,6 +25,15 @@ int ab_errorf(const char *fmt, ...)
     ;
 const char *ab_error(void);
 void ab_error_clear(void);
+/* ab_errorf for a refusal of what the options ask (a model that cannot split as asked): the
+ * message, and ab_error_is_usage() says 1 until the next ab_errorf, so that the program can exit
+ * as it does for a bad option (2) rather than as for a failure */
+int ab_usage_errorf(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+int ab_error_is_usage(void);
 
 #define AB_TRY(expr)                                                                                \
     do {                                                                                            \

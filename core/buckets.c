@@ -38,7 +38,7 @@ static int cut(ab_buckets *k) {
     int i = p->n_specs - 1;
     for (;;) {
         const ab_param_spec *s = i >= 0 ? &p->specs[i] : NULL;
-        if (s && s->region == AB_REGION_BUFFER) {
+        if (s && (s->region == AB_REGION_BUFFER || s->absent)) { /* no gradient here */
             k->bucket_of[i--] = -1;
             continue;
         }

@@ -36,6 +36,15 @@ int ab_comm_launched(int *world) {
     return launched;
 }
 
+int ab_comm_launcher_size(void) {
+    static const char *const size_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE"};
+    for (size_t i = 0; i < sizeof size_vars / sizeof size_vars[0]; i++) {
+        const char *v = getenv(size_vars[i]);
+        if (v && atoi(v) > 0) return atoi(v);
+    }
+    return ab_comm_launched(NULL) ? 0 : 1;
+}
+
 int ab_comm_launcher_rank(void) {
     static const char *const rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
     for (size_t i = 0; i < sizeof rank_vars / sizeof rank_vars[0]; i++) {

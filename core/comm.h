@@ -76,9 +76,10 @@ typedef struct {
     int (*test)(ab_comm *c, ab_comm_req *req);
     /* until it has completed (under the communicator's timeout) */
     int (*wait)(ab_comm *c, ab_comm_req *req);
-    /* Collective over c: the ranks that pass the same color form a new communicator, ranked by
-     * key (ties by their rank in c), as MPI_Comm_split does; *out has c's engine, device, backend
-     * and timeout, and is destroyed with ab_comm_destroy. Tensor, pipeline and data-parallel
+    /* Collective over c: the ranks that pass the same color (>= 0; a negative one counts as 0:
+     * every rank joins some group) form a new communicator, ranked by key (ties by their rank in
+     * c), as MPI_Comm_split does; *out has c's engine, device, backend and timeout, and is
+     * destroyed with ab_comm_destroy. Tensor, pipeline and data-parallel
      * groups (core/parallel.h) are split from the world this way, so each collective runs on its
      * own group. */
     int (*split)(ab_comm *c, int color, int key, ab_comm **out);
@@ -121,6 +122,9 @@ int ab_comm_flag_max(ab_comm *c, int *flag);
 /* True when this process was started by an MPI launcher (OMPI_COMM_WORLD_SIZE, PMIX_RANK or
  * PMI_RANK in the environment); *world gets the launcher's world size (1 when unknown). */
 int ab_comm_launched(int *world);
+/* the world's size as the launcher's environment gives it: 1 outside a launcher, 0 under one
+ * that does not say (srun --mpi=pmix sets PMIX_RANK alone) */
+int ab_comm_launcher_size(void);
 /* this process's rank as the launcher's environment gives it (0 outside a launcher): known
  * before any communicator exists */
 int ab_comm_launcher_rank(void);

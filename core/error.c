@@ -6,17 +6,33 @@
 #include <string.h>
 
 static _Thread_local char ab_err_buf[512];
+static _Thread_local int ab_err_usage;
 
 int ab_errorf(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(ab_err_buf, sizeof ab_err_buf, fmt, ap);
     va_end(ap);
+    ab_err_usage = 0;
     return -1;
 }
 
+int ab_usage_errorf(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ab_err_buf, sizeof ab_err_buf, fmt, ap);
+    va_end(ap);
+    ab_err_usage = 1;
+    return -1;
+}
+
+int ab_error_is_usage(void) { return ab_err_usage; }
+
 const char *ab_error(void) { return ab_err_buf[0] ? ab_err_buf : "unknown error"; }
-void ab_error_clear(void) { ab_err_buf[0] = 0; }
+void ab_error_clear(void) {
+    ab_err_buf[0] = 0;
+    ab_err_usage = 0;
+}
 
 static const char *const dtype_names[] = {"fp32", "fp16", "bf16"};
 static const size_t dtype_sizes[] = {4, 2, 2};

@@ -44,6 +44,13 @@ typedef struct {
     int (*save_weights)(const ab_model *m, const ab_params *p, const char *path);
 } ab_model_ops;
 
+/* Pipeline parallelism (core/pipeline.h): a model that can be cut is a chain of units (the MLP's
+ * two linear layers; BERT's embeddings, each encoder layer and the head), and a stage holds the
+ * units [lo, hi). hi 0: the whole model. */
+typedef struct {
+    int lo, hi;
+} ab_stage;
+
 struct ab_model {
     const ab_model_ops *ops;
     ab_param_spec *specs;
@@ -57,6 +64,21 @@ struct ab_model {
     const char *notes;      /* for the record: how the model trains under data parallelism, ... */
     double tp_elems_per_sample; /* under tensor parallelism: activation elements one sample's forward and
                                    backward all-reduce across the tensor group (the traffic's model) */
+    /* pipeline parallelism: the whole model's units (0: it cannot be cut) and each one's
+     * multiply-adds per sample (the cut's cost, owned by the model), the units this model holds,
+     * and between stages, per sample in the compute type, what enters its first unit (a stage
+     * after the first) and what leaves its last (a stage before the last). stage_in is the
+     * trainer's: the activation the stage starts from, set before forward and again before the
+     * backward of the same micro-batch; stage_out is the model's (forward's result, read by the
+     * trainer until the next forward); stage_din is set by backward: the gradient of stage_in,
+     * valid until the next backward. On the last stage the output is the logits, on the first
+     * the input is the data set's batch. */
+    int units;
+    double *unit_macs;
+    ab_stage stage;
+    size_t stage_in_elems, stage_out_elems;
+    const void *stage_in;
+    void *stage_out, *stage_din;
     int tensor_parallel;    /* the ranks its split tensors are cut among (ab_model_config.tp); 0 or 1: none.
                                The trainer refuses a tensor group the model did not split itself for */
     void *logits;           /* (max_batch * targets, n_classes) in compute type */
@@ -77,7 +99,15 @@ typedef struct {
     float dropout;    /* BERT: hidden and attention dropout; < 0: the architecture's */
     ab_tp *tp;        /* the tensor group (core/parallel.h), kept by the model for its forward and backward;
                          NULL or a group of 1: the whole model */
+    ab_stage stage;   /* the pipeline stage's units (hi 0: all); the others' tensors are absent (core/params.h) */
 } ab_model_config;
+
+/* the units of a stage: [lo, hi), hi 0 meaning the model's all */
+static inline int ab_stage_has(const ab_model *m, int unit) {
+    return unit >= m->stage.lo && unit < (m->stage.hi > 0 ? m->stage.hi : m->units);
+}
+static inline int ab_stage_first(const ab_model *m) { return m->stage.lo == 0; }
+static inline int ab_stage_last(const ab_model *m) { return m->stage.hi == 0 || m->stage.hi >= m->units; }
 
 /* the logits rows per sample of m: targets, or 1 */
 static inline int ab_model_targets(const ab_model *m) { return m->targets > 1 ? m->targets : 1; }

@@ -72,7 +72,7 @@ int ab_optimizer_exclude(ab_optimizer *o, const ab_param_spec *specs, int n_spec
     if (!s) return ab_errorf("out of host memory");
     int k = 0;
     for (int i = 0; i < n_specs; i++)
-        if (specs[i].region != AB_REGION_BUFFER) s[k++] = &specs[i];
+        if (specs[i].region != AB_REGION_BUFFER && specs[i].numel) s[k++] = &specs[i]; /* absent: no elements */
     qsort(s, (size_t)k, sizeof *s, by_offset);
     int n = 0;
     size_t at = 0;

@@ -23,8 +23,8 @@ static float init_value(const ab_param_spec *s, ab_rng *rng) {
 int ab_spec_split(ab_param_spec *s, int dim, int parts, int index) {
     if (parts <= 1) return 0;
     if (dim < 0 || dim >= s->ndim || s->shape[dim] % parts != 0 || index < 0 || index >= parts)
-        return ab_errorf("%s: dimension %d of size %d does not split into %d equal blocks", s->name, dim,
-                         dim >= 0 && dim < s->ndim ? s->shape[dim] : 0, parts);
+        return ab_usage_errorf("%s: dimension %d of size %d does not split into %d equal blocks (block %d asked)",
+                               s->name, dim, dim >= 0 && dim < s->ndim ? s->shape[dim] : 0, parts, index);
     s->shape[dim] /= parts;
     s->split_dim = dim;
     s->split_parts = parts;
@@ -36,6 +36,7 @@ ab_param_spec ab_spec_whole(const ab_param_spec *s) {
     ab_param_spec w = *s;
     if (s->split_parts > 1) w.shape[s->split_dim] *= s->split_parts;
     w.split_parts = w.split_index = w.split_dim = 0;
+    w.absent = 0;
     w.numel = 1;
     for (int d = 0; d < w.ndim; d++) w.numel *= (size_t)w.shape[d];
     return w;
@@ -65,6 +66,11 @@ void ab_spec_block_copy(const ab_param_spec *s, float *whole, float *block, int 
 /* s's initial values into w (its block's numel): the whole tensor's draws in order, the block
  * kept, so that a split tensor's block equals the slice of the unsplit one */
 static int init_tensor(const ab_param_spec *s, ab_rng *rng, float *w) {
+    if (s->absent) { /* another stage's: its draws, and nothing kept */
+        const ab_param_spec whole = ab_spec_whole(s);
+        for (size_t k = 0; k < whole.numel; k++) (void)init_value(s, rng);
+        return 0;
+    }
     if (s->split_parts <= 1) {
         for (size_t k = 0; k < s->numel; k++) w[k] = init_value(s, rng);
         return 0;
@@ -87,7 +93,7 @@ static void lay_out(ab_params *p) {
     size_t off = 0, boff = 0;
     for (int pass = 0; pass < 4; pass++) /* compute/decay, compute/no decay, fp32/decay, fp32/no decay */
         for (int i = 0; i < p->n_specs; i++) {
-            size_t numel = 1;
+            size_t numel = specs[i].absent ? 0 : 1; /* another stage's tensor: no storage */
             for (int d = 0; d < specs[i].ndim; d++) numel *= (size_t)specs[i].shape[d];
             specs[i].numel = numel;
             if (specs[i].region == AB_REGION_BUFFER) {

@@ -54,6 +54,11 @@ typedef struct ab_param_spec {
      * the initialisation draws the whole tensor and keeps the block, so that every block equals
      * the matching slice of an unsplit run's tensor. 0 or 1: the whole tensor (replicated). */
     int split_dim, split_parts, split_index;
+    /* pipeline parallelism (core/pipeline.h): the pipeline unit this tensor belongs to (the model's
+     * numbering), and absent = 1 on a stage that does not hold that unit: no storage (numel 0),
+     * its initial values drawn and discarded, so that the stage's tensors start where a one-rank
+     * run's do */
+    int unit, absent;
     size_t offset; /* elements from the start of its region's buffer, filled by ab_params_init */
     size_t numel;
 } ab_param_spec;

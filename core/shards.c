@@ -108,6 +108,11 @@ int ab_shards_save(trainer *t, const char *path) {
     if (rc == 0 && root) rc = t->be->ops->download(t->be, mine, p->master, p->n * sizeof(float));
     if (rc == 0 && root && p->n_bufs) rc = t->be->ops->download(t->be, mine + p->n, p->bufs, p->n_bufs * sizeof(float));
     if (rc == 0 && root) blocks_copy(p, &w, 0, mine, 1);
+    /* the group agrees that its root is ready before anyone sends: a root that failed would leave
+     * the senders blocked until the communicator's timeout */
+    int64_t failed = rc != 0;
+    if (t->tpc->ops->allreduce_i64(t->tpc, &failed, 1, AB_RED_MAX) != 0) rc = -1;
+    else if (failed && rc == 0) rc = ab_errorf("--save: tensor rank 0 could not gather the blocks");
     for (int q = 1; rc == 0 && q < t->lay.tp; q++) {
         if (!root && t->lay.tp_rank != q) continue;
         rc = gather_one(t, q, dev, mine);

@@ -206,12 +206,13 @@ static int build_model(trainer *t, ab_run_record *rec) {
     const ab_train_config *c = t->cfg;
     AB_TRY(load_data(t));
     if (c->workload->create_model(c, &t->train->info, &t->tp, &t->model) != 0) {
-        t->rec->usage_error = t->lay.tp > 1; /* a model that cannot split as asked */
+        t->rec->usage_error = ab_error_is_usage(); /* a model that cannot split as asked */
         return -1;
     }
     if (t->lay.tp > 1 && t->model->tensor_parallel != t->lay.tp) {
         t->rec->usage_error = 1;
-        return ab_errorf("--tensor-parallel %d: model %s does not split its tensors among ranks", t->lay.tp, c->model);
+        return ab_usage_errorf("--tensor-parallel %d: model %s does not split its tensors among ranks", t->lay.tp,
+                               c->model);
     }
     t->targets = ab_model_targets(t->model);
     if (t->targets != ab_sample_targets(&t->train->info))

@@ -271,9 +271,9 @@ static int split_layers(bert *b) {
     const ab_bert_config *c = &b->cfg;
     const int T = ab_tp_size(b->tp);
     if (c->heads % T || c->ffn % T)
-        return ab_errorf("bert: --tensor-parallel %d: the %d attention heads and the ffn width %d must divide among "
-                         "the ranks",
-                         T, c->heads, c->ffn);
+        return ab_usage_errorf("bert: --tensor-parallel %d: the %d attention heads and the ffn width %d must divide "
+                               "among the ranks",
+                               T, c->heads, c->ffn);
     for (int l = 0; l < c->layers; l++) {
         ab_param_spec *q = &b->specs[5 + l * L_SPECS];
         AB_TRY(ab_linear_column_parallel(&q[L_Q], &q[L_Q + 1], b->tp));

@@ -85,7 +85,7 @@ int ab_mlp_create(const ab_model_config *cfg, ab_model **out) {
         ab_linear_row_parallel(&s->specs[FC2_W], s->tp) != 0) {
         free(m);
         free(s);
-        return ab_errorf("mlp: --tensor-parallel %d: the hidden width %d does not divide among the ranks",
+        return ab_usage_errorf("mlp: --tensor-parallel %d: the hidden width %d does not divide among the ranks",
                          ab_tp_size(cfg->tp), hidden);
     }
     *m = (ab_model){.ops = &mlp_ops, .specs = s->specs, .n_specs = MLP_NSPECS, .n_classes = si->n_classes,

@@ -360,7 +360,7 @@ int ab_resnet_create(const ab_model_config *cfg, int stem_cifar, ab_model **out)
      * channels would need an all-reduce of a whole feature map after every second convolution,
      * each followed by a batch norm over the whole channels: more traffic than the weights' */
     if (ab_tp_size(cfg->tp) > 1)
-        return ab_errorf("%s: --tensor-parallel %d is not defined for ResNet: splitting a convolution's channels "
+        return ab_usage_errorf("%s: --tensor-parallel %d is not defined for ResNet: splitting a convolution's channels "
                          "would all-reduce a whole feature map after every second convolution, more than its "
                          "weights; use data parallelism",
                          cfg->name ? cfg->name : "resnet", ab_tp_size(cfg->tp));

@@ -35,14 +35,14 @@ static void add_dp_measured(cJSON *o, const ab_train_config *c, const ab_run_rec
     cJSON_AddItemToObject(d, "allreduce_bandwidth_Bps", num(algbw));
     /* overlap: the part of the all-reduce the steps waited for (exposed) and its whole time
      * (busy); the bytes a rank passes per step, and what a ring sends and receives for them */
-    cJSON_AddBoolToObject(d, "overlap", c->dp_overlap && W > 1);
+    const int Wd = r->data_parallel > 0 ? r->data_parallel : W; /* the ring: a data group's ranks */
+    cJSON_AddBoolToObject(d, "overlap", c->dp_overlap && Wd > 1);
     cJSON_AddNumberToObject(d, "buckets", r->buckets);
     cJSON_AddNumberToObject(d, "bucket_mb", c->bucket_mb);
     const double per = steps ? 1.0 / (double)steps : 0.0;
     cJSON_AddItemToObject(d, "allreduce_exposed_time_per_step_s", num(r->allreduce_time_s * per));
     cJSON_AddItemToObject(d, "allreduce_busy_time_per_step_s", num(busy * per));
     cJSON_AddNumberToObject(d, "bytes_per_step", r->bytes_allreduced * per);
-    const int Wd = r->data_parallel > 0 ? r->data_parallel : W; /* the ring: a data group's ranks */
     cJSON_AddNumberToObject(d, "ring_bytes_sent_per_step", 2.0 * (Wd - 1) / Wd * r->bytes_allreduced * per);
     /* how the gradients met: the ring, or the parameter server (its pull's time apart) */
     cJSON_AddStringToObject(d, "sync", ab_dp_sync_name(W > 1 ? c->dp_sync : AB_DP_RING));
@@ -90,8 +90,9 @@ static void add_projection(cJSON *o, const ab_train_config *c, const ab_run_reco
     else snprintf(step_source, sizeof step_source, "measured-cpu");
     /* the GPU figures take a measured NCCL bandwidth where this run had one; CPU processes
      * sharing memory say nothing about GPU links, nor does any run here about a network */
-    const int measured = algbw > 0 && W > 1 && strcmp(r->comm_engine, "nccl") == 0;
-    const double gpu_bw = c->proj_gpu_bw > 0 ? c->proj_gpu_bw : measured ? algbw * 2.0 * (W - 1) / W : AB_PROJ_GPU_BW;
+    const int Wd = r->data_parallel > 0 ? r->data_parallel : W; /* the gradients' ring: a data group */
+    const int measured = algbw > 0 && Wd > 1 && strcmp(r->comm_engine, "nccl") == 0;
+    const double gpu_bw = c->proj_gpu_bw > 0 ? c->proj_gpu_bw : measured ? algbw * 2.0 * (Wd - 1) / Wd : AB_PROJ_GPU_BW;
     const char *gpu_src = c->proj_gpu_bw > 0 ? "option" : measured ? "measured" : "default";
     const double gpu_lat = c->proj_gpu_latency > 0 ? c->proj_gpu_latency : AB_PROJ_GPU_LATENCY;
     const double node_bw = c->proj_node_bw > 0 ? c->proj_node_bw : AB_PROJ_NODE_BW;
