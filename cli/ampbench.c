@@ -23,6 +23,7 @@
 #include "train_checkpoint.h"
 #include "model_step.h"
 #include "params.h"
+#include "pipeline.h"
 #include "platform.h"
 #include "record.h"
 #include "wordpiece.h"
@@ -239,6 +240,14 @@ static int set_dp_sync(const option_row *o, const char *v, cli *c) {
     return ab_dp_sync_parse(v, &c->cfg.dp_sync);
 }
 
+static int set_pp_schedule(const option_row *o, const char *v, cli *c) {
+    (void)o;
+    ab_pp_schedule k;
+    AB_TRY(ab_pp_schedule_parse(v, &k));
+    c->cfg.pp_schedule = (int)k;
+    return 0;
+}
+
 static int set_dp_overlap(const option_row *o, const char *v, cli *c) {
     (void)o;
     if (strcmp(v, "on") == 0) c->cfg.dp_overlap = 1;
@@ -375,6 +384,15 @@ static const option_row rows[] = {
                              "(Megatron-LM's column and row-parallel layers; mlp, bert): each\n"
                              "rank holds 1/T of them; the world is data x T", "1",
      INT(cfg.tensor_parallel, 1, 1 << 16)},
+    {"pipeline-parallel", "P", "cut the model's layers into P stages on P ranks (mlp, bert),\n"
+                              "balanced by their multiply-adds; activations and their gradients\n"
+                              "go point to point; the world is data x tensor x P", "1",
+     INT(cfg.pipeline_parallel, 1, 64)},
+    {"micro-batches", "M", "the step's micro-batches of --batch-size each (the same as\n"
+                           "--accum-steps): what the pipeline runs through its stages", "1",
+     INT(cfg.accum_steps, 1, 4096)},
+    {"pp-schedule", "S", "gpipe (every forward, then every backward) | 1f1b (at most P\n"
+                         "micro-batches in flight)", "1f1b", CALL(set_pp_schedule)},
 
     SECTION("output"),
     {"out", "FILE.json", "result record (written atomically after each epoch)", NULL, STRING(cfg.out_path)},

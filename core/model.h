@@ -79,6 +79,9 @@ struct ab_model {
     size_t stage_in_elems, stage_out_elems;
     const void *stage_in;
     void *stage_out, *stage_din;
+    /* a pipeline's later slots (set before bind): backward's scratch is this model's (one backward
+     * runs at a time, and what it sends back is sent before the next starts) */
+    const struct ab_model *scratch_from;
     int tensor_parallel;    /* the ranks its split tensors are cut among (ab_model_config.tp); 0 or 1: none.
                                The trainer refuses a tensor group the model did not split itself for */
     void *logits;           /* (max_batch * targets, n_classes) in compute type */
@@ -101,6 +104,13 @@ typedef struct {
                          NULL or a group of 1: the whole model */
     ab_stage stage;   /* the pipeline stage's units (hi 0: all); the others' tensors are absent (core/params.h) */
 } ab_model_config;
+
+/* How a model is split among ranks: its tensors among the tensor group's, its units among the
+ * pipeline's stages. NULL (or a group of 1 and hi 0): the whole model. */
+typedef struct {
+    ab_tp *tp;
+    ab_stage stage;
+} ab_model_split;
 
 /* the units of a stage: [lo, hi), hi 0 meaning the model's all */
 static inline int ab_stage_has(const ab_model *m, int unit) {

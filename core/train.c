@@ -25,6 +25,7 @@
 #include "comm.h"
 #include "kernel_math.h"
 #include "params.h"
+#include "pipeline.h"
 #include "rng.h"
 #include "timer.h"
 #include "train_internal.h"
@@ -43,7 +44,8 @@ void ab_train_config_defaults(ab_train_config *c) {
                            .growth_interval = 2000, .log_interval = 100, .shuffle = 1,
                            .inject_inf_step = -1, .inject_inf_rank = -1, .comm = "auto", .keep_checkpoints = 2,
                            .dp_overlap = 1, .bucket_mb = 25.0, .dp_sync = AB_DP_RING, .ps_shards = 1,
-                           .tensor_parallel = 1, .allreduce_dtype = AB_F32};
+                           .tensor_parallel = 1, .pipeline_parallel = 1, .pp_schedule = AB_PP_1F1B,
+                           .allreduce_dtype = AB_F32};
 }
 
 
@@ -104,12 +106,13 @@ static int check_world_config(trainer *t) {
     snprintf(desc, sizeof desc,
              "model %s, parameters %zu, precision %s, dataset %s (%d train samples), batch %d, accum steps %d, "
              "epochs %d, max steps %ld, optimizer %s lr %g momentum %g wd %g, seed %llu, shuffle %d, "
-             "all-reduce %s, engine %s, overlap %d, buckets of %g MB, sync %s (%d shards), backend %s, tensor groups of %d",
-             c->model, t->params.n, ab_precision_name(c->precision), c->dataset, t->train->n, c->batch_size,
+             "all-reduce %s, engine %s, overlap %d, buckets of %g MB, sync %s (%d shards), backend %s, tensor groups of "
+             "%d, pipeline groups of %d (%d)",
+             c->model, t->lay.pp > 1 ? (size_t)0 : t->params.n, ab_precision_name(c->precision), c->dataset, t->train->n, c->batch_size,
              c->accum_steps, c->epochs, c->max_steps, ab_optimizer_name(c->optimizer), (double)c->lr,
              (double)c->momentum, (double)c->weight_decay, (unsigned long long)c->seed, c->shuffle,
              ab_dtype_name(c->allreduce_dtype), cm->ops->name, c->dp_overlap, c->bucket_mb, ab_dp_sync_name(c->dp_sync),
-             c->ps_shards, t->be->ops->name, t->lay.tp);
+             c->ps_shards, t->be->ops->name, t->lay.tp, t->lay.pp, c->pp_schedule);
     const int64_t h = (int64_t)(fnv1a(desc) >> 1);
     int64_t lo = h, hi = h;
     AB_TRY(cm->ops->allreduce_i64(cm, &lo, 1, AB_RED_MIN));
@@ -132,42 +135,48 @@ static int check_world_config(trainer *t) {
  * tensor group the neighbours that share a model replica. Without model parallelism the data
  * group is the world itself. */
 int ab_parallel_config_check(const ab_train_config *c, int world) {
-    const int tp = c->tensor_parallel > 1 ? c->tensor_parallel : 1;
+    const int tp = c->tensor_parallel > 1 ? c->tensor_parallel : 1, pp = c->pipeline_parallel > 1 ? c->pipeline_parallel : 1;
     ab_layout l;
-    AB_TRY(ab_layout_make(world, 0, tp, 1, &l));
-    if (tp == 1) return 0;
+    AB_TRY(ab_layout_make(world, 0, tp, pp, &l));
+    if (tp == 1 && pp == 1) return 0;
+    char what[64];
+    if (tp > 1 && pp > 1) snprintf(what, sizeof what, "--tensor-parallel %d --pipeline-parallel %d", tp, pp);
+    else if (tp > 1) snprintf(what, sizeof what, "--tensor-parallel %d", tp);
+    else snprintf(what, sizeof what, "--pipeline-parallel %d", pp);
     if (c->dp_sync == AB_DP_PS)
-        return ab_errorf("--dp-sync ps with --tensor-parallel %d: the parameter server's shards of the weights and "
-                         "the tensor blocks are not combined; use --dp-sync ring",
-                         tp);
+        return ab_errorf("--dp-sync ps with %s: the parameter server's shards of the weights and the model's split "
+                         "are not combined; use --dp-sync ring",
+                         what);
     if (c->checkpoint_dir)
-        return ab_errorf("--checkpoint-dir with --tensor-parallel %d: checkpoints of split tensors are not written; "
-                         "--save writes the whole weights at the end",
-                         tp);
+        return ab_errorf("--checkpoint-dir with %s: checkpoints of a split model are not written; --save writes the "
+                         "whole weights at the end",
+                         what);
     if (c->grad_census)
-        return ab_errorf("--grad-census with --tensor-parallel %d: the census counts whole tensors; run it without "
-                         "tensor parallelism",
-                         tp);
+        return ab_errorf("--grad-census with %s: the census counts whole tensors of one process; run it without "
+                         "model parallelism",
+                         what);
     return 0;
 }
 
 static int open_groups(trainer *t) {
     const ab_train_config *c = t->cfg;
-    const int tp = c->tensor_parallel > 1 ? c->tensor_parallel : 1;
+    const int tp = c->tensor_parallel > 1 ? c->tensor_parallel : 1, pp = c->pipeline_parallel > 1 ? c->pipeline_parallel : 1;
     ab_comm *w = t->comm;
     if (ab_parallel_config_check(c, w->size) != 0) {
         t->rec->usage_error = 1;
         return -1;
     }
-    AB_TRY(ab_layout_make(w->size, w->rank, tp, 1, &t->lay));
+    AB_TRY(ab_layout_make(w->size, w->rank, tp, pp, &t->lay));
     t->tp = (ab_tp){.rank = t->lay.tp_rank, .size = t->lay.tp};
-    if (tp == 1) {
+    if (tp == 1 && pp == 1) {
         t->dp = w;
         return 0;
     }
+    /* colours: the coordinates the group's ranks share; keys: the one they differ in */
     const ab_layout *l = &t->lay;
     AB_TRY(w->ops->split(w, l->pp_rank * l->tp + l->tp_rank, l->dp_rank, &t->dp));
-    AB_TRY(w->ops->split(w, l->pp_rank * l->dp + l->dp_rank, l->tp_rank, &t->tpc));
+    if (tp > 1) AB_TRY(w->ops->split(w, l->pp_rank * l->dp + l->dp_rank, l->tp_rank, &t->tpc));
+    if (pp > 1) AB_TRY(w->ops->split(w, l->dp_rank * l->tp + l->tp_rank, l->pp_rank, &t->ppc));
     t->tp.comm = t->tpc;
     return 0;
 }
@@ -202,12 +211,20 @@ static int open_world(trainer *t) {
 }
 
 /* the data, the model and its weights (initialised, or from --init-from), the same on every rank */
-static int build_model(trainer *t, ab_run_record *rec) {
+/* the model, whole or this rank's part of it (its tensor blocks, its pipeline stage's slots), and
+ * its parameters initialised as a one-rank run draws them */
+static int create_model(trainer *t) {
     const ab_train_config *c = t->cfg;
-    AB_TRY(load_data(t));
-    if (c->workload->create_model(c, &t->train->info, &t->tp, &t->model) != 0) {
-        t->rec->usage_error = ab_error_is_usage(); /* a model that cannot split as asked */
-        return -1;
+    ab_rng rng;
+    ab_rng_seed(&rng, c->seed);
+    if (t->lay.pp > 1) {
+        AB_TRY(ab_pipe_build(t, &rng));
+    } else {
+        const ab_model_split split = {.tp = &t->tp};
+        if (c->workload->create_model(c, &t->train->info, &split, &t->model) != 0) {
+            t->rec->usage_error = ab_error_is_usage(); /* a model that cannot split as asked */
+            return -1;
+        }
     }
     if (t->lay.tp > 1 && t->model->tensor_parallel != t->lay.tp) {
         t->rec->usage_error = 1;
@@ -219,14 +236,20 @@ static int build_model(trainer *t, ab_run_record *rec) {
         return ab_errorf("%s scores %d logits rows a sample, and %s gives %d labels a sample: the loss needs one label "
                          "a row",
                          c->model, t->targets, c->dataset, ab_sample_targets(&t->train->info));
-    ab_rng rng;
-    ab_rng_seed(&rng, c->seed);
+    if (t->lay.pp > 1) return 0; /* ab_pipe_build has laid out and bound the slots */
     AB_TRY(ab_params_init(&t->params, t->be, c->precision, t->model->specs, t->model->n_specs, &rng));
-    AB_TRY(ab_model_bind(t->model, &t->params));
+    return ab_model_bind(t->model, &t->params);
+}
+
+static int build_model(trainer *t, ab_run_record *rec) {
+    const ab_train_config *c = t->cfg;
+    AB_TRY(load_data(t));
+    AB_TRY(create_model(t));
     snprintf(rec->weights_from, sizeof rec->weights_from, "initialised (seed %llu)", (unsigned long long)c->seed);
     if (c->init_from) {
         if (!c->workload->load_weights) return ab_errorf("--init-from: this build reads no weights files");
-        AB_TRY(t->lay.tp > 1 ? ab_shards_load(t, c->init_from, rec->weights_from, sizeof rec->weights_from)
+        AB_TRY(t->lay.tp > 1 || t->lay.pp > 1
+                   ? ab_shards_load(t, c->init_from, rec->weights_from, sizeof rec->weights_from)
                              : c->workload->load_weights(c->init_from, t->model, &t->params, rec->weights_from,
                                                          sizeof rec->weights_from));
         AB_TRY(ab_params_refresh(&t->params));
@@ -383,7 +406,7 @@ static int alloc_step(trainer *t) {
     if (!t->pred || !t->hit || !t->logits_h || !t->labels_h) return ab_errorf("out of host memory for the predictions");
     if (!t->perm || !t->eval_order || !t->shard) return ab_errorf("out of host memory for the sample order");
     for (int i = 0; i < t->test->n; i++) t->eval_order[i] = i;
-    return 0;
+    return t->lay.pp > 1 ? ab_pipe_buffers(t) : 0;
 }
 
 /* what the record says of the run before it starts */
@@ -407,6 +430,7 @@ static void describe_run(trainer *t, ab_run_record *rec) {
     rec->data_parallel = t->lay.dp;
     rec->tensor_parallel = t->lay.tp;
     rec->pipeline_parallel = t->lay.pp;
+    if (t->lay.pp > 1) snprintf(rec->pp_schedule, sizeof rec->pp_schedule, "%s", ab_pp_schedule_name(t->pipe.kind));
     snprintf(rec->comm_engine, sizeof rec->comm_engine, "%s", t->comm->size > 1 ? t->comm->ops->name : "none");
 }
 
@@ -441,6 +465,7 @@ static void teardown(trainer *t) {
         if (t->fp16_bucket)
             ab_release(be, AB_MEM_WORKSPACE, t->fp16_bucket, (t->bucket_elems ? t->bucket_elems : 1) * 2);
         if (t->bucketed) ab_buckets_free(&t->buckets);
+        ab_pipe_free(t); /* the slots after the first, and their buffers */
         ab_model_destroy(t->model);
         ab_optimizer_free(&t->opt);
         ab_params_free(&t->params);
@@ -449,9 +474,10 @@ static void teardown(trainer *t) {
     ab_dataset_destroy(t->test);
     if (t->dp != t->comm) ab_comm_destroy(t->dp);
     ab_comm_destroy(t->tpc);
+    ab_comm_destroy(t->ppc);
     ab_comm_destroy(t->comm);
     t->train = t->test = NULL;
-    t->comm = t->dp = t->tpc = NULL;
+    t->comm = t->dp = t->tpc = t->ppc = NULL;
     if (be) be->ops->destroy(be);
     t->be = NULL;
     free(t->perm);
@@ -488,12 +514,18 @@ static int evaluate(trainer *t, double *loss, double *accuracy, double *metric) 
     for (int pos = 0; pos < N; pos += B) {
         const int b = N - pos < B ? N - pos : B;
         AB_TRY(t->test->ops->fill(t->test, t->eval_order + pos, b, 0, cdt, t->x, t->labels));
-        const ab_pass pass = ab_pass_eval();
-        AB_TRY(t->model->ops->forward(t->model, &t->params, t->x, b, &pass));
+        const void *logits = t->model->logits;
+        if (t->lay.pp > 1) {
+            AB_TRY(ab_pipe_eval_forward(t, b, &logits));
+            if (!logits) continue; /* a stage before the last: the last one scores */
+        } else {
+            const ab_pass pass = ab_pass_eval();
+            AB_TRY(t->model->ops->forward(t->model, &t->params, t->x, b, &pass));
+        }
         /* argmax of each row (b samples x R targets), the first on ties, as softmax_xent counts
          * hits: the record keeps them */
         const int rows = b * R;
-        AB_TRY(be->ops->download(be, t->logits_h, t->model->logits, (size_t)rows * C * ab_dtype_size(cdt)));
+        AB_TRY(be->ops->download(be, t->logits_h, logits, (size_t)rows * C * ab_dtype_size(cdt)));
         AB_TRY(be->ops->download(be, t->labels_h, t->labels, (size_t)rows * sizeof(int32_t)));
         for (int i = 0; i < rows; i++) {
             int am = 0;
@@ -503,9 +535,10 @@ static int evaluate(trainer *t, double *loss, double *accuracy, double *metric) 
             t->pred[(size_t)pos * R + i] = am;
             t->hit[(size_t)pos * R + i] = am == t->labels_h[i];
         }
-        AB_TRY(be->ops->softmax_xent(be, rows, C, cdt, t->model->logits, t->labels, 1.0f, cdt, NULL,
-                                     &t->stats->loss_sum, &t->stats->correct));
+        AB_TRY(be->ops->softmax_xent(be, rows, C, cdt, logits, t->labels, 1.0f, cdt, NULL, &t->stats->loss_sum,
+                                     &t->stats->correct));
     }
+    if (t->lay.pp > 1) AB_TRY(ab_pipe_eval_share(t));
     step_stats s;
     AB_TRY(be->ops->download(be, &s, t->stats, sizeof s));
     const double targets = (double)N * R;
@@ -537,11 +570,11 @@ static int data_clock_read(trainer *t, double *seconds) {
 }
 
 /* one micro-batch of samples idx[0 .. b) into t->x and t->labels, on the data clock */
-static int fill_batch(trainer *t, const int32_t *idx, int b, int epoch) {
+int ab_fill_batch(trainer *t, const int32_t *idx, int b, int epoch, void *x) {
     ab_backend *be = t->be;
     const double t0 = ab_now();
     if (be->ops->data_mark) be->ops->data_mark(be, 1);
-    AB_TRY(t->train->ops->fill(t->train, idx, b, ab_aug_seed(t, epoch), t->params.compute_type, t->x, t->labels));
+    AB_TRY(t->train->ops->fill(t->train, idx, b, ab_aug_seed(t, epoch), t->params.compute_type, x, t->labels));
     if (be->ops->data_mark) be->ops->data_mark(be, 0);
     t->data_host_s += ab_now() - t0;
     return 0;
@@ -617,7 +650,7 @@ static int micro_batches(trainer *t, const int32_t *mine, int m, int n, int epoc
     if (m == 0) AB_TRY(be->ops->zero(be, p->grad, p->n * sizeof(float))); /* a rank with no samples adds 0 */
     for (int pos = 0; pos < m; pos += B) {
         const int b = m - pos < B ? m - pos : B;
-        AB_TRY(fill_batch(t, mine + pos, b, epoch));
+        AB_TRY(ab_fill_batch(t, mine + pos, b, epoch, t->x));
         const ab_pass pass = ab_pass_train(t->passes++, t->cfg->seed);
         AB_TRY(model->ops->forward(model, p, t->x, b, &pass));
         /* the loss gradient d(scale * sum of the group's losses / (n R)) / dlogits over the b R
@@ -746,8 +779,8 @@ static int synchronise(trainer *t, long step, int n, int reported, float scale, 
      * 0: every rank of a tensor group has the same logits); the squares of the parameter
      * server's shards, or of the tensor groups' blocks (from data group rank 0: the replicas hold
      * the same summed gradients) */
-    const int blocks = t->lay.tp > 1;
-    double sums[3] = {t->lay.tp_rank == 0 ? s.loss_sum : 0.0, ab_stop_requested(),
+    const int blocks = t->lay.tp > 1 || t->lay.pp > 1, scorer = t->lay.tp_rank == 0 && t->lay.pp_rank == t->lay.pp - 1;
+    double sums[3] = {scorer ? s.loss_sum : 0.0, ab_stop_requested(),
                       t->ps || (blocks && t->lay.dp_rank == 0) ? (double)s.grad_sq : 0.0};
     if (cm->size > 1) {
         const double t0 = ab_now();
@@ -805,7 +838,8 @@ int ab_trainer_step(ab_trainer *t, const int32_t *order, int n, long step, int e
     AB_TRY(census_open(t, step, out->scale));
     step_sync sy = {0};
     const ab_tp tp0 = t->tp;
-    int rc = micro_batches(t, mine, m, n, epoch, out->scale);
+    int rc = t->lay.pp > 1 ? ab_pipe_micro_batches(t, mine, m, n, epoch, out->scale)
+                           : micro_batches(t, mine, m, n, epoch, out->scale);
     if (t->lay.tp > 1) { /* the tensor group's traffic of the training steps (evaluation's apart) */
         const int T = t->lay.tp;
         t->rec->tp_bytes_sent += t->tp.bytes_sent - tp0.bytes_sent;
@@ -922,8 +956,17 @@ static int start_run(trainer *t) {
     AB_TRY(describe_device(t));
     model_step(t);
     if (!verbose(t)) return 0;
-    char split[96] = "";
-    if (t->lay.tp > 1) snprintf(split, sizeof split, " on each of %d tensor ranks (its blocks, and the whole rest)", t->lay.tp);
+    char split[256] = "";
+    if (t->lay.tp > 1 || t->lay.pp > 1)
+        snprintf(split, sizeof split, " on this rank (%d tensor x %d pipeline ranks a replica)", t->lay.tp, t->lay.pp);
+    if (t->lay.pp > 1) {
+        const ab_pipe *pp = &t->pipe;
+        size_t len = strlen(split);
+        len += (size_t)snprintf(split + len, sizeof split - len, "; stages of units (%s, %d micro-batches):",
+                                ab_pp_schedule_name(pp->kind), pp->M);
+        for (int s = 0; s < pp->P && len < sizeof split - 24; s++)
+            len += (size_t)snprintf(split + len, sizeof split - len, " [%d,%d)", pp->bounds[s], pp->bounds[s + 1]);
+    }
     printf("Model %s: %ld parameters%s, %.4g M multiply-adds per sample; %s, %d train and %d test samples\n", c->model,
            rec->parameters, split, rec->macs_per_sample / 1e6, c->dataset, t->train->n, t->test->n);
     char recipe[1024];
@@ -1086,6 +1129,7 @@ static int finish_epoch(trainer *t, int e, long step) {
     snapshot_record(t);
     if (t->be->ops->describe) AB_TRY(t->be->ops->describe(t->be, &rec->device));
     AB_TRY(gather_peaks(t));
+    if (t->lay.pp > 1) AB_TRY(ab_pipe_record(t));
     if (verbose(t))
         printf("Epoch %d done: %.3f s, train loss %.4f, test loss %.4f, test accuracy %.2f%%, skipped steps %ld, "
                "loss scale %g\n",
@@ -1110,7 +1154,7 @@ static int finish_run(trainer *t) {
     if (c->save_path) {
         if (!c->workload->save_weights) return ab_errorf("--save: this build writes no weights files");
         AB_TRY(sync_buffers(t));
-        if (t->lay.tp > 1) AB_TRY(ab_shards_save(t, c->save_path));
+        if (t->lay.tp > 1 || t->lay.pp > 1) AB_TRY(ab_shards_save(t, c->save_path));
         else if (rec->rank == 0) AB_TRY(c->workload->save_weights(c->save_path, t->model, &t->params));
     }
     rec->complete = !rec->interrupted;
@@ -1194,6 +1238,8 @@ void ab_run_record_free(ab_run_record *rec) {
     free(rec->gpu_per_rank);
     free(rec->dp_sent_per_rank);
     free(rec->dp_received_per_rank);
+    free(rec->pp_busy_s); /* with pp_wait_s and pp_bytes_sent */
+    free(rec->pp_bytes_model);
     ab_census_free(rec->census);
     free(rec->test_pred);
     free(rec->test_hit);

@@ -50,9 +50,10 @@ typedef struct {
 typedef struct ab_workload_ops {
     /* opens cfg->dataset's training and test sets (cfg->data_dir, the subsets), mapped into be */
     int (*open_data)(const ab_train_config *cfg, ab_backend *be, ab_dataset **train, ab_dataset **test);
-    /* creates cfg->model for samples like s, micro-batches up to cfg->batch_size, its tensors split
-     * among tp's ranks (NULL or a group of 1: whole); tp outlives the model */
-    int (*create_model)(const ab_train_config *cfg, const ab_sample_info *s, ab_tp *tp, ab_model **out);
+    /* creates cfg->model for samples like s, micro-batches up to cfg->batch_size, split as split
+     * says (NULL: whole; core/model.h); split->tp outlives the model */
+    int (*create_model)(const ab_train_config *cfg, const ab_sample_info *s, const ab_model_split *split,
+                        ab_model **out);
     /* Optional (NULL: the provider has no weights files). load_weights replaces the initial
      * weights (and buffers) with a file's, checking every name, shape and dtype, and writes to
      * from (cap bytes) a one-line account of which tensors came from the file; save_weights
@@ -126,6 +127,11 @@ struct ab_train_config {
     /* tensor parallelism (core/parallel.h): the model's split tensors cut among groups of this many
      * neighbouring ranks (0 or 1: none); the world is data x tensor groups */
     int tensor_parallel;
+    /* pipeline parallelism (core/pipeline.h): the model's units cut into this many stages, each on
+     * its own rank (0 or 1: none), running accum_steps micro-batches a step under pp_schedule; the
+     * world is data x tensor x pipeline */
+    int pipeline_parallel;
+    int pp_schedule; /* ab_pp_schedule: 0 gpipe, 1 1f1b */
     /* projection of scaling beyond this machine: ring all-reduce bandwidth (B/s) and latency (s)
      * per step; a bandwidth <= 0 means the default, or the measured one where one was measured */
     double proj_gpu_bw, proj_gpu_latency, proj_node_bw, proj_node_latency;
@@ -220,6 +226,14 @@ typedef struct ab_run_record {
     long tp_calls;
     double tp_model_bytes; /* the same bytes as the cost model has them: the model's all-reduced elements per
                               sample (ab_model.tp_elems_per_sample) x the samples x 2 (T-1)/T x the element size */
+    /* pipeline parallelism: the schedule, the micro-batches a step, the model's units and the cut
+     * (pipeline_parallel + 1 bounds), and per stage of rank 0's pipeline group (each pipeline_parallel
+     * long, one allocation at pp_busy_s): the seconds it computed and waited on its neighbours in
+     * the training steps, the bytes it sent a step, and the bytes the cost model has it send a step */
+    char pp_schedule[8];
+    int pp_micro_batches, pp_units;
+    int pp_bounds[65];
+    double *pp_busy_s, *pp_wait_s, *pp_bytes_sent, *pp_bytes_model;
     char comm_engine[8];          /* "none" | "mpi" | "nccl" */
     double comm_time_s;           /* all collectives of the training steps */
     double allreduce_time_s;      /* the gradient all-reduce alone: what the steps waited for it */

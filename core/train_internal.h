@@ -5,6 +5,7 @@
 
 #include "buckets.h"
 #include "parallel.h"
+#include "pipeline.h"
 #include "params.h"
 #include "train.h"
 
@@ -22,6 +23,28 @@ typedef struct {
     double loss;      /* the world's mean (unscaled) loss */
     double grad_norm; /* of the unscaled gradients (0 when not clipping) */
 } step_sync;
+
+enum { AB_PP_MAX_STAGES = 64, AB_PP_MAX_MICRO = 4096 };
+
+/* this rank's pipeline stage (core/pipe_train.c) */
+typedef struct {
+    int P, s;              /* stages, this rank's */
+    ab_pp_schedule kind;
+    int M;                 /* micro-batches a step (the accumulation steps) */
+    int K;                 /* slots: micro-batches in flight at most (ab_pp_slots) */
+    int units, *bounds;    /* the model's units; the cut (P + 1 bounds) */
+    double stage_macs[AB_PP_MAX_STAGES];
+    ab_model **slot;       /* (K) this stage's model, once per slot; slot[0] is the trainer's model */
+    void **x;              /* (K) each slot's batch (x[0] the trainer's) */
+    void **in;             /* (K) each slot's input from the stage before (a stage after the first) */
+    void *dout;            /* the gradient received from the stage after (a stage before the last) */
+    size_t in_bytes, out_bytes;
+    void *eval_share;      /* the test set's predictions, sent from the last stage to the others */
+    size_t eval_bytes;
+    ab_pp_item *items;     /* (6 M + 4) the step's program */
+    double busy_s, wait_s, bytes_sent; /* the training steps: computing, waiting in exchanges, bytes sent */
+    long steps, micro_batches;
+} ab_pipe;
 
 struct ab_trainer {
     const ab_train_config *cfg;
@@ -48,6 +71,8 @@ struct ab_trainer {
     ab_comm *tpc;   /* the tensor group's communicator (NULL without tensor parallelism) */
     ab_layout lay;  /* this rank's place in the data x tensor x pipeline grid */
     ab_tp tp;       /* the tensor group as the model sees it, with its traffic */
+    ab_comm *ppc;   /* the pipeline group's communicator (NULL without pipeline parallelism) */
+    ab_pipe pipe;
     int32_t *shard; /* (batch * accum steps) this rank's samples of the step, host */
     void *fp16_bucket;     /* fp16 all-reduce bucket (bucket_elems), under --allreduce-dtype fp16 */
     size_t bucket_elems;
@@ -80,12 +105,32 @@ typedef struct {
     double t0;          /* when the epoch's clock started (again after the run's set-up steps) */
 } epoch_tally;
 
-/* ---- core/shards.c: weights files under tensor parallelism ---- */
+/* a micro-batch of samples idx[0 .. b) into x (compute type) and t->labels, timed as data */
+int ab_fill_batch(trainer *t, const int32_t *idx, int b, int epoch, void *x);
+
+/* ---- core/pipe_train.c: pipeline parallelism ---- */
+/* the cut, this stage's slot models (t->model the first) and the parameters (initialised with rng
+ * as a one-rank run draws them), each slot bound */
+int ab_pipe_build(trainer *t, ab_rng *rng);
+/* the slots' batches and inputs, the received gradient, the predictions' buffer (after alloc_step
+ * has made t->x) */
+int ab_pipe_buffers(trainer *t);
+void ab_pipe_free(trainer *t);
+/* micro_batches' work under the schedule: this rank's m samples of a step of n */
+int ab_pipe_micro_batches(trainer *t, const int32_t *mine, int m, int n, int epoch, float scale);
+/* an evaluation batch (in t->x) through this stage; *logits the model's on the last stage, else NULL */
+int ab_pipe_eval_forward(trainer *t, int b, const void **logits);
+/* the last stage's evaluation (t->stats, t->pred, t->hit) to every stage */
+int ab_pipe_eval_share(trainer *t);
+/* the stages' times and bytes into the record (a collective over the pipeline group) */
+int ab_pipe_record(trainer *t);
+
+/* ---- core/shards.c: weights files under tensor and pipeline parallelism ---- */
 /* --init-from: the whole file (one-rank names and shapes) into a host copy of the whole model,
- * each rank keeping its blocks; from gets the loader's account */
+ * each rank keeping its blocks of its stage's tensors; from gets the loader's account */
 int ab_shards_load(trainer *t, const char *path, char *from, size_t cap);
-/* --save: world rank 0's tensor group gathers its blocks at its rank 0, which writes the whole
- * model (called by every rank; the other groups do nothing) */
+/* --save: world rank 0 gathers every tensor's blocks from the ranks of data rank 0 that hold them
+ * (point to point over the world) and writes the whole model. Collective over the world. */
 int ab_shards_save(trainer *t, const char *path);
 
 /* ---- core/resume.c ---- */

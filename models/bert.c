@@ -179,7 +179,28 @@ typedef struct {
     ab_tp *tp;
     int T, heads_local, H_local, F_local;
     void *ones; /* (B L) ones: the row-parallel layers' biases after the all-reduce */
+    /* pipeline parallelism: the stage's units, the embeddings (unit 0), the layers [l0, l1) (units
+     * l + 1), the head (unit layers + 1); the whole model's when not cut */
+    int has_emb, l0, l1, has_head;
+    double *unit_macs; /* (layers + 2) */
 } bert;
+
+/* layer l's input: the stage's for its first layer after another stage's units, else its own */
+static void *layer_in(const ab_model *m, const bert *b, int l) {
+    return l == b->l0 && !b->has_emb ? (void *)m->stage_in : b->layer[l].x;
+}
+/* where layer l writes its output: the next layer's input, the encoder's output, or what the
+ * stage sends on */
+static void *layer_out(const ab_model *m, const bert *b, int l) {
+    return l + 1 < b->l1 ? b->layer[l + 1].x : b->has_head ? b->out : m->stage_out;
+}
+/* the embeddings' output, and the encoder's as the head reads it */
+static void *emb_out(const ab_model *m, const bert *b) {
+    return b->l1 > b->l0 ? b->layer[0].x : b->has_head ? b->out : m->stage_out;
+}
+static const void *enc_out(const ab_model *m, const bert *b) {
+    return b->l1 > b->l0 || b->has_emb ? b->out : m->stage_in;
+}
 
 static uint64_t mix64(uint64_t x) {
     x += 0x9E3779B97F4A7C15ull;
@@ -320,15 +341,17 @@ static int bert_bind(ab_model *m, const ab_params *p) {
     const size_t es = ab_dtype_size(p->compute_type), B = (size_t)m->max_batch, L = (size_t)b->L, H = (size_t)c->hidden,
                  F = (size_t)b->F_local, A = (size_t)b->heads_local, BLH = B * L * H, BLF = B * L * F,
                  BALL = B * A * L * L, BLh = B * L * (size_t)b->H_local; /* F, A: this rank's */
-    const int dropout_on = b->adrop > 0.0f;
+    const int dropout_on = b->adrop > 0.0f, layers = b->l1 > b->l0;
     ab_arena *a = &m->arena;
     ab_arena_init(a, p->be);
-    ab_arena_add(a, AB_MEM_ACTIVATIONS, BLH * sizeof(float), (void **)&b->emb, "embeddings.sum");
-    ab_arena_add(a, AB_MEM_ACTIVATIONS, B * L * sizeof(float), (void **)&b->me, "embeddings.ln.mean");
-    ab_arena_add(a, AB_MEM_ACTIVATIONS, B * L * sizeof(float), (void **)&b->re, "embeddings.ln.rstd");
-    for (int l = 0; l < c->layers; l++) {
+    if (b->has_emb) {
+        ab_arena_add(a, AB_MEM_ACTIVATIONS, BLH * sizeof(float), (void **)&b->emb, "embeddings.sum");
+        ab_arena_add(a, AB_MEM_ACTIVATIONS, B * L * sizeof(float), (void **)&b->me, "embeddings.ln.mean");
+        ab_arena_add(a, AB_MEM_ACTIVATIONS, B * L * sizeof(float), (void **)&b->re, "embeddings.ln.rstd");
+    }
+    for (int l = b->l0; l < b->l1; l++) {
         bert_layer *y = &b->layer[l];
-        ab_arena_add(a, AB_MEM_ACTIVATIONS, BLH * es, &y->x, "layer%d.input", l);
+        if (l > b->l0 || b->has_emb) ab_arena_add(a, AB_MEM_ACTIVATIONS, BLH * es, &y->x, "layer%d.input", l);
         ab_arena_add(a, AB_MEM_ACTIVATIONS, BLh * es, &y->qa, "layer%d.q", l);
         ab_arena_add(a, AB_MEM_ACTIVATIONS, BLh * es, &y->ka, "layer%d.k", l);
         ab_arena_add(a, AB_MEM_ACTIVATIONS, BLh * es, &y->va, "layer%d.v", l);
@@ -345,25 +368,36 @@ static int bert_bind(ab_model *m, const ab_params *p) {
         ab_arena_add(a, AB_MEM_ACTIVATIONS, B * L * sizeof(float), (void **)&y->m2, "layer%d.ln2.mean", l);
         ab_arena_add(a, AB_MEM_ACTIVATIONS, B * L * sizeof(float), (void **)&y->r2, "layer%d.ln2.rstd", l);
     }
-    ab_arena_add(a, AB_MEM_ACTIVATIONS, BLH * es, &b->out, "encoder.out");
-    ab_arena_add(a, AB_MEM_ACTIVATIONS, B * H * es, &b->cls_in, "pooler.in");
-    ab_arena_add(a, AB_MEM_ACTIVATIONS, B * H * es, &b->pooled, "pooler.tanh");
-    ab_arena_add(a, AB_MEM_ACTIVATIONS, B * H * es, &b->pooled_d, "pooler.dropped");
-    ab_arena_add(a, AB_MEM_ACTIVATIONS, B * (size_t)b->n_labels * es, &m->logits, "logits");
-    /* what the backward uses for a moment only */
-    for (int i = 0; i < 6; i++) ab_arena_add(a, AB_MEM_ACTIVATIONS, BLH * es, &b->gb[i], "grad%d", i);
-    ab_arena_add(a, AB_MEM_ACTIVATIONS, BLF * es, &b->gf, "grad.ffn");
-    ab_arena_add(a, AB_MEM_ACTIVATIONS, BALL * es, &b->gp, "grad.probs");
-    ab_arena_add(a, AB_MEM_ACTIVATIONS, BLH * sizeof(float), (void **)&b->gemb, "grad.embeddings");
-    ab_arena_add(a, AB_MEM_ACTIVATIONS, 2 * B * H * es, &b->gcls, "grad.pooler");
-    if (b->T > 1) ab_arena_add(a, AB_MEM_ACTIVATIONS, B * L * es, &b->ones, "row-parallel.bias.ones");
+    if (b->has_head) {
+        if (layers || b->has_emb) ab_arena_add(a, AB_MEM_ACTIVATIONS, BLH * es, &b->out, "encoder.out");
+        ab_arena_add(a, AB_MEM_ACTIVATIONS, B * H * es, &b->cls_in, "pooler.in");
+        ab_arena_add(a, AB_MEM_ACTIVATIONS, B * H * es, &b->pooled, "pooler.tanh");
+        ab_arena_add(a, AB_MEM_ACTIVATIONS, B * H * es, &b->pooled_d, "pooler.dropped");
+        ab_arena_add(a, AB_MEM_ACTIVATIONS, B * (size_t)b->n_labels * es, &m->logits, "logits");
+    } else {
+        ab_arena_add(a, AB_MEM_ACTIVATIONS, BLH * es, &m->stage_out, "stage.out");
+    }
+    /* what the backward uses for a moment only: a pipeline's later slots share their first's
+     * (one backward runs at a time, and what it sends back is sent before the next) */
+    const bert *first = m->scratch_from ? m->scratch_from->impl : NULL;
+    if (first) {
+        memcpy(b->gb, first->gb, sizeof b->gb);
+        b->gf = first->gf, b->gp = first->gp, b->gemb = first->gemb, b->gcls = first->gcls;
+    } else {
+        for (int i = 0; i < (layers ? 6 : 1); i++) ab_arena_add(a, AB_MEM_ACTIVATIONS, BLH * es, &b->gb[i], "grad%d", i);
+        if (layers) ab_arena_add(a, AB_MEM_ACTIVATIONS, BLF * es, &b->gf, "grad.ffn");
+        if (layers) ab_arena_add(a, AB_MEM_ACTIVATIONS, BALL * es, &b->gp, "grad.probs");
+        if (b->has_emb) ab_arena_add(a, AB_MEM_ACTIVATIONS, BLH * sizeof(float), (void **)&b->gemb, "grad.embeddings");
+        if (b->has_head) ab_arena_add(a, AB_MEM_ACTIVATIONS, 2 * B * H * es, &b->gcls, "grad.pooler");
+    }
+    if (b->T > 1 && layers) ab_arena_add(a, AB_MEM_ACTIVATIONS, B * L * es, &b->ones, "row-parallel.bias.ones");
     AB_TRY(ab_arena_alloc(a));
     if (b->ones) AB_TRY(ab_fill_ones(p, B * L, b->ones));
     b->cls_rows = malloc(B * sizeof(int32_t));
     if (!b->cls_rows) return ab_errorf("out of host memory");
     for (size_t i = 0; i < B; i++) b->cls_rows[i] = (int32_t)(i * L);
     /* as BERT's _init_weights: the padding token's embedding row starts at zero */
-    if (c->pad_id >= 0 && c->pad_id < c->vocab)
+    if (b->has_emb && c->pad_id >= 0 && c->pad_id < c->vocab)
         AB_TRY(p->be->ops->zero(p->be, p->master + p->specs[b->word].offset + (size_t)c->pad_id * H, H * sizeof(float)));
     return 0;
 }
@@ -383,24 +417,26 @@ static int bert_forward(ab_model *m, const ab_params *p, const void *x, int B, c
     if (training) b->fwd_step = step, b->fwd_seed = seed;
     const float hd = training ? b->hdrop : 0.0f;
     const size_t BLH = (size_t)R * H;
-    AB_TRY(be->ops->embedding_forward(be, R, L, H, ids, types, p->master + p->specs[b->word].offset, c->vocab,
-                                      p->master + p->specs[b->pos].offset, p->master + p->specs[b->type].offset,
-                                      c->type_vocab, b->emb));
-    void *x0 = c->layers ? b->layer[0].x : b->out;
-    AB_TRY(ab_layernorm_forward(p, &b->ln_emb, R, AB_F32, b->emb, b->me, b->re, t, x0));
-    AB_TRY(be->ops->dropout_forward(be, BLH, t, hd, site_seed(seed, step, 0, SITE_EMB), x0, x0));
+    if (b->has_emb) {
+        AB_TRY(be->ops->embedding_forward(be, R, L, H, ids, types, p->master + p->specs[b->word].offset, c->vocab,
+                                          p->master + p->specs[b->pos].offset, p->master + p->specs[b->type].offset,
+                                          c->type_vocab, b->emb));
+        void *x0 = emb_out(m, b);
+        AB_TRY(ab_layernorm_forward(p, &b->ln_emb, R, AB_F32, b->emb, b->me, b->re, t, x0));
+        AB_TRY(be->ops->dropout_forward(be, BLH, t, hd, site_seed(seed, step, 0, SITE_EMB), x0, x0));
+    }
     const ab_attention att = {b->heads_local, training ? b->adrop : 0.0f};
-    for (int l = 0; l < c->layers; l++) {
+    for (int l = b->l0; l < b->l1; l++) {
         bert_layer *y = &b->layer[l];
-        void *next = l + 1 < c->layers ? b->layer[l + 1].x : b->out;
-        AB_TRY(ab_linear_forward(p, &y->q, R, y->x, y->qa, AB_EPI_NONE));
-        AB_TRY(ab_linear_forward(p, &y->k, R, y->x, y->ka, AB_EPI_NONE));
-        AB_TRY(ab_linear_forward(p, &y->v, R, y->x, y->va, AB_EPI_NONE));
+        void *xin = layer_in(m, b, l), *next = layer_out(m, b, l);
+        AB_TRY(ab_linear_forward(p, &y->q, R, xin, y->qa, AB_EPI_NONE));
+        AB_TRY(ab_linear_forward(p, &y->k, R, xin, y->ka, AB_EPI_NONE));
+        AB_TRY(ab_linear_forward(p, &y->v, R, xin, y->va, AB_EPI_NONE));
         AB_TRY(ab_attention_forward(p, &att, B, L, b->H_local, y->qa, y->ka, y->va, mask, training,
                                     attn_seed(b, seed, step, l), y->probs, y->drop, y->ctx));
         AB_TRY(ab_linear_row_forward(p, &y->ao, b->tp, R, y->ctx, y->s1, b->ones));
         AB_TRY(be->ops->dropout_forward(be, BLH, t, hd, site_seed(seed, step, l, SITE_ATTN_OUT), y->s1, y->s1));
-        AB_TRY(be->ops->add(be, BLH, t, y->s1, y->x, 0, y->s1));
+        AB_TRY(be->ops->add(be, BLH, t, y->s1, xin, 0, y->s1));
         AB_TRY(ab_layernorm_forward(p, &y->ln1, R, t, y->s1, y->m1, y->r1, t, y->a));
         AB_TRY(ab_linear_forward(p, &y->fi, R, y->a, y->h, AB_EPI_NONE));
         AB_TRY(be->ops->gelu_forward(be, (size_t)R * b->F_local, t, y->h, y->g));
@@ -409,8 +445,9 @@ static int bert_forward(ab_model *m, const ab_params *p, const void *x, int B, c
         AB_TRY(be->ops->add(be, BLH, t, y->s2, y->a, 0, y->s2));
         AB_TRY(ab_layernorm_forward(p, &y->ln2, R, t, y->s2, y->m2, y->r2, t, next));
     }
+    if (!b->has_head) return 0; /* the stage's output is its last layer's (stage_out) */
     /* the pooler on [CLS], the classifier */
-    AB_TRY(be->ops->gather_rows(be, B, (size_t)H * ab_dtype_size(t), b->out, b->cls_rows, b->cls_in));
+    AB_TRY(be->ops->gather_rows(be, B, (size_t)H * ab_dtype_size(t), enc_out(m, b), b->cls_rows, b->cls_in));
     AB_TRY(ab_linear_forward(p, &b->pool, B, b->cls_in, b->pooled, AB_EPI_NONE));
     AB_TRY(be->ops->tanh_forward(be, (size_t)B * H, t, b->pooled, b->pooled));
     AB_TRY(be->ops->dropout_forward(be, (size_t)B * H, t, hd, site_seed(seed, step, c->layers, SITE_POOLED), b->pooled,
@@ -418,7 +455,8 @@ static int bert_forward(ab_model *m, const ab_params *p, const void *x, int B, c
     return ab_linear_forward(p, &b->cls, B, b->pooled_d, m->logits, AB_EPI_NONE);
 }
 
-static int bert_backward(ab_model *m, const ab_params *p, const ab_grad_sink *g, const void *x, const void *dlogits,
+/* dout: the gradient of the logits, or on a stage without the head of its output (stage_out) */
+static int bert_backward(ab_model *m, const ab_params *p, const ab_grad_sink *g, const void *x, const void *dout,
                          int B) {
     bert *b = m->impl;
     const ab_bert_config *c = &b->cfg;
@@ -431,20 +469,26 @@ static int bert_backward(ab_model *m, const ab_params *p, const ab_grad_sink *g,
     const uint64_t seed = b->fwd_seed;
     const float hd = b->hdrop;
     const ab_attention att = {b->heads_local, b->adrop};
-    void *dcls = b->gcls, *dpool = (char *)b->gcls + (size_t)B * H * es;
-    /* head: classifier, dropout, tanh, pooler dense; the [CLS] rows of the encoder's output */
-    AB_TRY(ab_linear_backward(p, g, &b->cls, B, b->pooled_d, dlogits, dpool));
-    AB_TRY(be->ops->dropout_backward(be, (size_t)B * H, t, hd, site_seed(seed, step, c->layers, SITE_POOLED), dpool, dpool));
-    AB_TRY(be->ops->tanh_backward(be, (size_t)B * H, t, b->pooled, dpool, dpool));
-    AB_TRY(ab_linear_backward(p, g, &b->pool, B, b->cls_in, dpool, dcls));
     void *G = b->gb[0];
-    AB_TRY(be->ops->zero(be, G, BLH * es));
-    for (int i = 0; i < B; i++)
-        AB_TRY(be->ops->cast(be, (size_t)H, t, (const char *)dcls + (size_t)i * H * es, t,
-                             (char *)G + (size_t)i * L * H * es));
+    if (b->has_head) {
+        void *dcls = b->gcls, *dpool = (char *)b->gcls + (size_t)B * H * es;
+        /* head: classifier, dropout, tanh, pooler dense; the [CLS] rows of the encoder's output */
+        AB_TRY(ab_linear_backward(p, g, &b->cls, B, b->pooled_d, dout, dpool));
+        AB_TRY(be->ops->dropout_backward(be, (size_t)B * H, t, hd, site_seed(seed, step, c->layers, SITE_POOLED), dpool,
+                                         dpool));
+        AB_TRY(be->ops->tanh_backward(be, (size_t)B * H, t, b->pooled, dpool, dpool));
+        AB_TRY(ab_linear_backward(p, g, &b->pool, B, b->cls_in, dpool, dcls));
+        AB_TRY(be->ops->zero(be, G, BLH * es));
+        for (int i = 0; i < B; i++)
+            AB_TRY(be->ops->cast(be, (size_t)H, t, (const char *)dcls + (size_t)i * H * es, t,
+                                 (char *)G + (size_t)i * L * H * es));
+    } else { /* the gradient of what the stage sent on, into the buffer backward may overwrite */
+        AB_TRY(be->ops->cast(be, BLH, t, dout, t, G));
+    }
     void *T1 = b->gb[1], *T2 = b->gb[2], *T3 = b->gb[3], *T4 = b->gb[4], *T5 = b->gb[5];
-    for (int l = c->layers - 1; l >= 0; l--) {
+    for (int l = b->l1 - 1; l >= b->l0; l--) {
         bert_layer *y = &b->layer[l];
+        const void *xin = layer_in(m, b, l);
         /* G: the gradient of this layer's output */
         AB_TRY(ab_layernorm_backward(p, g, &y->ln2, R, t, y->s2, t, G, y->m2, y->r2, T1)); /* ds2 */
         AB_TRY(be->ops->dropout_backward(be, BLH, t, hd, site_seed(seed, step, l, SITE_FFN_OUT), T1, T2));
@@ -461,24 +505,28 @@ static int bert_backward(ab_model *m, const ab_params *p, const ab_grad_sink *g,
         if (b->T > 1) {
             /* the three input gradients of this rank's heads summed, then over the group (f), then
              * the residual's: one all-reduce */
-            AB_TRY(ab_linear_backward(p, g, &y->q, R, y->x, T2, G));
-            AB_TRY(ab_linear_backward(p, g, &y->k, R, y->x, T4, T3));
+            AB_TRY(ab_linear_backward(p, g, &y->q, R, xin, T2, G));
+            AB_TRY(ab_linear_backward(p, g, &y->k, R, xin, T4, T3));
             AB_TRY(be->ops->add(be, BLH, t, G, T3, 0, G));
-            AB_TRY(ab_linear_backward(p, g, &y->v, R, y->x, T5, T3));
+            AB_TRY(ab_linear_backward(p, g, &y->v, R, xin, T5, T3));
             AB_TRY(be->ops->add(be, BLH, t, G, T3, 0, G));
             AB_TRY(ab_tp_allreduce(b->tp, G, BLH, t));
             AB_TRY(be->ops->add(be, BLH, t, T1, G, 0, T1));
         } else {
-            AB_TRY(ab_linear_backward(p, g, &y->q, R, y->x, T2, G));
+            AB_TRY(ab_linear_backward(p, g, &y->q, R, xin, T2, G));
             AB_TRY(be->ops->add(be, BLH, t, T1, G, 0, T1));
-            AB_TRY(ab_linear_backward(p, g, &y->k, R, y->x, T4, G));
+            AB_TRY(ab_linear_backward(p, g, &y->k, R, xin, T4, G));
             AB_TRY(be->ops->add(be, BLH, t, T1, G, 0, T1));
-            AB_TRY(ab_linear_backward(p, g, &y->v, R, y->x, T5, G));
+            AB_TRY(ab_linear_backward(p, g, &y->v, R, xin, T5, G));
             AB_TRY(be->ops->add(be, BLH, t, T1, G, 0, T1));
         }
         void *swap = G; /* T1 is now the gradient of this layer's input */
         G = T1;
         T1 = swap;
+    }
+    if (!b->has_emb) { /* the gradient of the stage's input, sent back */
+        m->stage_din = G;
+        return 0;
     }
     /* embeddings: dropout, layer norm (fp32 in, compute type out), the tables */
     AB_TRY(be->ops->dropout_backward(be, BLH, t, hd, site_seed(seed, step, 0, SITE_EMB), G, G));
@@ -639,6 +687,7 @@ static void bert_destroy(ab_model *m) {
         free(b->names);
         free(b->layer);
         free(b->cls_rows);
+        free(b->unit_macs);
         free(b);
     }
     free(m);
@@ -689,19 +738,41 @@ int ab_bert_create(const ab_model_config *cfg, const ab_bert_config *arch, ab_mo
     b->hdrop = cfg->dropout >= 0.0f ? cfg->dropout : arch->hidden_dropout;
     b->adrop = cfg->dropout >= 0.0f ? cfg->dropout : arch->attention_dropout;
     build(b);
+    const int U = arch->layers + 2;
+    if (!(b->unit_macs = calloc((size_t)U, sizeof *b->unit_macs))) {
+        free(b->specs), free(b->names), free(b->layer), free(b), free(m);
+        return ab_errorf("out of host memory creating BERT");
+    }
+    const ab_stage st = {cfg->stage.lo, cfg->stage.hi > 0 ? cfg->stage.hi : U};
+    b->has_emb = st.lo == 0;
+    b->has_head = st.hi == U;
+    b->l0 = st.lo > 0 ? st.lo - 1 : 0;
+    b->l1 = st.hi - 1 < arch->layers ? st.hi - 1 : arch->layers;
+    if (b->l1 < b->l0) b->l1 = b->l0;
+    for (int i = 0; i < b->n_specs; i++) { /* the units: the embeddings' five tensors, each layer's sixteen, the head's four */
+        const int u = i < 5 ? 0 : i < 5 + arch->layers * L_SPECS ? 1 + (i - 5) / L_SPECS : U - 1;
+        b->specs[i].unit = u;
+        b->specs[i].absent = u < st.lo || u >= st.hi;
+    }
     b->tp = cfg->tp;
     b->T = 1, b->heads_local = arch->heads, b->H_local = arch->hidden, b->F_local = arch->ffn;
     if (ab_tp_size(b->tp) > 1 && split_layers(b) != 0) {
-        free(b->specs), free(b->names), free(b->layer), free(b), free(m);
+        free(b->specs), free(b->names), free(b->layer), free(b->unit_macs), free(b), free(m);
         return -1;
     }
     const double L = si->seq_len, H = arch->hidden, F = arch->ffn;
     /* per sequence: 4 H x H projections and 2 H x F per position, 2 L x L x H attention products,
      * the pooler and the classifier once */
     const double macs = arch->layers * (L * (4 * H * H + 2 * H * F) + 2 * L * L * H) + H * H + H * si->n_classes;
+    /* the units' costs: the embeddings' lookups and layer norm (a nominal L H), the layers', the head's */
+    b->unit_macs[0] = L * H;
+    for (int l = 0; l < arch->layers; l++) b->unit_macs[1 + l] = L * (4 * H * H + 2 * H * F) + 2 * L * L * H;
+    b->unit_macs[U - 1] = H * H + H * si->n_classes;
     *m = (ab_model){.ops = &bert_ops, .specs = b->specs, .n_specs = b->n_specs, .n_classes = si->n_classes,
                     .max_batch = cfg->max_batch, .macs_per_sample = macs, .impl = b, .tensor_parallel = b->T,
-                    .tp_elems_per_sample = 4.0 * arch->layers * L * H,
+                    .tp_elems_per_sample = 4.0 * (b->l1 - b->l0) * L * H, .units = U, .unit_macs = b->unit_macs,
+                    .stage = st, .stage_in_elems = b->has_emb ? 0 : (size_t)(L * H),
+                    .stage_out_elems = b->has_head ? 0 : (size_t)(L * H),
                     .notes = "BERT: dropout masks from the seed, step, layer and site (the same on every backend); "
                              "data parallelism all-reduces the gradients, so every rank's dropout differs from a "
                              "single process's for the same samples"};

@@ -4,7 +4,9 @@
  * Tensor parallelism over T ranks (core/parallel.h): fc1 column-parallel (each rank a block of
  * hidden / T units, the ReLU on its block), fc2 row-parallel (the block's partial logits summed
  * over the group, the bias added once after). One all-reduce of (B, 10) logits a forward; none
- * backward, since fc1's input is the data (Megatron's f operator has no gradient to reduce). */
+ * backward, since fc1's input is the data (Megatron's f operator has no gradient to reduce).
+ * Pipeline units (core/pipeline.h): 0 = fc1 and its ReLU, 1 = fc2; between them the hidden
+ * activation (hidden / T a sample). */
 #include <stddef.h>
 #include <stdlib.h>
 
@@ -20,20 +22,32 @@ typedef struct {
     void *dh; /* (B, hidden) */
     ab_tp *tp;  /* the tensor group, or NULL */
     void *ones; /* (B) ones: fc2's bias after the all-reduce (tensor parallelism) */
+    int has1, has2;       /* the stage holds fc1, fc2 */
+    void *din;            /* (B, hidden) the gradient of a stage_in (a stage of fc2 alone) */
+    double unit_macs[2];
 } mlp;
 
 static int mlp_forward(ab_model *m, const ab_params *p, const void *x, int B, const ab_pass *pass) {
     (void)pass;
     mlp *s = m->impl;
-    AB_TRY(ab_linear_forward(p, &s->fc1, B, x, s->h, AB_EPI_RELU));
-    return ab_linear_row_forward(p, &s->fc2, s->tp, B, s->h, m->logits, s->ones);
+    if (s->has1) AB_TRY(ab_linear_forward(p, &s->fc1, B, x, s->h, AB_EPI_RELU));
+    /* a stage of fc1 alone ends at h (its stage_out) */
+    return s->has2 ? ab_linear_row_forward(p, &s->fc2, s->tp, B, s->has1 ? s->h : m->stage_in, m->logits, s->ones) : 0;
 }
 
-static int mlp_backward(ab_model *m, const ab_params *p, const ab_grad_sink *g, const void *x, const void *dlogits,
+/* dout: the gradient of the logits, or of h on a stage of fc1 alone */
+static int mlp_backward(ab_model *m, const ab_params *p, const ab_grad_sink *g, const void *x, const void *dout,
                         int B) {
     mlp *s = m->impl;
-    AB_TRY(ab_linear_backward(p, g, &s->fc2, B, s->h, dlogits, s->dh));
-    AB_TRY(p->be->ops->relu_backward(p->be, (size_t)B * (size_t)s->fc1.out, p->compute_type, s->h, s->dh, s->dh));
+    if (s->has2) {
+        AB_TRY(ab_linear_backward(p, g, &s->fc2, B, s->has1 ? s->h : m->stage_in, dout, s->has1 ? s->dh : s->din));
+        if (!s->has1) {
+            m->stage_din = s->din;
+            return 0;
+        }
+    }
+    AB_TRY(p->be->ops->relu_backward(p->be, (size_t)B * (size_t)s->fc1.out, p->compute_type, s->h,
+                                     s->has2 ? s->dh : dout, s->dh));
     return ab_linear_backward(p, g, &s->fc1, B, x, s->dh, NULL);
 }
 
@@ -42,12 +56,19 @@ static int mlp_bind(ab_model *m, const ab_params *p) {
     ab_linear_bind(&s->fc1, &s->specs[FC1_W], &s->specs[FC1_B]);
     ab_linear_bind(&s->fc2, &s->specs[FC2_W], &s->specs[FC2_B]);
     const size_t es = ab_dtype_size(p->compute_type), B = (size_t)m->max_batch;
+    const size_t hid = B * (size_t)s->fc1.out * es;
     ab_arena_init(&m->arena, p->be);
-    ab_arena_add(&m->arena, AB_MEM_ACTIVATIONS, B * (size_t)s->fc1.out * es, &s->h, "fc1.relu");
-    ab_arena_add(&m->arena, AB_MEM_ACTIVATIONS, B * (size_t)s->fc1.out * es, &s->dh, "fc1.relu.grad");
-    ab_arena_add(&m->arena, AB_MEM_ACTIVATIONS, B * (size_t)m->n_classes * es, &m->logits, "logits");
-    if (ab_tp_size(s->tp) > 1) ab_arena_add(&m->arena, AB_MEM_ACTIVATIONS, B * es, &s->ones, "fc2.bias.ones");
+    /* backward's scratch: a pipeline's later slots share their first's */
+    const mlp *first = m->scratch_from ? m->scratch_from->impl : NULL;
+    if (first) s->dh = first->dh, s->din = first->din;
+    if (s->has1) ab_arena_add(&m->arena, AB_MEM_ACTIVATIONS, hid, &s->h, "fc1.relu");
+    if (s->has1 && !first) ab_arena_add(&m->arena, AB_MEM_ACTIVATIONS, hid, &s->dh, "fc1.relu.grad");
+    if (s->has2) ab_arena_add(&m->arena, AB_MEM_ACTIVATIONS, B * (size_t)m->n_classes * es, &m->logits, "logits");
+    if (s->has2 && !s->has1 && !first)
+        ab_arena_add(&m->arena, AB_MEM_ACTIVATIONS, hid, &s->din, "fc1.relu.grad (sent back)");
+    if (s->has2 && ab_tp_size(s->tp) > 1) ab_arena_add(&m->arena, AB_MEM_ACTIVATIONS, B * es, &s->ones, "fc2.bias.ones");
     AB_TRY(ab_arena_alloc(&m->arena));
+    if (!s->has2) m->stage_out = s->h;
     return s->ones ? ab_fill_ones(p, B, s->ones) : 0;
 }
 
@@ -88,9 +109,22 @@ int ab_mlp_create(const ab_model_config *cfg, ab_model **out) {
         return ab_usage_errorf("mlp: --tensor-parallel %d: the hidden width %d does not divide among the ranks",
                          ab_tp_size(cfg->tp), hidden);
     }
+    /* the pipeline's units: fc1 (and its ReLU), fc2 */
+    s->unit_macs[0] = (double)in_dim * hidden;
+    s->unit_macs[1] = (double)hidden * si->n_classes;
+    const ab_stage st = {cfg->stage.lo, cfg->stage.hi > 0 ? cfg->stage.hi : 2};
+    s->has1 = st.lo <= 0 && st.hi > 0;
+    s->has2 = st.lo <= 1 && st.hi > 1;
+    for (int i = 0; i < MLP_NSPECS; i++) {
+        s->specs[i].unit = i < FC2_W ? 0 : 1;
+        s->specs[i].absent = i < FC2_W ? !s->has1 : !s->has2;
+    }
+    const size_t local = (size_t)(hidden / ab_tp_size(s->tp));
     *m = (ab_model){.ops = &mlp_ops, .specs = s->specs, .n_specs = MLP_NSPECS, .n_classes = si->n_classes,
                     .max_batch = cfg->max_batch, .macs_per_sample = (double)in_dim * hidden + (double)hidden * si->n_classes,
-                    .tensor_parallel = ab_tp_size(s->tp), .tp_elems_per_sample = si->n_classes, .impl = s};
+                    .tensor_parallel = ab_tp_size(s->tp), .tp_elems_per_sample = si->n_classes, .units = 2,
+                    .unit_macs = s->unit_macs, .stage = st, .stage_in_elems = s->has1 ? 0 : local,
+                    .stage_out_elems = s->has2 ? 0 : local, .impl = s};
     *out = m;
     return 0;
 }

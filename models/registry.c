@@ -86,9 +86,11 @@ static const struct {
 };
 enum { N_MODELS = sizeof models / sizeof models[0] };
 
-static int create_model(const ab_train_config *cfg, const ab_sample_info *s, ab_tp *tp, ab_model **out) {
+static int create_model(const ab_train_config *cfg, const ab_sample_info *s, const ab_model_split *split,
+                        ab_model **out) {
     ab_model_config mc = {.name = cfg->model, .sample = *s, .max_batch = cfg->batch_size, .hidden = cfg->hidden,
-                          .width = cfg->width, .arch = cfg->init_from, .dropout = cfg->dropout, .tp = tp};
+                          .width = cfg->width, .arch = cfg->init_from, .dropout = cfg->dropout,
+                          .tp = split ? split->tp : NULL, .stage = split ? split->stage : (ab_stage){0, 0}};
     memcpy(mc.blocks, cfg->blocks, sizeof mc.blocks);
     for (int i = 0; i < N_MODELS; i++)
         if (strcmp(cfg->model, models[i].name) == 0) return models[i].create(&mc, out);

@@ -147,6 +147,30 @@ static void add_model_parallel(cJSON *o, const ab_run_record *r) {
     cJSON_AddItemToObject(m, "tensor_bytes_sent_per_step", num(r->tp_bytes_sent * per));
     cJSON_AddItemToObject(m, "tensor_bytes_sent_per_step_model", num(r->tp_model_bytes * per));
     cJSON_AddItemToObject(m, "tensor_allreduce_time_per_step_s", num(r->tp_time_s * per));
+    if (r->pipeline_parallel > 1 && r->pp_busy_s) {
+        const int P = r->pipeline_parallel;
+        cJSON_AddStringToObject(m, "pipeline_schedule", r->pp_schedule);
+        cJSON_AddNumberToObject(m, "micro_batches", r->pp_micro_batches);
+        cJSON_AddNumberToObject(m, "units", r->pp_units);
+        cJSON *st = cJSON_AddArrayToObject(m, "stages");
+        for (int s = 0; s < P; s++) {
+            cJSON *j = cJSON_CreateObject();
+            cJSON_AddNumberToObject(j, "first_unit", r->pp_bounds[s]);
+            cJSON_AddNumberToObject(j, "end_unit", r->pp_bounds[s + 1]);
+            cJSON_AddItemToObject(j, "busy_s", num(r->pp_busy_s[s]));
+            cJSON_AddItemToObject(j, "wait_s", num(r->pp_wait_s[s]));
+            /* idle time over busy time: what the bubble costs, against (P - 1) / M */
+            cJSON_AddItemToObject(j, "idle_share", num(r->pp_busy_s[s] > 0 ? r->pp_wait_s[s] / r->pp_busy_s[s] : NAN));
+            cJSON_AddItemToObject(j, "bytes_sent_per_step", num(r->pp_bytes_sent[s]));
+            cJSON_AddItemToObject(j, "bytes_sent_per_step_model", num(r->pp_bytes_model ? r->pp_bytes_model[s] : NAN));
+            cJSON_AddItemToArray(st, j);
+        }
+        cJSON_AddItemToObject(m, "bubble_model", num((double)(P - 1) / (r->pp_micro_batches > 0 ? r->pp_micro_batches : 1)));
+        cJSON_AddStringToObject(m, "pipeline_traffic_model",
+                                "a stage sends its output activation on and its input's gradient back, once a "
+                                "micro-batch: batch x the activation's elements x the element size each; the bubble "
+                                "(P - 1) / M of the busy time, each stage idle while the pipe fills and drains");
+    }
     cJSON_AddStringToObject(m, "tensor_traffic_model",
                             "per rank, 2(T-1)/T of each activation all-reduce's payload, as a ring moves it; the "
                             "model: the activations the model all-reduces per sample (the MLP its logits; BERT four "

@@ -75,7 +75,7 @@ refuse 3 "a world of 3 ranks does not factor" --tensor-parallel 2
 refuse 2 "the hidden width 255 does not divide" --tensor-parallel 2 --hidden 255
 refuse 2 "not defined for ResNet" --tensor-parallel 2 --model resnet-tiny --dataset cifar10 --train-subset 64 --test-subset 64
 refuse 2 "parameter server" --tensor-parallel 2 --dp-sync ps
-refuse 2 "checkpoints of split tensors" --tensor-parallel 2 --checkpoint-dir "$tmp/ck"
+refuse 2 "checkpoints of a split model" --tensor-parallel 2 --checkpoint-dir "$tmp/ck"
 refuse 4 "the 2 attention heads" --tensor-parallel 4 --model bert-tiny --max-seq-len 32 --train-subset 64 --test-subset 64
 
 [ "$failures" -eq 0 ] || { echo "test_tp_cli: $failures failure(s)"; exit 1; }

@@ -150,8 +150,9 @@ static void toy_model_destroy(ab_model *m) {
 static const ab_model_ops toy_model_ops = {
     .name = "toy", .forward = toy_forward, .backward = toy_backward, .bind = toy_bind, .destroy = toy_model_destroy};
 
-static int toy_create_model(const ab_train_config *cfg, const ab_sample_info *si, ab_tp *tp, ab_model **out) {
-    (void)tp;
+static int toy_create_model(const ab_train_config *cfg, const ab_sample_info *si, const ab_model_split *split,
+                            ab_model **out) {
+    (void)split;
     ab_model *m = calloc(1, sizeof *m);
     toy_model *s = calloc(1, sizeof *s);
     if (!m || !s) return ab_errorf("out of memory");
