@@ -171,6 +171,20 @@ static int forward(trainer *t, const int32_t *idx, int b, int k, int epoch, long
                                     &t->stats->loss_sum, NULL);
 }
 
+/* the buckets know the parameters' spec table (slot 0's): a later slot's spec is the one at the
+ * same index there */
+typedef struct {
+    trainer *t;
+    const ab_model *slot;
+} slot_ready_ctx;
+
+static int slot_ready(void *ctx, const ab_param_spec *s) {
+    const slot_ready_ctx *c = ctx;
+    const ab_param_spec *base = c->t->params.specs;
+    const int in_params = s >= base && s < base + c->t->params.n_specs; /* a model binding the parameters' table */
+    return ab_buckets_ready(&c->t->buckets, in_params ? s : &base[s - c->slot->specs]);
+}
+
 int ab_pipe_micro_batches(trainer *t, const int32_t *mine, int m, int n, int epoch, float scale) {
     ab_pipe *pp = &t->pipe;
     ab_backend *be = t->be;
@@ -199,9 +213,9 @@ int ab_pipe_micro_batches(trainer *t, const int32_t *mine, int m, int n, int epo
         } else {
             ab_model *md = pp->slot[k % pp->K];
             md->stage_in = pp->in[k % pp->K];
+            slot_ready_ctx rc = {t, md};
             const ab_grad_sink sink = {.mode = backwards++ == 0 ? AB_GRAD_WRITE : AB_GRAD_ACCUMULATE,
-                                       .ready = i == last_b && t->overlap ? ab_buckets_ready : NULL,
-                                       .ready_ctx = &t->buckets};
+                                       .ready = i == last_b && t->overlap ? slot_ready : NULL, .ready_ctx = &rc};
             const void *dout = pp->s == pp->P - 1 ? md->logits : pp->dout;
             AB_TRY(md->ops->backward(md, p, &sink, pp->x[k % pp->K], dout, rows[k]));
         }

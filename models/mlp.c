@@ -122,7 +122,7 @@ int ab_mlp_create(const ab_model_config *cfg, ab_model **out) {
     const size_t local = (size_t)(hidden / ab_tp_size(s->tp));
     *m = (ab_model){.ops = &mlp_ops, .specs = s->specs, .n_specs = MLP_NSPECS, .n_classes = si->n_classes,
                     .max_batch = cfg->max_batch, .macs_per_sample = (double)in_dim * hidden + (double)hidden * si->n_classes,
-                    .tensor_parallel = ab_tp_size(s->tp), .tp_elems_per_sample = si->n_classes, .units = 2,
+                    .tensor_parallel = ab_tp_size(s->tp), .tp_elems_per_sample = s->has2 ? si->n_classes : 0, .units = 2,
                     .unit_macs = s->unit_macs, .stage = st, .stage_in_elems = s->has1 ? 0 : local,
                     .stage_out_elems = s->has2 ? 0 : local, .impl = s};
     *out = m;
