@@ -164,6 +164,10 @@ static int forward(trainer *t, const int32_t *idx, int b, int k, int epoch, long
     m->stage_in = pp->in[k % pp->K];
     const ab_pass pass = ab_pass_train(pass_index, t->cfg->seed);
     AB_TRY(m->ops->forward(m, &t->params, pp->x[k % pp->K], b, &pass));
+    if (m != pp->slot[0]) { /* batch norm's step count is the stage's: every slot's forwards, kept in slot 0 */
+        pp->slot[0]->batches_tracked += m->batches_tracked;
+        m->batches_tracked = 0;
+    }
     if (pp->s < pp->P - 1) return 0;
     /* the loss gradient over the logits, in place, as micro_batches does */
     return t->be->ops->softmax_xent(t->be, b * t->targets, m->n_classes, t->params.compute_type, m->logits, t->labels,

@@ -12,7 +12,9 @@
  * output (batch norm's backward reads it) and the bn + relu output (relu's backward and the
  * next convolution's filter gradient read it), as PyTorch keeps them with inplace ReLUs. The
  * backward pass holds its gradients in four buffers of the largest activation's size: two at a
- * block's ends (output, input) and two for the main path between them. */
+ * block's ends (output, input) and two for the main path between them.
+ * Pipeline units (core/pipeline.h): 0 the stem, 1 .. blocks each bottleneck block, the last the
+ * head; between them a block's output (channels-last, H x W x C a sample). */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,7 +58,17 @@ typedef struct {
     void *tmp;     /* forward: a shortcut's bn output before the add */
     void *dfeat;   /* (B, 2048) */
     int in_H, in_W, in_C;
+    /* pipeline parallelism: the stage holds the stem, blocks [b0, b1), the head */
+    int has_stem, b0, b1, has_head;
+    int cur_unit;      /* build_specs: the unit the specs being added belong to */
+    double *unit_macs; /* (blocks + 2) */
 } resnet;
+
+/* block b's input: the stage's for its first block after another stage's units, else the block
+ * before's output or the stem's (bind sets k->in) */
+static const void *block_in(const ab_model *m, const resnet *r, int b) {
+    return b == r->b0 && !r->has_stem ? m->stage_in : r->blk[b].in;
+}
 
 /* ---- construction: the spec table in torchvision's state_dict order ---- */
 
@@ -72,6 +84,7 @@ static int add_conv(resnet *r, const char *name, int C, int K, int R) {
     if (!s) return ab_errorf("resnet: spec table full");
     snprintf(nm, 64, "%s", name);
     ab_conv_spec(s, nm, C, K, R, R);
+    s->unit = r->cur_unit;
     return r->n_specs - 1;
 }
 
@@ -79,6 +92,7 @@ static int add_bn(resnet *r, const char *prefix, int C) {
     if (r->n_specs + 4 > r->cap_specs) return ab_errorf("resnet: spec table full");
     const int first = r->n_specs;
     ab_batchnorm_specs(&r->specs[first], &r->names[first], prefix, C);
+    for (int i = 0; i < 4; i++) r->specs[first + i].unit = r->cur_unit;
     r->n_specs += 4;
     return first;
 }
@@ -94,11 +108,13 @@ static int add_unit(resnet *r, unit *u, const char *conv_name, const char *bn_pr
 static int build_specs(resnet *r, const ab_model_config *cfg) {
     char conv[64], bn[64];
     const int width = r->planes[0];
+    r->cur_unit = 0;
     if (add_unit(r, &r->stem, "conv1.weight", "bn1", r->in_C, width, r->stem_cifar ? 3 : 7) < 0) return -1;
     int inplanes = width, b = 0;
     for (int L = 0; L < 4; L++)
         for (int i = 0; i < r->blocks[L]; i++, b++) {
             block *k = &r->blk[b];
+            r->cur_unit = 1 + b;
             const int planes = r->planes[L];
             const int cin[3] = {inplanes, planes, planes}, cout[3] = {planes, planes, planes * 4}, ks[3] = {1, 3, 1};
             k->stride = (L > 0 && i == 0) ? 2 : 1;
@@ -119,6 +135,7 @@ static int build_specs(resnet *r, const ab_model_config *cfg) {
     r->fc_spec = r->n_specs;
     ab_linear_specs(&r->specs[r->n_specs], &r->specs[r->n_specs + 1], "fc.weight", "fc.bias", inplanes,
                     cfg->sample.n_classes);
+    r->specs[r->n_specs].unit = r->specs[r->n_specs + 1].unit = r->n_blocks + 1;
     r->n_specs += 2;
     return 0;
 }
@@ -160,6 +177,7 @@ static int bind_shapes(ab_model *m, const ab_params *p) {
         W = r->pool.Q;
     }
     double macs = ab_conv_macs(&r->stem.conv);
+    if (r->unit_macs) r->unit_macs[0] = macs;
     for (int b = 0; b < r->n_blocks; b++) {
         block *k = &r->blk[b];
         k->in_H = H;
@@ -169,14 +187,18 @@ static int bind_shapes(ab_model *m, const ab_params *p) {
         AB_TRY(bind_unit(&k->u[1], p, B, H, W, k->u[0].conv.shape.K, k->stride, 1));
         AB_TRY(bind_unit(&k->u[2], p, B, k->u[1].H, k->u[1].W, k->u[1].conv.shape.K, 1, 0));
         if (k->has_down) AB_TRY(bind_unit(&k->down, p, B, H, W, C, k->stride, 0));
-        for (int j = 0; j < 3; j++) macs += ab_conv_macs(&k->u[j].conv);
-        if (k->has_down) macs += ab_conv_macs(&k->down.conv);
+        double block_macs = 0.0;
+        for (int j = 0; j < 3; j++) block_macs += ab_conv_macs(&k->u[j].conv);
+        if (k->has_down) block_macs += ab_conv_macs(&k->down.conv);
+        if (r->unit_macs) r->unit_macs[1 + b] = block_macs;
+        macs += block_macs;
         H = k->u[2].H;
         W = k->u[2].W;
         C = k->u[2].conv.shape.K;
     }
     ab_linear_bind(&r->fc, &p->specs[r->fc_spec], &p->specs[r->fc_spec + 1]);
     m->macs_per_sample = macs + (double)r->fc.in * r->fc.out;
+    if (r->unit_macs) r->unit_macs[r->n_blocks + 1] = (double)r->fc.in * r->fc.out;
     return 0;
 }
 
@@ -188,13 +210,15 @@ static int resnet_bind(ab_model *m, const ab_params *p) {
     /* the arena: every tensor the step keeps, and the backward's gradient buffers */
     ab_arena *a = &m->arena;
     ab_arena_init(a, p->be);
-    size_t largest = unit_elems(&r->stem, B);
-    arena_unit(a, &r->stem, (size_t)B, es, 1, "stem");
-    if (!r->stem_cifar) {
+    /* the gradient buffers hold the largest activation of the stage, and what enters and leaves it */
+    size_t largest = r->has_stem ? unit_elems(&r->stem, B) : (size_t)B * m->stage_in_elems;
+    if ((size_t)B * m->stage_out_elems > largest) largest = (size_t)B * m->stage_out_elems;
+    if (r->has_stem) arena_unit(a, &r->stem, (size_t)B, es, 1, "stem");
+    if (r->has_stem && !r->stem_cifar) {
         const size_t n = (size_t)B * r->pool.P * r->pool.Q * r->pool.C;
         ab_arena_add(a, AB_MEM_ACTIVATIONS, n * es, &r->pooled, "maxpool");
     }
-    for (int b = 0; b < r->n_blocks; b++) {
+    for (int b = r->b0; b < r->b1; b++) {
         block *k = &r->blk[b];
         char name[32];
         for (int j = 0; j < 3; j++) {
@@ -208,18 +232,31 @@ static int resnet_bind(ab_model *m, const ab_params *p) {
         }
     }
     const size_t feat = (size_t)B * (size_t)r->fc.in;
-    ab_arena_add(a, AB_MEM_ACTIVATIONS, feat * es, &r->feat, "avgpool");
-    ab_arena_add(a, AB_MEM_ACTIVATIONS, (size_t)B * (size_t)m->n_classes * es, &m->logits, "logits");
+    if (r->has_head) {
+        ab_arena_add(a, AB_MEM_ACTIVATIONS, feat * es, &r->feat, "avgpool");
+        ab_arena_add(a, AB_MEM_ACTIVATIONS, (size_t)B * (size_t)m->n_classes * es, &m->logits, "logits");
+    }
     /* what the forward and backward use for a moment only (PyTorch's caching allocator holds
-     * these too): the shortcut's bn output, the head's gradient, the blocks' gradients */
-    ab_arena_add(a, AB_MEM_ACTIVATIONS, largest * es, &r->tmp, "shortcut.bn");
-    ab_arena_add(a, AB_MEM_ACTIVATIONS, feat * es, &r->dfeat, "avgpool.grad");
-    for (int i = 0; i < 2; i++) ab_arena_add(a, AB_MEM_ACTIVATIONS, largest * es, &r->d_end[i], "grad.end%d", i);
-    for (int i = 0; i < 2; i++) ab_arena_add(a, AB_MEM_ACTIVATIONS, largest * es, &r->d_path[i], "grad.path%d", i);
+     * these too): the shortcut's bn output, the head's gradient, the blocks' gradients; a
+     * pipeline's later slots share their first's (one backward runs at a time) */
+    const resnet *first = m->scratch_from ? m->scratch_from->impl : NULL;
+    if (first) {
+        r->tmp = first->tmp, r->dfeat = first->dfeat;
+        memcpy(r->d_end, first->d_end, sizeof r->d_end);
+        memcpy(r->d_path, first->d_path, sizeof r->d_path);
+    } else {
+        ab_arena_add(a, AB_MEM_ACTIVATIONS, largest * es, &r->tmp, "shortcut.bn");
+        if (r->has_head) ab_arena_add(a, AB_MEM_ACTIVATIONS, feat * es, &r->dfeat, "avgpool.grad");
+        for (int i = 0; i < 2; i++) ab_arena_add(a, AB_MEM_ACTIVATIONS, largest * es, &r->d_end[i], "grad.end%d", i);
+        for (int i = 0; i < 2; i++) ab_arena_add(a, AB_MEM_ACTIVATIONS, largest * es, &r->d_path[i], "grad.path%d", i);
+    }
     AB_TRY(ab_arena_alloc(a));
     /* block inputs and the third unit's output are the block output buffers */
-    for (int b = 0; b < r->n_blocks; b++)
-        r->blk[b].in = b == 0 ? (r->stem_cifar ? r->stem.act : r->pooled) : r->blk[b - 1].u[2].act;
+    for (int b = r->b0; b < r->b1; b++)
+        r->blk[b].in = b > r->b0 ? r->blk[b - 1].u[2].act : !r->has_stem ? NULL : r->stem_cifar ? r->stem.act : r->pooled;
+    /* what the stage sends on: its last unit's output */
+    if (!r->has_head)
+        m->stage_out = r->b1 > r->b0 ? r->blk[r->b1 - 1].u[2].act : r->stem_cifar ? r->stem.act : r->pooled;
     return 0;
 }
 
@@ -237,30 +274,32 @@ static int resnet_forward(ab_model *m, const ab_params *p, const void *x, int B,
     ab_backend *be = p->be;
     const ab_dtype t = p->compute_type;
     if (B > m->max_batch) return ab_errorf("resnet: batch %d exceeds the bound %d", B, m->max_batch);
-    AB_TRY(unit_forward(p, &r->stem, B, x, r->stem.act, training, 1));
-    if (!r->stem_cifar) {
+    if (r->has_stem) AB_TRY(unit_forward(p, &r->stem, B, x, r->stem.act, training, 1));
+    if (r->has_stem && !r->stem_cifar) {
         ab_pool_shape ps = r->pool;
         ps.N = B;
         AB_TRY(be->ops->maxpool_forward(be, &ps, t, r->stem.act, r->pooled));
     }
-    for (int b = 0; b < r->n_blocks; b++) {
+    for (int b = r->b0; b < r->b1; b++) {
         block *k = &r->blk[b];
-        AB_TRY(unit_forward(p, &k->u[0], B, k->in, k->u[0].act, training, 1));
+        const void *kin = block_in(m, r, b);
+        AB_TRY(unit_forward(p, &k->u[0], B, kin, k->u[0].act, training, 1));
         AB_TRY(unit_forward(p, &k->u[1], B, k->u[0].act, k->u[1].act, training, 1));
         AB_TRY(unit_forward(p, &k->u[2], B, k->u[1].act, k->u[2].act, training, 0));
         const size_t n = unit_elems(&k->u[2], B);
-        const void *shortcut = k->in;
+        const void *shortcut = kin;
         if (k->has_down) {
-            AB_TRY(unit_forward(p, &k->down, B, k->in, r->tmp, training, 0));
+            AB_TRY(unit_forward(p, &k->down, B, kin, r->tmp, training, 0));
             shortcut = r->tmp;
         }
         AB_TRY(be->ops->add(be, n, t, k->u[2].act, shortcut, 1, k->u[2].act)); /* + the block's ReLU */
     }
-    const block *last = &r->blk[r->n_blocks - 1];
-    AB_TRY(be->ops->avgpool_forward(be, B, last->u[2].H * last->u[2].W, r->fc.in, t, last->u[2].act, r->feat));
-    AB_TRY(ab_linear_forward(p, &r->fc, B, r->feat, m->logits, AB_EPI_NONE));
     m->batches_tracked += training; /* batch norm's num_batches_tracked */
-    return 0;
+    if (!r->has_head) return 0; /* the stage's output is its last unit's (stage_out) */
+    const block *last = &r->blk[r->n_blocks - 1];
+    const void *top = r->b1 > r->b0 ? last->u[2].act : m->stage_in; /* a stage of the head alone: its input */
+    AB_TRY(be->ops->avgpool_forward(be, B, last->u[2].H * last->u[2].W, r->fc.in, t, top, r->feat));
+    return ab_linear_forward(p, &r->fc, B, r->feat, m->logits, AB_EPI_NONE);
 }
 
 /* ---- backward ---- */
@@ -273,18 +312,24 @@ static int unit_backward(const ab_params *p, const ab_grad_sink *g, unit *u, int
     return ab_conv_backward(p, g, &u->conv, B, x, dyb, dx);
 }
 
-static int resnet_backward(ab_model *m, const ab_params *p, const ab_grad_sink *g, const void *x, const void *dlogits,
+/* dout: the gradient of the logits, or on a stage without the head of its output (stage_out) */
+static int resnet_backward(ab_model *m, const ab_params *p, const ab_grad_sink *g, const void *x, const void *dout,
                            int B) {
     resnet *r = m->impl;
     ab_backend *be = p->be;
     const ab_dtype t = p->compute_type;
     const block *last = &r->blk[r->n_blocks - 1];
-    AB_TRY(ab_linear_backward(p, g, &r->fc, B, r->feat, dlogits, r->dfeat));
     void *d_out = r->d_end[0]; /* the gradient at the block's output */
     void *d_in = r->d_end[1];  /* the gradient at the block's input: the main path's, + the shortcut's */
-    AB_TRY(be->ops->avgpool_backward(be, B, last->u[2].H * last->u[2].W, r->fc.in, t, r->dfeat, d_out));
-    for (int b = r->n_blocks - 1; b >= 0; b--) {
+    if (r->has_head) {
+        AB_TRY(ab_linear_backward(p, g, &r->fc, B, r->feat, dout, r->dfeat));
+        AB_TRY(be->ops->avgpool_backward(be, B, last->u[2].H * last->u[2].W, r->fc.in, t, r->dfeat, d_out));
+    } else { /* the gradient of what the stage sent on, into a buffer backward may overwrite */
+        AB_TRY(be->ops->cast(be, (size_t)B * m->stage_out_elems, t, dout, t, d_out));
+    }
+    for (int b = r->b1 - 1; b >= r->b0; b--) {
         block *k = &r->blk[b];
+        const void *kin = block_in(m, r, b);
         /* the main path takes turns in two buffers, as a convolution's backward reads one and
          * writes the other; relu's and batch norm's backward work in place */
         void *d_conv3 = r->d_path[0]; /* at conv3's output */
@@ -300,10 +345,10 @@ static int resnet_backward(ab_model *m, const ab_params *p, const ab_grad_sink *
         AB_TRY(be->ops->relu_backward(be, unit_elems(&k->u[1], B), t, k->u[1].act, d_conv2, d_conv2));
         AB_TRY(unit_backward(p, g, &k->u[1], B, k->u[0].act, d_conv2, d_conv1));
         AB_TRY(be->ops->relu_backward(be, unit_elems(&k->u[0], B), t, k->u[0].act, d_conv1, d_conv1));
-        AB_TRY(unit_backward(p, g, &k->u[0], B, k->in, d_conv1, d_in)); /* even block 0: the stem needs it */
+        AB_TRY(unit_backward(p, g, &k->u[0], B, kin, d_conv1, d_in)); /* even block 0: the stem needs it */
         const size_t n_in = (size_t)B * k->in_H * k->in_W * k->in_C;
         if (k->has_down) {
-            AB_TRY(unit_backward(p, g, &k->down, B, k->in, d_out, d_down)); /* d_out: spent, overwritten */
+            AB_TRY(unit_backward(p, g, &k->down, B, kin, d_out, d_down)); /* d_out: spent, overwritten */
             AB_TRY(be->ops->add(be, n_in, t, d_in, d_down, 0, d_in));
         } else {
             AB_TRY(be->ops->add(be, n_in, t, d_in, d_out, 0, d_in));
@@ -312,6 +357,10 @@ static int resnet_backward(ab_model *m, const ab_params *p, const ab_grad_sink *
         void *spent = d_out;
         d_out = d_in;
         d_in = spent;
+    }
+    if (!r->has_stem) { /* d_out: the gradient of the stage's input, sent back */
+        m->stage_din = d_out;
+        return 0;
     }
     /* the stem: d_out is at the first block's input, the max pool's output or the stem's */
     void *d_stem = d_out; /* at the stem's bn + relu output, in place at its conv's output */
@@ -332,6 +381,7 @@ static void resnet_destroy(ab_model *m) {
         free(r->specs);
         free(r->names);
         free(r->blk);
+        free(r->unit_macs);
         free(r);
     }
     free(m);
@@ -387,14 +437,41 @@ int ab_resnet_create(const ab_model_config *cfg, int stem_cifar, ab_model **out)
     r->specs = calloc((size_t)r->cap_specs, sizeof *r->specs);
     r->names = calloc((size_t)r->cap_specs, sizeof *r->names);
     r->blk = calloc((size_t)r->n_blocks, sizeof *r->blk);
-    int rc = (!r->specs || !r->names || !r->blk) ? ab_errorf("out of host memory creating the resnet") : 0;
+    const int U = r->n_blocks + 2;
+    r->unit_macs = calloc((size_t)U, sizeof *r->unit_macs);
+    int rc = (!r->specs || !r->names || !r->blk || !r->unit_macs) ? ab_errorf("out of host memory creating the resnet")
+                                                                  : 0;
     if (rc == 0) rc = build_specs(r, cfg);
+    /* the stage: the units it holds; the others' tensors absent */
+    const ab_stage st = {cfg->stage.lo, cfg->stage.hi > 0 ? cfg->stage.hi : U};
+    r->has_stem = st.lo == 0;
+    r->has_head = st.hi == U;
+    r->b0 = st.lo > 0 ? st.lo - 1 : 0;
+    r->b1 = st.hi - 1 < r->n_blocks ? st.hi - 1 : r->n_blocks;
+    if (r->b1 < r->b0) r->b1 = r->b0;
+    for (int i = 0; rc == 0 && i < r->n_specs; i++) r->specs[i].absent = r->specs[i].unit < st.lo || r->specs[i].unit >= st.hi;
+    /* every unit's shapes and multiply-adds, from the spec table alone (bind does it again) */
+    m->max_batch = cfg->max_batch;
+    if (rc == 0) rc = bind_shapes(m, &(ab_params){.specs = r->specs, .n_specs = r->n_specs});
     if (rc) {
         resnet_destroy(m);
         return -1;
     }
+    /* between stages: a block's input or output, a sample's H x W x C */
+    const block *fb = &r->blk[r->b0 < r->n_blocks ? r->b0 : r->n_blocks - 1], *lb = &r->blk[r->n_blocks - 1];
+    size_t in_elems = 0, out_elems = 0;
+    if (!r->has_stem)
+        in_elems = r->b1 > r->b0 ? (size_t)fb->in_H * fb->in_W * fb->in_C
+                                 : (size_t)lb->u[2].H * lb->u[2].W * lb->u[2].conv.shape.K;
+    if (!r->has_head) {
+        const unit *o = r->b1 > r->b0 ? &r->blk[r->b1 - 1].u[2] : NULL;
+        out_elems = o ? (size_t)o->H * o->W * o->conv.shape.K
+                      : (size_t)r->blk[0].in_H * r->blk[0].in_W * r->blk[0].in_C; /* the stem's (pooled) output */
+    }
+    const double macs = m->macs_per_sample;
     *m = (ab_model){.ops = &resnet_ops, .specs = r->specs, .n_specs = r->n_specs, .n_classes = si->n_classes,
-                    .max_batch = cfg->max_batch, .impl = r,
+                    .max_batch = cfg->max_batch, .impl = r, .macs_per_sample = macs, .units = U,
+                    .unit_macs = r->unit_macs, .stage = st, .stage_in_elems = in_elems, .stage_out_elems = out_elems,
                     .notes = "batch norm: per-rank batch statistics under data parallelism (as PyTorch DDP without "
                              "SyncBatchNorm); running statistics from rank 0 (DDP's broadcast_buffers)"};
     *out = m;

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# --tensor-parallel as a new user runs it (label mpi): 2 ranks splitting the MLP reach the test
-# loss of one process over the same 20 steps to fp32 round-off (relative 1e-5), hold half the
-# weights each, and record the tensor group's traffic beside its model; the file --save writes
-# loads into one process, and a one-process file into 2 ranks; bert-tiny the same over 10 steps;
-# bad combinations are refused in one line with exit 2.
-# usage: test_tp_cli.sh MPIEXEC AMPBENCH
+# --tensor-parallel and --pipeline-parallel as a new user runs them (label mpi): 2 ranks splitting
+# the MLP's matrices reach the test loss of one process over the same 20 steps to fp32 round-off
+# (relative 1e-5), hold half the weights each, and record the tensor group's traffic beside its
+# model; the file --save writes loads into one process, and a one-process file into 2 ranks;
+# bert-tiny the same over 10 steps; 2 pipeline stages of the MLP and of bert-tiny with 4
+# micro-batches reach one process's test loss accumulating the same 4, record their cut, times and
+# bytes, and save a file one process loads; bad combinations are refused in one line with exit 2.
+# usage: test_mp_cli.sh MPIEXEC AMPBENCH
 set -u
 mpiexec=$1 ampbench=$2
 mpirun=("$mpiexec" --allow-run-as-root --oversubscribe)
@@ -61,6 +63,25 @@ echo "bert-tiny test loss after 10 steps: 2 tensor ranks $a, one rank $b"
 "$ampbench" "${bt[@]}" --max-steps 1 --init-from "$tmp/btp.safetensors" --out "$tmp/bload.json" >/dev/null 2>&1 &&
     grep -q 'all 41 tensors from' "$tmp/bload.json" || fail "the 2-rank bert-tiny file did not load into one rank"
 
+# pipelines: 2 stages, 4 micro-batches, against one process accumulating the same 4
+for model in mlp bert-tiny; do
+    pp=(train --threads 1 --model $model --batch-size 16 --train-subset 512 --test-subset 64 --max-steps 6 --quiet)
+    [ $model = bert-tiny ] && pp+=(--max-seq-len 32 --dropout 0)
+    "${mpirun[@]}" -np 2 "$ampbench" "${pp[@]}" --pipeline-parallel 2 --micro-batches 4 --out "$tmp/pp-$model.json" \
+        --save "$tmp/pp-$model.safetensors" >"$tmp/pp.out" 2>&1 || fail "$model on 2 stages failed: $(tail -3 "$tmp/pp.out")"
+    "$ampbench" "${pp[@]}" --accum-steps 4 --out "$tmp/pone-$model.json" >/dev/null 2>&1 || fail "$model one rank failed"
+    a=$(field "$tmp/pp-$model.json" test_loss) b=$(field "$tmp/pone-$model.json" test_loss)
+    awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b > 0 && d / b <= 1e-5) }' ||
+        fail "$model test loss on 2 stages $a, on one rank $b (relative tolerance 1e-5)"
+    echo "$model test loss after 6 steps: 2 pipeline stages $a, one rank $b"
+    [ "$(field "$tmp/pp-$model.json" pipeline)" = 2 ] && [ "$(field "$tmp/pp-$model.json" micro_batches)" = 4 ] &&
+        grep -q '"pipeline_schedule":[[:space:]]*"1f1b"' "$tmp/pp-$model.json" &&
+        [ "$(tr -d ' \t\n' <"$tmp/pp-$model.json" | grep -o '"idle_share":[0-9.e+-]*' | wc -l)" = 2 ] ||
+        fail "$model: the record's pipeline block: $(grep -A3 '"pipeline"' "$tmp/pp-$model.json" | head -5)"
+    "$ampbench" "${pp[@]}" --max-steps 1 --init-from "$tmp/pp-$model.safetensors" --out "$tmp/pload.json" >/dev/null 2>&1 &&
+        grep -q 'all [0-9]* tensors from' "$tmp/pload.json" || fail "the 2-stage $model file did not load into one rank"
+done
+
 # bad combinations: one line of ours, exit 2
 refuse() { # np expect-text args...
     local np=$1 want=$2
@@ -77,6 +98,9 @@ refuse 2 "not defined for ResNet" --tensor-parallel 2 --model resnet-tiny --data
 refuse 2 "parameter server" --tensor-parallel 2 --dp-sync ps
 refuse 2 "checkpoints of a split model" --tensor-parallel 2 --checkpoint-dir "$tmp/ck"
 refuse 4 "the 2 attention heads" --tensor-parallel 4 --model bert-tiny --max-seq-len 32 --train-subset 64 --test-subset 64
+refuse 4 "the model has 2 units" --pipeline-parallel 4
+refuse 2 "a world of 2 ranks does not factor as data x tensor 2 x pipeline 2" --tensor-parallel 2 --pipeline-parallel 2
+refuse 1 "unknown pipeline schedule 'zb'" --pp-schedule zb
 
-[ "$failures" -eq 0 ] || { echo "test_tp_cli: $failures failure(s)"; exit 1; }
-echo "test_tp_cli: ok"
+[ "$failures" -eq 0 ] || { echo "test_mp_cli: $failures failure(s)"; exit 1; }
+echo "test_mp_cli: ok"
