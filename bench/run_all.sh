@@ -44,11 +44,16 @@ usage: bench/run_all.sh [--quick | --full] [options]
   --seeds N           repeat every training run with seeds 1..N (results <run>-s<seed>.json);
                       REPORT.md gives mean +- sd and the AMP - FP32 delta's 95% interval [1]
   --modes LIST        modes to run, of fp32,amp,amp-ls1,bf16,dp-amp,dp-amp-ps,dp-amp-off,
-                      dp-amp-acc4 [fp32,amp,dp-amp; on GPUs also dp-amp-ps,dp-amp-off,dp-amp-acc4]
+                      dp-amp-acc4,tp-amp,pp-amp [fp32,amp,dp-amp,tp-amp,pp-amp; on GPUs also
+                      dp-amp-ps,dp-amp-off,dp-amp-acc4]
                       (amp-ls1: AMP at a static loss scale of 1, i.e. without loss scaling;
                       dp-amp: the ring, buckets overlapped with backward, as DDP; dp-amp-ps: a
                       parameter server on rank 0; dp-amp-off: the ring after backward;
-                      dp-amp-acc4: the ring with 4x the config's micro-batches per sync)
+                      dp-amp-acc4: the ring with 4x the config's micro-batches per sync;
+                      tp-amp: the model's matrices split among the --np ranks (tensor
+                      parallelism; a model without a split is refused and recorded so);
+                      pp-amp: its layers cut into --np pipeline stages, 4x the config's
+                      micro-batches a step under 1f1b; docs/parallelism.md)
   --peer-modes LIST   the peers' modes                             [the same as --modes]
   --loss-scale-ablation
                       also run each workload in amp-ls1, and take a gradient census (every
@@ -107,7 +112,7 @@ for v in "$STEPS" "$EPOCHS" "$NP" "$SEEDS" "$CENSUS"; do
 done
 [ "$SEEDS" -ge 1 ] || { echo "run_all.sh: --seeds needs at least 1" >&2; exit 2; }
 MODES_GIVEN=0; [ -n "$MODES" ] && MODES_GIVEN=1
-[ -n "$MODES" ] || MODES="fp32,amp,dp-amp"
+[ -n "$MODES" ] || MODES="fp32,amp,dp-amp,tp-amp,pp-amp"
 # the loss-scale ablation: amp-ls1 beside the modes asked for (the peers' too)
 if [ "$ABLATION" = 1 ]; then
     grep -qx amp-ls1 <<< "${MODES//,/$'\n'}" || MODES="$MODES,amp-ls1"
@@ -115,14 +120,14 @@ if [ "$ABLATION" = 1 ]; then
 fi
 PEER_MODES_GIVEN=0; [ -n "$PEER_MODES" ] && PEER_MODES_GIVEN=1
 for m in ${MODES//,/ } ${PEER_MODES//,/ }; do
-    case "$m" in fp32|amp|amp-ls1|bf16|dp-amp|dp-amp-ps|dp-amp-off|dp-amp-acc4) ;;
-        *) echo "run_all.sh: unknown mode '$m' (fp32, amp, amp-ls1, bf16, dp-amp, dp-amp-ps, dp-amp-off, dp-amp-acc4)" >&2; exit 2 ;; esac
+    case "$m" in fp32|amp|amp-ls1|bf16|dp-amp|dp-amp-ps|dp-amp-off|dp-amp-acc4|tp-amp|pp-amp) ;;
+        *) echo "run_all.sh: unknown mode '$m' (fp32, amp, amp-ls1, bf16, dp-amp, dp-amp-ps, dp-amp-off, dp-amp-acc4, tp-amp, pp-amp)" >&2; exit 2 ;; esac
 done
 for m in ${PEER_MODES//,/ }; do
-    case "$m" in dp-amp-*) echo "run_all.sh: --peer-modes $m: the PyTorch peers run DDP (the ring, overlapped); the other patterns are ampbench's" >&2; exit 2 ;; esac
+    case "$m" in dp-amp-*|tp-amp|pp-amp) echo "run_all.sh: --peer-modes $m: the PyTorch peers run DDP (the ring, overlapped); the other patterns and the model's splits are ampbench's" >&2; exit 2 ;; esac
 done
 # the peers run every mode asked for but ampbench's other data-parallel patterns
-[ -n "$PEER_MODES" ] || PEER_MODES=$(tr ',' '\n' <<< "$MODES" | grep -v '^dp-amp-' | paste -sd, -)
+[ -n "$PEER_MODES" ] || PEER_MODES=$(tr ',' '\n' <<< "$MODES" | grep -v -e '^dp-amp-' -e '^tp-amp$' -e '^pp-amp$' | paste -sd, -)
 [ -z "$CENSUS" ] || [ "$CENSUS" -ge 1 ] || { echo "run_all.sh: --grad-census needs an interval of at least 1" >&2; exit 2; }
 [ -r "$CONF" ] || { echo "run_all.sh: $CONF: cannot read the workload config" >&2; exit 2; }
 [ "$RESUME" = 0 ] || [ -n "$RUN_DIR" ] || { echo "run_all.sh: --resume needs --run-dir DIR (the folder to go on in)" >&2; exit 2; }
@@ -312,7 +317,7 @@ while read -r name model dataset full_epochs quick_steps cpu_steps cpu_test peer
     [ -n "$EPOCHS" ] && ep=$EPOCHS
     [ -n "$STEPS" ] && st=$STEPS
     [ "$PROFILE" = full ] && EPOCHS_OF+=("$name $ep epoch$([ "$ep" = 1 ] || echo s)")
-    for mode in fp32 amp amp-ls1 bf16 dp-amp dp-amp-ps dp-amp-off dp-amp-acc4; do
+    for mode in fp32 amp amp-ls1 bf16 dp-amp dp-amp-ps dp-amp-off dp-amp-acc4 tp-amp pp-amp; do
         for seed in $(seq 1 "$SEEDS"); do
             has_mode "$MODES" "$mode" && PLAN+=("ampbench|$name|$model|$dataset|$mode|$ep|$st|$peer|$seed|$extra")
             # the peer right after ampbench's run of the same mode and seed: same device, settings and machine state
@@ -379,7 +384,7 @@ for item in "${PLAN[@]}"; do
     fi
     precision=${mode#dp-}
     precision=${precision%-ls1} # amp-ls1: amp at --loss-scale 1
-    case "$mode" in dp-amp-*) precision=amp ;; esac # the other data-parallel patterns, in AMP
+    case "$mode" in dp-amp-*|tp-amp|pp-amp) precision=amp ;; esac # the other patterns and the splits, in AMP
     # log about 20 points per run for the loss curve, and every 100 steps (as the articles) when long
     if [ "$st" -gt 0 ]; then li=$(( st / 20 )); [ "$li" -ge 1 ] || li=1; else li=100; fi
     if [ "$tool" = fit ]; then # the set-up of each batch tried (and one step on a GPU), no training
@@ -396,7 +401,7 @@ for item in "${PLAN[@]}"; do
     # --full: ampbench's runs write a checkpoint at every epoch's end (and when stopped) into a
     # folder of their own, which --resume continues from; a finished run's folder is removed
     ckpt=""
-    if [ "$MODE" = full ] && [ "$tool" = ampbench ]; then
+    if [ "$MODE" = full ] && [ "$tool" = ampbench ] && [ "$mode" != tp-amp ] && [ "$mode" != pp-amp ]; then
         ckpt="$RUN_DIR/checkpoints/$run"
         [ "$RESUME" = 1 ] || rm -rf "$ckpt"
         [ -d "$ckpt" ] && echo "$tag resuming from $(ls "$ckpt" | grep '^ckpt-' | tail -n 1) in ${ckpt#"$RUN_DIR"/}"
@@ -416,8 +421,11 @@ for item in "${PLAN[@]}"; do
         dp-amp-ps) cmd+=(--dp-sync ps --ps-shards 1) ;;
         dp-amp-off) cmd+=(--dp-overlap off) ;;
         dp-amp-acc4) acc=$(sed -n 's/.*--accum-steps[ =]\([0-9][0-9]*\).*/\1/p' <<< "$extra"); cmd+=(--accum-steps $(( ${acc:-1} * 4 ))) ;;
+        tp-amp) cmd+=(--tensor-parallel "$NP") ;;
+        pp-amp) acc=$(sed -n 's/.*--accum-steps[ =]\([0-9][0-9]*\).*/\1/p' <<< "$extra")
+                cmd+=(--pipeline-parallel "$NP" --micro-batches $(( ${acc:-1} * 4 )) --pp-schedule 1f1b) ;;
     esac
-    if [[ "$mode" == dp-amp* ]]; then
+    if [[ "$mode" == dp-amp* || "$mode" == tp-amp || "$mode" == pp-amp ]]; then
         if [ "$MPI_OK" != 1 ]; then
             echo "$tag skipped: $MPI_WHY"
             record "$run" "$wl" "$mode" skipped 0 "$MPI_WHY" "$tool"
@@ -459,6 +467,13 @@ for item in "${PLAN[@]}"; do
         printf '%s ok      %6.1f s  %s\n' "$tag" "$secs" "$line"
         record "$run" "$wl" "$mode" ok "$secs" "" "$tool"
         N_OK=$((N_OK + 1)); SUMMARY+=("$run: $line")
+    elif [ "$tool" = ampbench ] && [ "$rc" = 2 ] && [ "$INTERRUPTED" = 0 ] && { [ "$mode" = tp-amp ] || [ "$mode" = pp-amp ]; }; then
+        # the model refuses the split (ResNet's convolutions under tensor parallelism, fewer layers
+        # than stages): its one line says why, and the report sets it in the split's place
+        why=$(tail -n +2 "$RUN_DIR/logs/$run.log" | grep -m 1 '^ampbench:' | sed 's/^ampbench: //' | cut -c1-400)
+        echo "$tag refused: ${why:-the model cannot be split so}"
+        record "$run" "$wl" "$mode" refused "$secs" "${why:-the model cannot be split so}" "$tool"
+        N_SKIP=$((N_SKIP + 1))
     elif [ "$tool" != ampbench ] && [ "$rc" = 2 ] && [ "$INTERRUPTED" = 0 ]; then
         # a peer's exit 2: it cannot run this mode here (an autocast dtype this PyTorch lacks on
         # this device, no data parallelism in the script); its last line says why

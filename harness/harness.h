@@ -92,6 +92,18 @@ typedef struct {
      * workload's own accumulation): kept out of the slots and all[], shown in the comparison of
      * patterns (hr_write_dp_patterns) */
     int dp_variant;
+    /* model parallelism as the record's model_parallel says (docs/parallelism.md): the grid (1 x 1
+     * for a run without it), the tensor group's bytes a step per rank, measured and modelled, the
+     * pipeline's schedule and micro-batches, and over its stages the most bytes a stage sent a step
+     * (measured, modelled), the most idle time over busy time, (P - 1) / M; and the most peak
+     * memory any rank held (data_parallel's per-rank list; the run's own without one). A run split
+     * so (model_split) is kept out of the slots and all[], compared in hr_write_model_parallel. */
+    int tensor_parallel, pipeline_parallel, data_parallel, model_split;
+    double tp_calls_step, tp_bytes_step, tp_bytes_model;
+    char pp_schedule[8];
+    int pp_micro;
+    double pp_bytes_max, pp_bytes_model_max, pp_stage0_bytes_model, pp_idle_max, pp_bubble_model;
+    double peak_rank_max;
     cJSON *json;           /* the whole record (owned) */
 } hr_run;
 
@@ -106,7 +118,7 @@ typedef struct {
 
 /* One line of run_all.sh's manifest: a run that was planned (ok, failed, skipped, interrupted). */
 typedef struct {
-    char name[128], workload[64], mode[32], status[32], reason[256];
+    char name[128], workload[64], mode[32], status[32], reason[512];
     char tool[16]; /* "ampbench" or the peer's ("pytorch") */
 } hr_planned;
 
@@ -157,6 +169,9 @@ typedef struct {
     /* ampbench's data-parallel runs of other patterns (hr_run.dp_variant), lowest seed of each */
     const hr_run *dp_var[16];
     int n_dp_var;
+    /* ampbench's runs with the model split (hr_run.model_split): tensor groups, pipeline stages
+     * (the lowest seed of each) */
+    const hr_run *tp, *pp;
 } hr_workload;
 
 /* One workload per model with any result (ampbench's or the peer's), in the order first seen. */
@@ -170,6 +185,14 @@ void hr_write_dp_patterns(FILE *f, const hr_workload *w, int n, const char *kind
 /* the speed-up a projection run's dp_models row gives; NAN when the row is not there */
 double hr_dp_model_speedup(const hr_run *pr, const char *kind, int n, const char *sync, int shards, int overlap,
                            int accum);
+/* Data, tensor and pipeline parallelism side by side for a workload (harness/report_mp.c):
+ * measured on the ranks that ran (time, memory per rank, bytes a step, the pipeline's idle share
+ * beside (P - 1) / M, accuracy), a split the model refused with its reason, and projected for 2,
+ * 4 and 8 GPUs from the modelled GPU step of the projection run. */
+void hr_write_model_parallel(FILE *f, const hr_runset *rs, const hr_workload *w);
+/* the manifest's entry of a workload's planned run in mode (the last one), NULL when none */
+const hr_planned *hr_planned_run(const hr_runset *rs, const char *workload, const char *mode, int peer);
+
 /* view: w with the peer's runs in the fp32/amp/dp/all slots, so that the ratios of the peer come
  * from the same hr_compute_ratios. */
 void hr_peer_view(const hr_workload *w, hr_workload *view);

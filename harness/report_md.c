@@ -678,7 +678,7 @@ static void memory_table(FILE *f, const hr_workload *w) {
     }
 }
 
-static const hr_planned *planned_run(const hr_runset *rs, const char *workload, const char *mode, int peer) {
+const hr_planned *hr_planned_run(const hr_runset *rs, const char *workload, const char *mode, int peer) {
     const hr_planned *found = NULL;
     for (int i = 0; i < rs->n_planned; i++) {
         const hr_planned *p = &rs->planned[i];
@@ -696,7 +696,7 @@ static const char *peer_cell(char *buf, size_t n, const hr_runset *rs, const hr_
         return buf;
     }
     if (r) return "not measured";
-    const hr_planned *pl = planned_run(rs, w->model, mode, peer);
+    const hr_planned *pl = hr_planned_run(rs, w->model, mode, peer);
     if (pl && strcmp(pl->status, "ok") != 0) {
         if (snprintf(buf, n, "%s: %s", pl->status, *pl->reason ? pl->reason : "no reason recorded") >= (int)n)
             strcpy(buf + n - 4, "...");
@@ -756,7 +756,7 @@ static void peer_table(FILE *f, const hr_runset *rs, const hr_workload *w) {
     const hr_run *A[3] = {w->fp32, w->amp, w->dp}, *P[3] = {w->peer_fp32, w->peer_amp, w->peer_dp};
     static const char *const modes[3] = {"fp32", "amp", "dp-amp"};
     static const char *const names[3] = {"FP32", "AMP", "data-parallel AMP"};
-    const int n_modes = (w->dp || w->peer_dp || planned_run(rs, w->model, "dp-amp", 1)) ? 3 : 2;
+    const int n_modes = (w->dp || w->peer_dp || hr_planned_run(rs, w->model, "dp-amp", 1)) ? 3 : 2;
     char c1[320], c2[320], c3[48];
     fprintf(f, "| quantity | ampbench | PyTorch | ampbench / PyTorch |\n|---|---|---|---|\n");
     for (int k = 0; k < n_modes; k++) {
@@ -1016,6 +1016,7 @@ static void workload_section(FILE *f, const hr_reported *rep, const hr_runset *r
     const cJSON *dpc = hr_reported_claim(rep, w->model, "dp_speedup_vs_amp", 1),
                 *own = hr_reported_claim(rep, w->model, "dp_speedup_vs_amp", 0);
     hr_write_dp_patterns(f, w, (int)hr_num(dpc, "devices", 4), kind, own ? hr_num(own, "value", NAN) : NAN);
+    hr_write_model_parallel(f, rs, w);
     hr_write_grad_range(f, w);
 
     if (plots_rel && n_drawn > 0) {

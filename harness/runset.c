@@ -81,6 +81,36 @@ const cJSON *hr_mixed_precision(const cJSON *record) {
     return m ? m : cJSON_GetObjectItemCaseSensitive(record, "amp");
 }
 
+/* the record's model_parallel block (absent: a run of one replica per rank) and the most memory
+ * any rank held */
+static void load_model_parallel(const cJSON *j, const cJSON *dp, hr_run *r) {
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "model_parallel"), *x;
+    r->tensor_parallel = (int)hr_num(m, "tensor", 1);
+    r->pipeline_parallel = (int)hr_num(m, "pipeline", 1);
+    r->data_parallel = (int)hr_num(m, "data", r->world_size);
+    r->model_split = r->tensor_parallel > 1 || r->pipeline_parallel > 1;
+    r->tp_calls_step = hr_num(m, "tensor_allreduces_per_step", NAN);
+    r->tp_bytes_step = hr_num(m, "tensor_bytes_sent_per_step", NAN);
+    r->tp_bytes_model = hr_num(m, "tensor_bytes_sent_per_step_model", NAN);
+    copy_str(r->pp_schedule, sizeof r->pp_schedule, hr_str(m, "pipeline_schedule", ""));
+    r->pp_micro = (int)hr_num(m, "micro_batches", 0);
+    r->pp_bubble_model = hr_num(m, "bubble_model", NAN);
+    r->pp_bytes_max = r->pp_bytes_model_max = r->pp_idle_max = r->pp_stage0_bytes_model = NAN;
+    int s = 0;
+    cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(m, "stages")) {
+        const double b = hr_num(x, "bytes_sent_per_step", NAN), bm = hr_num(x, "bytes_sent_per_step_model", NAN),
+                     idle = hr_num(x, "idle_share", NAN);
+        if (!(b <= r->pp_bytes_max)) r->pp_bytes_max = b;
+        if (!(bm <= r->pp_bytes_model_max)) r->pp_bytes_model_max = bm;
+        if (!(idle <= r->pp_idle_max)) r->pp_idle_max = idle;
+        if (s++ == 0) r->pp_stage0_bytes_model = bm;
+    }
+    r->peak_rank_max = r->peak_total;
+    cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(dp, "peak_memory_bytes_per_rank")) {
+        if (cJSON_IsNumber(x) && !(x->valuedouble <= r->peak_rank_max)) r->peak_rank_max = x->valuedouble;
+    }
+}
+
 /* Fills r from a parsed record; a record missing a required field is an error naming it. */
 static int load_hits(const char *path, const cJSON *j, hr_run *r);
 
@@ -191,6 +221,7 @@ static int run_from_json(const char *path, cJSON *j, hr_run *r) {
     cJSON_ArrayForEach(b, sent) {
         if (cJSON_IsNumber(b) && !(b->valuedouble <= r->dp_sent_max)) r->dp_sent_max = b->valuedouble;
     }
+    load_model_parallel(j, dp, r);
     AB_TRY(load_hits(path, j, r));
     r->json = j;
     return 0;
@@ -531,6 +562,11 @@ int hr_group_workloads(const hr_runset *rs, hr_workload *out, int max, int *n) {
         /* tables and plot legends in run_order; a peer's runs never fill ampbench's slots */
         const hr_run **fp32 = r->peer ? &w->peer_fp32 : &w->fp32, **amp = r->peer ? &w->peer_amp : &w->amp,
                      **dp = r->peer ? &w->peer_dp : &w->dp;
+        if (r->model_split && !r->peer) { /* tensor groups or pipeline stages: compared apart */
+            const hr_run **slot = r->tensor_parallel > 1 ? &w->tp : &w->pp;
+            *slot = pick(*slot, r);
+            continue;
+        }
         if (r->dp_variant) { /* another data-parallel pattern, fitted or not: compared apart */
             add_variant(w, r);
             continue;
