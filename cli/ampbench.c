@@ -384,9 +384,9 @@ static const option_row rows[] = {
                              "(Megatron-LM's column and row-parallel layers; mlp, bert): each\n"
                              "rank holds 1/T of them; the world is data x T", "1",
      INT(cfg.tensor_parallel, 1, 1 << 16)},
-    {"pipeline-parallel", "P", "cut the model's layers into P stages on P ranks (mlp, bert),\n"
-                              "balanced by their multiply-adds; activations and their gradients\n"
-                              "go point to point; the world is data x tensor x P", "1",
+    {"pipeline-parallel", "P", "cut the model's layers into P stages on P ranks (mlp, resnet,\n"
+                              "bert), balanced by their multiply-adds; activations and their\n"
+                              "gradients go point to point; the world is data x tensor x P", "1",
      INT(cfg.pipeline_parallel, 1, 64)},
     {"micro-batches", "M", "the step's micro-batches of --batch-size each (the same as\n"
                            "--accum-steps): what the pipeline runs through its stages", "1",

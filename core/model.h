@@ -45,7 +45,8 @@ typedef struct {
 } ab_model_ops;
 
 /* Pipeline parallelism (core/pipeline.h): a model that can be cut is a chain of units (the MLP's
- * two linear layers; BERT's embeddings, each encoder layer and the head), and a stage holds the
+ * two linear layers; ResNet's stem, each bottleneck block and the head; BERT's embeddings, each
+ * encoder layer and the head), and a stage holds the
  * units [lo, hi). hi 0: the whole model. */
 typedef struct {
     int lo, hi;

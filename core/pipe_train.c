@@ -56,14 +56,19 @@ int ab_pipe_build(trainer *t, ab_rng *rng) {
     if (pp->P > AB_PP_MAX_STAGES)
         return t->rec->usage_error = 1,
                ab_usage_errorf("--pipeline-parallel %d: at most %d stages", pp->P, AB_PP_MAX_STAGES);
+    if (pp->M > AB_PP_MAX_MICRO)
+        return t->rec->usage_error = 1,
+               ab_usage_errorf("--pipeline-parallel: %d micro-batches a step, at most %d", pp->M, AB_PP_MAX_MICRO);
     AB_TRY(cut(t));
     pp->K = ab_pp_slots(pp->kind, pp->P, pp->s, pp->M);
     if (!(pp->slot = calloc((size_t)pp->K, sizeof *pp->slot)) || !(pp->x = calloc((size_t)pp->K, sizeof *pp->x)) ||
         !(pp->in = calloc((size_t)pp->K, sizeof *pp->in)) ||
         !(pp->items = malloc((size_t)(6 * pp->M + 4) * sizeof *pp->items)))
         return ab_errorf("out of host memory for the pipeline");
-    for (int k = 0; k < pp->K; k++) AB_TRY(make_slot(t, &pp->slot[k]));
-    t->model = pp->slot[0];
+    for (int k = 0; k < pp->K; k++) {
+        AB_TRY(make_slot(t, &pp->slot[k]));
+        if (k == 0) t->model = pp->slot[0]; /* the trainer's from here: freed by teardown */
+    }
     t->targets = ab_model_targets(t->model);
     AB_TRY(ab_params_init(&t->params, t->be, c->precision, t->model->specs, t->model->n_specs, rng));
     /* every slot reads the same parameters: slot 0's layout in each slot's own spec table */
@@ -268,35 +273,51 @@ int ab_pipe_record(trainer *t) {
     ab_pipe *pp = &t->pipe;
     ab_run_record *rec = t->rec;
     const int P = pp->P;
-    double *v = calloc((size_t)P * 3, sizeof *v);
-    if (!v) return ab_errorf("out of host memory");
+    /* one collective over the pipeline group whatever failed here: every stage's times, bytes sent
+     * and modelled, and parameters (SUM of one entry each), then the tensor groups' traffic (MAX:
+     * the busiest stage's ranks) */
+    enum { BUSY, WAIT, SENT, MODEL, PARAMS, N_ROWS };
+    double *v = calloc((size_t)P * N_ROWS, sizeof *v);
+    int rc = v ? 0 : ab_errorf("out of host memory");
+    double local[N_ROWS] = {0};
     const double per = pp->steps ? 1.0 / (double)pp->steps : 0.0;
-    v[pp->s] = pp->busy_s;
-    v[P + pp->s] = pp->wait_s;
-    v[2 * P + pp->s] = pp->bytes_sent * per;
-    int rc = t->ppc->ops->allreduce_f64(t->ppc, v, 3 * P, AB_RED_SUM);
-    if (rc == 0) {
-        free(rec->pp_busy_s);
-        rec->pp_busy_s = v;
-        rec->pp_wait_s = v + P;
-        rec->pp_bytes_sent = v + 2 * P;
-        rec->pp_micro_batches = pp->M;
-        rec->pp_units = pp->units;
-        snprintf(rec->pp_schedule, sizeof rec->pp_schedule, "%s", ab_pp_schedule_name(pp->kind));
-        memcpy(rec->pp_bounds, pp->bounds, (size_t)(P + 1) * sizeof(int));
-        /* the activations a stage sends on and the gradients it sends back, a micro-batch of the
-         * batch size, per step: what the exchanges move when every micro-batch is whole */
-        const double es = (double)ab_dtype_size(t->params.compute_type), B = t->cfg->batch_size;
-        double mine[2] = {pp->s < P - 1 ? B * (double)t->model->stage_out_elems * es * pp->M : 0.0,
-                          pp->s > 0 ? B * (double)t->model->stage_in_elems * es * pp->M : 0.0};
-        double *model = calloc((size_t)P, sizeof *model);
-        if (!model) rc = ab_errorf("out of host memory");
-        if (rc == 0) model[pp->s] = mine[0] + mine[1];
-        if (rc == 0) rc = t->ppc->ops->allreduce_f64(t->ppc, model, P, AB_RED_SUM);
-        free(rec->pp_bytes_model);
-        rec->pp_bytes_model = model;
-    } else {
+    /* the activations a stage sends on and the gradients it sends back, a micro-batch of the batch
+     * size, per step: what the exchanges move when every micro-batch is whole */
+    const double es = (double)ab_dtype_size(t->params.compute_type), B = t->cfg->batch_size;
+    local[BUSY] = pp->busy_s;
+    local[WAIT] = pp->wait_s;
+    local[SENT] = pp->bytes_sent * per;
+    local[MODEL] = (pp->s < P - 1 ? B * (double)t->model->stage_out_elems * es * pp->M : 0.0) +
+                   (pp->s > 0 ? B * (double)t->model->stage_in_elems * es * pp->M : 0.0);
+    local[PARAMS] = (double)t->params.n;
+    double scratch[N_ROWS * AB_PP_MAX_STAGES] = {0};
+    double *all = v ? v : scratch;
+    for (int r = 0; r < N_ROWS; r++) all[r * P + pp->s] = local[r];
+    if (t->ppc->ops->allreduce_f64(t->ppc, all, N_ROWS * P, AB_RED_SUM) != 0) rc = -1;
+    double tpx[4] = {rec->tp_bytes_sent, rec->tp_model_bytes, (double)rec->tp_calls, rec->tp_time_s};
+    if (t->ppc->ops->allreduce_f64(t->ppc, tpx, 4, AB_RED_MAX) != 0) rc = -1;
+    if (rc != 0) {
         free(v);
+        return -1;
     }
-    return rc;
+    free(rec->pp_busy_s);
+    rec->pp_busy_s = v;
+    rec->pp_wait_s = v + WAIT * P;
+    rec->pp_bytes_sent = v + SENT * P;
+    rec->pp_bytes_model = v + MODEL * P;
+    rec->pp_params = v + PARAMS * P;
+    rec->pp_micro_batches = pp->M;
+    rec->pp_units = pp->units;
+    snprintf(rec->pp_schedule, sizeof rec->pp_schedule, "%s", ab_pp_schedule_name(pp->kind));
+    memcpy(rec->pp_bounds, pp->bounds, (size_t)(P + 1) * sizeof(int));
+    memcpy(rec->pp_stage_macs, pp->stage_macs, (size_t)P * sizeof(double));
+    /* the replica's parameters on a tensor rank: every stage's */
+    double n = 0.0;
+    for (int s = 0; s < P; s++) n += rec->pp_params[s];
+    rec->parameters = (long)n;
+    rec->tp_bytes_sent = tpx[0];
+    rec->tp_model_bytes = tpx[1];
+    rec->tp_calls = (long)tpx[2];
+    rec->tp_time_s = tpx[3];
+    return 0;
 }

@@ -32,7 +32,7 @@ static int whole_open(trainer *t, whole_model *w, int init) {
     if (!(w->specs = malloc((size_t)p->n_specs * sizeof *w->specs))) return ab_errorf("out of host memory");
     for (int i = 0; i < p->n_specs; i++) w->specs[i] = ab_spec_whole(&p->specs[i]);
     if (!t->cfg->platform->host_create)
-        return ab_errorf("--tensor-parallel: this build's platform has no host backend for whole weights files");
+        return ab_errorf("a split model's weights files: this build's platform has no host backend for the whole model");
     if (!(w->cpu = t->cfg->platform->host_create(t->cfg->threads))) return -1;
     ab_rng rng;
     ab_rng_seed(&rng, t->cfg->seed);

@@ -1238,8 +1238,7 @@ void ab_run_record_free(ab_run_record *rec) {
     free(rec->gpu_per_rank);
     free(rec->dp_sent_per_rank);
     free(rec->dp_received_per_rank);
-    free(rec->pp_busy_s); /* with pp_wait_s and pp_bytes_sent */
-    free(rec->pp_bytes_model);
+    free(rec->pp_busy_s); /* with pp_wait_s, pp_bytes_sent, pp_bytes_model and pp_params */
     ab_census_free(rec->census);
     free(rec->test_pred);
     free(rec->test_hit);

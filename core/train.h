@@ -229,11 +229,15 @@ typedef struct ab_run_record {
     /* pipeline parallelism: the schedule, the micro-batches a step, the model's units and the cut
      * (pipeline_parallel + 1 bounds), and per stage of rank 0's pipeline group (each pipeline_parallel
      * long, one allocation at pp_busy_s): the seconds it computed and waited on its neighbours in
-     * the training steps, the bytes it sent a step, and the bytes the cost model has it send a step */
+     * the training steps, the bytes it sent a step, and the bytes the cost model has it send a step.
+     * Under a pipeline, parameters is the replica's (every stage's, on a tensor rank) and the tensor
+     * group's traffic the busiest stage's */
     char pp_schedule[8];
     int pp_micro_batches, pp_units;
     int pp_bounds[65];
     double *pp_busy_s, *pp_wait_s, *pp_bytes_sent, *pp_bytes_model;
+    double *pp_params;         /* (pipeline_parallel) each stage's parameters on a tensor rank (also at pp_busy_s) */
+    double pp_stage_macs[64];  /* each stage's multiply-adds a sample: the cut's balance */
     char comm_engine[8];          /* "none" | "mpi" | "nccl" */
     double comm_time_s;           /* all collectives of the training steps */
     double allreduce_time_s;      /* the gradient all-reduce alone: what the steps waited for it */

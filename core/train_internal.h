@@ -33,7 +33,7 @@ typedef struct {
     int M;                 /* micro-batches a step (the accumulation steps) */
     int K;                 /* slots: micro-batches in flight at most (ab_pp_slots) */
     int units, *bounds;    /* the model's units; the cut (P + 1 bounds) */
-    double stage_macs[AB_PP_MAX_STAGES];
+    double stage_macs[AB_PP_MAX_STAGES]; /* each stage's multiply-adds a sample (the record's) */
     ab_model **slot;       /* (K) this stage's model, once per slot; slot[0] is the trainer's model */
     void **x;              /* (K) each slot's batch (x[0] the trainer's) */
     void **in;             /* (K) each slot's input from the stage before (a stage after the first) */

@@ -678,11 +678,24 @@ static void memory_table(FILE *f, const hr_workload *w) {
     }
 }
 
+/* whether the config's workload wl (run_all.sh's name, <wl>-<mode>... its runs) is of model: its
+ * name, or a result of the folder named after it has the model (a config line whose model
+ * differs from its name: the test fixtures' resnet50 line trains resnet-tiny) */
+static int workload_of_model(const hr_runset *rs, const char *wl, const char *model) {
+    if (!strcmp(wl, model)) return 1;
+    const size_t n = strlen(wl);
+    for (int i = 0; i < rs->n_runs; i++)
+        if (!strncmp(rs->runs[i].name, wl, n) && rs->runs[i].name[n] == '-' && !strcmp(rs->runs[i].model, model))
+            return 1;
+    return 0;
+}
+
 const hr_planned *hr_planned_run(const hr_runset *rs, const char *workload, const char *mode, int peer) {
     const hr_planned *found = NULL;
     for (int i = 0; i < rs->n_planned; i++) {
         const hr_planned *p = &rs->planned[i];
-        if (!strcmp(p->workload, workload) && !strcmp(p->mode, mode) && (strcmp(p->tool, "ampbench") != 0) == peer)
+        if (!strcmp(p->mode, mode) && (strcmp(p->tool, "ampbench") != 0) == peer &&
+            workload_of_model(rs, p->workload, workload))
             found = p;
     }
     return found;

@@ -163,6 +163,8 @@ static void add_model_parallel(cJSON *o, const ab_run_record *r) {
             cJSON_AddItemToObject(j, "idle_share", num(r->pp_busy_s[s] > 0 ? r->pp_wait_s[s] / r->pp_busy_s[s] : NAN));
             cJSON_AddItemToObject(j, "bytes_sent_per_step", num(r->pp_bytes_sent[s]));
             cJSON_AddItemToObject(j, "bytes_sent_per_step_model", num(r->pp_bytes_model ? r->pp_bytes_model[s] : NAN));
+            cJSON_AddItemToObject(j, "parameters", num(r->pp_params ? r->pp_params[s] : NAN));
+            cJSON_AddItemToObject(j, "macs_per_sample", num(r->pp_stage_macs[s]));
             cJSON_AddItemToArray(st, j);
         }
         cJSON_AddItemToObject(m, "bubble_model", num((double)(P - 1) / (r->pp_micro_batches > 0 ? r->pp_micro_batches : 1)));

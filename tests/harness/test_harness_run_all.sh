@@ -15,7 +15,7 @@ fail() { echo "FAIL: $*" >&2; echo "(files kept in $tmp)" >&2; exit 1; }
 # the MLP, the reduced ResNet and BERT (tests/harness/fixtures/workloads-quick.conf) keep the whole
 # matrix well under a minute on two cores
 "$src/bench/run_all.sh" --quick --config "$src/tests/harness/fixtures/workloads-quick.conf" --no-build \
-    --modes fp32,amp,dp-amp,dp-amp-ps,dp-amp-off,dp-amp-acc4 --build-dir "$build" --run-dir "$tmp/run" \
+    --modes fp32,amp,dp-amp,dp-amp-ps,dp-amp-off,dp-amp-acc4,tp-amp,pp-amp --build-dir "$build" --run-dir "$tmp/run" \
     --no-copy-plots > "$tmp/out.log" 2>&1
 rc=$?
 cat "$tmp/out.log"
@@ -58,6 +58,21 @@ if [ -f "$run/mlp-dp-amp.json" ]; then
     grep -q '"sync":[[:space:]]*"ps"' "$run/mlp-dp-amp-ps.json" || fail "mlp-dp-amp-ps.json is not a parameter server's run"
     grep -q '"overlap":[[:space:]]*false' "$run/mlp-dp-amp-off.json" || fail "mlp-dp-amp-off.json overlapped"
     grep -q '"accum_steps":[[:space:]]*4' "$run/mlp-dp-amp-acc4.json" || fail "mlp-dp-amp-acc4.json is not at 4 micro-batches"
+    # the model's splits: the MLP's matrices on 2 tensor ranks and its layers on 2 stages; the ResNet
+    # refuses tensor groups, and the report says why in the split's place; every workload's part
+    # sets the three side by side, measured, then projected
+    grep -q '"tensor":[[:space:]]*2' "$run/mlp-tp-amp.json" || fail "mlp-tp-amp.json is not a 2-rank tensor split"
+    grep -q '"pipeline_schedule":[[:space:]]*"1f1b"' "$run/mlp-pp-amp.json" || fail "mlp-pp-amp.json is not a 1f1b pipeline"
+    grep -q '"mode": "tp-amp", "tool": "ampbench", "seed": 1, "status": "refused"' "$run/run.json" ||
+        fail "run.json does not mark the ResNet's tensor split refused"
+    [ "$(grep -c '^### Data, tensor and pipeline parallelism' "$run/REPORT.md")" = 3 ] ||
+        fail "REPORT.md does not compare the three splits for each of the 3 workloads"
+    grep -q '^| tp-amp | refused: resnet-tiny: --tensor-parallel 2 is not defined for ResNet' "$run/REPORT.md" ||
+        fail "REPORT.md does not say why the ResNet has no tensor split"
+    grep -Eq '^\| pp-amp \| data 1 x tensor 1 x pipeline 2 \| 2 \| [0-9.]+ \| [0-9.]+x \| .* \| [0-9.]+ / 0\.25 \|' "$run/REPORT.md" ||
+        fail "REPORT.md has no measured pipeline row with its idle share beside (P-1)/M"
+    grep -q '^PROJECTED, not measured: the speed-up over one GPU at the same samples' "$run/REPORT.md" ||
+        fail "REPORT.md has no projection of the splits"
     for v in dp-amp dp-amp-ps dp-amp-off dp-amp-acc4; do
         grep -q "^| .* | \`mlp-$v\` |\$" "$run/REPORT.md" || fail "REPORT.md's comparison of patterns has no row for mlp-$v"
     done
