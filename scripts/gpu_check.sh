@@ -5,7 +5,8 @@
 #   2. ops_backend     test_backend_ops: every op of the table (core/backend_ops.def) on the CPU
 #                      against its double-precision reference, then on the GPU against the CPU
 #   3. nccl_single     the NCCL engine in one process (a world of one, no mpirun): init, all-reduce
-#                      fp32/fp16/bf16 SUM and AVG, broadcast, teardown
+#                      fp32/fp16/bf16 SUM and AVG, broadcast, a split into a group of one
+#                      (ncclCommSplit, the model parallelism's groups), teardown
 #   4. step_*          one training step of the MLP, ResNet-50 (both stems) and BERT-base in fp32,
 #                      amp and bf16 on the GPU and the CPU from the same weights and batch: first
 #                      loss and first update (tests/gpu/test_cuda_step)
