@@ -417,13 +417,13 @@ for item in "${PLAN[@]}"; do
     # shellcheck disable=SC2206  # the config's extra arguments split on blanks
     cmd+=($extra)
     # the other data-parallel patterns, after the config's options so that theirs win
+    acc=$(sed -n 's/.*--accum-steps[ =]\([0-9][0-9]*\).*/\1/p' <<< "$extra") # the config's micro-batches
     case "$mode" in
         dp-amp-ps) cmd+=(--dp-sync ps --ps-shards 1) ;;
         dp-amp-off) cmd+=(--dp-overlap off) ;;
-        dp-amp-acc4) acc=$(sed -n 's/.*--accum-steps[ =]\([0-9][0-9]*\).*/\1/p' <<< "$extra"); cmd+=(--accum-steps $(( ${acc:-1} * 4 ))) ;;
+        dp-amp-acc4) cmd+=(--accum-steps $(( ${acc:-1} * 4 ))) ;;
         tp-amp) cmd+=(--tensor-parallel "$NP") ;;
-        pp-amp) acc=$(sed -n 's/.*--accum-steps[ =]\([0-9][0-9]*\).*/\1/p' <<< "$extra")
-                cmd+=(--pipeline-parallel "$NP" --micro-batches $(( ${acc:-1} * 4 )) --pp-schedule 1f1b) ;;
+        pp-amp) cmd+=(--pipeline-parallel "$NP" --micro-batches $(( ${acc:-1} * 4 )) --pp-schedule 1f1b) ;;
     esac
     if [[ "$mode" == dp-amp* || "$mode" == tp-amp || "$mode" == pp-amp ]]; then
         if [ "$MPI_OK" != 1 ]; then

@@ -8,22 +8,26 @@
 static _Thread_local char ab_err_buf[512];
 static _Thread_local int ab_err_usage;
 
+static int record(int usage, const char *fmt, va_list ap) {
+    vsnprintf(ab_err_buf, sizeof ab_err_buf, fmt, ap);
+    ab_err_usage = usage;
+    return -1;
+}
+
 int ab_errorf(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(ab_err_buf, sizeof ab_err_buf, fmt, ap);
+    const int rc = record(0, fmt, ap);
     va_end(ap);
-    ab_err_usage = 0;
-    return -1;
+    return rc;
 }
 
 int ab_usage_errorf(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(ab_err_buf, sizeof ab_err_buf, fmt, ap);
+    const int rc = record(1, fmt, ap);
     va_end(ap);
-    ab_err_usage = 1;
-    return -1;
+    return rc;
 }
 
 int ab_error_is_usage(void) { return ab_err_usage; }

@@ -113,6 +113,28 @@ typedef struct {
     ab_stage stage;
 } ab_model_split;
 
+/* st with hi 0 (the whole model) made the model's units */
+static inline ab_stage ab_stage_resolve(ab_stage st, int units) {
+    if (st.hi <= 0) st.hi = units;
+    return st;
+}
+/* what stage st holds of a chain of a first unit (0), a body of `inner` units (1 .. inner) and a
+ * last unit (inner + 1), as BERT (embeddings, layers, head) and ResNet (stem, blocks, head) are:
+ * the first and the last unit, and the body's units [lo, hi) numbered from 0 */
+typedef struct {
+    int first, last, lo, hi;
+} ab_stage_span;
+static inline ab_stage_span ab_stage_span_of(ab_stage st, int inner) {
+    ab_stage_span s = {.first = st.lo == 0, .last = st.hi == inner + 2, .lo = st.lo > 0 ? st.lo - 1 : 0,
+                       .hi = st.hi - 1 < inner ? st.hi - 1 : inner};
+    if (s.hi < s.lo) s.hi = s.lo;
+    return s;
+}
+/* each of n specs outside stage st absent (core/params.h), by the unit it belongs to */
+static inline void ab_specs_mark_stage(ab_param_spec *specs, int n, ab_stage st) {
+    for (int i = 0; i < n; i++) specs[i].absent = specs[i].unit < st.lo || specs[i].unit >= st.hi;
+}
+
 /* the units of a stage: [lo, hi), hi 0 meaning the model's all */
 static inline int ab_stage_has(const ab_model *m, int unit) {
     return unit >= m->stage.lo && unit < (m->stage.hi > 0 ? m->stage.hi : m->units);

@@ -42,7 +42,11 @@ ab_param_spec ab_spec_whole(const ab_param_spec *s) {
     return w;
 }
 
-void ab_spec_block_geometry(const ab_param_spec *s, size_t *outer, size_t *k_block, size_t *inner) {
+/* a split spec's block seen as (outer, k_block, inner), row-major: outer the product of the
+ * dimensions before split_dim, k_block the block's size along it, inner the product of those
+ * after it. Element (o, k, i) of the block is element (o, split_index * k_block + k, i) of the
+ * whole tensor, seen as (outer, split_parts * k_block, inner). */
+static void block_geometry(const ab_param_spec *s, size_t *outer, size_t *k_block, size_t *inner) {
     *outer = *inner = 1;
     const int dim = s->split_parts > 1 ? s->split_dim : 0;
     for (int d = 0; d < dim; d++) *outer *= (size_t)s->shape[d];
@@ -52,7 +56,7 @@ void ab_spec_block_geometry(const ab_param_spec *s, size_t *outer, size_t *k_blo
 
 void ab_spec_block_copy(const ab_param_spec *s, float *whole, float *block, int to_whole) {
     size_t outer, kb, inner;
-    ab_spec_block_geometry(s, &outer, &kb, &inner);
+    block_geometry(s, &outer, &kb, &inner);
     const size_t parts = s->split_parts > 1 ? (size_t)s->split_parts : 1, idx = parts > 1 ? (size_t)s->split_index : 0;
     for (size_t o = 0; o < outer; o++) {
         float *w = whole + (o * kb * parts + idx * kb) * inner, *b = block + o * kb * inner;

@@ -109,11 +109,6 @@ typedef struct ab_grad_sink {
 int ab_spec_split(ab_param_spec *s, int dim, int parts, int index);
 /* s as a whole (unsplit) tensor: shape and numel of the whole, split_parts 0 */
 ab_param_spec ab_spec_whole(const ab_param_spec *s);
-/* a split spec's block seen as (outer, k_block, inner), row-major: outer the product of the
- * dimensions before split_dim, k_block the block's size along it, inner the product of those
- * after it. Element (o, k, i) of the block is element (o, split_index * k_block + k, i) of the
- * whole tensor, seen as (outer, split_parts * k_block, inner). */
-void ab_spec_block_geometry(const ab_param_spec *s, size_t *outer, size_t *k_block, size_t *inner);
 /* copies s's block out of whole (the whole tensor, row-major) into block, or back (to_whole) */
 void ab_spec_block_copy(const ab_param_spec *s, float *whole, float *block, int to_whole);
 

@@ -743,17 +743,12 @@ int ab_bert_create(const ab_model_config *cfg, const ab_bert_config *arch, ab_mo
         free(b->specs), free(b->names), free(b->layer), free(b), free(m);
         return ab_errorf("out of host memory creating BERT");
     }
-    const ab_stage st = {cfg->stage.lo, cfg->stage.hi > 0 ? cfg->stage.hi : U};
-    b->has_emb = st.lo == 0;
-    b->has_head = st.hi == U;
-    b->l0 = st.lo > 0 ? st.lo - 1 : 0;
-    b->l1 = st.hi - 1 < arch->layers ? st.hi - 1 : arch->layers;
-    if (b->l1 < b->l0) b->l1 = b->l0;
-    for (int i = 0; i < b->n_specs; i++) { /* the units: the embeddings' five tensors, each layer's sixteen, the head's four */
-        const int u = i < 5 ? 0 : i < 5 + arch->layers * L_SPECS ? 1 + (i - 5) / L_SPECS : U - 1;
-        b->specs[i].unit = u;
-        b->specs[i].absent = u < st.lo || u >= st.hi;
-    }
+    const ab_stage st = ab_stage_resolve(cfg->stage, U);
+    const ab_stage_span sp = ab_stage_span_of(st, arch->layers);
+    b->has_emb = sp.first, b->has_head = sp.last, b->l0 = sp.lo, b->l1 = sp.hi;
+    for (int i = 0; i < b->n_specs; i++) /* the units: the embeddings' five tensors, each layer's sixteen, the head's four */
+        b->specs[i].unit = i < 5 ? 0 : i < 5 + arch->layers * L_SPECS ? 1 + (i - 5) / L_SPECS : U - 1;
+    ab_specs_mark_stage(b->specs, b->n_specs, st);
     b->tp = cfg->tp;
     b->T = 1, b->heads_local = arch->heads, b->H_local = arch->hidden, b->F_local = arch->ffn;
     if (ab_tp_size(b->tp) > 1 && split_layers(b) != 0) {

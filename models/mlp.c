@@ -112,13 +112,11 @@ int ab_mlp_create(const ab_model_config *cfg, ab_model **out) {
     /* the pipeline's units: fc1 (and its ReLU), fc2 */
     s->unit_macs[0] = (double)in_dim * hidden;
     s->unit_macs[1] = (double)hidden * si->n_classes;
-    const ab_stage st = {cfg->stage.lo, cfg->stage.hi > 0 ? cfg->stage.hi : 2};
+    const ab_stage st = ab_stage_resolve(cfg->stage, 2);
     s->has1 = st.lo <= 0 && st.hi > 0;
     s->has2 = st.lo <= 1 && st.hi > 1;
-    for (int i = 0; i < MLP_NSPECS; i++) {
-        s->specs[i].unit = i < FC2_W ? 0 : 1;
-        s->specs[i].absent = i < FC2_W ? !s->has1 : !s->has2;
-    }
+    for (int i = 0; i < MLP_NSPECS; i++) s->specs[i].unit = i < FC2_W ? 0 : 1;
+    ab_specs_mark_stage(s->specs, MLP_NSPECS, st);
     const size_t local = (size_t)(hidden / ab_tp_size(s->tp));
     *m = (ab_model){.ops = &mlp_ops, .specs = s->specs, .n_specs = MLP_NSPECS, .n_classes = si->n_classes,
                     .max_batch = cfg->max_batch, .macs_per_sample = (double)in_dim * hidden + (double)hidden * si->n_classes,

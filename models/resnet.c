@@ -443,13 +443,10 @@ int ab_resnet_create(const ab_model_config *cfg, int stem_cifar, ab_model **out)
                                                                   : 0;
     if (rc == 0) rc = build_specs(r, cfg);
     /* the stage: the units it holds; the others' tensors absent */
-    const ab_stage st = {cfg->stage.lo, cfg->stage.hi > 0 ? cfg->stage.hi : U};
-    r->has_stem = st.lo == 0;
-    r->has_head = st.hi == U;
-    r->b0 = st.lo > 0 ? st.lo - 1 : 0;
-    r->b1 = st.hi - 1 < r->n_blocks ? st.hi - 1 : r->n_blocks;
-    if (r->b1 < r->b0) r->b1 = r->b0;
-    for (int i = 0; rc == 0 && i < r->n_specs; i++) r->specs[i].absent = r->specs[i].unit < st.lo || r->specs[i].unit >= st.hi;
+    const ab_stage st = ab_stage_resolve(cfg->stage, U);
+    const ab_stage_span sp = ab_stage_span_of(st, r->n_blocks);
+    r->has_stem = sp.first, r->has_head = sp.last, r->b0 = sp.lo, r->b1 = sp.hi;
+    if (rc == 0) ab_specs_mark_stage(r->specs, r->n_specs, st);
     /* every unit's shapes and multiply-adds, from the spec table alone (bind does it again) */
     m->max_batch = cfg->max_batch;
     if (rc == 0) rc = bind_shapes(m, &(ab_params){.specs = r->specs, .n_specs = r->n_specs});
