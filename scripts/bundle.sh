@@ -50,7 +50,7 @@ for f in train.tsv dev.tsv; do [ -f "$glue/SST-2/$f" ] || die "$glue/SST-2/$f: m
 
 echo "bundle.sh: building in $build (CUDA architectures $archs)"
 mkdir -p "$build"
-cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release -DAB_WITH_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$archs" \
+cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release -DAB_WITH_CUDA=ON -DAB_WITH_DNNL=OFF "-DCMAKE_CUDA_ARCHITECTURES=$archs" \
     -DCMAKE_SKIP_RPATH=ON >"$build/configure.log" 2>&1 ||
     { cat "$build/configure.log" >&2; die "configure failed"; }
 grep -q "CUDA backend ON" "$build/configure.log" || die "configure did not enable the CUDA backend (see $build/configure.log)"

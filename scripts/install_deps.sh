@@ -7,7 +7,7 @@
 # reference of peers/checks/bert_check.py and the tokenizer test. Without PyPI those say so and skip.
 # python3-jsonschema checks result records against harness/schema (tests/harness/schema_check.py).
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config libcjson-dev libopenblas-dev zlib1g-dev libpng-dev
+pkgs=(build-essential cmake pkg-config libcjson-dev libopenblas-dev libdnnl-dev zlib1g-dev libpng-dev
       openmpi-bin libopenmpi-dev gnuplot-nox dataset-fashion-mnist curl ca-certificates
       python3-torch python3-torchvision python3-pip python3-jsonschema clang libclang-rt-14-dev)
 missing=()

@@ -15,5 +15,11 @@ const char *ab_backend_cpu_blas_hint(void);
  * AVX2 (OpenBLAS chooses when it loads, from the CPU models it knows; virtual machines often report
  * others); NULL when its choice is already right */
 const char *ab_backend_cpu_blas_better_core(void);
+/* bf16 x bf16 products on the CPU's bf16 instructions (AVX512-BF16 or AMX, through oneDNN) where
+ * it has them, the default unless AB_CPU_BF16=emulated; native 0 keeps the emulated reference
+ * (widened operands, OpenBLAS sgemm). Returns whether products now run natively. */
+int ab_backend_cpu_set_bf16_native(ab_backend *be, int native);
+/* "bf16 GEMM native (AVX512-BF16, oneDNN 2.6.3 matmul)", or emulated and why */
+const char *ab_backend_cpu_bf16_describe(ab_backend *be);
 
 #endif

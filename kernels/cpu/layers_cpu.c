@@ -116,8 +116,9 @@ static int conv_prepare(const char *op, const ab_conv_shape *s, ab_dtype t, size
 
 typedef struct {
     const ab_conv_shape *s;
-    float *img; /* (nb, H, W, C): read by im2col, written by col2im */
-    float *col; /* (nb*P*Q, R*S*C): written by im2col, read by col2im */
+    void *img; /* (nb, H, W, C): read by im2col, written by col2im (fp32) */
+    void *col; /* (nb*P*Q, R*S*C): written by im2col, read by col2im (fp32) */
+    size_t es; /* im2col's element size: 4 (fp32), 2 (bf16 for the native products) */
 } col_job;
 
 /* the valid filter columns [*slo, *shi) for an output column starting at input column w0 */
@@ -134,27 +135,26 @@ static void im2col_range(void *ctx, int part, size_t lo, size_t hi) {
     const col_job *j = ctx;
     const ab_conv_shape *s = j->s;
     const int C = s->C, H = s->H, W = s->W, R = s->R, S = s->S, Q = s->Q;
-    const size_t SC = (size_t)S * C, CRS = (size_t)R * SC;
+    const size_t es = j->es, SC = (size_t)S * C, CRS = (size_t)R * SC, Ce = (size_t)C * es;
     for (size_t np = lo; np < hi; np++) {
         const size_t n = np / (size_t)s->P;
         const int p = (int)(np % (size_t)s->P);
-        const float *img = j->img + n * (size_t)H * W * C;
-        float *row = j->col + np * (size_t)Q * CRS;
-        for (int q = 0; q < Q; q++, row += CRS) {
+        const char *img = (const char *)j->img + n * (size_t)H * W * Ce;
+        char *row = (char *)j->col + np * (size_t)Q * CRS * es;
+        for (int q = 0; q < Q; q++, row += CRS * es) {
             const int w0 = q * s->stride_w - s->pad_w;
             int slo, shi;
             valid_span(w0, S, W, &slo, &shi);
             for (int r = 0; r < R; r++) {
-                float *dst = row + (size_t)r * SC;
+                char *dst = row + (size_t)r * SC * es;
                 const int h = p * s->stride_h - s->pad_h + r;
                 if (h < 0 || h >= H || shi == slo) {
-                    memset(dst, 0, SC * sizeof(float));
+                    memset(dst, 0, SC * es);
                     continue;
                 }
-                if (slo > 0) memset(dst, 0, (size_t)slo * C * sizeof(float));
-                memcpy(dst + (size_t)slo * C, img + ((size_t)h * W + (size_t)(w0 + slo)) * C,
-                       (size_t)(shi - slo) * C * sizeof(float));
-                if (shi < S) memset(dst + (size_t)shi * C, 0, (size_t)(S - shi) * C * sizeof(float));
+                if (slo > 0) memset(dst, 0, (size_t)slo * Ce);
+                memcpy(dst + (size_t)slo * Ce, img + ((size_t)h * W + (size_t)(w0 + slo)) * Ce, (size_t)(shi - slo) * Ce);
+                if (shi < S) memset(dst + (size_t)shi * Ce, 0, (size_t)(S - shi) * Ce);
             }
         }
     }
@@ -169,9 +169,9 @@ static void col2im_range(void *ctx, int part, size_t lo, size_t hi) {
     const int C = s->C, H = s->H, W = s->W, R = s->R, S = s->S, P = s->P, Q = s->Q;
     const size_t SC = (size_t)S * C, CRS = (size_t)R * SC;
     for (size_t n = lo; n < hi; n++) {
-        float *img = j->img + n * (size_t)H * W * C;
+        float *img = (float *)j->img + n * (size_t)H * W * C;
         memset(img, 0, (size_t)H * W * C * sizeof(float));
-        const float *row = j->col + n * (size_t)P * Q * CRS;
+        const float *row = (const float *)j->col + n * (size_t)P * Q * CRS;
         for (int p = 0; p < P; p++)
             for (int q = 0; q < Q; q++, row += CRS) {
                 const int w0 = q * s->stride_w - s->pad_w;
@@ -189,20 +189,50 @@ static void col2im_range(void *ctx, int part, size_t lo, size_t hi) {
     }
 }
 
-static void im2col(ab_backend *be, const ab_conv_shape *s, int nb, const float *x, float *col) {
-    col_job j = {s, (float *)x, col}; /* im2col only reads img */
+/* x and col hold elements of es bytes (fp32, or bf16 for the native products) */
+static void im2col(ab_backend *be, const ab_conv_shape *s, int nb, const void *x, void *col, size_t es) {
+    col_job j = {s, (void *)x, col, es}; /* im2col only reads img */
     cpu_parallel_for(be, (size_t)nb * s->P, 1, im2col_range, &j);
 }
 
 static void col2im(ab_backend *be, const ab_conv_shape *s, int nb, const float *dcol, float *dx) {
-    col_job j = {s, dx, (float *)dcol}; /* col2im only reads col */
+    col_job j = {s, dx, (void *)dcol, sizeof(float)}; /* col2im only reads col */
     cpu_parallel_for(be, (size_t)nb, 1, col2im_range, &j);
+}
+
+/* bf16 convolutions on a CPU that multiplies bf16 natively (onednn_cpu.c): the columns are built
+ * from the bf16 values themselves and the products go to oneDNN, with the fp32 sums rounded once as
+ * on the emulated path */
+static int native_bf16(ab_backend *be, ab_dtype t) { return t == AB_BF16 && ((const cpu_state *)be->impl)->bf16_native; }
+
+/* bf16 view of the columns of x's images (x itself for a 1x1 convolution), in CPU_SLOT_LAYER_COL */
+static const uint16_t *bf16_columns(ab_backend *be, const ab_conv_shape *s, const conv_plan *pl, int nb,
+                                    const uint16_t *x) {
+    if (pl->direct) return x;
+    uint16_t *col = (uint16_t *)cpu_scratch_get(be, CPU_SLOT_LAYER_COL, ((size_t)nb * pl->PQ * pl->CRS + 1) / 2);
+    if (col) im2col(be, s, nb, x, col, sizeof(uint16_t));
+    return col;
+}
+
+static int conv_forward_bf16(ab_backend *be, const ab_conv_shape *s, const conv_plan *pl, const uint16_t *x,
+                             const uint16_t *w, uint16_t *y) {
+    for (int n0 = 0; n0 < s->N; n0 += pl->nb) {
+        const int nb = s->N - n0 < pl->nb ? s->N - n0 : pl->nb;
+        float *out = cpu_scratch_get(be, CPU_SLOT_LAYER_OUT, (size_t)nb * pl->PQK);
+        const uint16_t *a = bf16_columns(be, s, pl, nb, x + (size_t)n0 * pl->HWC);
+        if (!out || !a) return -1;
+        AB_TRY(cpu_gemm_bf16_native(be, 0, 1, (int)((size_t)nb * pl->PQ), s->K, (int)pl->CRS, a, (int)pl->CRS, w,
+                                    (int)pl->CRS, out, s->K));
+        par_narrow(be, (size_t)nb * pl->PQK, out, AB_BF16, y + (size_t)n0 * pl->PQK);
+    }
+    return 0;
 }
 
 int ab_cpu_conv2d_forward(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *x, const void *w, void *y) {
     conv_plan pl;
     const size_t es = ab_dtype_size(t);
     AB_TRY(conv_prepare("conv2d_forward", s, t, (size_t)s->H * s->W * s->C + (size_t)s->P * s->Q * s->K, 1, &pl));
+    if (native_bf16(be, t)) return conv_forward_bf16(be, s, &pl, x, w, y);
     const float *w32 = f32_view(be, CPU_SLOT_LAYER_W, t, w, (size_t)s->K * pl.CRS);
     if (!w32) return -1;
     for (int n0 = 0; n0 < s->N; n0 += pl.nb) {
@@ -216,7 +246,7 @@ int ab_cpu_conv2d_forward(ab_backend *be, const ab_conv_shape *s, ab_dtype t, co
         if (!pl.direct) {
             float *col = cpu_scratch_get(be, CPU_SLOT_LAYER_COL, (size_t)nb * pl.PQ * pl.CRS);
             if (!col) return -1;
-            im2col(be, s, nb, x32, col);
+            im2col(be, s, nb, x32, col, sizeof(float));
             a = col;
         }
         /* y (nb*P*Q, K) = col (nb*P*Q, RSC) @ w^T */
@@ -233,6 +263,26 @@ int ab_cpu_conv2d_backward_data(ab_backend *be, const ab_conv_shape *s, ab_dtype
     const size_t es = ab_dtype_size(t);
     AB_TRY(conv_prepare("conv2d_backward_data", s, t, (size_t)s->H * s->W * s->C + (size_t)s->P * s->Q * s->K, 1,
                         &pl));
+    if (native_bf16(be, t)) {
+        for (int n0 = 0; n0 < s->N; n0 += pl.nb) {
+            const int nb = s->N - n0 < pl.nb ? s->N - n0 : pl.nb;
+            const uint16_t *dyb = (const uint16_t *)dy + (size_t)n0 * pl.PQK;
+            float *out = cpu_scratch_get(be, CPU_SLOT_LAYER_OUT, (size_t)nb * pl.HWC);
+            if (!out) return -1;
+            if (pl.direct) { /* dx (nb*H*W, C) = dy (nb*H*W, K) @ w (K, C) */
+                AB_TRY(cpu_gemm_bf16_native(be, 0, 0, (int)((size_t)nb * pl.PQ), s->C, s->K, dyb, s->K, w, s->C, out,
+                                            s->C));
+            } else { /* dcol (nb*P*Q, RSC) = dy (nb*P*Q, K) @ w (K, RSC), then col2im */
+                float *dcol = cpu_scratch_get(be, CPU_SLOT_LAYER_COL, (size_t)nb * pl.PQ * pl.CRS);
+                if (!dcol) return -1;
+                AB_TRY(cpu_gemm_bf16_native(be, 0, 0, (int)((size_t)nb * pl.PQ), (int)pl.CRS, s->K, dyb, s->K, w,
+                                            (int)pl.CRS, dcol, (int)pl.CRS));
+                col2im(be, s, nb, dcol, out);
+            }
+            par_narrow(be, (size_t)nb * pl.HWC, out, t, (uint16_t *)dx + (size_t)n0 * pl.HWC);
+        }
+        return 0;
+    }
     const float *w32 = f32_view(be, CPU_SLOT_LAYER_W, t, w, (size_t)s->K * pl.CRS);
     if (!w32) return -1;
     for (int n0 = 0; n0 < s->N; n0 += pl.nb) {
@@ -269,6 +319,24 @@ int ab_cpu_conv2d_backward_filter(ab_backend *be, const ab_conv_shape *s, ab_dty
         if (!dw32) return -1;
         if (beta != 0.0f) par_widen(be, nw, t, dw, dw32);
     }
+    if (native_bf16(be, t)) { /* each chunk's product in fp32, added to the fp32 sum */
+        float *part = cpu_scratch_get(be, CPU_SLOT_LAYER_W, nw);
+        if (!part) return -1;
+        for (int n0 = 0; n0 < s->N; n0 += pl.nb) {
+            const int nb = s->N - n0 < pl.nb ? s->N - n0 : pl.nb;
+            const uint16_t *a = bf16_columns(be, s, &pl, nb, (const uint16_t *)x + (size_t)n0 * pl.HWC);
+            if (!a) return -1;
+            AB_TRY(cpu_gemm_bf16_native(be, 1, 0, s->K, (int)pl.CRS, (int)((size_t)nb * pl.PQ),
+                                        (const uint16_t *)dy + (size_t)n0 * pl.PQK, s->K, a, (int)pl.CRS, part,
+                                        (int)pl.CRS));
+            if (n0 == 0 && beta == 0.0f)
+                memcpy(dw32, part, nw * sizeof(float));
+            else
+                for (size_t i = 0; i < nw; i++) dw32[i] = (n0 == 0 ? beta * dw32[i] : dw32[i]) + part[i];
+        }
+        par_narrow(be, nw, dw32, t, dw);
+        return 0;
+    }
     for (int n0 = 0; n0 < s->N; n0 += pl.nb) {
         const int nb = s->N - n0 < pl.nb ? s->N - n0 : pl.nb;
         const float *x32 = f32_view(be, CPU_SLOT_LAYER_X, t, (const char *)x + (size_t)n0 * pl.HWC * es,
@@ -280,7 +348,7 @@ int ab_cpu_conv2d_backward_filter(ab_backend *be, const ab_conv_shape *s, ab_dty
         if (!pl.direct) {
             float *col = cpu_scratch_get(be, CPU_SLOT_LAYER_COL, (size_t)nb * pl.PQ * pl.CRS);
             if (!col) return -1;
-            im2col(be, s, nb, x32, col);
+            im2col(be, s, nb, x32, col, sizeof(float));
             a = col;
         }
         /* dw (K, RSC) (+)= dy^T (K, nb*P*Q) @ col (nb*P*Q, RSC); beta only on the first chunk */

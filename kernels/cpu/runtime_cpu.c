@@ -262,10 +262,16 @@ static void sgemm_range(void *ctx, int part, size_t lo, size_t hi) {
     const int n = (int)(hi - lo), o = (int)lo;
     if (j->by_rows) { /* rows o.. of op(A) and C */
         const float *a = j->ta ? j->A + o : j->A + (size_t)o * j->lda;
+        if (cpu_sgemm_onednn(j->ta, j->tb, n, j->N, j->K, j->alpha, a, j->lda, j->B, j->ldb, j->beta,
+                             j->C + (size_t)o * j->ldc, j->ldc) == 0)
+            return;
         cblas_sgemm(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans, j->tb ? CblasTrans : CblasNoTrans, n, j->N, j->K,
                     j->alpha, a, j->lda, j->B, j->ldb, j->beta, j->C + (size_t)o * j->ldc, j->ldc);
     } else { /* columns o.. of op(B) and C */
         const float *b = j->tb ? j->B + (size_t)o * j->ldb : j->B + o;
+        if (cpu_sgemm_onednn(j->ta, j->tb, j->M, n, j->K, j->alpha, j->A, j->lda, b, j->ldb, j->beta, j->C + o,
+                             j->ldc) == 0)
+            return;
         cblas_sgemm(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans, j->tb ? CblasTrans : CblasNoTrans, j->M, n, j->K,
                     j->alpha, j->A, j->lda, b, j->ldb, j->beta, j->C + o, j->ldc);
     }

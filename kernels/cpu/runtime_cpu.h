@@ -26,11 +26,15 @@ enum {
 };
 
 typedef struct cpu_pool cpu_pool;
+typedef struct cpu_bf16_part cpu_bf16_part;
 
 typedef struct {
     scratch_buf scratch[CPU_SCRATCH_COUNT];
     int threads;    /* threads for the loops around the GEMMs (OpenBLAS's own count) */
     cpu_pool *pool; /* started on first use, NULL with one thread */
+    int bf16_native;             /* bf16 x bf16 products on the CPU's bf16 instructions (onednn_cpu.c) */
+    cpu_bf16_part *bf16_parts;   /* their oneDNN primitives, one set per part of the pool */
+    int bf16_nparts;
 } cpu_state;
 
 /* Host memory of bytes (64-byte aligned) charged to category cat of be->mem, or NULL with
@@ -57,11 +61,28 @@ void cpu_parallel_for(ab_backend *be, size_t n, size_t min_per_thread, cpu_range
 int cpu_parallel_parts(ab_backend *be, size_t n, size_t min_per_thread);
 void cpu_pool_free(cpu_state *st);
 
-/* C = alpha op(A) op(B) + beta C, row-major, over the pool: OpenBLAS itself runs single-threaded
- * (its spinning workers would otherwise compete with the pool's for the same cores) and each part
- * of the pool takes a block of C's rows, or of its columns when there are few rows, so that every
- * element comes from one sgemm call. */
+/* C = alpha op(A) op(B) + beta C, row-major, over the pool: oneDNN's sgemm (OpenBLAS's without
+ * it) runs single-threaded (a library's own spinning workers would otherwise compete with the
+ * pool's for the same cores) and each part of the pool takes a block of C's rows, or of its
+ * columns when there are few rows, so that every element comes from one sgemm call. */
 void cpu_sgemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                const float *B, int ldb, float beta, float *C, int ldc);
+
+/* onednn_cpu.c: C = alpha op(A) op(B) + beta C in oneDNN's sgemm on the calling thread alone;
+ * -1 when it fails or the build has no oneDNN (the caller then uses OpenBLAS). The version
+ * ("oneDNN 2.6.3"), or NULL without it. */
+int cpu_sgemm_onednn(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                     int ldb, float beta, float *C, int ldc);
+const char *cpu_onednn_version(void);
+/* onednn_cpu.c: whether this CPU and build can multiply bf16 natively (AVX512-BF16 or AMX,
+ * through oneDNN), and a few words saying so or why not ("native (AVX512-BF16, oneDNN 2.6.3
+ * matmul)", "emulated (no AVX512-BF16 or AMX on this CPU; ...)"). */
+int cpu_bf16_native_available(void);
+const char *cpu_bf16_native_describe(void);
+/* C (M x N, fp32, leading dimension ldc) = op(A) op(B) for bf16 A and B, row-major, over the pool
+ * like cpu_sgemm; -1 with ab_error when oneDNN fails or is absent. */
+int cpu_gemm_bf16_native(ab_backend *be, int ta, int tb, int M, int N, int K, const uint16_t *A, int lda,
+                         const uint16_t *B, int ldb, float *C, int ldc);
+void cpu_bf16_parts_free(cpu_state *st);
 
 #endif

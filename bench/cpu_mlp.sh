@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The article's MNIST MLP (784-256-10, batch 64, SGD) on this CPU, ampbench beside the peer
+# (peers/mnist_mlp.py: the same model, data and recipe in PyTorch) on the same threads: training
+# samples/s of one epoch (60,000 samples, the first step untimed), median of R runs, in fp32, amp
+# (fp16; on a CPU ampbench emulates it, PyTorch autocasts to fp16) and bf16. Runs alternate between
+# the tools so that a drift of the machine touches both. Prints a table; the raw JSON stays in OUT.
+# usage: bench/cpu_mlp.sh [--build DIR] [--out DIR] [--repeats R] [--threads T] [--precisions LIST]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$root/build out="" repeats=5 threads=$(nproc) precisions=fp32,amp,bf16
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --build) build=$2; shift 2 ;; --out) out=$2; shift 2 ;; --repeats) repeats=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;; --precisions) precisions=$2; shift 2 ;;
+    -h | --help) sed -n '2,7p' "$0"; exit 0 ;;
+    *) echo "cpu_mlp.sh: unknown argument '$1'" >&2; exit 2 ;;
+    esac
+done
+out=${out:-$(mktemp -d /tmp/ab_cpu_mlp.XXXXXX)}
+mkdir -p "$out"
+ampbench=$build/ampbench
+[ -x "$ampbench" ] || { echo "cpu_mlp.sh: $ampbench: build first" >&2; exit 2; }
+py=""
+for p in "${AB_PYTHON:-}" python3 /usr/bin/python3; do
+    [ -n "$p" ] && "$p" -c 'import torch' 2>/dev/null && { py=$p; break; }
+done
+field() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+echo "cpu_mlp.sh: $cpu, $threads threads; PyTorch: $([ -n "$py" ] && "$py" -c 'import torch; print(torch.__version__)' || echo "not importable (no peer column)")"
+common=(--epochs 1 --batch-size 64 --timing-skip-steps 1 --threads "$threads")
+echo
+echo "Training samples/s over one epoch, median of $repeats runs:"
+printf '%-5s %16s %16s %8s\n' prec "ampbench" "PyTorch" ratio
+for prec in ${precisions//,/ }; do
+    a=() b=()
+    for r in $(seq 1 "$repeats"); do
+        "$ampbench" train --model mlp --dataset mnist "${common[@]}" --quiet --precision "$prec" \
+            --out "$out/ab_mlp_${prec}_$r.json" >/dev/null
+        a+=("$(field "$out/ab_mlp_${prec}_$r.json" samples_per_s)")
+        if [ -n "$py" ]; then
+            "$py" "$root/peers/mnist_mlp.py" --device cpu "${common[@]}" --precision "$prec" \
+                --out "$out/pt_mlp_${prec}_$r.json" >/dev/null 2>"$out/pt_mlp_${prec}.err" &&
+                b+=("$(field "$out/pt_mlp_${prec}_$r.json" samples_per_s)")
+        fi
+    done
+    ma=$(printf '%s\n' "${a[@]}" | median)
+    mb=$([ ${#b[@]} -gt 0 ] && printf '%s\n' "${b[@]}" | median || echo -)
+    ratio=$([ "$mb" != - ] && awk -v x="$ma" -v y="$mb" 'BEGIN { printf "%.2fx", x / y }' || echo -)
+    printf '%-5s %16.0f %16s %8s\n' "$prec" "$ma" "$([ "$mb" = - ] && echo - || printf '%.0f' "$mb")" "$ratio"
+    echo "  mlp $prec runs: ampbench ${a[*]}${b[*]:+; PyTorch ${b[*]}}" >>"$out/runs.txt"
+done
+echo "(every run: $out/runs.txt)"

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Where a CPU step's time goes, workload by workload: `ampbench train --profile-ops` on short runs
+# of the MLP, ResNet-50 (CIFAR stem), the MiniLM checkpoint (BERT family, sequence 64) and BERT-base
+# (sequence 128), in each precision. Each run's table splits the op time by kind (GEMM, convolution,
+# normalisation, softmax and attention, GELU, embedding, loss, optimizer, data, fp16/bf16
+# conversion) with GFLOP/s and GB/s, then times the run's own GEMM shapes alone on the backend (the
+# practical peak at those shapes) and the backend's fp32 GEMM at 2048^3; the summary sets every
+# run's rate against that peak. The runs include their first step and a small evaluation.
+# Writes OUT/<workload>-<precision>.txt (each starts with its command) and OUT/summary.txt.
+# usage: bench/cpu_profile.sh [--build DIR] [--out DIR] [--threads T] [--minilm DIR]
+#                             [--runs mlp,resnet,minilm,bert-base] [--precisions fp32,amp,bf16]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$root/build out="" threads=$(nproc) minilm="" runs=mlp,resnet,minilm,bert-base precisions=fp32,amp,bf16
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --build) build=$2; shift 2 ;; --out) out=$2; shift 2 ;; --threads) threads=$2; shift 2 ;;
+    --minilm) minilm=$2; shift 2 ;; --runs) runs=$2; shift 2 ;; --precisions) precisions=$2; shift 2 ;;
+    -h | --help) sed -n '2,11p' "$0"; exit 0 ;;
+    *) echo "cpu_profile.sh: unknown argument '$1'" >&2; exit 2 ;;
+    esac
+done
+out=${out:-$(mktemp -d /tmp/ab_cpu_profile.XXXXXX)}
+mkdir -p "$out"
+ampbench=$build/ampbench
+[ -x "$ampbench" ] || { echo "cpu_profile.sh: $ampbench: build first" >&2; exit 2; }
+data=$(sed -n 's/^AB_DATA_ROOT:PATH=//p' "$build/CMakeCache.txt" 2>/dev/null)
+data=${data:-$root/../shared/data}
+minilm=${minilm:-$data/all-MiniLM-L6-v2}
+has() { case ",$2," in *",$1,"*) return 0 ;; esac; return 1; }
+flags=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|avx512f|avx512_bf16|amx_bf16|amx_tile|avx512_fp16|f16c)$' | tr '\n' ' ')
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+{
+    echo "cpu_profile.sh: $cpu, $(nproc) CPUs, $threads threads; instructions: ${flags:-none of avx2/avx512/bf16/amx}"
+    echo "ampbench $("$ampbench" --version | sed 's/^ampbench //')"
+} | tee "$out/summary.txt"
+common=(--threads "$threads" --quiet --profile-ops)
+declare -a names=() cmds=()
+add() { names+=("$1"); cmds+=("$2"); }
+for prec in ${precisions//,/ }; do
+    has mlp "$runs" && add "mlp-$prec" "--model mlp --dataset mnist --batch-size 64 --max-steps 200 --epochs 1 --test-subset 512 --precision $prec"
+    has resnet "$runs" && add "resnet50-cifar-$prec" "--model resnet50-cifar --dataset cifar10 --batch-size 32 --max-steps 4 --epochs 1 --train-subset 128 --test-subset 32 --no-augment --precision $prec"
+    if has minilm "$runs"; then
+        if [ -r "$minilm/model.safetensors" ]; then
+            add "minilm-$prec" "--model bert --init-from $minilm --dataset sst2 --max-seq-len 64 --batch-size 32 --max-steps 6 --epochs 1 --train-subset 192 --test-subset 32 --precision $prec"
+        else
+            echo "cpu_profile.sh: $minilm: no MiniLM checkpoint, minilm-$prec left out" | tee -a "$out/summary.txt"
+        fi
+    fi
+    has bert-base "$runs" && add "bert-base-$prec" "--model bert-base --dataset sst2 --max-seq-len 128 --batch-size 8 --max-steps 3 --epochs 1 --train-subset 24 --test-subset 8 --precision $prec"
+done
+echo >>"$out/summary.txt"
+printf '%-22s %9s %10s %11s %14s %12s %s\n' run "ops (s)" "GEMM share" "GEMM GF/s" "all ops GF/s" "of 2048^3" "largest other kind" | tee -a "$out/summary.txt"
+for i in "${!names[@]}"; do
+    f=$out/${names[$i]}.txt
+    # shellcheck disable=SC2086 # the command line is a list of words
+    { echo "\$ $ampbench train ${cmds[$i]} ${common[*]}"; "$ampbench" train ${cmds[$i]} "${common[@]}"; } >"$f" 2>&1 ||
+        { echo "cpu_profile.sh: ${names[$i]} failed (see $f)" >&2; exit 1; }
+    awk -v name="${names[$i]}" '
+        /^  op kind/ { t = 1; next }
+        t && /^  the GEMM shapes/ { t = 0 }
+        t && NF > 5 {
+            share = ""; for (k = 1; k <= NF; k++) if ($k ~ /%$/) { share = $k; sec = $(k - 1); gf = $(k + 2); lab = $1; for (m = 2; m < k - 2; m++) lab = lab " " $m }
+            if (lab ~ /^GEMM|^convolution/) { gshare += share + 0; gsec += sec; gfl += $(k + 1) }
+            else if (share + 0 > oshare) { oshare = share + 0; other = lab " " share }
+        }
+        /^  all ops:/ { ops = $3; for (k = 1; k <= NF; k++) { if ($k == "GFLOP/s" && !all) all = $(k - 1); if ($k == "reached") pk = $(k + 1) } }
+        END { printf "%-22s %9.3f %9.1f%% %11.1f %14.1f %12s %s\n", name, ops, gshare, gsec > 0 ? gfl / gsec : 0, all, pk, other }
+    ' "$f" | tee -a "$out/summary.txt"
+done
+echo "(GEMM share and rate: the GEMM and convolution kinds together; 'of 2048^3': all ops' GFLOP/s against the backend's fp32 GEMM at 2048^3, best of 3)" | tee -a "$out/summary.txt"
+echo "cpu_profile.sh: tables in $out"

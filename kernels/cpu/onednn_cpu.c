@@ -1,0 +1,239 @@
+/* oneDNN under the CPU backend's matrix products.
+ *
+ * fp32: dnnl_sgemm, oneDNN's BLAS-like sgemm, which picks its kernels by the instructions the CPU
+ * has when it runs (AVX-512, AVX2, ...) rather than by a table of CPU models, as OpenBLAS does: on
+ * an AMD Zen 5 OpenBLAS 0.3.21 takes its AVX2 kernels, at half the rate (a single core at
+ * 2048 x 384 x 384: 252 GFLOP/s here, 130 in OpenBLAS's Haswell kernels, 264 in its SkylakeX
+ * ones). runtime_cpu.c's cpu_sgemm calls it for each part of the pool, OpenBLAS where oneDNN is
+ * absent or fails.
+ *
+ * bf16: matrix products on the CPU's own bf16 instructions (AVX512-BF16, AMX tiles) through
+ * oneDNN's matmul primitive: bf16 operands, fp32 accumulation, an fp32 product. The CPU backend
+ * uses it for a GEMM whose two operands are stored in bf16 when the CPU has the instructions and
+ * the run did not ask for the emulated path (AB_CPU_BF16=emulated); otherwise, and on a CPU
+ * without them, the emulated path (operands widened exactly to fp32, OpenBLAS sgemm) stays, and
+ * it is the reference: the two agree within bf16's rounding (tests/ops/test_bf16_native.c).
+ *
+ * Threads: like OpenBLAS in cpu_sgemm, oneDNN runs single-threaded inside each part of the
+ * backend's pool (a block of C's rows or columns), so no second set of workers spins on the cores
+ * the pool's loops need. A built oneDNN primitive is kept per part and shape, since building one
+ * costs as much as a small product. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime_cpu.h"
+
+#ifdef AB_HAVE_DNNL
+#include <dnnl.h>
+
+#if DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
+extern void omp_set_num_threads(int n); /* libgomp, which oneDNN runs on */
+#define ONE_THREAD() omp_set_num_threads(1)
+#elif DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_SEQ
+#define ONE_THREAD() ((void)0)
+#else
+#error "oneDNN built with a threading runtime other than OpenMP or sequential: configure with -DAB_WITH_DNNL=OFF"
+#endif
+
+enum { CACHE_ENTRIES = 48 };
+
+typedef struct {
+    int ta, tb, M, N, K, lda, ldb, ldc, used;
+    dnnl_primitive_t prim;
+    dnnl_memory_t a, b, c;
+} mm_entry;
+
+struct cpu_bf16_part {
+    dnnl_stream_t stream;
+    mm_entry e[CACHE_ENTRIES];
+    int next; /* the entry a new shape replaces (round robin) */
+};
+
+static dnnl_engine_t engine;
+static int engine_state; /* 0 not tried, 1 ready, -1 unusable */
+static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
+static char why[200];
+
+static void engine_init(void) {
+    const dnnl_version_t *v = dnnl_version();
+    const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    if (((unsigned)isa & (unsigned)dnnl_cpu_isa_avx512_core_bf16) != (unsigned)dnnl_cpu_isa_avx512_core_bf16) {
+        snprintf(why, sizeof why, "emulated (no AVX512-BF16 or AMX on this CPU; oneDNN %d.%d.%d)", v->major, v->minor,
+                 v->patch);
+        engine_state = -1;
+        return;
+    }
+    if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) {
+        snprintf(why, sizeof why, "emulated (oneDNN %d.%d.%d could not create its CPU engine)", v->major, v->minor,
+                 v->patch);
+        engine_state = -1;
+        return;
+    }
+    const int amx = ((unsigned)isa & (unsigned)dnnl_cpu_isa_avx512_core_amx) == (unsigned)dnnl_cpu_isa_avx512_core_amx;
+    snprintf(why, sizeof why, "native (%s, oneDNN %d.%d.%d matmul)", amx ? "AMX" : "AVX512-BF16", v->major, v->minor,
+             v->patch);
+    engine_state = 1;
+}
+
+int cpu_sgemm_onednn(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                     int ldb, float beta, float *C, int ldc) {
+    ONE_THREAD();
+    return dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) == dnnl_success
+               ? 0
+               : -1;
+}
+
+const char *cpu_onednn_version(void) {
+    static char buf[32];
+    const dnnl_version_t *v = dnnl_version();
+    snprintf(buf, sizeof buf, "oneDNN %d.%d.%d", v->major, v->minor, v->patch);
+    return buf;
+}
+
+int cpu_bf16_native_available(void) {
+    pthread_once(&engine_once, engine_init);
+    return engine_state == 1;
+}
+
+const char *cpu_bf16_native_describe(void) {
+    pthread_once(&engine_once, engine_init);
+    return why;
+}
+
+static void entry_free(mm_entry *e) {
+    if (e->prim) dnnl_primitive_destroy(e->prim);
+    if (e->a) dnnl_memory_destroy(e->a);
+    if (e->b) dnnl_memory_destroy(e->b);
+    if (e->c) dnnl_memory_destroy(e->c);
+    memset(e, 0, sizeof *e);
+}
+
+void cpu_bf16_parts_free(cpu_state *st) {
+    if (!st->bf16_parts) return;
+    for (int p = 0; p < st->bf16_nparts; p++) {
+        cpu_bf16_part *pt = &st->bf16_parts[p];
+        for (int i = 0; i < CACHE_ENTRIES; i++) entry_free(&pt->e[i]);
+        if (pt->stream) dnnl_stream_destroy(pt->stream);
+    }
+    free(st->bf16_parts);
+    st->bf16_parts = NULL;
+    st->bf16_nparts = 0;
+}
+
+/* the primitive for C (M x N, f32, ld ldc) = op(A) op(B), bf16, row-major */
+static mm_entry *entry_get(cpu_bf16_part *pt, int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc) {
+    for (int i = 0; i < CACHE_ENTRIES; i++) {
+        mm_entry *e = &pt->e[i];
+        if (e->used && e->ta == ta && e->tb == tb && e->M == M && e->N == N && e->K == K && e->lda == lda &&
+            e->ldb == ldb && e->ldc == ldc)
+            return e;
+    }
+    mm_entry *e = &pt->e[pt->next];
+    pt->next = (pt->next + 1) % CACHE_ENTRIES;
+    entry_free(e);
+    dnnl_memory_desc_t ad, bd, cd;
+    const dnnl_dims_t adims = {M, K}, bdims = {K, N}, cdims = {M, N};
+    const dnnl_dims_t as = {ta ? 1 : lda, ta ? lda : 1}, bs = {tb ? 1 : ldb, tb ? ldb : 1}, cs = {ldc, 1};
+    dnnl_matmul_desc_t md;
+    dnnl_primitive_desc_t pd = NULL;
+    int ok = dnnl_memory_desc_init_by_strides(&ad, 2, adims, dnnl_bf16, as) == dnnl_success &&
+             dnnl_memory_desc_init_by_strides(&bd, 2, bdims, dnnl_bf16, bs) == dnnl_success &&
+             dnnl_memory_desc_init_by_strides(&cd, 2, cdims, dnnl_f32, cs) == dnnl_success &&
+             dnnl_matmul_desc_init(&md, &ad, &bd, NULL, &cd) == dnnl_success &&
+             dnnl_primitive_desc_create(&pd, &md, NULL, engine, NULL) == dnnl_success &&
+             dnnl_primitive_create(&e->prim, pd) == dnnl_success &&
+             dnnl_memory_create(&e->a, &ad, engine, DNNL_MEMORY_NONE) == dnnl_success &&
+             dnnl_memory_create(&e->b, &bd, engine, DNNL_MEMORY_NONE) == dnnl_success &&
+             dnnl_memory_create(&e->c, &cd, engine, DNNL_MEMORY_NONE) == dnnl_success;
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (!ok) {
+        entry_free(e);
+        return NULL;
+    }
+    *e = (mm_entry){ta, tb, M, N, K, lda, ldb, ldc, 1, e->prim, e->a, e->b, e->c};
+    return e;
+}
+
+typedef struct {
+    cpu_state *st;
+    int ta, tb, M, N, K, lda, ldb, ldc, by_rows;
+    const uint16_t *A, *B;
+    float *C;
+    int failed; /* set by a part whose primitive could not be built or run */
+} bf16_job;
+
+static int part_run(bf16_job *j, int part, int M, int N, const uint16_t *a, const uint16_t *b, float *c) {
+    cpu_bf16_part *pt = &j->st->bf16_parts[part];
+    ONE_THREAD();
+    if (!pt->stream && dnnl_stream_create(&pt->stream, engine, dnnl_stream_default_flags) != dnnl_success) return -1;
+    mm_entry *e = entry_get(pt, j->ta, j->tb, M, N, j->K, j->lda, j->ldb, j->ldc);
+    if (!e) return -1;
+    if (dnnl_memory_set_data_handle(e->a, (void *)a) != dnnl_success ||
+        dnnl_memory_set_data_handle(e->b, (void *)b) != dnnl_success ||
+        dnnl_memory_set_data_handle(e->c, c) != dnnl_success)
+        return -1;
+    const dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c}};
+    if (dnnl_primitive_execute(e->prim, pt->stream, 3, args) != dnnl_success) return -1;
+    return dnnl_stream_wait(pt->stream) == dnnl_success ? 0 : -1;
+}
+
+static void bf16_range(void *ctx, int part, size_t lo, size_t hi) {
+    bf16_job *j = ctx;
+    const int n = (int)(hi - lo), o = (int)lo;
+    int rc;
+    if (j->by_rows) { /* rows o.. of op(A) and C */
+        const uint16_t *a = j->ta ? j->A + o : j->A + (size_t)o * j->lda;
+        rc = part_run(j, part, n, j->N, a, j->B, j->C + (size_t)o * j->ldc);
+    } else { /* columns o.. of op(B) and C */
+        const uint16_t *b = j->tb ? j->B + (size_t)o * j->ldb : j->B + o;
+        rc = part_run(j, part, j->M, n, j->A, b, j->C + o);
+    }
+    if (rc) __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
+}
+
+/* below this many multiply-adds one call does it (as in cpu_sgemm) */
+enum { BF16_PAR_MIN_MACS = 1 << 18, BF16_MIN_SPLIT = 32 };
+
+int cpu_gemm_bf16_native(ab_backend *be, int ta, int tb, int M, int N, int K, const uint16_t *A, int lda,
+                         const uint16_t *B, int ldb, float *C, int ldc) {
+    cpu_state *st = be->impl;
+    if (!cpu_bf16_native_available()) return ab_errorf("bf16 GEMM: %s", why);
+    if (!st->bf16_parts) {
+        const int parts = st->threads > 1 ? st->threads : 1;
+        st->bf16_parts = calloc((size_t)parts, sizeof *st->bf16_parts);
+        if (!st->bf16_parts) return ab_errorf("out of host memory for the bf16 GEMM's primitives");
+        st->bf16_nparts = parts;
+    }
+    bf16_job j = {st, ta, tb, M, N, K, lda, ldb, ldc, M >= N, A, B, C, 0};
+    const size_t along = j.by_rows ? (size_t)M : (size_t)N;
+    if (st->threads <= 1 || (double)M * N * K < BF16_PAR_MIN_MACS || along < 2 * BF16_MIN_SPLIT)
+        bf16_range(&j, 0, 0, along);
+    else
+        cpu_parallel_for(be, along, BF16_MIN_SPLIT, bf16_range, &j);
+    if (j.failed)
+        return ab_errorf("bf16 GEMM %dx%dx%d (%c%c): oneDNN could not build or run its matmul", M, N, K, ta ? 'T' : 'N',
+                         tb ? 'T' : 'N');
+    return 0;
+}
+
+#else /* built without oneDNN */
+
+int cpu_sgemm_onednn(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                     int ldb, float beta, float *C, int ldc) {
+    (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B, (void)ldb, (void)beta;
+    (void)C, (void)ldc;
+    return -1;
+}
+const char *cpu_onednn_version(void) { return NULL; }
+int cpu_bf16_native_available(void) { return 0; }
+const char *cpu_bf16_native_describe(void) { return "emulated (built without oneDNN)"; }
+void cpu_bf16_parts_free(cpu_state *st) { (void)st; }
+int cpu_gemm_bf16_native(ab_backend *be, int ta, int tb, int M, int N, int K, const uint16_t *A, int lda,
+                         const uint16_t *B, int ldb, float *C, int ldc) {
+    (void)be, (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)ldb, (void)C, (void)ldc;
+    return ab_errorf("bf16 GEMM: built without oneDNN");
+}
+
+#endif

@@ -1,0 +1,152 @@
+/* test_cpu_gemm: the CPU backend's two product paths beside each other.
+ *   fp32     every transpose, alpha, beta, leading dimensions wider than the matrix, shapes split
+ *            over the pool by rows and by columns and too small to split: against a float64
+ *            product within fp32's rounding (AB_TOL_FP32_REL times the sum of |a||b|), so the
+ *            library under cpu_sgemm (oneDNN's sgemm, OpenBLAS's without it) is held to it.
+ *   bf16     where the CPU multiplies bf16 natively (AVX512-BF16 or AMX through oneDNN): the
+ *            native product against the emulated reference (operands widened exactly, fp32 sgemm)
+ *            on the same operands, with bias, ReLU, alpha, beta and bf16 or fp32 outputs. Both
+ *            accumulate the exact products of bf16 values in fp32, so they differ by summation
+ *            order alone: within fp32's rounding before the output is rounded, and by at most one
+ *            bf16 unit in the last place after. A CPU without the instructions (or a build without
+ *            oneDNN) skips this part and says why.
+ * --emulated-only: the bf16 part is skipped as on such a CPU (the skip path checked anywhere). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "backend_cpu.h"
+#include "half.h"
+#include "rng.h"
+#include "tolerances.h"
+
+static int failures;
+static ab_rng rng;
+
+static float uniform(void) { return (float)(ab_rng_uniform(&rng) * 2.0 - 1.0); }
+
+/* op(X)[r][c] of a row-major matrix stored with leading dimension ld */
+static double at(const float *X, int t, int ld, int r, int c) { return t ? X[(size_t)c * ld + r] : X[(size_t)r * ld + c]; }
+
+static void check_fp32(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, float beta, int pad) {
+    const int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+    const size_t na = (size_t)(ta ? K : M) * lda, nb = (size_t)(tb ? N : K) * ldb, nc = (size_t)M * ldc;
+    float *A = malloc(na * 4), *B = malloc(nb * 4), *C = malloc(nc * 4), *C0 = malloc(nc * 4);
+    if (!A || !B || !C || !C0) abort();
+    for (size_t i = 0; i < na; i++) A[i] = uniform();
+    for (size_t i = 0; i < nb; i++) B[i] = uniform();
+    for (size_t i = 0; i < nc; i++) C[i] = C0[i] = uniform();
+    if (be->ops->gemm(be, ta, tb, M, N, K, alpha, AB_F32, A, lda, AB_F32, B, ldb, NULL, AB_EPI_NONE, beta, AB_F32, C,
+                      ldc) != 0) {
+        printf("FAIL fp32 %dx%dx%d: %s\n", M, N, K, ab_error());
+        failures++;
+        goto out;
+    }
+    double worst = 0.0;
+    int bad = 0;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double s = 0.0, mag = 0.0;
+            for (int k = 0; k < K; k++) {
+                const double p = at(A, ta, lda, i, k) * at(B, tb, ldb, k, j);
+                s += p;
+                mag += fabs(p);
+            }
+            const double ref = alpha * s + beta * (double)C0[(size_t)i * ldc + j];
+            const double scale = fabs(alpha) * mag + fabs(beta * (double)C0[(size_t)i * ldc + j]) + 1e-30;
+            const double err = fabs(C[(size_t)i * ldc + j] - ref) / scale;
+            if (!(err <= AB_TOL_FP32_REL)) bad++;
+            if (err > worst || err != err) worst = err;
+        }
+    for (int i = 0; i < M; i++) /* the padding between rows stays as it was */
+        for (int j = N; j < ldc; j++)
+            if (C[(size_t)i * ldc + j] != C0[(size_t)i * ldc + j]) bad++;
+    printf("%s fp32 %5d x %5d x %5d %c%c alpha %g beta %g pad %d: worst error %.2e of sum |a b| (tolerance %.0e)\n",
+           bad ? "FAIL" : "ok  ", M, N, K, ta ? 'T' : 'N', tb ? 'T' : 'N', alpha, beta, pad, worst, AB_TOL_FP32_REL);
+    failures += bad != 0;
+out:
+    free(A), free(B), free(C), free(C0);
+}
+
+static float bf16_ulp(float v) {
+    const uint16_t h = ab_f32_to_bf16(v);
+    return fabsf(ab_bf16_to_f32((uint16_t)(h | 1u)) - ab_bf16_to_f32((uint16_t)(h & ~1u))) + 1e-38f;
+}
+
+static void check_bf16(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, float beta, int with_bias,
+                       ab_epilogue epi, ab_dtype ct) {
+    const int lda = ta ? M : K, ldb = tb ? K : N, ldc = N;
+    const size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N, cs = ab_dtype_size(ct);
+    uint16_t *A = malloc(na * 2), *B = malloc(nb * 2), *bias = malloc((size_t)N * 2);
+    void *Cn = malloc(nc * cs), *Ce = malloc(nc * cs);
+    float *mag = calloc(nc, sizeof *mag);
+    if (!A || !B || !bias || !Cn || !Ce || !mag) abort();
+    for (size_t i = 0; i < na; i++) A[i] = ab_f32_to_bf16(uniform());
+    for (size_t i = 0; i < nb; i++) B[i] = ab_f32_to_bf16(uniform());
+    for (int j = 0; j < N; j++) bias[j] = ab_f32_to_bf16(uniform());
+    for (size_t i = 0; i < nc; i++) ab_store(Cn, i, ct, uniform());
+    memcpy(Ce, Cn, nc * cs);
+    for (int i = 0; i < M; i++) /* sum |a b| per element: the scale of a summation-order difference */
+        for (int k = 0; k < K; k++) {
+            const float a = ab_bf16_to_f32(ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]);
+            for (int j = 0; j < N; j++)
+                mag[(size_t)i * N + j] += fabsf(a * ab_bf16_to_f32(tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]));
+        }
+    const void *bp = with_bias ? bias : NULL;
+    int rc = 0;
+    ab_backend_cpu_set_bf16_native(be, 0);
+    rc |= be->ops->gemm(be, ta, tb, M, N, K, alpha, AB_BF16, A, lda, AB_BF16, B, ldb, bp, epi, beta, ct, Ce, ldc);
+    ab_backend_cpu_set_bf16_native(be, 1);
+    rc |= be->ops->gemm(be, ta, tb, M, N, K, alpha, AB_BF16, A, lda, AB_BF16, B, ldb, bp, epi, beta, ct, Cn, ldc);
+    int bad = rc != 0, same = 0;
+    double worst = 0.0;
+    for (size_t i = 0; i < nc; i++) {
+        const float n = ab_load(Cn, i, ct), e = ab_load(Ce, i, ct);
+        /* fp32 rounding of a K-term sum in two orders, then (bf16 output) one rounding each */
+        const double tol = AB_TOL_FP32_REL * fabs(alpha) * mag[i] + (ct == AB_BF16 ? bf16_ulp(e) : 0.0);
+        const double d = fabs((double)n - e);
+        if (!(d <= tol)) bad++;
+        same += n == e;
+        if (d / (tol + 1e-30) > worst || d != d) worst = d / (tol + 1e-30);
+    }
+    printf("%s bf16 %5d x %5d x %5d %c%c alpha %g beta %g%s%s -> %s: native against emulated, worst %.2f of the "
+           "tolerance, %.1f%% identical%s\n",
+           bad ? "FAIL" : "ok  ", M, N, K, ta ? 'T' : 'N', tb ? 'T' : 'N', alpha, beta, with_bias ? " bias" : "",
+           epi == AB_EPI_RELU ? " relu" : "", ab_dtype_name(ct), worst, 100.0 * same / (double)nc,
+           rc ? " (an op failed)" : "");
+    failures += bad != 0;
+    free(A), free(B), free(bias), free(Cn), free(Ce), free(mag);
+}
+
+int main(int argc, char **argv) {
+    const int emulated_only = argc > 1 && strcmp(argv[1], "--emulated-only") == 0;
+    ab_rng_seed(&rng, 20261205);
+    ab_backend *be = ab_backend_cpu_create(2);
+    if (!be) return 1;
+    /* fp32: shapes split over the pool by rows (M >= N) and by columns, and too small to split */
+    const int shapes[][3] = {{256, 96, 128}, {96, 256, 128}, {37, 29, 53}, {1, 384, 64}, {300, 1, 70}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int t = 0; t < 4; t++)
+            check_fp32(be, t & 1, t >> 1, shapes[s][0], shapes[s][1], shapes[s][2], t == 3 ? 0.125f : 1.0f,
+                       t == 2 ? 1.0f : t == 3 ? -0.5f : 0.0f, s == 2 ? 3 : 0);
+    if (emulated_only || !ab_backend_cpu_set_bf16_native(be, 1)) {
+        printf("SKIP bf16 native against emulated: %s\n",
+               emulated_only ? "--emulated-only" : ab_backend_cpu_bf16_describe(be));
+    } else {
+        printf("bf16 products: %s\n", ab_backend_cpu_bf16_describe(be));
+        for (int t = 0; t < 4; t++) {
+            check_bf16(be, t & 1, t >> 1, 256, 96, 384, 1.0f, 0.0f, 0, AB_EPI_NONE, AB_F32);
+            check_bf16(be, t & 1, t >> 1, 96, 256, 384, 1.0f, 0.0f, 1, AB_EPI_NONE, AB_BF16);
+        }
+        check_bf16(be, 0, 1, 128, 128, 64, 0.125f, 0.0f, 0, AB_EPI_NONE, AB_BF16); /* attention scores */
+        check_bf16(be, 0, 1, 64, 200, 96, 1.0f, 0.0f, 1, AB_EPI_RELU, AB_BF16);
+        check_bf16(be, 1, 0, 96, 80, 256, 1.0f, 1.0f, 0, AB_EPI_NONE, AB_F32); /* gradient accumulation */
+        check_bf16(be, 0, 0, 33, 17, 5, 1.0f, 0.5f, 0, AB_EPI_NONE, AB_BF16);
+    }
+    be->ops->destroy(be);
+    printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
+    return failures ? 1 : 0;
+}
