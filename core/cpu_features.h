@@ -1,5 +1,5 @@
 /* What this x86-64 CPU can run, for the F16C bulk conversions of the CPU backend and the mpi
- * engine's fp16 reduction, and the AVX2 copies of the element loops. Read from CPUID directly
+ * engine's fp16 reduction, and the AVX2 and AVX-512 copies of the element loops. Read from CPUID directly
  * (clang's __builtin_cpu_supports does not know "f16c"), once per translation unit: the answers
  * are cached, so the hot loops may ask on every call. */
 #ifndef AB_CPU_FEATURES_H
@@ -34,6 +34,19 @@ static inline int ab_cpu_detect_avx2(void) {
     return (lo & 6u) == 6u;
 }
 
+/* AVX-512 F, DQ, BW and VL with the opmask and ZMM state enabled by the OS */
+static inline int ab_cpu_detect_avx512(void) {
+    if (!ab_cpu_detect_avx2()) return 0;
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+    const unsigned f = 1u << 16, dq = 1u << 17, bw = 1u << 30, vl = 1u << 31;
+    if ((b & (f | dq | bw | vl)) != (f | dq | bw | vl)) return 0;
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    (void)hi;
+    return (lo & 0xe6u) == 0xe6u; /* XMM, YMM, opmask, ZMM_Hi256, Hi16_ZMM */
+}
+
 /* the answers above, CPUID run once (every thread gets the same answer, so a race is harmless) */
 #define AB_CPU_CACHED(name, detect)                                                                 \
     static inline int name(void) {                                                                  \
@@ -44,10 +57,12 @@ static inline int ab_cpu_detect_avx2(void) {
     }
 AB_CPU_CACHED(ab_cpu_has_f16c, ab_cpu_detect_f16c)
 AB_CPU_CACHED(ab_cpu_has_avx2, ab_cpu_detect_avx2)
+AB_CPU_CACHED(ab_cpu_has_avx512, ab_cpu_detect_avx512)
 #undef AB_CPU_CACHED
 #else
 static inline int ab_cpu_has_f16c(void) { return 0; }
 static inline int ab_cpu_has_avx2(void) { return 0; }
+static inline int ab_cpu_has_avx512(void) { return 0; }
 #endif
 
 #endif

@@ -19,9 +19,14 @@ static int cpu_copy(ab_backend *be, void *dst, const void *src, size_t bytes) {
     return 0;
 }
 
+static void zero_range(void *ctx, int part, size_t lo, size_t hi) {
+    (void)part;
+    memset((char *)ctx + lo, 0, hi - lo);
+}
+
+/* over the pool from 1 MiB a thread: a gradient table's zeroing is a pass over memory */
 static int cpu_zero(ab_backend *be, void *p, size_t bytes) {
-    (void)be;
-    memset(p, 0, bytes);
+    cpu_parallel_for(be, bytes, (size_t)1 << 20, zero_range, p);
     return 0;
 }
 
@@ -43,50 +48,84 @@ static void cpu_unmap_data(ab_backend *be, const void *mapped, size_t bytes) {
     (void)bytes;
 }
 
-/* fp32 view of a stored matrix of `rows` rows of leading dimension ld, `cols` used */
-static const float *as_f32(ab_backend *be, int slot, ab_dtype t, const void *X, int rows, int cols, int ld) {
+/* ---- matrix products ----
+ * A product whose operands or result are stored in 16 bits, or that has an epilogue, runs as one
+ * job over the pool, the conversions inside it: each part takes a block of C's rows, widens the
+ * rows of A it reads (A not transposed), multiplies them on its own thread (oneDNN's sgemm, or its
+ * bf16 matmul where the CPU multiplies bf16 natively), then adds the bias, applies the ReLU, adds
+ * beta C and rounds to C's type while its rows are still in its cache. Only what every part reads
+ * is widened first, over the pool: B (the weights, as a rule) and a transposed A. A product with
+ * few rows and many columns is split by columns instead (cpu_sgemm), its conversions around it. */
+
+typedef struct {
+    ab_backend *be;
+    int ta, tb, M, N, K, lda, ldb, ldc, native, direct;
+    float alpha, beta, post_alpha; /* post_alpha: alpha when the product left it out (native bf16), else 1 */
+    ab_dtype at, ct;
+    const void *A;     /* as stored */
+    const float *a32;  /* A widened whole (transposed 16-bit A), or NULL */
+    float *a32rows;    /* scratch the parts widen their rows of A into (A not transposed) */
+    const void *B;     /* as stored (native bf16) */
+    const float *b32;  /* B in fp32 (itself, or widened) */
+    const float *bias; /* fp32, or NULL */
+    ab_epilogue epi;
+    float *acc;        /* M x N fp32 sums (NULL when direct) */
+    float *rows;       /* 2N floats a part: the epilogue's row and the old C row */
+    void *C;
+    int failed;
+} gemm_job;
+
+/* C's rows [lo, hi): alpha acc + bias, ReLU, + beta C, rounded once to ct */
+static void gemm_epilogue_rows(const gemm_job *j, float *row, size_t lo, size_t hi) {
+    const int N = j->N;
+    float *old = row + N;
+    for (size_t i = lo; i < hi; i++) {
+        const float *in = j->acc + i * (size_t)N;
+        void *out = j->ct == AB_F32 ? (void *)((float *)j->C + i * (size_t)j->ldc)
+                                    : (void *)((uint16_t *)j->C + i * (size_t)j->ldc);
+        for (int c = 0; c < N; c++) row[c] = j->post_alpha * in[c];
+        if (j->bias)
+            for (int c = 0; c < N; c++) row[c] += j->bias[c];
+        if (j->epi == AB_EPI_RELU) /* NaN stays NaN */
+            for (int c = 0; c < N; c++) row[c] = row[c] < 0.0f ? 0.0f : row[c];
+        if (j->beta != 0.0f) {
+            cpu_widen((size_t)N, j->ct, out, old);
+            for (int c = 0; c < N; c++) row[c] += j->beta * old[c];
+        }
+        cpu_narrow((size_t)N, row, j->ct, out);
+    }
+}
+
+static void gemm_rows(void *ctx, int part, size_t lo, size_t hi) {
+    gemm_job *j = ctx;
+    const int m = (int)(hi - lo), o = (int)lo;
+    float *dst = j->direct ? (float *)j->C + (size_t)o * j->ldc : j->acc + (size_t)o * j->N;
+    const int ldd = j->direct ? j->ldc : j->N;
+    const size_t aoff = j->ta ? (size_t)o : (size_t)o * j->lda; /* op(A)'s row o */
+    if (j->native) {
+        if (cpu_gemm_bf16_on_part(j->be, part, j->ta, j->tb, m, j->N, j->K, (const uint16_t *)j->A + aoff, j->lda,
+                                  j->B, j->ldb, dst, ldd)) {
+            __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
+            return;
+        }
+    } else {
+        const float *a = j->a32 ? j->a32 + aoff : j->at == AB_F32 ? (const float *)j->A + aoff : j->a32rows + aoff;
+        if (!j->a32 && j->at != AB_F32) /* this part's rows of A, widened here */
+            cpu_widen((size_t)(m - 1) * j->lda + (size_t)j->K, j->at, (const char *)j->A + aoff * 2, j->a32rows + aoff);
+        cpu_sgemm_1(j->ta, j->tb, m, j->N, j->K, j->alpha, a, j->lda, j->b32, j->ldb, j->direct ? j->beta : 0.0f, dst,
+                    ldd);
+    }
+    if (!j->direct) gemm_epilogue_rows(j, j->rows + (size_t)part * 2 * j->N, lo, hi);
+}
+
+/* the whole stored matrix X (rows x cols used, leading dimension ld) in fp32 scratch slot, widened
+ * over the pool; X itself when it is fp32 */
+static const float *widened(ab_backend *be, int slot, ab_dtype t, const void *X, int rows, int cols, int ld) {
     if (t == AB_F32) return X;
     const size_t n = (size_t)(rows - 1) * (size_t)ld + (size_t)cols;
     float *w = cpu_scratch_get(be, slot, n);
-    if (w) cpu_widen(n, t, X, w);
+    if (w) cpu_widen_par(be, n, t, X, w);
     return w;
-}
-
-/* C = epi(alpha acc + bias) + beta C, rounded once to ct, row by row: the one epilogue of both
- * product paths (acc: M x N fp32 rows; bias stored as bt) */
-static int gemm_epilogue(ab_backend *be, int M, int N, float alpha, const float *acc, ab_dtype bt, const void *bias,
-                         ab_epilogue epi, float beta, ab_dtype ct, void *C, int ldc) {
-    float *row = cpu_scratch_get(be, 4, (size_t)N * (beta != 0.0f ? 2 : 1));
-    const float *bias32 = bias ? as_f32(be, 3, bt, bias, 1, N, N) : NULL;
-    if (!row || (bias && !bias32)) return -1;
-    float *old = row + N;
-    for (int i = 0; i < M; i++) {
-        const float *in = acc + (size_t)i * N;
-        void *out = ct == AB_F32 ? (void *)((float *)C + (size_t)i * ldc) : (void *)((uint16_t *)C + (size_t)i * ldc);
-        for (int j = 0; j < N; j++) row[j] = alpha * in[j];
-        if (bias32)
-            for (int j = 0; j < N; j++) row[j] += bias32[j];
-        if (epi == AB_EPI_RELU) /* NaN stays NaN */
-            for (int j = 0; j < N; j++) row[j] = row[j] < 0.0f ? 0.0f : row[j];
-        if (beta != 0.0f) {
-            cpu_widen((size_t)N, ct, out, old);
-            for (int j = 0; j < N; j++) row[j] += beta * old[j];
-        }
-        cpu_narrow((size_t)N, row, ct, out);
-    }
-    return 0;
-}
-
-/* both operands bf16 on a CPU with bf16 instructions: oneDNN's product in fp32, then the epilogue
- * (straight into C when there is none) */
-static int gemm_bf16_native(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, const void *A, int lda,
-                            const void *B, int ldb, const void *bias, ab_epilogue epi, float beta, ab_dtype ct,
-                            void *C, int ldc) {
-    if (ct == AB_F32 && !bias && epi == AB_EPI_NONE && alpha == 1.0f && beta == 0.0f)
-        return cpu_gemm_bf16_native(be, ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
-    float *acc = cpu_scratch_get(be, 2, (size_t)M * (size_t)N);
-    if (!acc || cpu_gemm_bf16_native(be, ta, tb, M, N, K, A, lda, B, ldb, acc, N)) return -1;
-    return gemm_epilogue(be, M, N, alpha, acc, AB_BF16, bias, epi, beta, ct, C, ldc);
 }
 
 int ab_cpu_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at, const void *A, int lda,
@@ -94,19 +133,65 @@ int ab_cpu_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha
                 void *C, int ldc) {
     if (M <= 0 || N <= 0 || K <= 0) return ab_errorf("gemm: bad shape M=%d N=%d K=%d", M, N, K);
     const cpu_state *st = be->impl;
-    if (at == AB_BF16 && bt == AB_BF16 && st->bf16_native)
-        return gemm_bf16_native(be, ta, tb, M, N, K, alpha, A, lda, B, ldb, bias, epi, beta, ct, C, ldc);
-    const float *a = as_f32(be, 0, at, A, ta ? K : M, ta ? M : K, lda);
-    const float *b = as_f32(be, 1, bt, B, tb ? N : K, tb ? K : N, ldb);
-    if (!a || !b) return -1;
-    if (ct == AB_F32 && !bias && epi == AB_EPI_NONE) {
-        cpu_sgemm(be, ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, C, ldc);
+    const int native = at == AB_BF16 && bt == AB_BF16 && st->bf16_native;
+    const int plain = ct == AB_F32 && !bias && epi == AB_EPI_NONE; /* sgemm's own alpha and beta do it all */
+    gemm_job j = {.be = be, .ta = ta, .tb = tb, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc,
+                  .native = native, .direct = plain && (!native || (alpha == 1.0f && beta == 0.0f)), .alpha = alpha,
+                  .beta = beta, .post_alpha = native ? alpha : 1.0f, .at = at, .ct = ct, .A = A, .B = B, .epi = epi,
+                  .C = C};
+    if (native) AB_TRY(cpu_bf16_parts_ready(be));
+    const int big = st->threads > 1 && (double)M * N * K >= CPU_GEMM_PAR_MIN_MACS;
+    const int one_part = !(big && M >= 2 * CPU_GEMM_MIN_SPLIT);
+    if (big && one_part && N >= 2 * CPU_GEMM_MIN_SPLIT) { /* few rows, many columns: cpu_sgemm's column split,
+                                                            the conversions around it */
+        if (native) {
+            if (j.direct) return cpu_gemm_bf16_native(be, ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
+            j.acc = cpu_scratch_get(be, 2, (size_t)M * N);
+            if (!j.acc || cpu_gemm_bf16_native(be, ta, tb, M, N, K, A, lda, B, ldb, j.acc, N)) return -1;
+        } else {
+            const float *a = widened(be, 0, at, A, ta ? K : M, ta ? M : K, lda);
+            const float *b = widened(be, 1, bt, B, tb ? N : K, tb ? K : N, ldb);
+            if (!a || !b) return -1;
+            if (j.direct) {
+                cpu_sgemm(be, ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, C, ldc);
+                return 0;
+            }
+            j.acc = cpu_scratch_get(be, 2, (size_t)M * N);
+            if (!j.acc) return -1;
+            cpu_sgemm(be, ta, tb, M, N, K, alpha, a, lda, b, ldb, 0.0f, j.acc, N);
+        }
+        j.bias = bias ? widened(be, 3, bt, bias, 1, N, N) : NULL;
+        j.rows = cpu_scratch_get(be, 4, 2 * (size_t)N);
+        if ((bias && !j.bias) || !j.rows) return -1;
+        gemm_epilogue_rows(&j, j.rows, 0, (size_t)M);
         return 0;
     }
-    float *acc = cpu_scratch_get(be, 2, (size_t)M * (size_t)N);
-    if (!acc) return -1;
-    cpu_sgemm(be, ta, tb, M, N, K, alpha, a, lda, b, ldb, 0.0f, acc, N);
-    return gemm_epilogue(be, M, N, 1.0f, acc, bt, bias, epi, beta, ct, C, ldc);
+    if (!native) {
+        j.b32 = widened(be, 1, bt, B, tb ? N : K, tb ? K : N, ldb);
+        if (!j.b32) return -1;
+        if (at != AB_F32 && ta) {
+            j.a32 = widened(be, 0, at, A, K, M, lda);
+            if (!j.a32) return -1;
+        } else if (at != AB_F32) {
+            j.a32rows = cpu_scratch_get(be, 0, (size_t)(M - 1) * lda + (size_t)K);
+            if (!j.a32rows) return -1;
+        }
+    }
+    if (!j.direct) {
+        const int parts = one_part ? 1 : cpu_parallel_parts(be, (size_t)M, CPU_GEMM_MIN_SPLIT);
+        j.acc = cpu_scratch_get(be, 2, (size_t)M * N);
+        j.bias = bias ? widened(be, 3, bt, bias, 1, N, N) : NULL;
+        j.rows = cpu_scratch_get(be, 4, 2 * (size_t)N * (size_t)parts);
+        if (!j.acc || (bias && !j.bias) || !j.rows) return -1;
+    }
+    if (one_part)
+        gemm_rows(&j, 0, 0, (size_t)M);
+    else
+        cpu_parallel_for(be, (size_t)M, CPU_GEMM_MIN_SPLIT, gemm_rows, &j);
+    if (j.failed)
+        return ab_errorf("gemm %dx%dx%d (%c%c) bf16: oneDNN could not build or run its matmul", M, N, K, ta ? 'T' : 'N',
+                         tb ? 'T' : 'N');
+    return 0;
 }
 
 int ab_cpu_cast(ab_backend *be, size_t n, ab_dtype st, const void *src, ab_dtype dt, void *dst) {
@@ -248,14 +333,71 @@ int ab_cpu_softmax_xent(ab_backend *be, int B, int C, ab_dtype lt, const void *l
     return 0;
 }
 
-int ab_cpu_unscale_check(ab_backend *be, size_t n, float *g, float inv_scale, int32_t *found_inf) {
-    (void)be;
+/* ---- the optimizer's element loops, over the pool: every element's arithmetic is its own, so
+ * the results do not depend on the split ---- */
+
+typedef struct {
+    float *w, *m, *v, *buf;
+    const float *g;
+    float lr, beta1, beta2, eps, weight_decay, c1, c2, momentum, inv_scale;
+    int first_step, bad;
+} opt_job;
+
+enum { OPT_MIN = 1 << 15 }; /* elements per thread below which a second thread does not pay */
+
+static void sgd_range(void *ctx, int part, size_t lo, size_t hi) {
+    (void)part;
+    const opt_job *j = ctx;
+    /* one loop for every case (no saxpy for plain SGD): an element's arithmetic must not depend
+     * on where a range starts, as a BLAS kernel's vector body and scalar tail may (a parameter
+     * server's shards split the ranges) */
+    for (size_t i = lo; i < hi; i++)
+        ab_sgd_update(&j->w[i], j->g[i], j->buf ? &j->buf[i] : NULL, j->lr, j->momentum, j->weight_decay,
+                      j->first_step);
+}
+
+int ab_cpu_sgd_step(ab_backend *be, size_t n, float *w, const float *g, float *buf, float lr, float momentum,
+                    float weight_decay, int first_step) {
+    opt_job j = {.w = w, .g = g, .buf = buf, .lr = lr, .momentum = momentum, .weight_decay = weight_decay,
+                 .first_step = first_step};
+    cpu_parallel_for(be, n, OPT_MIN, sgd_range, &j);
+    return 0;
+}
+
+static void adamw_range(void *ctx, int part, size_t lo, size_t hi) {
+    (void)part;
+    const opt_job *j = ctx;
+    float *restrict w = j->w, *restrict m = j->m, *restrict v = j->v;
+    const float *restrict g = j->g;
+    for (size_t i = lo; i < hi; i++)
+        ab_adamw_update(&w[i], g[i], &m[i], &v[i], j->lr, j->beta1, j->beta2, j->eps, j->weight_decay, j->c1, j->c2);
+}
+
+int ab_cpu_adamw_step(ab_backend *be, size_t n, float *w, const float *g, float *m, float *v, float lr, float beta1,
+                      float beta2, float eps, float weight_decay, int step) {
+    opt_job j = {.w = w, .g = g, .m = m, .v = v, .lr = lr, .beta1 = beta1, .beta2 = beta2, .eps = eps,
+                 .weight_decay = weight_decay, .c1 = 1.0f - powf(beta1, (float)step),
+                 .c2 = 1.0f - powf(beta2, (float)step)};
+    cpu_parallel_for(be, n, OPT_MIN, adamw_range, &j);
+    return 0;
+}
+
+static void unscale_range(void *ctx, int part, size_t lo, size_t hi) {
+    (void)part;
+    opt_job *j = ctx;
+    float *g = j->w;
     int bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        g[i] *= inv_scale;
+    for (size_t i = lo; i < hi; i++) {
+        g[i] *= j->inv_scale;
         bad |= !ab_is_finite(g[i]);
     }
-    if (bad) *found_inf = 1;
+    if (bad) __atomic_store_n(&j->bad, 1, __ATOMIC_RELAXED);
+}
+
+int ab_cpu_unscale_check(ab_backend *be, size_t n, float *g, float inv_scale, int32_t *found_inf) {
+    opt_job j = {.w = g, .inv_scale = inv_scale};
+    cpu_parallel_for(be, n, OPT_MIN, unscale_range, &j);
+    if (j.bad) *found_inf = 1;
     return 0;
 }
 
@@ -292,24 +434,7 @@ int ab_cpu_log2_hist(ab_backend *be, size_t n, ab_dtype t, const void *x, int lo
     return 0;
 }
 
-int ab_cpu_sgd_step(ab_backend *be, size_t n, float *w, const float *g, float *buf, float lr, float momentum,
-                    float weight_decay, int first_step) {
-    (void)be;
-    /* one loop for every case (no saxpy for plain SGD): an element's arithmetic must not depend
-     * on where a range starts, as a BLAS kernel's vector body and scalar tail may (a parameter
-     * server's shards split the ranges) */
-    for (size_t i = 0; i < n; i++)
-        ab_sgd_update(&w[i], g[i], buf ? &buf[i] : NULL, lr, momentum, weight_decay, first_step);
-    return 0;
-}
 
-int ab_cpu_adamw_step(ab_backend *be, size_t n, float *w, const float *g, float *m, float *v, float lr, float beta1,
-                      float beta2, float eps, float weight_decay, int step) {
-    (void)be;
-    const float c1 = 1.0f - powf(beta1, (float)step), c2 = 1.0f - powf(beta2, (float)step);
-    for (size_t i = 0; i < n; i++) ab_adamw_update(&w[i], g[i], &m[i], &v[i], lr, beta1, beta2, eps, weight_decay, c1, c2);
-    return 0;
-}
 
 int ab_cpu_gather_normalize(ab_backend *be, int B, int D, const uint8_t *data, const uint8_t *labels,
                             const int32_t *idx, float mean, float std, ab_dtype ot, void *out, int32_t *labels_out) {

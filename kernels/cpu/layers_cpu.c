@@ -19,43 +19,11 @@
 #include "cpu_internal.h"
 #include "half.h"
 
-/* ---- conversions in parallel ---- */
-
-typedef struct {
-    ab_dtype t;
-    const void *src;
-    void *dst;
-} convert_job;
-
-static void widen_range(void *ctx, int part, size_t lo, size_t hi) {
-    (void)part;
-    const convert_job *j = ctx;
-    cpu_widen(hi - lo, j->t, (const char *)j->src + lo * ab_dtype_size(j->t), (float *)j->dst + lo);
-}
-
-static void narrow_range(void *ctx, int part, size_t lo, size_t hi) {
-    (void)part;
-    const convert_job *j = ctx;
-    cpu_narrow(hi - lo, (const float *)j->src + lo, j->t, (char *)j->dst + lo * ab_dtype_size(j->t));
-}
-
-enum { CONVERT_MIN = 1 << 16 }; /* elements per thread below which a second thread does not pay */
-
-static void par_widen(ab_backend *be, size_t n, ab_dtype t, const void *src, float *dst) {
-    convert_job j = {t, src, dst};
-    cpu_parallel_for(be, n, CONVERT_MIN, widen_range, &j);
-}
-
-static void par_narrow(ab_backend *be, size_t n, const float *src, ab_dtype t, void *dst) {
-    convert_job j = {t, src, dst};
-    cpu_parallel_for(be, n, CONVERT_MIN, narrow_range, &j);
-}
-
 /* fp32 view of n stored elements: the buffer itself for fp32, else a widened copy in slot */
 static const float *f32_view(ab_backend *be, int slot, ab_dtype t, const void *p, size_t n) {
     if (t == AB_F32) return p;
     float *w = cpu_scratch_get(be, slot, n);
-    if (w) par_widen(be, n, t, p, w);
+    if (w) cpu_widen_par(be, n, t, p, w);
     return w;
 }
 
@@ -223,7 +191,7 @@ static int conv_forward_bf16(ab_backend *be, const ab_conv_shape *s, const conv_
         if (!out || !a) return -1;
         AB_TRY(cpu_gemm_bf16_native(be, 0, 1, (int)((size_t)nb * pl->PQ), s->K, (int)pl->CRS, a, (int)pl->CRS, w,
                                     (int)pl->CRS, out, s->K));
-        par_narrow(be, (size_t)nb * pl->PQK, out, AB_BF16, y + (size_t)n0 * pl->PQK);
+        cpu_narrow_par(be, (size_t)nb * pl->PQK, out, AB_BF16, y + (size_t)n0 * pl->PQK);
     }
     return 0;
 }
@@ -252,7 +220,7 @@ int ab_cpu_conv2d_forward(ab_backend *be, const ab_conv_shape *s, ab_dtype t, co
         /* y (nb*P*Q, K) = col (nb*P*Q, RSC) @ w^T */
         cpu_sgemm(be, 0, 1, (int)((size_t)nb * pl.PQ), s->K, (int)pl.CRS, 1.0f, a, (int)pl.CRS, w32, (int)pl.CRS, 0.0f,
                   out, s->K);
-        if (t != AB_F32) par_narrow(be, (size_t)nb * pl.PQK, out, t, (char *)y + (size_t)n0 * pl.PQK * es);
+        if (t != AB_F32) cpu_narrow_par(be, (size_t)nb * pl.PQK, out, t, (char *)y + (size_t)n0 * pl.PQK * es);
     }
     return 0;
 }
@@ -279,7 +247,7 @@ int ab_cpu_conv2d_backward_data(ab_backend *be, const ab_conv_shape *s, ab_dtype
                                             (int)pl.CRS, dcol, (int)pl.CRS));
                 col2im(be, s, nb, dcol, out);
             }
-            par_narrow(be, (size_t)nb * pl.HWC, out, t, (uint16_t *)dx + (size_t)n0 * pl.HWC);
+            cpu_narrow_par(be, (size_t)nb * pl.HWC, out, t, (uint16_t *)dx + (size_t)n0 * pl.HWC);
         }
         return 0;
     }
@@ -301,7 +269,7 @@ int ab_cpu_conv2d_backward_data(ab_backend *be, const ab_conv_shape *s, ab_dtype
                       dcol, (int)pl.CRS);
             col2im(be, s, nb, dcol, out);
         }
-        if (t != AB_F32) par_narrow(be, (size_t)nb * pl.HWC, out, t, (char *)dx + (size_t)n0 * pl.HWC * es);
+        if (t != AB_F32) cpu_narrow_par(be, (size_t)nb * pl.HWC, out, t, (char *)dx + (size_t)n0 * pl.HWC * es);
     }
     return 0;
 }
@@ -317,7 +285,7 @@ int ab_cpu_conv2d_backward_filter(ab_backend *be, const ab_conv_shape *s, ab_dty
     if (t != AB_F32) { /* the fp32 sum, old dw included, is rounded once at the end */
         dw32 = cpu_scratch_get(be, CPU_SLOT_LAYER_ACC, nw);
         if (!dw32) return -1;
-        if (beta != 0.0f) par_widen(be, nw, t, dw, dw32);
+        if (beta != 0.0f) cpu_widen_par(be, nw, t, dw, dw32);
     }
     if (native_bf16(be, t)) { /* each chunk's product in fp32, added to the fp32 sum */
         float *part = cpu_scratch_get(be, CPU_SLOT_LAYER_W, nw);
@@ -334,7 +302,7 @@ int ab_cpu_conv2d_backward_filter(ab_backend *be, const ab_conv_shape *s, ab_dty
             else
                 for (size_t i = 0; i < nw; i++) dw32[i] = (n0 == 0 ? beta * dw32[i] : dw32[i]) + part[i];
         }
-        par_narrow(be, nw, dw32, t, dw);
+        cpu_narrow_par(be, nw, dw32, t, dw);
         return 0;
     }
     for (int n0 = 0; n0 < s->N; n0 += pl.nb) {
@@ -355,7 +323,7 @@ int ab_cpu_conv2d_backward_filter(ab_backend *be, const ab_conv_shape *s, ab_dty
         cpu_sgemm(be, 1, 0, s->K, (int)pl.CRS, (int)((size_t)nb * pl.PQ), 1.0f, dy32, s->K, a, (int)pl.CRS,
                   n0 == 0 ? beta : 1.0f, dw32, (int)pl.CRS);
     }
-    if (t != AB_F32) par_narrow(be, nw, dw32, t, dw);
+    if (t != AB_F32) cpu_narrow_par(be, nw, dw32, t, dw);
     return 0;
 }
 

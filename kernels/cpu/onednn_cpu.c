@@ -193,25 +193,33 @@ static void bf16_range(void *ctx, int part, size_t lo, size_t hi) {
     if (rc) __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
 }
 
-/* below this many multiply-adds one call does it (as in cpu_sgemm) */
-enum { BF16_PAR_MIN_MACS = 1 << 18, BF16_MIN_SPLIT = 32 };
+int cpu_bf16_parts_ready(ab_backend *be) {
+    cpu_state *st = be->impl;
+    if (!cpu_bf16_native_available()) return ab_errorf("bf16 GEMM: %s", why);
+    if (st->bf16_parts) return 0;
+    const int parts = st->threads > 1 ? st->threads : 1;
+    st->bf16_parts = calloc((size_t)parts, sizeof *st->bf16_parts);
+    if (!st->bf16_parts) return ab_errorf("out of host memory for the bf16 GEMM's primitives");
+    st->bf16_nparts = parts;
+    return 0;
+}
+
+int cpu_gemm_bf16_on_part(ab_backend *be, int part, int ta, int tb, int M, int N, int K, const uint16_t *A, int lda,
+                          const uint16_t *B, int ldb, float *C, int ldc) {
+    bf16_job j = {be->impl, ta, tb, M, N, K, lda, ldb, ldc, 1, A, B, C, 0};
+    return part_run(&j, part, M, N, A, B, C);
+}
 
 int cpu_gemm_bf16_native(ab_backend *be, int ta, int tb, int M, int N, int K, const uint16_t *A, int lda,
                          const uint16_t *B, int ldb, float *C, int ldc) {
     cpu_state *st = be->impl;
-    if (!cpu_bf16_native_available()) return ab_errorf("bf16 GEMM: %s", why);
-    if (!st->bf16_parts) {
-        const int parts = st->threads > 1 ? st->threads : 1;
-        st->bf16_parts = calloc((size_t)parts, sizeof *st->bf16_parts);
-        if (!st->bf16_parts) return ab_errorf("out of host memory for the bf16 GEMM's primitives");
-        st->bf16_nparts = parts;
-    }
+    AB_TRY(cpu_bf16_parts_ready(be));
     bf16_job j = {st, ta, tb, M, N, K, lda, ldb, ldc, M >= N, A, B, C, 0};
     const size_t along = j.by_rows ? (size_t)M : (size_t)N;
-    if (st->threads <= 1 || (double)M * N * K < BF16_PAR_MIN_MACS || along < 2 * BF16_MIN_SPLIT)
+    if (st->threads <= 1 || (double)M * N * K < CPU_GEMM_PAR_MIN_MACS || along < 2 * CPU_GEMM_MIN_SPLIT)
         bf16_range(&j, 0, 0, along);
     else
-        cpu_parallel_for(be, along, BF16_MIN_SPLIT, bf16_range, &j);
+        cpu_parallel_for(be, along, CPU_GEMM_MIN_SPLIT, bf16_range, &j);
     if (j.failed)
         return ab_errorf("bf16 GEMM %dx%dx%d (%c%c): oneDNN could not build or run its matmul", M, N, K, ta ? 'T' : 'N',
                          tb ? 'T' : 'N');
@@ -230,6 +238,15 @@ const char *cpu_onednn_version(void) { return NULL; }
 int cpu_bf16_native_available(void) { return 0; }
 const char *cpu_bf16_native_describe(void) { return "emulated (built without oneDNN)"; }
 void cpu_bf16_parts_free(cpu_state *st) { (void)st; }
+int cpu_bf16_parts_ready(ab_backend *be) {
+    (void)be;
+    return ab_errorf("bf16 GEMM: built without oneDNN");
+}
+int cpu_gemm_bf16_on_part(ab_backend *be, int part, int ta, int tb, int M, int N, int K, const uint16_t *A, int lda,
+                          const uint16_t *B, int ldb, float *C, int ldc) {
+    (void)part;
+    return cpu_gemm_bf16_native(be, ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
+}
 int cpu_gemm_bf16_native(ab_backend *be, int ta, int tb, int M, int N, int K, const uint16_t *A, int lda,
                          const uint16_t *B, int ldb, float *C, int ldc) {
     (void)be, (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)ldb, (void)C, (void)ldc;

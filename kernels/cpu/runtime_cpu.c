@@ -123,6 +123,36 @@ void cpu_narrow(size_t n, const float *src, ab_dtype t, void *dst) {
     }
 }
 
+/* the conversions over the pool */
+typedef struct {
+    ab_dtype t;
+    const void *src;
+    void *dst;
+} convert_job;
+
+static void widen_range(void *ctx, int part, size_t lo, size_t hi) {
+    (void)part;
+    const convert_job *j = ctx;
+    cpu_widen(hi - lo, j->t, (const char *)j->src + lo * ab_dtype_size(j->t), (float *)j->dst + lo);
+}
+
+static void narrow_range(void *ctx, int part, size_t lo, size_t hi) {
+    (void)part;
+    const convert_job *j = ctx;
+    cpu_narrow(hi - lo, (const float *)j->src + lo, j->t, (char *)j->dst + lo * ab_dtype_size(j->t));
+}
+
+
+void cpu_widen_par(ab_backend *be, size_t n, ab_dtype t, const void *src, float *dst) {
+    convert_job j = {t, src, dst};
+    cpu_parallel_for(be, n, CONVERT_MIN, widen_range, &j);
+}
+
+void cpu_narrow_par(ab_backend *be, size_t n, const float *src, ab_dtype t, void *dst) {
+    convert_job j = {t, src, dst};
+    cpu_parallel_for(be, n, CONVERT_MIN, narrow_range, &j);
+}
+
 /* ---- thread pool: the loops around the GEMMs (im2col, col2im, conversions, batch norm,
  * pooling) run on the same number of threads as OpenBLAS, through plain pthreads (OpenMP's
  * spinning workers would compete with OpenBLAS's own threads for the same cores). ---- */
@@ -256,38 +286,36 @@ typedef struct {
     float *C;
 } sgemm_job;
 
+void cpu_sgemm_1(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                 float beta, float *C, int ldc) {
+    if (cpu_sgemm_onednn(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) == 0) return;
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B,
+                ldb, beta, C, ldc);
+}
+
 static void sgemm_range(void *ctx, int part, size_t lo, size_t hi) {
     (void)part;
     const sgemm_job *j = ctx;
     const int n = (int)(hi - lo), o = (int)lo;
     if (j->by_rows) { /* rows o.. of op(A) and C */
         const float *a = j->ta ? j->A + o : j->A + (size_t)o * j->lda;
-        if (cpu_sgemm_onednn(j->ta, j->tb, n, j->N, j->K, j->alpha, a, j->lda, j->B, j->ldb, j->beta,
-                             j->C + (size_t)o * j->ldc, j->ldc) == 0)
-            return;
-        cblas_sgemm(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans, j->tb ? CblasTrans : CblasNoTrans, n, j->N, j->K,
-                    j->alpha, a, j->lda, j->B, j->ldb, j->beta, j->C + (size_t)o * j->ldc, j->ldc);
+        cpu_sgemm_1(j->ta, j->tb, n, j->N, j->K, j->alpha, a, j->lda, j->B, j->ldb, j->beta, j->C + (size_t)o * j->ldc,
+                    j->ldc);
     } else { /* columns o.. of op(B) and C */
         const float *b = j->tb ? j->B + (size_t)o * j->ldb : j->B + o;
-        if (cpu_sgemm_onednn(j->ta, j->tb, j->M, n, j->K, j->alpha, j->A, j->lda, b, j->ldb, j->beta, j->C + o,
-                             j->ldc) == 0)
-            return;
-        cblas_sgemm(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans, j->tb ? CblasTrans : CblasNoTrans, j->M, n, j->K,
-                    j->alpha, j->A, j->lda, b, j->ldb, j->beta, j->C + o, j->ldc);
+        cpu_sgemm_1(j->ta, j->tb, j->M, n, j->K, j->alpha, j->A, j->lda, b, j->ldb, j->beta, j->C + o, j->ldc);
     }
 }
 
-/* below this many multiply-adds one call does it: a second thread's start costs more */
-enum { SGEMM_PAR_MIN_MACS = 1 << 18, SGEMM_MIN_SPLIT = 32 };
 
 void cpu_sgemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                const float *B, int ldb, float beta, float *C, int ldc) {
     const cpu_state *st = be->impl;
     sgemm_job j = {ta, tb, M, N, K, lda, ldb, ldc, M >= N, alpha, beta, A, B, C};
     const size_t along = j.by_rows ? (size_t)M : (size_t)N;
-    if (st->threads <= 1 || (double)M * N * K < SGEMM_PAR_MIN_MACS || along < 2 * SGEMM_MIN_SPLIT) {
+    if (st->threads <= 1 || (double)M * N * K < CPU_GEMM_PAR_MIN_MACS || along < 2 * CPU_GEMM_MIN_SPLIT) {
         sgemm_range(&j, 0, 0, along);
         return;
     }
-    cpu_parallel_for(be, along, SGEMM_MIN_SPLIT, sgemm_range, &j);
+    cpu_parallel_for(be, along, CPU_GEMM_MIN_SPLIT, sgemm_range, &j);
 }

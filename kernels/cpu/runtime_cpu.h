@@ -51,6 +51,12 @@ void cpu_widen(size_t n, ab_dtype t, const void *src, float *dst);
 /* dst = src rounded once to nearest even (fp32 -> fp16/bf16), F16C where the CPU has it */
 void cpu_narrow(size_t n, const float *src, ab_dtype t, void *dst);
 
+/* elements per thread below which a second thread does not pay for a conversion or an add */
+enum { CONVERT_MIN = 1 << 16 };
+/* the two above over the pool, in ranges of at least CONVERT_MIN elements */
+void cpu_widen_par(ab_backend *be, size_t n, ab_dtype t, const void *src, float *dst);
+void cpu_narrow_par(ab_backend *be, size_t n, const float *src, ab_dtype t, void *dst);
+
 /* Runs fn(ctx, part, lo, hi) over [0, n) cut into `part`s 0, 1, ... of contiguous ranges, at
  * most st->threads of them and none under min_per_thread items, the calling thread taking part 0;
  * returns when all are done. part indexes per-thread scratch. The split depends only on n and the
@@ -67,6 +73,12 @@ void cpu_pool_free(cpu_state *st);
  * columns when there are few rows, so that every element comes from one sgemm call. */
 void cpu_sgemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                const float *B, int ldb, float beta, float *C, int ldc);
+/* the same on the calling thread alone (one part's product) */
+void cpu_sgemm_1(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                 float beta, float *C, int ldc);
+/* below this many multiply-adds, or under 2 x CPU_GEMM_MIN_SPLIT rows (columns), a product takes
+ * one part: a second thread's start costs more */
+enum { CPU_GEMM_PAR_MIN_MACS = 1 << 18, CPU_GEMM_MIN_SPLIT = 32 };
 
 /* onednn_cpu.c: C = alpha op(A) op(B) + beta C in oneDNN's sgemm on the calling thread alone;
  * -1 when it fails or the build has no oneDNN (the caller then uses OpenBLAS). The version
@@ -83,6 +95,12 @@ const char *cpu_bf16_native_describe(void);
  * like cpu_sgemm; -1 with ab_error when oneDNN fails or is absent. */
 int cpu_gemm_bf16_native(ab_backend *be, int ta, int tb, int M, int N, int K, const uint16_t *A, int lda,
                          const uint16_t *B, int ldb, float *C, int ldc);
+/* the same on the calling thread alone, as part `part` of the pool (its own oneDNN primitives),
+ * -1 without ab_error on failure (the caller, back on its own thread, reports it);
+ * cpu_bf16_parts_ready (-1 with ab_error) first, outside the pool's parts */
+int cpu_bf16_parts_ready(ab_backend *be);
+int cpu_gemm_bf16_on_part(ab_backend *be, int part, int ta, int tb, int M, int N, int K, const uint16_t *A, int lda,
+                          const uint16_t *B, int ldb, float *C, int ldc);
 void cpu_bf16_parts_free(cpu_state *st);
 
 #endif
