@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The article's MNIST MLP (784-256-10, batch 64, SGD) on this CPU, ampbench beside the peer
 # (peers/mnist_mlp.py: the same model, data and recipe in PyTorch) on the same threads: training
-# samples/s of one epoch (60,000 samples, the first step untimed), median of R runs, in fp32, amp
+# samples/s of one epoch (60,000 samples, every step timed), median of R runs, in fp32, amp
 # (fp16; on a CPU ampbench emulates it, PyTorch autocasts to fp16) and bf16. Runs alternate between
 # the tools so that a drift of the machine touches both. Prints a table; the raw JSON stays in OUT.
 # usage: bench/cpu_mlp.sh [--build DIR] [--out DIR] [--repeats R] [--threads T] [--precisions LIST]
@@ -28,7 +28,7 @@ field() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.a
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 echo "cpu_mlp.sh: $cpu, $threads threads; PyTorch: $([ -n "$py" ] && "$py" -c 'import torch; print(torch.__version__)' || echo "not importable (no peer column)")"
-common=(--epochs 1 --batch-size 64 --timing-skip-steps 1 --threads "$threads")
+common=(--epochs 1 --batch-size 64 --threads "$threads")
 echo
 echo "Training samples/s over one epoch, median of $repeats runs:"
 printf '%-5s %16s %16s %8s\n' prec "ampbench" "PyTorch" ratio

@@ -345,16 +345,27 @@ typedef struct {
 
 enum { OPT_MIN = 1 << 15 }; /* elements per thread below which a second thread does not pay */
 
-static void sgd_range(void *ctx, int part, size_t lo, size_t hi) {
+static inline __attribute__((always_inline)) void sgd_range_body(void *ctx, int part, size_t lo, size_t hi) {
     (void)part;
     const opt_job *j = ctx;
-    /* one loop for every case (no saxpy for plain SGD): an element's arithmetic must not depend
-     * on where a range starts, as a BLAS kernel's vector body and scalar tail may (a parameter
-     * server's shards split the ranges) */
+    /* no saxpy for plain SGD: an element's arithmetic must not depend on where a range starts, as a
+     * BLAS kernel's vector body and scalar tail may (a parameter server's shards split the ranges).
+     * Without momentum, ab_sgd_update's two operations written out, so that the loop vectorizes. */
+    if (j->momentum == 0.0f) {
+        float *restrict w = j->w;
+        const float *restrict g = j->g;
+        const float lr = j->lr, wd = j->weight_decay;
+        for (size_t i = lo; i < hi; i++) {
+            const float gi = g[i] + wd * w[i];
+            w[i] -= lr * gi;
+        }
+        return;
+    }
     for (size_t i = lo; i < hi; i++)
         ab_sgd_update(&j->w[i], j->g[i], j->buf ? &j->buf[i] : NULL, j->lr, j->momentum, j->weight_decay,
                       j->first_step);
 }
+CPU_RANGE_AVX512(sgd_range)
 
 int ab_cpu_sgd_step(ab_backend *be, size_t n, float *w, const float *g, float *buf, float lr, float momentum,
                     float weight_decay, int first_step) {
@@ -364,7 +375,7 @@ int ab_cpu_sgd_step(ab_backend *be, size_t n, float *w, const float *g, float *b
     return 0;
 }
 
-static void adamw_range(void *ctx, int part, size_t lo, size_t hi) {
+static inline __attribute__((always_inline)) void adamw_range_body(void *ctx, int part, size_t lo, size_t hi) {
     (void)part;
     const opt_job *j = ctx;
     float *restrict w = j->w, *restrict m = j->m, *restrict v = j->v;
@@ -372,6 +383,7 @@ static void adamw_range(void *ctx, int part, size_t lo, size_t hi) {
     for (size_t i = lo; i < hi; i++)
         ab_adamw_update(&w[i], g[i], &m[i], &v[i], j->lr, j->beta1, j->beta2, j->eps, j->weight_decay, j->c1, j->c2);
 }
+CPU_RANGE_AVX512(adamw_range)
 
 int ab_cpu_adamw_step(ab_backend *be, size_t n, float *w, const float *g, float *m, float *v, float lr, float beta1,
                       float beta2, float eps, float weight_decay, int step) {
@@ -382,7 +394,7 @@ int ab_cpu_adamw_step(ab_backend *be, size_t n, float *w, const float *g, float 
     return 0;
 }
 
-static void unscale_range(void *ctx, int part, size_t lo, size_t hi) {
+static inline __attribute__((always_inline)) void unscale_range_body(void *ctx, int part, size_t lo, size_t hi) {
     (void)part;
     opt_job *j = ctx;
     float *g = j->w;
@@ -393,6 +405,7 @@ static void unscale_range(void *ctx, int part, size_t lo, size_t hi) {
     }
     if (bad) __atomic_store_n(&j->bad, 1, __ATOMIC_RELAXED);
 }
+CPU_RANGE_AVX512(unscale_range)
 
 int ab_cpu_unscale_check(ab_backend *be, size_t n, float *g, float inv_scale, int32_t *found_inf) {
     opt_job j = {.w = g, .inv_scale = inv_scale};
@@ -436,20 +449,41 @@ int ab_cpu_log2_hist(ab_backend *be, size_t n, ab_dtype t, const void *x, int lo
 
 
 
+typedef struct {
+    int D;
+    ab_dtype ot;
+    const uint8_t *data, *labels;
+    const int32_t *idx;
+    const float *lut;
+    void *out;
+    int32_t *labels_out;
+    float *rows; /* D floats a part (16-bit outputs) */
+} gather_job;
+
+static void gather_range(void *ctx, int part, size_t lo, size_t hi) {
+    const gather_job *j = ctx;
+    const int D = j->D;
+    for (size_t b = lo; b < hi; b++) {
+        const uint8_t *src = j->data + (size_t)j->idx[b] * (size_t)D;
+        const size_t off = b * (size_t)D;
+        float *dst = j->ot == AB_F32 ? (float *)j->out + off : j->rows + (size_t)part * D;
+        for (int d = 0; d < D; d++) dst[d] = j->lut[src[d]];
+        if (j->ot != AB_F32) cpu_narrow((size_t)D, dst, j->ot, (uint16_t *)j->out + off);
+        if (j->labels_out) j->labels_out[b] = j->labels[j->idx[b]];
+    }
+}
+
+/* rows over the pool from 16 a thread: the sampled rows are scattered over the data set, so the
+ * loads wait on memory */
 int ab_cpu_gather_normalize(ab_backend *be, int B, int D, const uint8_t *data, const uint8_t *labels,
                             const int32_t *idx, float mean, float std, ab_dtype ot, void *out, int32_t *labels_out) {
     float lut[256];
     for (int v = 0; v < 256; v++) lut[v] = ((float)v / 255.0f - mean) / std;
-    float *row = ot == AB_F32 ? NULL : cpu_scratch_get(be, 4, (size_t)D);
-    if (ot != AB_F32 && !row) return -1;
-    for (int b = 0; b < B; b++) {
-        const uint8_t *src = data + (size_t)idx[b] * (size_t)D;
-        const size_t off = (size_t)b * (size_t)D;
-        float *dst = ot == AB_F32 ? (float *)out + off : row;
-        for (int d = 0; d < D; d++) dst[d] = lut[src[d]];
-        if (ot != AB_F32) cpu_narrow((size_t)D, row, ot, (uint16_t *)out + off);
-        if (labels_out) labels_out[b] = labels[idx[b]];
-    }
+    const int parts = cpu_parallel_parts(be, (size_t)B, 16);
+    float *rows = ot == AB_F32 ? NULL : cpu_scratch_get(be, 4, (size_t)D * (size_t)parts);
+    if (ot != AB_F32 && !rows) return -1;
+    gather_job j = {D, ot, data, labels, idx, lut, out, labels_out, rows};
+    cpu_parallel_for(be, (size_t)B, 16, gather_range, &j);
     return 0;
 }
 

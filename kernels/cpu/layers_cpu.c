@@ -86,7 +86,8 @@ typedef struct {
     const ab_conv_shape *s;
     void *img; /* (nb, H, W, C): read by im2col, written by col2im (fp32) */
     void *col; /* (nb*P*Q, R*S*C): written by im2col, read by col2im (fp32) */
-    size_t es; /* im2col's element size: 4 (fp32), 2 (bf16 for the native products) */
+    size_t es; /* im2col's column element size: 4 (fp32), 2 (bf16 for the native products) */
+    ab_dtype t; /* im2col: img's type; fp16/bf16 into fp32 columns is widened on the way */
 } col_job;
 
 /* the valid filter columns [*slo, *shi) for an output column starting at input column w0 */
@@ -104,10 +105,12 @@ static void im2col_range(void *ctx, int part, size_t lo, size_t hi) {
     const ab_conv_shape *s = j->s;
     const int C = s->C, H = s->H, W = s->W, R = s->R, S = s->S, Q = s->Q;
     const size_t es = j->es, SC = (size_t)S * C, CRS = (size_t)R * SC, Ce = (size_t)C * es;
+    const size_t ies = ab_dtype_size(j->t), iCe = (size_t)C * ies; /* img's element and pixel sizes */
+    const int widen = ies != es;
     for (size_t np = lo; np < hi; np++) {
         const size_t n = np / (size_t)s->P;
         const int p = (int)(np % (size_t)s->P);
-        const char *img = (const char *)j->img + n * (size_t)H * W * Ce;
+        const char *img = (const char *)j->img + n * (size_t)H * W * iCe;
         char *row = (char *)j->col + np * (size_t)Q * CRS * es;
         for (int q = 0; q < Q; q++, row += CRS * es) {
             const int w0 = q * s->stride_w - s->pad_w;
@@ -121,7 +124,11 @@ static void im2col_range(void *ctx, int part, size_t lo, size_t hi) {
                     continue;
                 }
                 if (slo > 0) memset(dst, 0, (size_t)slo * Ce);
-                memcpy(dst + (size_t)slo * Ce, img + ((size_t)h * W + (size_t)(w0 + slo)) * Ce, (size_t)(shi - slo) * Ce);
+                const char *from = img + ((size_t)h * W + (size_t)(w0 + slo)) * iCe;
+                if (widen)
+                    cpu_widen((size_t)(shi - slo) * C, j->t, from, (float *)(dst + (size_t)slo * Ce));
+                else
+                    memcpy(dst + (size_t)slo * Ce, from, (size_t)(shi - slo) * Ce);
                 if (shi < S) memset(dst + (size_t)shi * Ce, 0, (size_t)(S - shi) * Ce);
             }
         }
@@ -157,14 +164,15 @@ static void col2im_range(void *ctx, int part, size_t lo, size_t hi) {
     }
 }
 
-/* x and col hold elements of es bytes (fp32, or bf16 for the native products) */
-static void im2col(ab_backend *be, const ab_conv_shape *s, int nb, const void *x, void *col, size_t es) {
-    col_job j = {s, (void *)x, col, es}; /* im2col only reads img */
+/* col holds elements of es bytes (fp32, or bf16 for the native products), x elements of type t
+ * (widened to fp32 on the way when es is 4) */
+static void im2col(ab_backend *be, const ab_conv_shape *s, int nb, ab_dtype t, const void *x, void *col, size_t es) {
+    col_job j = {s, (void *)x, col, es, t}; /* im2col only reads img */
     cpu_parallel_for(be, (size_t)nb * s->P, 1, im2col_range, &j);
 }
 
 static void col2im(ab_backend *be, const ab_conv_shape *s, int nb, const float *dcol, float *dx) {
-    col_job j = {s, dx, (void *)dcol, sizeof(float)}; /* col2im only reads col */
+    col_job j = {s, dx, (void *)dcol, sizeof(float), AB_F32}; /* col2im only reads col */
     cpu_parallel_for(be, (size_t)nb, 1, col2im_range, &j);
 }
 
@@ -178,7 +186,7 @@ static const uint16_t *bf16_columns(ab_backend *be, const ab_conv_shape *s, cons
                                     const uint16_t *x) {
     if (pl->direct) return x;
     uint16_t *col = (uint16_t *)cpu_scratch_get(be, CPU_SLOT_LAYER_COL, ((size_t)nb * pl->PQ * pl->CRS + 1) / 2);
-    if (col) im2col(be, s, nb, x, col, sizeof(uint16_t));
+    if (col) im2col(be, s, nb, AB_BF16, x, col, sizeof(uint16_t));
     return col;
 }
 
@@ -196,11 +204,37 @@ static int conv_forward_bf16(ab_backend *be, const ab_conv_shape *s, const conv_
     return 0;
 }
 
+/* fp16/bf16 emulated: the columns widened as they are built (x itself for a 1x1 convolution),
+ * and the product through ab_cpu_gemm, which widens the weights once, the rows of a 1x1
+ * convolution's x in each part and rounds each part's block of y in its cache */
+static const void *columns_f32(ab_backend *be, const ab_conv_shape *s, const conv_plan *pl, int nb, ab_dtype t,
+                               const void *x, ab_dtype *ct) {
+    *ct = pl->direct ? t : AB_F32;
+    if (pl->direct) return x;
+    float *col = cpu_scratch_get(be, CPU_SLOT_LAYER_COL, (size_t)nb * pl->PQ * pl->CRS);
+    if (col) im2col(be, s, nb, t, x, col, sizeof(float));
+    return col;
+}
+
+static int conv_forward_16(ab_backend *be, const ab_conv_shape *s, const conv_plan *pl, ab_dtype t, const void *x,
+                           const void *w, void *y) {
+    for (int n0 = 0; n0 < s->N; n0 += pl->nb) {
+        const int nb = s->N - n0 < pl->nb ? s->N - n0 : pl->nb;
+        ab_dtype at;
+        const void *a = columns_f32(be, s, pl, nb, t, (const uint16_t *)x + (size_t)n0 * pl->HWC, &at);
+        if (!a) return -1;
+        AB_TRY(ab_cpu_gemm(be, 0, 1, (int)((size_t)nb * pl->PQ), s->K, (int)pl->CRS, 1.0f, at, a, (int)pl->CRS, t, w,
+                           (int)pl->CRS, NULL, AB_EPI_NONE, 0.0f, t, (uint16_t *)y + (size_t)n0 * pl->PQK, s->K));
+    }
+    return 0;
+}
+
 int ab_cpu_conv2d_forward(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *x, const void *w, void *y) {
     conv_plan pl;
     const size_t es = ab_dtype_size(t);
     AB_TRY(conv_prepare("conv2d_forward", s, t, (size_t)s->H * s->W * s->C + (size_t)s->P * s->Q * s->K, 1, &pl));
     if (native_bf16(be, t)) return conv_forward_bf16(be, s, &pl, x, w, y);
+    if (t != AB_F32) return conv_forward_16(be, s, &pl, t, x, w, y);
     const float *w32 = f32_view(be, CPU_SLOT_LAYER_W, t, w, (size_t)s->K * pl.CRS);
     if (!w32) return -1;
     for (int n0 = 0; n0 < s->N; n0 += pl.nb) {
@@ -214,7 +248,7 @@ int ab_cpu_conv2d_forward(ab_backend *be, const ab_conv_shape *s, ab_dtype t, co
         if (!pl.direct) {
             float *col = cpu_scratch_get(be, CPU_SLOT_LAYER_COL, (size_t)nb * pl.PQ * pl.CRS);
             if (!col) return -1;
-            im2col(be, s, nb, x32, col, sizeof(float));
+            im2col(be, s, nb, AB_F32, x32, col, sizeof(float));
             a = col;
         }
         /* y (nb*P*Q, K) = col (nb*P*Q, RSC) @ w^T */
@@ -248,6 +282,26 @@ int ab_cpu_conv2d_backward_data(ab_backend *be, const ab_conv_shape *s, ab_dtype
                 col2im(be, s, nb, dcol, out);
             }
             cpu_narrow_par(be, (size_t)nb * pl.HWC, out, t, (uint16_t *)dx + (size_t)n0 * pl.HWC);
+        }
+        return 0;
+    }
+    if (t != AB_F32) { /* through ab_cpu_gemm: dy's rows widened in each part, w once */
+        for (int n0 = 0; n0 < s->N; n0 += pl.nb) {
+            const int nb = s->N - n0 < pl.nb ? s->N - n0 : pl.nb;
+            const uint16_t *dyc = (const uint16_t *)dy + (size_t)n0 * pl.PQK;
+            uint16_t *dxc = (uint16_t *)dx + (size_t)n0 * pl.HWC;
+            if (pl.direct) { /* dx (nb*H*W, C) = dy (nb*H*W, K) @ w (K, C), rounded in the parts */
+                AB_TRY(ab_cpu_gemm(be, 0, 0, (int)((size_t)nb * pl.PQ), s->C, s->K, 1.0f, t, dyc, s->K, t, w, s->C, NULL,
+                                   AB_EPI_NONE, 0.0f, t, dxc, s->C));
+                continue;
+            }
+            float *dcol = cpu_scratch_get(be, CPU_SLOT_LAYER_COL, (size_t)nb * pl.PQ * pl.CRS);
+            float *out = cpu_scratch_get(be, CPU_SLOT_LAYER_OUT, (size_t)nb * pl.HWC);
+            if (!dcol || !out) return -1;
+            AB_TRY(ab_cpu_gemm(be, 0, 0, (int)((size_t)nb * pl.PQ), (int)pl.CRS, s->K, 1.0f, t, dyc, s->K, t, w,
+                               (int)pl.CRS, NULL, AB_EPI_NONE, 0.0f, AB_F32, dcol, (int)pl.CRS));
+            col2im(be, s, nb, dcol, out);
+            cpu_narrow_par(be, (size_t)nb * pl.HWC, out, t, dxc);
         }
         return 0;
     }
@@ -305,6 +359,19 @@ int ab_cpu_conv2d_backward_filter(ab_backend *be, const ab_conv_shape *s, ab_dty
         cpu_narrow_par(be, nw, dw32, t, dw);
         return 0;
     }
+    if (t != AB_F32) { /* through ab_cpu_gemm: dy^T widened once a chunk, the columns as they are built */
+        for (int n0 = 0; n0 < s->N; n0 += pl.nb) {
+            const int nb = s->N - n0 < pl.nb ? s->N - n0 : pl.nb;
+            ab_dtype bt;
+            const void *b = columns_f32(be, s, &pl, nb, t, (const uint16_t *)x + (size_t)n0 * pl.HWC, &bt);
+            if (!b) return -1;
+            AB_TRY(ab_cpu_gemm(be, 1, 0, s->K, (int)pl.CRS, (int)((size_t)nb * pl.PQ), 1.0f, t,
+                               (const uint16_t *)dy + (size_t)n0 * pl.PQK, s->K, bt, b, (int)pl.CRS, NULL, AB_EPI_NONE,
+                               n0 == 0 ? beta : 1.0f, AB_F32, dw32, (int)pl.CRS));
+        }
+        cpu_narrow_par(be, nw, dw32, t, dw);
+        return 0;
+    }
     for (int n0 = 0; n0 < s->N; n0 += pl.nb) {
         const int nb = s->N - n0 < pl.nb ? s->N - n0 : pl.nb;
         const float *x32 = f32_view(be, CPU_SLOT_LAYER_X, t, (const char *)x + (size_t)n0 * pl.HWC * es,
@@ -316,7 +383,7 @@ int ab_cpu_conv2d_backward_filter(ab_backend *be, const ab_conv_shape *s, ab_dty
         if (!pl.direct) {
             float *col = cpu_scratch_get(be, CPU_SLOT_LAYER_COL, (size_t)nb * pl.PQ * pl.CRS);
             if (!col) return -1;
-            im2col(be, s, nb, x32, col, sizeof(float));
+            im2col(be, s, nb, AB_F32, x32, col, sizeof(float));
             a = col;
         }
         /* dw (K, RSC) (+)= dy^T (K, nb*P*Q) @ col (nb*P*Q, RSC); beta only on the first chunk */
@@ -366,7 +433,7 @@ static void bn_block_span(const bn_job *j, size_t b, size_t *r0, size_t *nr) {
 }
 
 /* per block: sum d and sum d^2, d = x - shift */
-static void bn_stats_range(void *ctx, int part, size_t lo, size_t hi) {
+static inline __attribute__((always_inline)) void bn_stats_range_body(void *ctx, int part, size_t lo, size_t hi) {
     const bn_job *j = ctx;
     const int C = j->C;
     float *buf = j->buf + (size_t)part * 2 * j->rows_per_block * C;
@@ -386,9 +453,10 @@ static void bn_stats_range(void *ctx, int part, size_t lo, size_t hi) {
         }
     }
 }
+CPU_RANGE_AVX512(bn_stats_range)
 
 /* y = (x - mean) * invstd * gamma + beta, rounded once to t */
-static void bn_norm_range(void *ctx, int part, size_t lo, size_t hi) {
+static inline __attribute__((always_inline)) void bn_norm_range_body(void *ctx, int part, size_t lo, size_t hi) {
     const bn_job *j = ctx;
     const int C = j->C;
     float *buf = j->buf + (size_t)part * 2 * j->rows_per_block * C;
@@ -407,6 +475,7 @@ static void bn_norm_range(void *ctx, int part, size_t lo, size_t hi) {
         if (j->t != AB_F32) cpu_narrow(nr * C, buf, j->t, (char *)j->y + r0 * C * ab_dtype_size(j->t));
     }
 }
+CPU_RANGE_AVX512(bn_norm_range)
 
 static int bn_setup(ab_backend *be, const char *op, int M, int C, ab_dtype t, bn_job *j) {
     AB_TRY(check_dtype(op, t));
@@ -497,7 +566,7 @@ int ab_cpu_batchnorm_forward_eval(ab_backend *be, int M, int C, ab_dtype t, cons
 }
 
 /* sums of dy and dy * xhat per block */
-static void bn_bwd_sums_range(void *ctx, int part, size_t lo, size_t hi) {
+static inline __attribute__((always_inline)) void bn_bwd_sums_range_body(void *ctx, int part, size_t lo, size_t hi) {
     const bn_job *j = ctx;
     const int C = j->C;
     float *buf = j->buf + (size_t)part * 2 * j->rows_per_block * C;
@@ -518,9 +587,10 @@ static void bn_bwd_sums_range(void *ctx, int part, size_t lo, size_t hi) {
         }
     }
 }
+CPU_RANGE_AVX512(bn_bwd_sums_range)
 
 /* dx = gamma * invstd * (dy - mean(dy) - xhat * mean(dy * xhat)) */
-static void bn_bwd_dx_range(void *ctx, int part, size_t lo, size_t hi) {
+static inline __attribute__((always_inline)) void bn_bwd_dx_range_body(void *ctx, int part, size_t lo, size_t hi) {
     const bn_job *j = ctx;
     const int C = j->C;
     float *buf = j->buf + (size_t)part * 2 * j->rows_per_block * C;
@@ -542,6 +612,7 @@ static void bn_bwd_dx_range(void *ctx, int part, size_t lo, size_t hi) {
         if (j->t != AB_F32) cpu_narrow(nr * C, dybuf, j->t, (char *)j->y + r0 * C * ab_dtype_size(j->t));
     }
 }
+CPU_RANGE_AVX512(bn_bwd_dx_range)
 
 int ab_cpu_batchnorm_backward(ab_backend *be, int M, int C, ab_dtype t, const void *x, const void *dy,
                               const float *gamma, const float *save_mean, const float *save_invstd, float acc,
@@ -714,7 +785,7 @@ typedef struct {
     float *buf; /* per part: 2 C */
 } avg_job;
 
-static void avgpool_fwd_range(void *ctx, int part, size_t lo, size_t hi) {
+static inline __attribute__((always_inline)) void avgpool_fwd_range_body(void *ctx, int part, size_t lo, size_t hi) {
     const avg_job *j = ctx;
     const int C = j->C;
     const size_t es = ab_dtype_size(j->t);
@@ -731,6 +802,7 @@ static void avgpool_fwd_range(void *ctx, int part, size_t lo, size_t hi) {
         cpu_narrow((size_t)C, acc, j->t, (char *)j->out + n * C * es);
     }
 }
+CPU_RANGE_AVX512(avgpool_fwd_range)
 
 int ab_cpu_avgpool_forward(ab_backend *be, int N, int HW, int C, ab_dtype t, const void *x, void *y) {
     AB_TRY(check_dtype("avgpool_forward", t));
@@ -742,7 +814,7 @@ int ab_cpu_avgpool_forward(ab_backend *be, int N, int HW, int C, ab_dtype t, con
     return 0;
 }
 
-static void avgpool_bwd_range(void *ctx, int part, size_t lo, size_t hi) {
+static inline __attribute__((always_inline)) void avgpool_bwd_range_body(void *ctx, int part, size_t lo, size_t hi) {
     const avg_job *j = ctx;
     const int C = j->C;
     const size_t es = ab_dtype_size(j->t), rowb = (size_t)C * es;
@@ -755,6 +827,7 @@ static void avgpool_bwd_range(void *ctx, int part, size_t lo, size_t hi) {
         for (int i = 1; i < j->HW; i++) memcpy(out + (size_t)i * rowb, out, rowb);
     }
 }
+CPU_RANGE_AVX512(avgpool_bwd_range)
 
 int ab_cpu_avgpool_backward(ab_backend *be, int N, int HW, int C, ab_dtype t, const void *dy, void *dx) {
     AB_TRY(check_dtype("avgpool_backward", t));
@@ -775,7 +848,7 @@ typedef struct {
     void *y;
 } add_job;
 
-static void add_range(void *ctx, int part, size_t lo, size_t hi) {
+static inline __attribute__((always_inline)) void add_range_body(void *ctx, int part, size_t lo, size_t hi) {
     (void)part;
     const add_job *j = ctx;
     if (j->t == AB_F32) {
@@ -803,6 +876,7 @@ static void add_range(void *ctx, int part, size_t lo, size_t hi) {
         cpu_narrow(m, fa, j->t, (char *)j->y + i * es);
     }
 }
+CPU_RANGE_AVX512(add_range)
 
 int ab_cpu_add(ab_backend *be, size_t n, ab_dtype t, const void *a, const void *b, int relu, void *y) {
     AB_TRY(check_dtype("add", t));

@@ -132,7 +132,7 @@ static const float *ln_row(ab_dtype t, const void *p, size_t r, int C, float *bu
     return buf;
 }
 
-static void ln_fwd_range(void *ctx, int part, size_t lo, size_t hi) {
+static inline __attribute__((always_inline)) void ln_fwd_range_body(void *ctx, int part, size_t lo, size_t hi) {
     const ln_job *j = ctx;
     const int C = j->C;
     float *xb = j->buf + (size_t)part * 3 * C, *yb = xb + C;
@@ -156,6 +156,7 @@ static void ln_fwd_range(void *ctx, int part, size_t lo, size_t hi) {
         if (j->yt != AB_F32) cpu_narrow((size_t)C, yb, j->yt, (char *)j->out + r * (size_t)C * ab_dtype_size(j->yt));
     }
 }
+CPU_RANGE_AVX512(ln_fwd_range)
 
 int ab_cpu_layernorm_forward(ab_backend *be, int R, int C, ab_dtype xt, const void *x, const float *gamma,
                              const float *beta, float eps, float *mean, float *rstd, ab_dtype yt, void *y) {
@@ -172,7 +173,7 @@ int ab_cpu_layernorm_forward(ab_backend *be, int R, int C, ab_dtype xt, const vo
 
 /* dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * gamma; the row's dy * xhat and
  * dy go to part for dgamma and dbeta */
-static void ln_bwd_range(void *ctx, int part, size_t lo, size_t hi) {
+static inline __attribute__((always_inline)) void ln_bwd_range_body(void *ctx, int part, size_t lo, size_t hi) {
     const ln_job *j = ctx;
     const int C = j->C;
     float *xb = j->buf + (size_t)part * 3 * C, *db = xb + C, *ob = db + C;
@@ -204,6 +205,7 @@ static void ln_bwd_range(void *ctx, int part, size_t lo, size_t hi) {
         }
     }
 }
+CPU_RANGE_AVX512(ln_bwd_range)
 
 int ab_cpu_layernorm_backward(ab_backend *be, int R, int C, ab_dtype xt, const void *x, ab_dtype yt, const void *dy,
                               const float *gamma, const float *mean, const float *rstd, float acc, float *dgamma,
@@ -357,7 +359,7 @@ typedef struct {
     float *buf; /* per part: 2 L */
 } sm_job;
 
-static void sm_fwd_range(void *ctx, int part, size_t lo, size_t hi) {
+static inline __attribute__((always_inline)) void sm_fwd_range_body(void *ctx, int part, size_t lo, size_t hi) {
     const sm_job *j = ctx;
     const int L = j->L;
     float *row = j->buf + (size_t)part * 2 * L;
@@ -384,6 +386,7 @@ static void sm_fwd_range(void *ctx, int part, size_t lo, size_t hi) {
         cpu_narrow((size_t)L, row, j->t, (char *)j->out + r * L * es);
     }
 }
+CPU_RANGE_AVX512(sm_fwd_range)
 
 int ab_cpu_softmax_forward(ab_backend *be, int B, int heads, int L, ab_dtype t, float scale, const void *x,
                            const int32_t *mask, void *p) {
@@ -397,7 +400,7 @@ int ab_cpu_softmax_forward(ab_backend *be, int B, int heads, int L, ab_dtype t, 
     return 0;
 }
 
-static void sm_bwd_range(void *ctx, int part, size_t lo, size_t hi) {
+static inline __attribute__((always_inline)) void sm_bwd_range_body(void *ctx, int part, size_t lo, size_t hi) {
     const sm_job *j = ctx;
     const int L = j->L;
     float *p = j->buf + (size_t)part * 2 * L, *g = p + L;
@@ -412,6 +415,7 @@ static void sm_bwd_range(void *ctx, int part, size_t lo, size_t hi) {
         cpu_narrow((size_t)L, g, j->t, (char *)j->out + r * L * es);
     }
 }
+CPU_RANGE_AVX512(sm_bwd_range)
 
 int ab_cpu_softmax_backward(ab_backend *be, int rows, int L, ab_dtype t, float scale, const void *p, const void *dp,
                             void *dx) {

@@ -132,6 +132,32 @@ int main(int argc, char **argv) {
         for (int t = 0; t < 4; t++)
             check_fp32(be, t & 1, t >> 1, shapes[s][0], shapes[s][1], shapes[s][2], t == 3 ? 0.125f : 1.0f,
                        t == 2 ? 1.0f : t == 3 ? -0.5f : 0.0f, s == 2 ? 3 : 0);
+    /* beta 0: C is written, never read (NaN in C must not come through), in every product path */
+    {
+        const int M = 96, N = 80, K = 64;
+        float *A = malloc((size_t)M * K * 4), *B = malloc((size_t)K * N * 4), *C = malloc((size_t)M * N * 4);
+        uint16_t *Ah = malloc((size_t)M * K * 2), *Bh = malloc((size_t)K * N * 2), *Ch = malloc((size_t)M * N * 2);
+        if (!A || !B || !C || !Ah || !Bh || !Ch) abort();
+        for (int i = 0; i < M * K; i++) Ah[i] = ab_f32_to_bf16(A[i] = uniform());
+        for (int i = 0; i < K * N; i++) Bh[i] = ab_f32_to_bf16(B[i] = uniform());
+        const struct { ab_dtype t; const void *a, *b; void *c; ab_dtype ct; const char *what; } cases[] = {
+            {AB_F32, A, B, C, AB_F32, "fp32"}, {AB_BF16, Ah, Bh, Ch, AB_BF16, "bf16 -> bf16"},
+            {AB_BF16, Ah, Bh, C, AB_F32, "bf16 -> fp32"}};
+        for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+            for (int native = 0; native < 2; native++) {
+                ab_backend_cpu_set_bf16_native(be, native);
+                const size_t cs = ab_dtype_size(cases[c].ct);
+                memset(cases[c].c, 0xff, (size_t)M * N * cs); /* NaN in fp32 and bf16 */
+                const int rc = be->ops->gemm(be, 0, 0, M, N, K, 1.0f, cases[c].t, cases[c].a, K, cases[c].t, cases[c].b,
+                                             N, NULL, AB_EPI_NONE, 0.0f, cases[c].ct, cases[c].c, N);
+                int nan = 0;
+                for (int i = 0; i < M * N; i++) nan += isnan(ab_load(cases[c].c, (size_t)i, cases[c].ct));
+                printf("%s beta 0 over NaN, %s%s: %d NaN left\n", rc || nan ? "FAIL" : "ok  ", cases[c].what,
+                       native ? " (native where the CPU has it)" : "", nan);
+                failures += rc || nan;
+            }
+        free(A), free(B), free(C), free(Ah), free(Bh), free(Ch);
+    }
     if (emulated_only || !ab_backend_cpu_set_bf16_native(be, 1)) {
         printf("SKIP bf16 native against emulated: %s\n",
                emulated_only ? "--emulated-only" : ab_backend_cpu_bf16_describe(be));
