@@ -96,6 +96,8 @@ static void gemm_epilogue_rows(const gemm_job *j, float *row, size_t lo, size_t 
     }
 }
 
+enum { GEMM_BLOCK_FLOATS = 1 << 16 };
+
 static void gemm_rows(void *ctx, int part, size_t lo, size_t hi) {
     gemm_job *j = ctx;
     const int m = (int)(hi - lo), o = (int)lo;
@@ -109,11 +111,20 @@ static void gemm_rows(void *ctx, int part, size_t lo, size_t hi) {
             return;
         }
     } else {
-        const float *a = j->a32 ? j->a32 + aoff : j->at == AB_F32 ? (const float *)j->A + aoff : j->a32rows + aoff;
-        if (!j->a32 && j->at != AB_F32) /* this part's rows of A, widened here */
-            cpu_widen((size_t)(m - 1) * j->lda + (size_t)j->K, j->at, (const char *)j->A + aoff * 2, j->a32rows + aoff);
-        cpu_sgemm_1(j->ta, j->tb, m, j->N, j->K, j->alpha, a, j->lda, j->b32, j->ldb, j->direct ? j->beta : 0.0f, dst,
-                    ldd);
+        /* with an epilogue, in blocks of rows whose sums (about 256 KiB) stay in the core's cache
+         * between the product and the rounding; A's rows widened block by block as well */
+        const int step = j->direct ? m : GEMM_BLOCK_FLOATS / j->N > 32 ? GEMM_BLOCK_FLOATS / j->N : 32;
+        for (int r = 0; r < m; r += step) {
+            const int n = m - r < step ? m - r : step;
+            const size_t ao = j->ta ? (size_t)(o + r) : (size_t)(o + r) * j->lda;
+            const float *a = j->a32 ? j->a32 + ao : j->at == AB_F32 ? (const float *)j->A + ao : j->a32rows + ao;
+            if (!j->a32 && j->at != AB_F32) /* these rows of A, widened here */
+                cpu_widen((size_t)(n - 1) * j->lda + (size_t)j->K, j->at, (const char *)j->A + ao * 2, j->a32rows + ao);
+            cpu_sgemm_1(j->ta, j->tb, n, j->N, j->K, j->alpha, a, j->lda, j->b32, j->ldb, j->direct ? j->beta : 0.0f,
+                        dst + (size_t)r * ldd, ldd);
+            if (!j->direct) gemm_epilogue_rows(j, j->rows + (size_t)part * 2 * j->N, lo + r, lo + r + n);
+        }
+        return;
     }
     if (!j->direct) gemm_epilogue_rows(j, j->rows + (size_t)part * 2 * j->N, lo, hi);
 }
