@@ -69,7 +69,8 @@ typedef struct {
     const float *b32;  /* B in fp32 (itself, or widened) */
     const float *bias; /* fp32, or NULL */
     ab_epilogue epi;
-    float *acc;        /* M x N fp32 sums (NULL when direct) */
+    float *acc;        /* M x N fp32 sums (NULL when direct; C itself for an fp32 C that beta leaves out) */
+    int acc_ld;
     float *rows;       /* 2N floats a part: the epilogue's row and the old C row */
     void *C;
     int failed;
@@ -80,7 +81,7 @@ static void gemm_epilogue_rows(const gemm_job *j, float *row, size_t lo, size_t 
     const int N = j->N;
     float *old = row + N;
     for (size_t i = lo; i < hi; i++) {
-        const float *in = j->acc + i * (size_t)N;
+        const float *in = j->acc + i * (size_t)j->acc_ld;
         void *out = j->ct == AB_F32 ? (void *)((float *)j->C + i * (size_t)j->ldc)
                                     : (void *)((uint16_t *)j->C + i * (size_t)j->ldc);
         for (int c = 0; c < N; c++) row[c] = j->post_alpha * in[c];
@@ -96,13 +97,13 @@ static void gemm_epilogue_rows(const gemm_job *j, float *row, size_t lo, size_t 
     }
 }
 
-enum { GEMM_BLOCK_FLOATS = 1 << 16 };
+enum { GEMM_BLOCK_FLOATS = 1 << 18, GEMM_BLOCK_ROWS = 1024 };
 
 static void gemm_rows(void *ctx, int part, size_t lo, size_t hi) {
     gemm_job *j = ctx;
     const int m = (int)(hi - lo), o = (int)lo;
-    float *dst = j->direct ? (float *)j->C + (size_t)o * j->ldc : j->acc + (size_t)o * j->N;
-    const int ldd = j->direct ? j->ldc : j->N;
+    float *dst = j->direct ? (float *)j->C + (size_t)o * j->ldc : j->acc + (size_t)o * j->acc_ld;
+    const int ldd = j->direct ? j->ldc : j->acc_ld;
     const size_t aoff = j->ta ? (size_t)o : (size_t)o * j->lda; /* op(A)'s row o */
     if (j->native) {
         if (cpu_gemm_bf16_on_part(j->be, part, j->ta, j->tb, m, j->N, j->K, (const uint16_t *)j->A + aoff, j->lda,
@@ -111,9 +112,11 @@ static void gemm_rows(void *ctx, int part, size_t lo, size_t hi) {
             return;
         }
     } else {
-        /* with an epilogue, in blocks of rows whose sums (about 256 KiB) stay in the core's cache
-         * between the product and the rounding; A's rows widened block by block as well */
-        const int step = j->direct ? m : GEMM_BLOCK_FLOATS / j->N > 32 ? GEMM_BLOCK_FLOATS / j->N : 32;
+        /* with an epilogue, in blocks of rows, A's rows widened block by block: a block's sums
+         * (GEMM_BLOCK_FLOATS) stay in the cache between the product and the rounding, and a block
+         * has at least GEMM_BLOCK_ROWS rows, so that repacking B for each block costs little */
+        const int step = j->direct ? m : GEMM_BLOCK_FLOATS / j->N > GEMM_BLOCK_ROWS ? GEMM_BLOCK_FLOATS / j->N
+                                                                                  : GEMM_BLOCK_ROWS;
         for (int r = 0; r < m; r += step) {
             const int n = m - r < step ? m - r : step;
             const size_t ao = j->ta ? (size_t)(o + r) : (size_t)(o + r) * j->lda;
@@ -158,6 +161,7 @@ int ab_cpu_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha
         if (native) {
             if (j.direct) return cpu_gemm_bf16_native(be, ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
             j.acc = cpu_scratch_get(be, 2, (size_t)M * N);
+            j.acc_ld = N;
             if (!j.acc || cpu_gemm_bf16_native(be, ta, tb, M, N, K, A, lda, B, ldb, j.acc, N)) return -1;
         } else {
             const float *a = widened(be, 0, at, A, ta ? K : M, ta ? M : K, lda);
@@ -168,6 +172,7 @@ int ab_cpu_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha
                 return 0;
             }
             j.acc = cpu_scratch_get(be, 2, (size_t)M * N);
+            j.acc_ld = N;
             if (!j.acc) return -1;
             cpu_sgemm(be, ta, tb, M, N, K, alpha, a, lda, b, ldb, 0.0f, j.acc, N);
         }
@@ -190,7 +195,10 @@ int ab_cpu_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha
     }
     if (!j.direct) {
         const int parts = one_part ? 1 : cpu_parallel_parts(be, (size_t)M, CPU_GEMM_MIN_SPLIT);
-        j.acc = cpu_scratch_get(be, 2, (size_t)M * N);
+        /* an fp32 C that beta leaves out holds the sums itself, the epilogue rewriting its rows */
+        const int in_c = ct == AB_F32 && beta == 0.0f && !native;
+        j.acc = in_c ? (float *)C : cpu_scratch_get(be, 2, (size_t)M * N);
+        j.acc_ld = in_c ? ldc : N;
         j.bias = bias ? widened(be, 3, bt, bias, 1, N, N) : NULL;
         j.rows = cpu_scratch_get(be, 4, 2 * (size_t)N * (size_t)parts);
         if (!j.acc || (bias && !j.bias) || !j.rows) return -1;
@@ -302,20 +310,43 @@ int ab_cpu_relu_backward(ab_backend *be, size_t n, ab_dtype t, const void *y, co
     return 0;
 }
 
+/* column sums over the pool by blocks of columns: each column is summed over the rows in order,
+ * whatever the split, so the bits do not depend on the threads */
+typedef struct {
+    int M, N;
+    ab_dtype xt, ot;
+    const void *X;
+    float beta;
+    void *out;
+    float *buf; /* per part: N sums and N widened values */
+} colsum_job;
+
+static inline __attribute__((always_inline)) void colsum_range_body(void *ctx, int part, size_t lo, size_t hi) {
+    const colsum_job *j = ctx;
+    const size_t n = hi - lo, es = ab_dtype_size(j->xt);
+    float *restrict acc = j->buf + (size_t)part * 2 * j->N, *restrict row = acc + j->N;
+    for (size_t c = 0; c < n; c++) acc[c] = 0.0f;
+    for (int i = 0; i < j->M; i++) {
+        const char *x = (const char *)j->X + ((size_t)i * j->N + lo) * es;
+        const float *r = j->xt == AB_F32 ? (const float *)x : row;
+        if (j->xt != AB_F32) cpu_widen(n, j->xt, x, row);
+        for (size_t c = 0; c < n; c++) acc[c] += r[c];
+    }
+    if (j->beta != 0.0f) {
+        cpu_widen(n, j->ot, (const char *)j->out + lo * ab_dtype_size(j->ot), row);
+        for (size_t c = 0; c < n; c++) acc[c] += j->beta * row[c];
+    }
+    cpu_narrow(n, acc, j->ot, (char *)j->out + lo * ab_dtype_size(j->ot));
+}
+CPU_RANGE_AVX512(colsum_range)
+
 int ab_cpu_col_sum(ab_backend *be, int M, int N, ab_dtype xt, const void *X, float beta, ab_dtype ot, void *out) {
-    float *acc = cpu_scratch_get(be, 2, 2 * (size_t)N);
-    if (!acc) return -1;
-    float *row = acc + N;
-    for (int j = 0; j < N; j++) acc[j] = 0.0f;
-    for (int i = 0; i < M; i++) {
-        cpu_widen((size_t)N, xt, (const char *)X + (size_t)i * N * ab_dtype_size(xt), row);
-        for (int j = 0; j < N; j++) acc[j] += row[j];
-    }
-    if (beta != 0.0f) {
-        cpu_widen((size_t)N, ot, out, row);
-        for (int j = 0; j < N; j++) acc[j] += beta * row[j];
-    }
-    cpu_narrow((size_t)N, acc, ot, out);
+    /* a part takes at least 64 columns, and only when there are rows enough to pay for it */
+    const size_t min_cols = (size_t)M * N < (1u << 16) ? (size_t)N : 64;
+    const int parts = cpu_parallel_parts(be, (size_t)N, min_cols);
+    colsum_job j = {M, N, xt, ot, X, beta, out, cpu_scratch_get(be, 2, 2 * (size_t)N * (size_t)parts)};
+    if (!j.buf) return -1;
+    cpu_parallel_for(be, (size_t)N, min_cols, colsum_range, &j);
     return 0;
 }
 
