@@ -202,6 +202,9 @@ fi
 # on GPUs the other data-parallel patterns too, unless --modes says otherwise (on a CPU they are
 # the CPU quick profile's longest runs: --modes asks for them)
 [ "$MODES_GIVEN" = 0 ] && [ "$DEVICE" = cuda ] && MODES="$MODES,dp-amp-ps,dp-amp-off,dp-amp-acc4"
+# on a CPU with bf16 instructions bf16 too: ampbench multiplies bf16 on them, so a reduced-precision
+# time saving is measurable there (the report says so)
+[ "$MODES_GIVEN" = 0 ] && [ "$DEVICE" = cpu ] && grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo && MODES="$MODES,bf16"
 [ -z "$NP" ] && { if [ "$DEVICE" = cuda ] && [ "$NGPU" -ge 2 ]; then NP=$(( NGPU < 4 ? NGPU : 4 )); else NP=2; fi; }
 if [ "$MPI_OK" = 1 ] && [ "$DEVICE" = cuda ] && [ "$NGPU" -lt "$NP" ]; then
     MPI_OK=0 MPI_WHY="$NP ranks need $NP GPUs, found $NGPU (the 4-GPU figure comes from the projection)"

@@ -92,6 +92,34 @@ typedef struct {
     const char *kind;   /* "gpus" or "nodes": the setting the projection is read at */
 } claim_ctx;
 
+/* On a CPU, bf16: where the CPU multiplies bf16 natively (AVX512-BF16 or AMX; the record's host.blas
+ * says "bf16 GEMM native"), the one-device bf16 run measures a reduced-precision time saving here. */
+static void bf16_meaning(FILE *f, const hr_workload *w) {
+    const hr_run *b = NULL;
+    for (int i = 0; i < w->n_all; i++)
+        if (strcmp(w->all[i]->precision, "bf16") == 0 && w->all[i]->world_size == 1) b = w->all[i];
+    if (!b || !w->fp32 || !(w->fp32->samples_per_s > 0) || !(b->samples_per_s > 0)) {
+        fprintf(f, "On a CPU with bf16 instructions (AVX512-BF16 or AMX) a bf16 run (`--modes bf16`) measures a "
+                   "reduced-precision time saving: ampbench multiplies bf16 on them through oneDNN.");
+        return;
+    }
+    const char *blas = hr_str(cJSON_GetObjectItemCaseSensitive(b->json, "host"), "blas", "");
+    const double ratio = w->fp32->samples_per_s / b->samples_per_s;
+    const char *native = strstr(blas, "bf16 GEMM native (");
+    if (native) {
+        native += strlen("bf16 GEMM native (");
+        fprintf(f, "This CPU multiplies bf16 natively (%.*s): bf16 took %.2fx the FP32 time, ", (int)strcspn(native, ")"),
+                native, ratio);
+        if (ratio < 1.0)
+            fprintf(f, "a reduced-precision saving of %.1f%% measured here, where fp16 has no such instructions.",
+                    100.0 * (1.0 - ratio));
+        else
+            fprintf(f, "no saving: the run is bound by what its products leave (fp16 has no such instructions).");
+    } else
+        fprintf(f, "bf16 took %.2fx the FP32 time: %s, so it too is emulated here.", ratio,
+                *blas && strstr(blas, "bf16 GEMM") ? strstr(blas, "bf16 GEMM") : "this CPU has no bf16 instructions");
+}
+
 static void time_meaning(FILE *f, const claim_ctx *x) {
     const hr_workload *w = x->w;
     const double t = x->q->amp_time_saving_pct, rep = hr_num(x->claim, "value", NAN);
@@ -109,7 +137,8 @@ static void time_meaning(FILE *f, const claim_ctx *x) {
                         "arithmetic");
         if (isfinite(rep))
             fprintf(f, "The reported %g%% comes from fp16 tensor cores on a GPU and cannot be reproduced on this "
-                       "machine.", rep);
+                       "machine. ", rep);
+        bf16_meaning(f, w);
         return;
     }
     if (!isfinite(rep)) return;

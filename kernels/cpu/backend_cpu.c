@@ -50,16 +50,18 @@ static void cpu_unmap_data(ab_backend *be, const void *mapped, size_t bytes) {
 
 /* ---- matrix products ----
  * A product whose operands or result are stored in 16 bits, or that has an epilogue, runs as one
- * job over the pool, the conversions inside it: each part takes a block of C's rows, widens the
+ * job over the pool, the conversions inside it: each tile of C's rows (below) widens the
  * rows of A it reads (A not transposed), multiplies them on its own thread (oneDNN's sgemm, or its
  * bf16 matmul where the CPU multiplies bf16 natively), then adds the bias, applies the ReLU, adds
- * beta C and rounds to C's type while its rows are still in its cache. Only what every part reads
- * is widened first, over the pool: B (the weights, as a rule) and a transposed A. A product with
- * few rows and many columns is split by columns instead (cpu_sgemm), its conversions around it. */
+ * beta C and rounds to C's type while its rows are still in its cache. The rows are cut into tiles
+ * by the product's shape alone (cpu_gemm_tile), one library call a tile, so that the sums do not
+ * depend on the threads. Only what every part reads is widened first, over the pool: B (the
+ * weights, as a rule) and a transposed A. A product with few rows and many columns is cut by
+ * columns instead (cpu_sgemm), its conversions around it. */
 
 typedef struct {
     ab_backend *be;
-    int ta, tb, M, N, K, lda, ldb, ldc, native, direct;
+    int ta, tb, M, N, K, lda, ldb, ldc, native, direct, tile;
     float alpha, beta, post_alpha; /* post_alpha: alpha when the product left it out (native bf16), else 1 */
     ab_dtype at, ct;
     const void *A;     /* as stored */
@@ -97,39 +99,37 @@ static void gemm_epilogue_rows(const gemm_job *j, float *row, size_t lo, size_t 
     }
 }
 
-enum { GEMM_BLOCK_FLOATS = 1 << 18, GEMM_BLOCK_ROWS = 1024 };
-
-static void gemm_rows(void *ctx, int part, size_t lo, size_t hi) {
-    gemm_job *j = ctx;
-    const int m = (int)(hi - lo), o = (int)lo;
-    float *dst = j->direct ? (float *)j->C + (size_t)o * j->ldc : j->acc + (size_t)o * j->acc_ld;
+/* C's rows [r0, r1) */
+static int gemm_block(gemm_job *j, int part, int r0, int r1) {
+    const int m = r1 - r0;
+    float *dst = j->direct ? (float *)j->C + (size_t)r0 * j->ldc : j->acc + (size_t)r0 * j->acc_ld;
     const int ldd = j->direct ? j->ldc : j->acc_ld;
-    const size_t aoff = j->ta ? (size_t)o : (size_t)o * j->lda; /* op(A)'s row o */
+    const size_t ao = j->ta ? (size_t)r0 : (size_t)r0 * j->lda; /* op(A)'s row r0 */
     if (j->native) {
-        if (cpu_gemm_bf16_on_part(j->be, part, j->ta, j->tb, m, j->N, j->K, (const uint16_t *)j->A + aoff, j->lda,
-                                  j->B, j->ldb, dst, ldd)) {
+        if (cpu_gemm_bf16_on_part(j->be, part, j->ta, j->tb, m, j->N, j->K, (const uint16_t *)j->A + ao, j->lda, j->B,
+                                  j->ldb, dst, ldd))
+            return -1;
+    } else {
+        const float *a = j->a32 ? j->a32 + ao : j->at == AB_F32 ? (const float *)j->A + ao : j->a32rows + ao;
+        if (!j->a32 && j->at != AB_F32) /* these rows of A, widened here */
+            cpu_widen((size_t)(m - 1) * j->lda + (size_t)j->K, j->at, (const char *)j->A + ao * 2, j->a32rows + ao);
+        cpu_sgemm_1(j->ta, j->tb, m, j->N, j->K, j->alpha, a, j->lda, j->b32, j->ldb, j->direct ? j->beta : 0.0f, dst,
+                    ldd);
+    }
+    if (!j->direct) gemm_epilogue_rows(j, j->rows + (size_t)part * 2 * j->N, (size_t)r0, (size_t)r1);
+    return 0;
+}
+
+/* tiles [lo, hi) of j->tile rows: each its product, then its epilogue while its sums are in cache */
+static void gemm_tiles(void *ctx, int part, size_t lo, size_t hi) {
+    gemm_job *j = ctx;
+    for (size_t t = lo; t < hi; t++) {
+        const int r0 = (int)t * j->tile, r1 = j->M - r0 < j->tile ? j->M : r0 + j->tile;
+        if (gemm_block(j, part, r0, r1)) {
             __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
             return;
         }
-    } else {
-        /* with an epilogue, in blocks of rows, A's rows widened block by block: a block's sums
-         * (GEMM_BLOCK_FLOATS) stay in the cache between the product and the rounding, and a block
-         * has at least GEMM_BLOCK_ROWS rows, so that repacking B for each block costs little */
-        const int step = j->direct ? m : GEMM_BLOCK_FLOATS / j->N > GEMM_BLOCK_ROWS ? GEMM_BLOCK_FLOATS / j->N
-                                                                                  : GEMM_BLOCK_ROWS;
-        for (int r = 0; r < m; r += step) {
-            const int n = m - r < step ? m - r : step;
-            const size_t ao = j->ta ? (size_t)(o + r) : (size_t)(o + r) * j->lda;
-            const float *a = j->a32 ? j->a32 + ao : j->at == AB_F32 ? (const float *)j->A + ao : j->a32rows + ao;
-            if (!j->a32 && j->at != AB_F32) /* these rows of A, widened here */
-                cpu_widen((size_t)(n - 1) * j->lda + (size_t)j->K, j->at, (const char *)j->A + ao * 2, j->a32rows + ao);
-            cpu_sgemm_1(j->ta, j->tb, n, j->N, j->K, j->alpha, a, j->lda, j->b32, j->ldb, j->direct ? j->beta : 0.0f,
-                        dst + (size_t)r * ldd, ldd);
-            if (!j->direct) gemm_epilogue_rows(j, j->rows + (size_t)part * 2 * j->N, lo + r, lo + r + n);
-        }
-        return;
     }
-    if (!j->direct) gemm_epilogue_rows(j, j->rows + (size_t)part * 2 * j->N, lo, hi);
 }
 
 /* the whole stored matrix X (rows x cols used, leading dimension ld) in fp32 scratch slot, widened
@@ -154,10 +154,10 @@ int ab_cpu_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha
                   .beta = beta, .post_alpha = native ? alpha : 1.0f, .at = at, .ct = ct, .A = A, .B = B, .epi = epi,
                   .C = C};
     if (native) AB_TRY(cpu_bf16_parts_ready(be));
-    const int big = st->threads > 1 && (double)M * N * K >= CPU_GEMM_PAR_MIN_MACS;
-    const int one_part = !(big && M >= 2 * CPU_GEMM_MIN_SPLIT);
-    if (big && one_part && N >= 2 * CPU_GEMM_MIN_SPLIT) { /* few rows, many columns: cpu_sgemm's column split,
-                                                            the conversions around it */
+    const double macs = (double)M * N * K;
+    j.tile = cpu_gemm_tile(M, macs);
+    if (j.tile == M && cpu_gemm_tile(N, macs) < N) { /* few rows, many columns: cpu_sgemm's column tiles, the
+                                                       conversions around them */
         if (native) {
             if (j.direct) return cpu_gemm_bf16_native(be, ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
             j.acc = cpu_scratch_get(be, 2, (size_t)M * N);
@@ -193,8 +193,9 @@ int ab_cpu_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha
             if (!j.a32rows) return -1;
         }
     }
+    const size_t tiles = (size_t)((M + j.tile - 1) / j.tile);
     if (!j.direct) {
-        const int parts = one_part ? 1 : cpu_parallel_parts(be, (size_t)M, CPU_GEMM_MIN_SPLIT);
+        const int parts = cpu_parallel_parts(be, tiles, 1);
         /* an fp32 C that beta leaves out holds the sums itself, the epilogue rewriting its rows */
         const int in_c = ct == AB_F32 && beta == 0.0f && !native;
         j.acc = in_c ? (float *)C : cpu_scratch_get(be, 2, (size_t)M * N);
@@ -203,13 +204,10 @@ int ab_cpu_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha
         j.rows = cpu_scratch_get(be, 4, 2 * (size_t)N * (size_t)parts);
         if (!j.acc || (bias && !j.bias) || !j.rows) return -1;
     }
-    if (one_part)
-        gemm_rows(&j, 0, 0, (size_t)M);
-    else
-        cpu_parallel_for(be, (size_t)M, CPU_GEMM_MIN_SPLIT, gemm_rows, &j);
+    cpu_parallel_for(be, tiles, 1, gemm_tiles, &j);
     if (j.failed)
-        return ab_errorf("gemm %dx%dx%d (%c%c) bf16: oneDNN could not build or run its matmul", M, N, K, ta ? 'T' : 'N',
-                         tb ? 'T' : 'N');
+        return ab_errorf("gemm %dx%dx%d (%c%c) bf16: oneDNN's matmul failed in %s", M, N, K, ta ? 'T' : 'N',
+                         tb ? 'T' : 'N', cpu_bf16_failure(be));
     return 0;
 }
 

@@ -34,7 +34,8 @@ static int check_dtype(const char *op, ab_dtype t) {
 
 /* ---- convolution ----
  *
- * im2col over OpenBLAS, not oneDNN. Measured on ResNet-50's convolutions with the CIFAR stem,
+ * im2col and the backend's own products (oneDNN's sgemm since 2026-12-05; OpenBLAS's at the time
+ * of the figures below), not oneDNN's convolutions. Measured on ResNet-50's convolutions with the CIFAR stem,
  * batch 32, 32x32, 2 threads of a Xeon with AVX-512 (bench/conv_bench.c beside
  * peers/conv_bench.py, which runs PyTorch 1.13's CPU convolution: oneDNN 2.6.3, the
  * version of Debian's libdnnl-dev; results/cpu/2026-12-01-xeon-2core/conv_bench.txt, three
@@ -44,11 +45,10 @@ static int check_dtype(const char *op, ab_dtype t) {
  * on the deeper layers) and slower on its 1x1 expansions. The whole training step is as fast
  * here as PyTorch's or faster (19.8 against 19.5 images/s with this stem, 143 against 133 with
  * torchvision's; bench/cpu_resnet.sh, cpu_resnet.txt in the same folder): what surrounds the
- * convolutions (batch norm, ReLU, the adds) costs as much as they do and is leaner here. oneDNN
- * would add a dependency and, in Debian's build, an OpenMP runtime whose workers would spin
- * beside this backend's pool; and the fp16/bf16 emulation is the same code for every op here
- * (widen exactly, fp32 sums, one rounding). It stays the option to take for the high-resolution
- * layers if they come to dominate. */
+ * convolutions (batch norm, ReLU, the adds) costs as much as they do and is leaner here. oneDNN's
+ * convolutions would run on its own OpenMP workers beside this backend's pool, and the fp16/bf16
+ * emulation is the same code for every op here (widen exactly, fp32 sums, one rounding). They
+ * stay the option to take for the high-resolution layers if they come to dominate. */
 
 /* Columns and other per-chunk scratch stay under this many floats (32 MiB); one image's worth
  * is always allowed, so a huge single image still runs. */
@@ -190,6 +190,25 @@ static const uint16_t *bf16_columns(ab_backend *be, const ab_conv_shape *s, cons
     return col;
 }
 
+/* acc = s acc + part, over the pool */
+typedef struct {
+    float s;
+    const float *part;
+    float *acc;
+} addsc_job;
+
+static inline __attribute__((always_inline)) void addsc_range_body(void *ctx, int part, size_t lo, size_t hi) {
+    (void)part;
+    const addsc_job *j = ctx;
+    for (size_t i = lo; i < hi; i++) j->acc[i] = j->s * j->acc[i] + j->part[i];
+}
+CPU_RANGE_AVX512(addsc_range)
+
+static void add_scaled_par(ab_backend *be, size_t n, float s, const float *part, float *acc) {
+    addsc_job j = {s, part, acc};
+    cpu_parallel_for(be, n, CONVERT_MIN, addsc_range, &j);
+}
+
 static int conv_forward_bf16(ab_backend *be, const ab_conv_shape *s, const conv_plan *pl, const uint16_t *x,
                              const uint16_t *w, uint16_t *y) {
     for (int n0 = 0; n0 < s->N; n0 += pl->nb) {
@@ -205,8 +224,8 @@ static int conv_forward_bf16(ab_backend *be, const ab_conv_shape *s, const conv_
 }
 
 /* fp16/bf16 emulated: the columns widened as they are built (x itself for a 1x1 convolution),
- * and the product through ab_cpu_gemm, which widens the weights once, the rows of a 1x1
- * convolution's x in each part and rounds each part's block of y in its cache */
+ * and the product through ab_cpu_gemm, which widens the weights (once a chunk of images), the
+ * rows of a 1x1 convolution's x in each part, and rounds each part's block of y in its cache */
 static const void *columns_f32(ab_backend *be, const ab_conv_shape *s, const conv_plan *pl, int nb, ab_dtype t,
                                const void *x, ab_dtype *ct) {
     *ct = pl->direct ? t : AB_F32;
@@ -354,7 +373,7 @@ int ab_cpu_conv2d_backward_filter(ab_backend *be, const ab_conv_shape *s, ab_dty
             if (n0 == 0 && beta == 0.0f)
                 memcpy(dw32, part, nw * sizeof(float));
             else
-                for (size_t i = 0; i < nw; i++) dw32[i] = (n0 == 0 ? beta * dw32[i] : dw32[i]) + part[i];
+                add_scaled_par(be, nw, n0 == 0 ? beta : 1.0f, part, dw32);
         }
         cpu_narrow_par(be, nw, dw32, t, dw);
         return 0;

@@ -17,7 +17,9 @@
  * Threads: like OpenBLAS in cpu_sgemm, oneDNN runs single-threaded inside each part of the
  * backend's pool (a block of C's rows or columns), so no second set of workers spins on the cores
  * the pool's loops need. A built oneDNN primitive is kept per part and shape, since building one
- * costs as much as a small product. */
+ * costs as much as a small product. A part's primitives are only ever run by one thread at a time
+ * (one thread drives a backend, and a part runs on one thread), as oneDNN built without concurrent
+ * execution requires. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +28,8 @@
 #include "runtime_cpu.h"
 
 #ifdef AB_HAVE_DNNL
-#include <dnnl.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl_debug.h>
 
 #if DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
 extern void omp_set_num_threads(int n); /* libgomp, which oneDNN runs on */
@@ -123,7 +126,24 @@ void cpu_bf16_parts_free(cpu_state *st) {
 }
 
 /* the primitive for C (M x N, f32, ld ldc) = op(A) op(B), bf16, row-major */
-static mm_entry *entry_get(cpu_bf16_part *pt, int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc) {
+/* a failed oneDNN call: the first one's step and status, kept for the calling thread's message */
+static void note_failure(cpu_state *st, const char *step, dnnl_status_t status) {
+    const char *none = NULL;
+    if (__atomic_compare_exchange_n(&st->bf16_fail_step, &none, step, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        __atomic_store_n(&st->bf16_fail_status, (int)status, __ATOMIC_RELAXED);
+}
+
+#define DNNL_STEP(st, call)                                                                        \
+    do {                                                                                           \
+        const dnnl_status_t s_ = (call);                                                           \
+        if (s_ != dnnl_success) {                                                                  \
+            note_failure(st, #call, s_);                                                           \
+            goto fail;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+static mm_entry *entry_get(cpu_state *st, cpu_bf16_part *pt, int ta, int tb, int M, int N, int K, int lda, int ldb,
+                           int ldc) {
     for (int i = 0; i < CACHE_ENTRIES; i++) {
         mm_entry *e = &pt->e[i];
         if (e->used && e->ta == ta && e->tb == tb && e->M == M && e->N == N && e->K == K && e->lda == lda &&
@@ -138,59 +158,79 @@ static mm_entry *entry_get(cpu_bf16_part *pt, int ta, int tb, int M, int N, int 
     const dnnl_dims_t as = {ta ? 1 : lda, ta ? lda : 1}, bs = {tb ? 1 : ldb, tb ? ldb : 1}, cs = {ldc, 1};
     dnnl_matmul_desc_t md;
     dnnl_primitive_desc_t pd = NULL;
-    int ok = dnnl_memory_desc_init_by_strides(&ad, 2, adims, dnnl_bf16, as) == dnnl_success &&
-             dnnl_memory_desc_init_by_strides(&bd, 2, bdims, dnnl_bf16, bs) == dnnl_success &&
-             dnnl_memory_desc_init_by_strides(&cd, 2, cdims, dnnl_f32, cs) == dnnl_success &&
-             dnnl_matmul_desc_init(&md, &ad, &bd, NULL, &cd) == dnnl_success &&
-             dnnl_primitive_desc_create(&pd, &md, NULL, engine, NULL) == dnnl_success &&
-             dnnl_primitive_create(&e->prim, pd) == dnnl_success &&
-             dnnl_memory_create(&e->a, &ad, engine, DNNL_MEMORY_NONE) == dnnl_success &&
-             dnnl_memory_create(&e->b, &bd, engine, DNNL_MEMORY_NONE) == dnnl_success &&
-             dnnl_memory_create(&e->c, &cd, engine, DNNL_MEMORY_NONE) == dnnl_success;
-    if (pd) dnnl_primitive_desc_destroy(pd);
-    if (!ok) {
-        entry_free(e);
-        return NULL;
-    }
+    DNNL_STEP(st, dnnl_memory_desc_init_by_strides(&ad, 2, adims, dnnl_bf16, as));
+    DNNL_STEP(st, dnnl_memory_desc_init_by_strides(&bd, 2, bdims, dnnl_bf16, bs));
+    DNNL_STEP(st, dnnl_memory_desc_init_by_strides(&cd, 2, cdims, dnnl_f32, cs));
+    DNNL_STEP(st, dnnl_matmul_desc_init(&md, &ad, &bd, NULL, &cd));
+    DNNL_STEP(st, dnnl_primitive_desc_create(&pd, &md, NULL, engine, NULL));
+    DNNL_STEP(st, dnnl_primitive_create(&e->prim, pd));
+    DNNL_STEP(st, dnnl_memory_create(&e->a, &ad, engine, DNNL_MEMORY_NONE));
+    DNNL_STEP(st, dnnl_memory_create(&e->b, &bd, engine, DNNL_MEMORY_NONE));
+    DNNL_STEP(st, dnnl_memory_create(&e->c, &cd, engine, DNNL_MEMORY_NONE));
+    dnnl_primitive_desc_destroy(pd);
     *e = (mm_entry){ta, tb, M, N, K, lda, ldb, ldc, 1, e->prim, e->a, e->b, e->c};
     return e;
+fail:
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    entry_free(e);
+    return NULL;
 }
 
 typedef struct {
     cpu_state *st;
-    int ta, tb, M, N, K, lda, ldb, ldc, by_rows;
+    int ta, tb, M, N, K, lda, ldb, ldc, by_rows, tile;
     const uint16_t *A, *B;
     float *C;
     int failed; /* set by a part whose primitive could not be built or run */
 } bf16_job;
 
 static int part_run(bf16_job *j, int part, int M, int N, const uint16_t *a, const uint16_t *b, float *c) {
-    cpu_bf16_part *pt = &j->st->bf16_parts[part];
+    cpu_state *st = j->st;
+    cpu_bf16_part *pt = &st->bf16_parts[part];
     ONE_THREAD();
-    if (!pt->stream && dnnl_stream_create(&pt->stream, engine, dnnl_stream_default_flags) != dnnl_success) return -1;
-    mm_entry *e = entry_get(pt, j->ta, j->tb, M, N, j->K, j->lda, j->ldb, j->ldc);
+    if (!pt->stream) DNNL_STEP(st, dnnl_stream_create(&pt->stream, engine, dnnl_stream_default_flags));
+    mm_entry *e = entry_get(st, pt, j->ta, j->tb, M, N, j->K, j->lda, j->ldb, j->ldc);
     if (!e) return -1;
-    if (dnnl_memory_set_data_handle(e->a, (void *)a) != dnnl_success ||
-        dnnl_memory_set_data_handle(e->b, (void *)b) != dnnl_success ||
-        dnnl_memory_set_data_handle(e->c, c) != dnnl_success)
-        return -1;
+    DNNL_STEP(st, dnnl_memory_set_data_handle(e->a, (void *)a));
+    DNNL_STEP(st, dnnl_memory_set_data_handle(e->b, (void *)b));
+    DNNL_STEP(st, dnnl_memory_set_data_handle(e->c, c));
     const dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c}};
-    if (dnnl_primitive_execute(e->prim, pt->stream, 3, args) != dnnl_success) return -1;
-    return dnnl_stream_wait(pt->stream) == dnnl_success ? 0 : -1;
+    DNNL_STEP(st, dnnl_primitive_execute(e->prim, pt->stream, 3, args));
+    DNNL_STEP(st, dnnl_stream_wait(pt->stream));
+    return 0;
+fail:
+    return -1;
 }
 
 static void bf16_range(void *ctx, int part, size_t lo, size_t hi) {
     bf16_job *j = ctx;
-    const int n = (int)(hi - lo), o = (int)lo;
-    int rc;
-    if (j->by_rows) { /* rows o.. of op(A) and C */
-        const uint16_t *a = j->ta ? j->A + o : j->A + (size_t)o * j->lda;
-        rc = part_run(j, part, n, j->N, a, j->B, j->C + (size_t)o * j->ldc);
-    } else { /* columns o.. of op(B) and C */
-        const uint16_t *b = j->tb ? j->B + (size_t)o * j->ldb : j->B + o;
-        rc = part_run(j, part, j->M, n, j->A, b, j->C + o);
+    const int along = j->by_rows ? j->M : j->N;
+    for (size_t t = lo; t < hi; t++) {
+        const int o = (int)t * j->tile, n = along - o < j->tile ? along - o : j->tile;
+        int rc;
+        if (j->by_rows) { /* rows o.. of op(A) and C */
+            const uint16_t *a = j->ta ? j->A + o : j->A + (size_t)o * j->lda;
+            rc = part_run(j, part, n, j->N, a, j->B, j->C + (size_t)o * j->ldc);
+        } else { /* columns o.. of op(B) and C */
+            const uint16_t *b = j->tb ? j->B + (size_t)o * j->ldb : j->B + o;
+            rc = part_run(j, part, j->M, n, j->A, b, j->C + o);
+        }
+        if (rc) {
+            __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
+            return;
+        }
     }
-    if (rc) __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
+}
+
+const char *cpu_bf16_failure(ab_backend *be) {
+    static _Thread_local char buf[200];
+    cpu_state *st = be->impl;
+    const char *step = __atomic_exchange_n(&st->bf16_fail_step, NULL, __ATOMIC_RELAXED);
+    if (!step) return "oneDNN reported no failure";
+    const size_t len = strcspn(step, "(");
+    snprintf(buf, sizeof buf, "%.*s: %s", (int)len, step,
+             dnnl_status2str((dnnl_status_t)__atomic_load_n(&st->bf16_fail_status, __ATOMIC_RELAXED)));
+    return buf;
 }
 
 int cpu_bf16_parts_ready(ab_backend *be) {
@@ -206,7 +246,7 @@ int cpu_bf16_parts_ready(ab_backend *be) {
 
 int cpu_gemm_bf16_on_part(ab_backend *be, int part, int ta, int tb, int M, int N, int K, const uint16_t *A, int lda,
                           const uint16_t *B, int ldb, float *C, int ldc) {
-    bf16_job j = {be->impl, ta, tb, M, N, K, lda, ldb, ldc, 1, A, B, C, 0};
+    bf16_job j = {be->impl, ta, tb, M, N, K, lda, ldb, ldc, 1, M, A, B, C, 0};
     return part_run(&j, part, M, N, A, B, C);
 }
 
@@ -214,15 +254,12 @@ int cpu_gemm_bf16_native(ab_backend *be, int ta, int tb, int M, int N, int K, co
                          const uint16_t *B, int ldb, float *C, int ldc) {
     cpu_state *st = be->impl;
     AB_TRY(cpu_bf16_parts_ready(be));
-    bf16_job j = {st, ta, tb, M, N, K, lda, ldb, ldc, M >= N, A, B, C, 0};
-    const size_t along = j.by_rows ? (size_t)M : (size_t)N;
-    if (st->threads <= 1 || (double)M * N * K < CPU_GEMM_PAR_MIN_MACS || along < 2 * CPU_GEMM_MIN_SPLIT)
-        bf16_range(&j, 0, 0, along);
-    else
-        cpu_parallel_for(be, along, CPU_GEMM_MIN_SPLIT, bf16_range, &j);
+    const int by_rows = M >= N, along = by_rows ? M : N, tile = cpu_gemm_tile(along, (double)M * N * K);
+    bf16_job j = {st, ta, tb, M, N, K, lda, ldb, ldc, by_rows, tile, A, B, C, 0};
+    cpu_parallel_for(be, (size_t)((along + tile - 1) / tile), 1, bf16_range, &j);
     if (j.failed)
-        return ab_errorf("bf16 GEMM %dx%dx%d (%c%c): oneDNN could not build or run its matmul", M, N, K, ta ? 'T' : 'N',
-                         tb ? 'T' : 'N');
+        return ab_errorf("bf16 GEMM %dx%dx%d (%c%c): oneDNN's matmul failed in %s", M, N, K, ta ? 'T' : 'N',
+                         tb ? 'T' : 'N', cpu_bf16_failure(be));
     return 0;
 }
 
@@ -238,14 +275,19 @@ const char *cpu_onednn_version(void) { return NULL; }
 int cpu_bf16_native_available(void) { return 0; }
 const char *cpu_bf16_native_describe(void) { return "emulated (built without oneDNN)"; }
 void cpu_bf16_parts_free(cpu_state *st) { (void)st; }
+const char *cpu_bf16_failure(ab_backend *be) {
+    (void)be;
+    return "built without oneDNN";
+}
 int cpu_bf16_parts_ready(ab_backend *be) {
     (void)be;
     return ab_errorf("bf16 GEMM: built without oneDNN");
 }
 int cpu_gemm_bf16_on_part(ab_backend *be, int part, int ta, int tb, int M, int N, int K, const uint16_t *A, int lda,
                           const uint16_t *B, int ldb, float *C, int ldc) {
-    (void)part;
-    return cpu_gemm_bf16_native(be, ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
+    (void)be, (void)part, (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)ldb;
+    (void)C, (void)ldc;
+    return -1; /* never reached: bf16_native stays 0 without oneDNN */
 }
 int cpu_gemm_bf16_native(ab_backend *be, int ta, int tb, int M, int N, int K, const uint16_t *A, int lda,
                          const uint16_t *B, int ldb, float *C, int ldc) {

@@ -151,9 +151,8 @@ static inline __attribute__((always_inline)) void widen_bf16_loop(size_t n, cons
 }
 static inline __attribute__((always_inline)) void narrow_bf16_loop(size_t n, const float *restrict s,
                                                                    uint16_t *restrict d) {
-    const uint32_t *x = (const uint32_t *)s;
     for (size_t i = 0; i < n; i++) {
-        const uint32_t v = x[i], nan = (v & 0x7fffffffu) > 0x7f800000u;
+        const uint32_t v = ab_f32_bits(s[i]), nan = (v & 0x7fffffffu) > 0x7f800000u;
         const uint32_t rounded = (v + 0x7fffu + ((v >> 16) & 1u)) >> 16, quiet = (v >> 16) | 0x40u;
         d[i] = (uint16_t)(nan ? quiet : rounded);
     }
@@ -363,7 +362,7 @@ void cpu_parallel_for(ab_backend *be, size_t n, size_t min_per_thread, cpu_range
 /* ---- matrix products over the pool ---- */
 
 typedef struct {
-    int ta, tb, M, N, K, lda, ldb, ldc, by_rows;
+    int ta, tb, M, N, K, lda, ldb, ldc, by_rows, tile;
     float alpha, beta;
     const float *A, *B;
     float *C;
@@ -379,26 +378,23 @@ void cpu_sgemm_1(int ta, int tb, int M, int N, int K, float alpha, const float *
 static void sgemm_range(void *ctx, int part, size_t lo, size_t hi) {
     (void)part;
     const sgemm_job *j = ctx;
-    const int n = (int)(hi - lo), o = (int)lo;
-    if (j->by_rows) { /* rows o.. of op(A) and C */
-        const float *a = j->ta ? j->A + o : j->A + (size_t)o * j->lda;
-        cpu_sgemm_1(j->ta, j->tb, n, j->N, j->K, j->alpha, a, j->lda, j->B, j->ldb, j->beta, j->C + (size_t)o * j->ldc,
-                    j->ldc);
-    } else { /* columns o.. of op(B) and C */
-        const float *b = j->tb ? j->B + (size_t)o * j->ldb : j->B + o;
-        cpu_sgemm_1(j->ta, j->tb, j->M, n, j->K, j->alpha, j->A, j->lda, b, j->ldb, j->beta, j->C + o, j->ldc);
+    const int along = j->by_rows ? j->M : j->N;
+    for (size_t t = lo; t < hi; t++) {
+        const int o = (int)t * j->tile, n = along - o < j->tile ? along - o : j->tile;
+        if (j->by_rows) { /* rows o.. of op(A) and C */
+            const float *a = j->ta ? j->A + o : j->A + (size_t)o * j->lda;
+            cpu_sgemm_1(j->ta, j->tb, n, j->N, j->K, j->alpha, a, j->lda, j->B, j->ldb, j->beta,
+                        j->C + (size_t)o * j->ldc, j->ldc);
+        } else { /* columns o.. of op(B) and C */
+            const float *b = j->tb ? j->B + (size_t)o * j->ldb : j->B + o;
+            cpu_sgemm_1(j->ta, j->tb, j->M, n, j->K, j->alpha, j->A, j->lda, b, j->ldb, j->beta, j->C + o, j->ldc);
+        }
     }
 }
 
-
 void cpu_sgemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                const float *B, int ldb, float beta, float *C, int ldc) {
-    const cpu_state *st = be->impl;
-    sgemm_job j = {ta, tb, M, N, K, lda, ldb, ldc, M >= N, alpha, beta, A, B, C};
-    const size_t along = j.by_rows ? (size_t)M : (size_t)N;
-    if (st->threads <= 1 || (double)M * N * K < CPU_GEMM_PAR_MIN_MACS || along < 2 * CPU_GEMM_MIN_SPLIT) {
-        sgemm_range(&j, 0, 0, along);
-        return;
-    }
-    cpu_parallel_for(be, along, CPU_GEMM_MIN_SPLIT, sgemm_range, &j);
+    const int by_rows = M >= N, along = by_rows ? M : N, tile = cpu_gemm_tile(along, (double)M * N * K);
+    sgemm_job j = {ta, tb, M, N, K, lda, ldb, ldc, by_rows, tile, alpha, beta, A, B, C};
+    cpu_parallel_for(be, (size_t)((along + tile - 1) / tile), 1, sgemm_range, &j);
 }

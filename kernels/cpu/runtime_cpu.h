@@ -14,8 +14,10 @@ typedef struct {
 } scratch_buf;
 
 /* Scratch slots. 0-4 belong to backend_cpu.c (gemm: widened A, widened B, fp32 product,
- * widened bias, old C row; col_sum and gather_normalize reuse 2 and 4); the rest to
- * layers_cpu.c, one per role so that an op's buffers never alias each other. */
+ * widened bias, the parts' epilogue rows; col_sum, gather_normalize and transformer_cpu.c's
+ * sum_squares, which call no product, reuse 2 and 4); the rest to layers_cpu.c, one per role so
+ * that an op's buffers never alias each other (a convolution calls ab_cpu_gemm, which uses 0-4
+ * only). */
 enum {
     CPU_SLOT_LAYER_X = 5,  /* fp32 input chunk (widened x, or dy for backward_filter's x) */
     CPU_SLOT_LAYER_COL,    /* im2col columns / dcol */
@@ -36,6 +38,8 @@ typedef struct {
     int bf16_native;             /* bf16 x bf16 products on the CPU's bf16 instructions (onednn_cpu.c) */
     cpu_bf16_part *bf16_parts;   /* their oneDNN primitives, one set per part of the pool */
     int bf16_nparts;
+    const char *bf16_fail_step;  /* the first failed oneDNN call since the last message, or NULL */
+    int bf16_fail_status;
 } cpu_state;
 
 /* Host memory of bytes (64-byte aligned) charged to category cat of be->mem, or NULL with
@@ -92,8 +96,9 @@ void cpu_pool_free(cpu_state *st);
 
 /* C = alpha op(A) op(B) + beta C, row-major, over the pool: oneDNN's sgemm (OpenBLAS's without
  * it) runs single-threaded (a library's own spinning workers would otherwise compete with the
- * pool's for the same cores) and each part of the pool takes a block of C's rows, or of its
- * columns when there are few rows, so that every element comes from one sgemm call. */
+ * pool's for the same cores), one call a tile of C's rows (of its columns when it has fewer rows
+ * than columns; cpu_gemm_tile), so that every element comes from one call of a shape that does
+ * not depend on the threads. */
 void cpu_sgemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                const float *B, int ldb, float beta, float *C, int ldc);
 /* the same on the calling thread alone (one part's product) */
@@ -101,7 +106,18 @@ void cpu_sgemm_1(int ta, int tb, int M, int N, int K, float alpha, const float *
                  float beta, float *C, int ldc);
 /* below this many multiply-adds, or under 2 x CPU_GEMM_MIN_SPLIT rows (columns), a product takes
  * one part: a second thread's start costs more */
-enum { CPU_GEMM_PAR_MIN_MACS = 1 << 18, CPU_GEMM_MIN_SPLIT = 32 };
+enum { CPU_GEMM_PAR_MIN_MACS = 1 << 18, CPU_GEMM_MIN_SPLIT = 32, CPU_GEMM_MAX_TILE = 512 };
+
+/* Products are cut into tiles of rows (columns) by their shape alone, about eight of 32 to 512,
+ * and the pool shares the tiles out: every library call's shape, and so every sum (a library may
+ * choose its kernels by the call's shape), is the same whatever the number of threads. The tile
+ * for `along` rows (columns) of a product of `macs` multiply-adds; `along` itself for one tile. */
+static inline int cpu_gemm_tile(int along, double macs) {
+    if (macs < CPU_GEMM_PAR_MIN_MACS || along < 2 * CPU_GEMM_MIN_SPLIT) return along;
+    int t = (along / 8 + CPU_GEMM_MIN_SPLIT - 1) / CPU_GEMM_MIN_SPLIT * CPU_GEMM_MIN_SPLIT;
+    if (t < CPU_GEMM_MIN_SPLIT) t = CPU_GEMM_MIN_SPLIT;
+    return t > CPU_GEMM_MAX_TILE ? CPU_GEMM_MAX_TILE : t;
+}
 
 /* onednn_cpu.c: C = alpha op(A) op(B) + beta C in oneDNN's sgemm on the calling thread alone;
  * -1 when it fails or the build has no oneDNN (the caller then uses OpenBLAS). The version
@@ -125,5 +141,8 @@ int cpu_bf16_parts_ready(ab_backend *be);
 int cpu_gemm_bf16_on_part(ab_backend *be, int part, int ta, int tb, int M, int N, int K, const uint16_t *A, int lda,
                           const uint16_t *B, int ldb, float *C, int ldc);
 void cpu_bf16_parts_free(cpu_state *st);
+/* "dnnl_primitive_create: out_of_memory": the first oneDNN call that failed since the last time
+ * this was asked (for the calling thread's error message) */
+const char *cpu_bf16_failure(ab_backend *be);
 
 #endif

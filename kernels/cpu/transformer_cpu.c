@@ -106,7 +106,7 @@ int ab_cpu_gemm_batched(ab_backend *be, int ta, int tb, int M, int N, int K, flo
     const size_t per = j.na + j.nb + j.nc;
     if (per && !(j.buf = cpu_scratch_get(be, CPU_SLOT_LAYER_ACC, (size_t)parts * per + 1))) return -1;
     cpu_parallel_for(be, (size_t)batch, 1, bgemm_range, &j);
-    if (j.rc) return ab_errorf("gemm_batched %dx%dx%d bf16: oneDNN could not build or run its matmul", M, N, K);
+    if (j.rc) return ab_errorf("gemm_batched %dx%dx%d bf16: oneDNN's matmul failed in %s", M, N, K, cpu_bf16_failure(be));
     return 0;
 }
 

@@ -10,7 +10,8 @@
  *            order alone: within fp32's rounding before the output is rounded, and by at most one
  *            bf16 unit in the last place after. A CPU without the instructions (or a build without
  *            oneDNN) skips this part and says why.
- * --emulated-only: the bf16 part is skipped as on such a CPU (the skip path checked anywhere). */
+ *   threads  the same products on 1 and 2 threads, bit for bit (fp32, fp16 with a bias, native bf16).
+ * --emulated-only: the bf16 parts are skipped as on such a CPU (the skip path checked anywhere). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -121,6 +122,29 @@ static void check_bf16(ab_backend *be, int ta, int tb, int M, int N, int K, floa
     free(A), free(B), free(bias), free(Cn), free(Ce), free(mag);
 }
 
+/* the same product on 1 and on 2 threads, bit for bit: the tiles a product is cut into, and so each
+ * library call's shape, depend on the shape alone (cpu_gemm_tile) */
+static void check_threads(ab_backend *one, ab_backend *two, int ta, int tb, int M, int N, int K, ab_dtype t,
+                          ab_dtype ct, int with_bias) {
+    const int lda = ta ? M : K, ldb = tb ? K : N;
+    const size_t es = ab_dtype_size(t), cs = ab_dtype_size(ct);
+    void *A = malloc((size_t)M * K * es), *B = malloc((size_t)K * N * es), *bias = malloc((size_t)N * es);
+    void *C1 = malloc((size_t)M * N * cs), *C2 = malloc((size_t)M * N * cs);
+    if (!A || !B || !bias || !C1 || !C2) abort();
+    for (size_t i = 0; i < (size_t)M * K; i++) ab_store(A, i, t, uniform());
+    for (size_t i = 0; i < (size_t)K * N; i++) ab_store(B, i, t, uniform());
+    for (int i = 0; i < N; i++) ab_store(bias, (size_t)i, t, uniform());
+    const void *bp = with_bias ? bias : NULL;
+    const int rc = one->ops->gemm(one, ta, tb, M, N, K, 1.0f, t, A, lda, t, B, ldb, bp, AB_EPI_NONE, 0.0f, ct, C1, N) |
+                   two->ops->gemm(two, ta, tb, M, N, K, 1.0f, t, A, lda, t, B, ldb, bp, AB_EPI_NONE, 0.0f, ct, C2, N);
+    const int same = memcmp(C1, C2, (size_t)M * N * cs) == 0;
+    printf("%s %s %5d x %5d x %5d %c%c%s -> %s: 1 and 2 threads %s\n", rc || !same ? "FAIL" : "ok  ", ab_dtype_name(t),
+           M, N, K, ta ? 'T' : 'N', tb ? 'T' : 'N', with_bias ? " bias" : "", ab_dtype_name(ct),
+           same ? "bit for bit the same" : "differ");
+    failures += rc || !same;
+    free(A), free(B), free(bias), free(C1), free(C2);
+}
+
 int main(int argc, char **argv) {
     const int emulated_only = argc > 1 && strcmp(argv[1], "--emulated-only") == 0;
     ab_rng_seed(&rng, 20261205);
@@ -171,6 +195,27 @@ int main(int argc, char **argv) {
         check_bf16(be, 0, 1, 64, 200, 96, 1.0f, 0.0f, 1, AB_EPI_RELU, AB_BF16);
         check_bf16(be, 1, 0, 96, 80, 256, 1.0f, 1.0f, 0, AB_EPI_NONE, AB_F32); /* gradient accumulation */
         check_bf16(be, 0, 0, 33, 17, 5, 1.0f, 0.5f, 0, AB_EPI_NONE, AB_BF16);
+    }
+    {
+        ab_backend *one = ab_backend_cpu_create(1);
+        if (!one) return 1;
+        for (int native = 0; native < 2; native++) {
+            ab_backend_cpu_set_bf16_native(one, native && !emulated_only);
+            ab_backend_cpu_set_bf16_native(be, native && !emulated_only);
+            if (native) {
+                if (emulated_only || !ab_backend_cpu_set_bf16_native(be, 1)) break;
+                check_threads(one, be, 0, 1, 1536, 1024, 1000, AB_BF16, AB_BF16, 1);
+                check_threads(one, be, 1, 0, 700, 300, 2048, AB_BF16, AB_F32, 0);
+                continue;
+            }
+            check_threads(one, be, 0, 0, 1536, 1024, 1000, AB_F32, AB_F32, 0);
+            check_threads(one, be, 0, 1, 2048, 1536, 384, AB_F32, AB_F32, 1);
+            check_threads(one, be, 1, 0, 384, 384, 2048, AB_F32, AB_F32, 0);
+            check_threads(one, be, 0, 1, 40, 3000, 256, AB_F32, AB_F32, 0); /* few rows: column tiles */
+            check_threads(one, be, 0, 1, 1000, 700, 300, AB_F16, AB_F16, 1);
+            check_threads(one, be, 1, 0, 700, 300, 1000, AB_F16, AB_F32, 0);
+        }
+        one->ops->destroy(one);
     }
     be->ops->destroy(be);
     printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
