@@ -60,12 +60,15 @@ for i in "${!names[@]}"; do
         /^  op kind/ { t = 1; next }
         t && /^  the GEMM shapes/ { t = 0 }
         t && NF > 5 {
-            share = ""; for (k = 1; k <= NF; k++) if ($k ~ /%$/) { share = $k; sec = $(k - 1); gf = $(k + 2); lab = $1; for (m = 2; m < k - 2; m++) lab = lab " " $m }
-            if (lab ~ /^GEMM|^convolution/) { gshare += share + 0; gsec += sec; gfl += $(k + 1) }
+            at = 0; for (k = 1; k <= NF; k++) if ($k ~ /%$/) at = k
+            if (!at) next
+            share = $at; sec = $(at - 1); gflop = $(at + 1); lab = $1
+            for (m = 2; m < at - 2; m++) lab = lab " " $m
+            if (lab ~ /^GEMM|^convolution/) { gshare += share + 0; gsec += sec; gfl += gflop }
             else if (share + 0 > oshare) { oshare = share + 0; other = lab " " share }
         }
         /^  all ops:/ { ops = $3; for (k = 1; k <= NF; k++) { if ($k == "GFLOP/s" && !all) all = $(k - 1); if ($k == "reached") pk = $(k + 1) } }
-        END { printf "%-22s %9.3f %9.1f%% %11.1f %14.1f %12s %s\n", name, ops, gshare, gsec > 0 ? gfl / gsec : 0, all, pk, other }
+        END { printf "%-22s %9.3f %9.1f%% %11.1f %14.1f %12s %s\n", name, ops, gshare, (gsec > 0 ? gfl / gsec : 0), all, pk, other }
     ' "$f" | tee -a "$out/summary.txt"
 done
 echo "(GEMM share and rate: the GEMM and convolution kinds together; 'of 2048^3': all ops' GFLOP/s against the backend's fp32 GEMM at 2048^3, best of 3)" | tee -a "$out/summary.txt"
