@@ -602,6 +602,54 @@ static void check_bert_fits(const char *dir, const hr_reported *rep, const char 
     free(bs);
 }
 
+/* a copy of dir/src as a CPU run of the given precision and rate, host.blas saying blas */
+static void write_cpu_run(const char *dir, const char *out, const char *src, const char *precision, double sps,
+                          const char *blas) {
+    char path[1300], dst[1300];
+    cJSON *j = json_load(dir, src, path, sizeof path);
+    if (!j) return;
+    cJSON *host = cJSON_GetObjectItemCaseSensitive(j, "host");
+    cJSON_ReplaceItemInObject(host, "backend", cJSON_CreateString("cpu"));
+    cJSON_ReplaceItemInObject(host, "device", cJSON_CreateString("Fixture CPU"));
+    cJSON_ReplaceItemInObject(host, "blas", cJSON_CreateString(blas));
+    cJSON_ReplaceItemInObject(j, "precision", cJSON_CreateString(precision));
+    cJSON_ReplaceItemInObject(j, "samples_per_s", cJSON_CreateNumber(sps));
+    snprintf(dst, sizeof dst, "%s/resnet50-%s.json", out, precision);
+    json_store(dst, j);
+}
+
+/* On a CPU the AMP time row says what bf16 measured: natively (a saving), emulated (said so), or
+ * that a bf16 run would measure it. */
+static void check_cpu_bf16(const char *dir, const hr_reported *rep, const char *tmp) {
+    static const char *native = "OpenBLAS, bf16 GEMM native (AVX512-BF16, oneDNN 2.6.3 matmul)";
+    static const char *emulated = "OpenBLAS, bf16 GEMM emulated (no AVX512-BF16 or AMX on this CPU; oneDNN 2.6.3)";
+    const struct {
+        const char *blas;
+        int with_bf16;
+        const char *want;
+    } cases[] = {
+        {native, 1, "This CPU multiplies bf16 natively (AVX512-BF16, oneDNN 2.6.3 matmul): bf16 took 0.80x the FP32 "
+                    "time, a reduced-precision saving of 20.0% measured here"},
+        {emulated, 1, "bf16 took 0.80x the FP32 time: bf16 GEMM emulated (no AVX512-BF16 or AMX on this CPU; oneDNN "
+                      "2.6.3), so it too is emulated here."},
+        {native, 0, "a bf16 run (`--modes bf16`) measures a reduced-precision time saving"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        char sub[1100], cells[8][512];
+        snprintf(sub, sizeof sub, "%s/cpu-bf16-%zu", tmp, c);
+        hr_mkdir_p(sub);
+        write_cpu_run(dir, sub, "resnet50-fp32.json", "fp32", 1000.0, cases[c].blas);
+        write_cpu_run(dir, sub, "resnet50-amp.json", "amp", 900.0, cases[c].blas);
+        if (cases[c].with_bf16) write_cpu_run(dir, sub, "resnet50-fp32.json", "bf16", 1250.0, cases[c].blas);
+        char *md = report_of(sub, rep, sub);
+        if (!md) continue;
+        const int n = row_cells(md, "AMP time saving vs FP32", cells, 8);
+        CHECK(strstr(md, cases[c].want) != NULL, "CPU bf16 case %zu: the report lacks '%s' (AMP time row: '%s')", c,
+              cases[c].want, n > 3 ? cells[3] : "?");
+        free(md);
+    }
+}
+
 /* Bad input: a malformed result, an incomplete one and a missing folder each give an error naming it. */
 static void check_bad_input(const char *tmp) {
     char bad[1200];
@@ -675,6 +723,7 @@ int main(int argc, char **argv) {
 
     check_seeds(argv[1], &rep, tmp);
     check_bert_fits(dir, &rep, tmp);
+    check_cpu_bf16(dir, &rep, tmp);
     check_bad_input(tmp);
 
     hr_runset_free(rs);
