@@ -948,7 +948,8 @@ static void model_step(trainer *t) {
     }
 }
 
-/* the record's epochs and machine; the run's first two lines: the model and the recipe */
+/* the record's epochs and machine; the run's first lines: the model and the recipe (and, in bf16, how
+ * the backend multiplies bf16 when it says) */
 static int start_run(trainer *t) {
     const ab_train_config *c = t->cfg;
     ab_run_record *rec = t->rec;
@@ -972,6 +973,10 @@ static int start_run(trainer *t) {
     char recipe[1024];
     ab_recipe_describe(c, rec->total_steps, t->dp->size, recipe, sizeof recipe);
     printf("Recipe: %s\n", recipe);
+    /* a backend that says how it multiplies bf16 (the CPU's: on the CPU's bf16 instructions, or
+     * emulated and why) says it on a third line of a bf16 run */
+    const char *how = strstr(rec->device.dnn, "bf16 GEMM ");
+    if (c->precision == AB_PREC_BF16 && how) printf("bf16 products: %s\n", how + strlen("bf16 GEMM "));
     return 0;
 }
 

@@ -346,5 +346,22 @@ for bad in "--model nope" "--model mlp --format xml" "--format json" "--model"; 
     [ "$rc" = 2 ] && [ "$(wc -l < "$tmp/err")" = 1 ] || fail "ampbench recipe $bad: exit $rc, $(cat "$tmp/err")"
 done
 
+# a bf16 run says how it multiplies bf16: emulated when asked (AB_CPU_BF16=emulated), and natively
+# or emulated with the reason otherwise; the two runs agree within bf16's rounding
+AB_CPU_BF16=emulated "$AMPBENCH" train --model mlp --precision bf16 --max-steps 10 --threads 2 --out "$tmp/b1.json" \
+    > "$tmp/b1.out" 2>&1 || fail "bf16 emulated run failed: $(tail -1 "$tmp/b1.out")"
+grep -qx "bf16 products: emulated (AB_CPU_BF16=emulated)" "$tmp/b1.out" || fail "bf16 run with AB_CPU_BF16=emulated: $(sed -n 3p "$tmp/b1.out")"
+"$AMPBENCH" train --model mlp --precision bf16 --max-steps 10 --threads 2 --out "$tmp/b2.json" > "$tmp/b2.out" 2>&1 ||
+    fail "bf16 run failed: $(tail -1 "$tmp/b2.out")"
+grep -qE "^bf16 products: (native \((AVX512-BF16|AMX), oneDNN .* matmul\)|emulated \(.+\))$" "$tmp/b2.out" ||
+    fail "bf16 run: no line saying how it multiplies bf16: $(sed -n 3p "$tmp/b2.out")"
+grep -q "native" "$tmp/b2.out" && ! grep -qw avx512_bf16 /proc/cpuinfo && ! grep -qw amx_bf16 /proc/cpuinfo &&
+    fail "bf16 said native on a CPU without AVX512-BF16 or AMX"
+python3 - "$tmp/b1.json" "$tmp/b2.json" <<'PY' || fail "bf16 native and emulated losses differ by more than bf16's rounding"
+import json, sys
+a, b = (json.load(open(p))["epochs"][-1]["test_loss"] for p in sys.argv[1:])
+sys.exit(0 if abs(a - b) <= 2e-2 * abs(a) else 1)
+PY
+
 echo "test_cli: $failures failures"
 [ "$failures" -eq 0 ]
