@@ -211,31 +211,60 @@ int ab_cpu_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha
     return 0;
 }
 
+/* casts and gradient folding over the pool, in ranges of at least CONVERT_MIN elements */
+typedef struct {
+    ab_dtype st, dt;
+    const void *src;
+    void *dst;
+    int accumulate;
+} cast_job;
+
+static void cast_range(void *ctx, int part, size_t lo, size_t hi) {
+    (void)part;
+    const cast_job *j = ctx;
+    const size_t ss = ab_dtype_size(j->st), ds = ab_dtype_size(j->dt), n = hi - lo;
+    const char *src = (const char *)j->src + lo * ss;
+    char *dst = (char *)j->dst + lo * ds;
+    if (j->st == AB_F32)
+        cpu_narrow(n, (const float *)src, j->dt, dst);
+    else if (j->dt == AB_F32)
+        cpu_widen(n, j->st, src, (float *)dst);
+    else
+        for (size_t i = 0; i < n; i++) ab_store(dst, i, j->dt, ab_load(src, i, j->st));
+}
+
 int ab_cpu_cast(ab_backend *be, size_t n, ab_dtype st, const void *src, ab_dtype dt, void *dst) {
-    (void)be;
     if (st == dt) {
         memmove(dst, src, n * ab_dtype_size(st));
-    } else if (st == AB_F32) {
-        cpu_narrow(n, src, dt, dst);
-    } else if (dt == AB_F32) {
-        cpu_widen(n, st, src, dst);
-    } else {
-        for (size_t i = 0; i < n; i++) ab_store(dst, i, dt, ab_load(src, i, st));
+        return 0;
     }
+    cast_job j = {st, dt, src, dst, 0};
+    cpu_parallel_for(be, n, CONVERT_MIN, cast_range, &j);
     return 0;
 }
 
-int ab_cpu_accumulate(ab_backend *be, size_t n, ab_dtype st, const void *src, float *dst, int accumulate) {
-    (void)be;
-    if (!accumulate) {
-        cpu_widen(n, st, src, dst);
-    } else if (st == AB_F16) {
-        const float *f16_table = cpu_f16_table();
-        const uint16_t *s = src;
-        for (size_t i = 0; i < n; i++) dst[i] += f16_table[s[i]];
-    } else {
-        for (size_t i = 0; i < n; i++) dst[i] += ab_load(src, i, st);
+/* dst (+)= src widened: blocks widened on the stack, then added (the same one rounding per element) */
+static inline __attribute__((always_inline)) void fold_range_body(void *ctx, int part, size_t lo, size_t hi) {
+    (void)part;
+    const cast_job *j = ctx;
+    float *dst = (float *)j->dst;
+    if (!j->accumulate) {
+        cpu_widen(hi - lo, j->st, (const char *)j->src + lo * ab_dtype_size(j->st), dst + lo);
+        return;
     }
+    float buf[1024];
+    for (size_t i = lo; i < hi; i += 1024) {
+        const size_t m = hi - i < 1024 ? hi - i : 1024;
+        cpu_widen(m, j->st, (const char *)j->src + i * ab_dtype_size(j->st), buf);
+        float *restrict d = dst + i;
+        for (size_t k = 0; k < m; k++) d[k] += buf[k];
+    }
+}
+CPU_RANGE_AVX512(fold_range)
+
+int ab_cpu_accumulate(ab_backend *be, size_t n, ab_dtype st, const void *src, float *dst, int accumulate) {
+    cast_job j = {st, AB_F32, src, dst, accumulate};
+    cpu_parallel_for(be, n, CONVERT_MIN, fold_range, &j);
     return 0;
 }
 
