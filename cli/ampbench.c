@@ -1047,9 +1047,12 @@ int main(int argc, char **argv) {
         ab_run_record_free(&rec);
     }
     if (rc == -1 && usage) { /* every rank refused the same options before training: no job to abort */
-        if (ab_comm_launcher_rank() == 0) fprintf(stderr, "ampbench: %s\n", ab_error());
+        const int first = ab_comm_launcher_rank() == 0;
+        if (first) fprintf(stderr, "ampbench: %s\n", ab_error());
         ab_mpi_finalize();
-        return 2;
+        /* rank 0 alone exits 2, which mpirun passes on: another rank's non-zero exit would have it
+         * abort the job, and rank 0 with it, perhaps before its line was forwarded */
+        return first ? 2 : 0;
     }
     if (rc == -1) {
         int world = 1;
