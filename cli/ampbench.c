@@ -936,7 +936,8 @@ static int print_version(void) {
 /* OpenBLAS picks its kernels when the library loads, by the CPU model; on one it does not know
  * (virtual machines report such models) it takes generic SSE3 kernels, 3-4x slower than the AVX-512
  * ones this CPU may have, and on an AMD Zen with AVX-512 its AVX2 (Haswell) kernels, half the
- * rate on a Zen 5's full-width AVX-512. Before anything else (MPI included), ampbench runs itself again with
+ * rate on a Zen 5's full-width AVX-512 (a build with oneDNN, which does the products, skips this).
+ * Before anything else (MPI included), ampbench runs itself again with
  * OPENBLAS_CORETYPE naming the kernels the CPU supports, unless OPENBLAS_CORETYPE is set already
  * (the user's choice is kept; the re-run has it set, so this happens once). If the exec fails, the
  * run goes on with the generic kernels, and `ampbench bench` says so. */

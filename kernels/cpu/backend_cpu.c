@@ -211,59 +211,47 @@ int ab_cpu_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha
     return 0;
 }
 
-/* casts and gradient folding over the pool, in ranges of at least CONVERT_MIN elements */
-typedef struct {
-    ab_dtype st, dt;
-    const void *src;
-    void *dst;
-    int accumulate;
-} cast_job;
-
-static void cast_range(void *ctx, int part, size_t lo, size_t hi) {
-    (void)part;
-    const cast_job *j = ctx;
-    const size_t ss = ab_dtype_size(j->st), ds = ab_dtype_size(j->dt), n = hi - lo;
-    const char *src = (const char *)j->src + lo * ss;
-    char *dst = (char *)j->dst + lo * ds;
-    if (j->st == AB_F32)
-        cpu_narrow(n, (const float *)src, j->dt, dst);
-    else if (j->dt == AB_F32)
-        cpu_widen(n, j->st, src, (float *)dst);
-    else
-        for (size_t i = 0; i < n; i++) ab_store(dst, i, j->dt, ab_load(src, i, j->st));
-}
-
+/* casts over the pool (runtime_cpu.c's parallel conversions); fp16 <-> bf16 element by element */
 int ab_cpu_cast(ab_backend *be, size_t n, ab_dtype st, const void *src, ab_dtype dt, void *dst) {
     if (st == dt) {
         memmove(dst, src, n * ab_dtype_size(st));
-        return 0;
+    } else if (st == AB_F32) {
+        cpu_narrow_par(be, n, src, dt, dst);
+    } else if (dt == AB_F32) {
+        cpu_widen_par(be, n, st, src, dst);
+    } else {
+        for (size_t i = 0; i < n; i++) ab_store(dst, i, dt, ab_load(src, i, st));
     }
-    cast_job j = {st, dt, src, dst, 0};
-    cpu_parallel_for(be, n, CONVERT_MIN, cast_range, &j);
     return 0;
 }
 
-/* dst (+)= src widened: blocks widened on the stack, then added (the same one rounding per element) */
+/* gradient folding, dst += src widened, over the pool: blocks widened on the stack, then added (the
+ * same one rounding per element) */
+typedef struct {
+    ab_dtype st;
+    const void *src;
+    float *dst;
+} fold_job;
+
 static inline __attribute__((always_inline)) void fold_range_body(void *ctx, int part, size_t lo, size_t hi) {
     (void)part;
-    const cast_job *j = ctx;
-    float *dst = (float *)j->dst;
-    if (!j->accumulate) {
-        cpu_widen(hi - lo, j->st, (const char *)j->src + lo * ab_dtype_size(j->st), dst + lo);
-        return;
-    }
+    const fold_job *j = ctx;
     float buf[1024];
     for (size_t i = lo; i < hi; i += 1024) {
         const size_t m = hi - i < 1024 ? hi - i : 1024;
         cpu_widen(m, j->st, (const char *)j->src + i * ab_dtype_size(j->st), buf);
-        float *restrict d = dst + i;
+        float *restrict d = j->dst + i;
         for (size_t k = 0; k < m; k++) d[k] += buf[k];
     }
 }
 CPU_RANGE_AVX512(fold_range)
 
 int ab_cpu_accumulate(ab_backend *be, size_t n, ab_dtype st, const void *src, float *dst, int accumulate) {
-    cast_job j = {st, AB_F32, src, dst, accumulate};
+    if (!accumulate) {
+        cpu_widen_par(be, n, st, src, dst);
+        return 0;
+    }
+    fold_job j = {st, src, dst};
     cpu_parallel_for(be, n, CONVERT_MIN, fold_range, &j);
     return 0;
 }
@@ -644,6 +632,8 @@ const char *ab_backend_cpu_blas_info(void) {
 
 const char *ab_backend_cpu_blas_better_core(void) {
 #if defined(__x86_64__) && defined(__GNUC__)
+    /* with oneDNN doing the products, OpenBLAS's kernels are never called: no re-run for them */
+    if (cpu_onednn_version()) return NULL;
     const char *core = openblas_get_corename();
     if (!core) return NULL;
     const int generic = strcasecmp(core, "prescott") == 0 || strcasecmp(core, "core2") == 0 ||
