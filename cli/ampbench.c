@@ -1031,8 +1031,11 @@ int main(int argc, char **argv) {
         return 2;
     }
     const ab_train_config *cfg = &opts.cfg;
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
+    /* on their own stack: the CPU backend's products may be interrupted (ab_cpu_handle_signal) */
+    if (ab_cpu_handle_signal(SIGINT, on_signal) != 0 || ab_cpu_handle_signal(SIGTERM, on_signal) != 0) {
+        fprintf(stderr, "ampbench: %s\n", ab_error());
+        return 1;
+    }
     int rc, did_not_fit = 0, usage = 0;
     if (opts.find_max_batch) {
         rc = find_max_batch(&opts.cfg);

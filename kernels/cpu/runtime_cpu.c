@@ -4,11 +4,14 @@
  * layers_cpu.c and transformer_cpu.c call it; it calls none of them. */
 #include <cblas.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cpu_features.h"
 #include "half.h"
+#include "backend_cpu.h"
 #include "runtime_cpu.h"
 
 static float f16_table[65536];
@@ -298,13 +301,55 @@ static cpu_pool *pool_start(int nworkers) {
     pthread_mutex_init(&pl->mu, NULL);
     pthread_cond_init(&pl->go, NULL);
     pthread_cond_init(&pl->done, NULL);
+    /* The workers run oneDNN's generated sgemm kernels, which point rsp into the heap while they
+     * run (oneDNN up to 3.11): a signal handled on such a thread would push its frame onto the heap.
+     * So the workers start (inheriting the mask) with every asynchronous signal blocked, and the
+     * process's signals go to the threads that do not run them or that handle them on their own
+     * stack (ab_cpu_handle_signal). Faults a worker itself raises stay deliverable. */
+    sigset_t async, before;
+    sigfillset(&async);
+    const int faults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT, SIGSYS};
+    for (size_t k = 0; k < sizeof faults / sizeof faults[0]; k++) sigdelset(&async, faults[k]);
+    pthread_sigmask(SIG_BLOCK, &async, &before);
     for (int i = 0; i < nworkers; i++) {
         pl->workers[i] = (cpu_worker){pl, i + 1};
         if (pthread_create(&pl->tid[i], NULL, pool_worker, &pl->workers[i]) != 0) break;
         pl->started++;
     }
+    pthread_sigmask(SIG_SETMASK, &before, NULL);
     pl->nworkers = pl->started;
     return pl;
+}
+
+/* An alternate stack for the calling thread unless it has one; kept for the process's life (a
+ * handler may run until exit). 256 KiB holds a signal frame with the AVX-512 and AMX state. */
+static pthread_mutex_t signal_stacks_mu = PTHREAD_MUTEX_INITIALIZER;
+static void *signal_stacks[16]; /* held here, where a leak checker finds them */
+static int n_signal_stacks;
+
+static int own_signal_stack(void) {
+    stack_t cur;
+    if (sigaltstack(NULL, &cur) != 0) return ab_errorf("sigaltstack: cannot read the thread's signal stack");
+    if (!(cur.ss_flags & SS_DISABLE)) return 0;
+    long want = sysconf(_SC_SIGSTKSZ);
+    const size_t size = want > 0 && (size_t)want * 4 > (size_t)256 << 10 ? (size_t)want * 4 : (size_t)256 << 10;
+    pthread_mutex_lock(&signal_stacks_mu);
+    void *sp = n_signal_stacks < 16 ? malloc(size) : NULL;
+    if (sp) signal_stacks[n_signal_stacks++] = sp;
+    pthread_mutex_unlock(&signal_stacks_mu);
+    if (!sp) return ab_errorf("no memory for a signal stack (%zu bytes, or more than 16 threads asked)", size);
+    const stack_t ss = {.ss_sp = sp, .ss_size = size, .ss_flags = 0};
+    return sigaltstack(&ss, NULL) == 0 ? 0 : ab_errorf("sigaltstack: cannot set the thread's signal stack");
+}
+
+int ab_cpu_handle_signal(int sig, void (*handler)(int)) {
+    AB_TRY(own_signal_stack());
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = handler;
+    sa.sa_flags = SA_ONSTACK | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    return sigaction(sig, &sa, NULL) == 0 ? 0 : ab_errorf("sigaction(%d): cannot install the handler", sig);
 }
 
 void cpu_pool_free(cpu_state *st) {
