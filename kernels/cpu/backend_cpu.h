@@ -21,11 +21,13 @@ const char *ab_backend_cpu_blas_better_core(void);
 int ab_backend_cpu_set_bf16_native(ab_backend *be, int native);
 /* "bf16 GEMM native (AVX512-BF16, oneDNN 2.6.3 matmul)", or emulated and why */
 const char *ab_backend_cpu_bf16_describe(ab_backend *be);
-/* handler for signal sig, run on an alternate stack of the calling thread (allocated here once);
- * SA_RESTART. oneDNN's generated sgemm kernels (up to 3.11) point rsp into the heap while they run,
- * so a handler run on the interrupted stack would write its frame into the heap: a program that
+/* handler for signal sig, for the whole process, with SA_RESTART and SA_ONSTACK, and an alternate
+ * stack for the calling thread (allocated here once; one it already has, a sanitizer's say, is
+ * kept). oneDNN's generated sgemm kernels (up to 3.11) point rsp into the heap while they run, so
+ * a handler run on the interrupted stack would write its frame into the heap. A program that
  * handles signals while the CPU backend computes installs its handlers through this, from the
- * thread that calls the backend (its workers block asynchronous signals). -1 with ab_error(). */
+ * thread that calls the backend (it computes a share of every product beside the pool's workers,
+ * which block asynchronous signals). -1 with ab_error(). */
 int ab_cpu_handle_signal(int sig, void (*handler)(int));
 
 #endif

@@ -331,7 +331,11 @@ static int own_signal_stack(void) {
     stack_t cur;
     if (sigaltstack(NULL, &cur) != 0) return ab_errorf("sigaltstack: cannot read the thread's signal stack");
     if (!(cur.ss_flags & SS_DISABLE)) return 0;
-    long want = sysconf(_SC_SIGSTKSZ);
+#ifdef _SC_SIGSTKSZ
+    const long want = sysconf(_SC_SIGSTKSZ); /* glibc 2.34 on: the kernel's frame size for this CPU */
+#else
+    const long want = SIGSTKSZ;
+#endif
     const size_t size = want > 0 && (size_t)want * 4 > (size_t)256 << 10 ? (size_t)want * 4 : (size_t)256 << 10;
     pthread_mutex_lock(&signal_stacks_mu);
     void *sp = n_signal_stacks < 16 ? malloc(size) : NULL;
