@@ -4,9 +4,12 @@
  * layers_cpu.c and transformer_cpu.c call it; it calls none of them. */
 #include <cblas.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cpu_features.h"
@@ -238,9 +241,10 @@ void cpu_narrow_par(ab_backend *be, size_t n, const float *src, ab_dtype t, void
     cpu_parallel_for(be, n, CONVERT_MIN, narrow_range, &j);
 }
 
-/* ---- thread pool: the loops around the GEMMs (im2col, col2im, conversions, batch norm,
- * pooling) run on the same number of threads as OpenBLAS, through plain pthreads (OpenMP's
- * spinning workers would compete with OpenBLAS's own threads for the same cores). ---- */
+/* ---- thread pool: the products' tiles and the loops around them (im2col, col2im, conversions,
+ * batch norm, pooling) run on --threads threads, through plain pthreads that spin briefly between
+ * jobs and then sleep (OpenMP's, spinning for milliseconds, would compete with OpenBLAS's own
+ * threads for the same cores). ---- */
 
 typedef struct {
     cpu_pool *pool;
@@ -250,8 +254,9 @@ typedef struct {
 struct cpu_pool {
     pthread_mutex_t mu;
     pthread_cond_t go, done;
-    int nworkers, started, stop, pending;
-    unsigned long generation;
+    int nworkers, started;
+    atomic_int stop, pending;
+    atomic_ulong generation; /* a new job is published by storing it (under mu) */
     pthread_t *tid;
     cpu_worker *workers;
     cpu_range_fn fn; /* the current job */
@@ -265,25 +270,83 @@ static void run_part(cpu_range_fn fn, void *ctx, size_t n, int parts, int i) {
     if (lo < hi) fn(ctx, i, lo, hi);
 }
 
+/* Waiting spins first, then sleeps. Waking a sleeping thread through a condition variable took 30
+ * to 75 us on a 2-vCPU virtual machine, as long as a whole small op (the MLP's conversions, its
+ * optimizer), so a worker watches for the next job, and the caller for the end of the current
+ * one, for up to SPIN_S before sleeping: the gaps between ops inside a step are shorter than that.
+ * After the first SPIN_YIELD_S the spinner yields each round, so that a thread sharing its core (2
+ * ranks of 2 threads on 2 cores) is not held off for long. */
+#define SPIN_S 200e-6
+#define SPIN_YIELD_S 20e-6
+
+static double spin_clock(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static inline void spin_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* spins until *x != old or stop is set, for at most SPIN_S; the last value read */
+static unsigned long spin_while_equal(atomic_ulong *x, unsigned long old, atomic_int *stop) {
+    const double t0 = spin_clock();
+    for (;;) {
+        for (int i = 0; i < 16; i++) {
+            const unsigned long v = atomic_load_explicit(x, memory_order_acquire);
+            if (v != old || atomic_load_explicit(stop, memory_order_relaxed)) return v;
+            spin_pause();
+        }
+        const double dt = spin_clock() - t0;
+        if (dt > SPIN_S) return old;
+        if (dt > SPIN_YIELD_S) sched_yield();
+    }
+}
+
+/* spins until *x is 0, for at most SPIN_S; whether it is */
+static int spin_until_zero(atomic_int *x) {
+    const double t0 = spin_clock();
+    for (;;) {
+        for (int i = 0; i < 16; i++) {
+            if (atomic_load_explicit(x, memory_order_acquire) == 0) return 1;
+            spin_pause();
+        }
+        const double dt = spin_clock() - t0;
+        if (dt > SPIN_S) return 0;
+        if (dt > SPIN_YIELD_S) sched_yield();
+    }
+}
+
 static void *pool_worker(void *arg) {
     cpu_worker *me = arg;
     cpu_pool *pl = me->pool;
     unsigned long seen = 0;
-    pthread_mutex_lock(&pl->mu);
     for (;;) {
-        while (!pl->stop && pl->generation == seen) pthread_cond_wait(&pl->go, &pl->mu);
-        if (pl->stop) break;
-        seen = pl->generation;
+        if (spin_while_equal(&pl->generation, seen, &pl->stop) == seen && !atomic_load(&pl->stop)) {
+            pthread_mutex_lock(&pl->mu);
+            while (!atomic_load(&pl->stop) && atomic_load(&pl->generation) == seen) pthread_cond_wait(&pl->go, &pl->mu);
+            pthread_mutex_unlock(&pl->mu);
+        }
+        if (atomic_load(&pl->stop)) break;
+        /* the job's fields were written before the generation was stored, and stay until every
+         * worker has counted itself out of pending */
+        seen = atomic_load_explicit(&pl->generation, memory_order_acquire);
         const cpu_range_fn fn = pl->fn;
         void *ctx = pl->ctx;
         const size_t n = pl->n;
         const int parts = pl->parts;
-        pthread_mutex_unlock(&pl->mu);
         if (me->index < parts) run_part(fn, ctx, n, parts, me->index);
-        pthread_mutex_lock(&pl->mu);
-        if (--pl->pending == 0) pthread_cond_signal(&pl->done);
+        if (atomic_fetch_sub_explicit(&pl->pending, 1, memory_order_acq_rel) == 1) {
+            pthread_mutex_lock(&pl->mu); /* the caller checks pending under mu before it sleeps */
+            pthread_cond_signal(&pl->done);
+            pthread_mutex_unlock(&pl->mu);
+        }
     }
-    pthread_mutex_unlock(&pl->mu);
     return NULL;
 }
 
@@ -360,7 +423,7 @@ void cpu_pool_free(cpu_state *st) {
     cpu_pool *pl = st->pool;
     if (!pl) return;
     pthread_mutex_lock(&pl->mu);
-    pl->stop = 1;
+    atomic_store(&pl->stop, 1);
     pthread_cond_broadcast(&pl->go);
     pthread_mutex_unlock(&pl->mu);
     for (int i = 0; i < pl->started; i++) pthread_join(pl->tid[i], NULL);
@@ -393,19 +456,21 @@ void cpu_parallel_for(ab_backend *be, size_t n, size_t min_per_thread, cpu_range
         for (int i = 0; i < parts; i++) run_part(fn, ctx, n, parts, i);
         return;
     }
-    pthread_mutex_lock(&pl->mu);
+    pthread_mutex_lock(&pl->mu); /* a worker about to sleep checks the generation under mu */
     pl->fn = fn;
     pl->ctx = ctx;
     pl->n = n;
     pl->parts = parts;
-    pl->pending = pl->nworkers;
-    pl->generation++;
+    atomic_store(&pl->pending, pl->nworkers);
+    atomic_fetch_add_explicit(&pl->generation, 1, memory_order_release);
     pthread_cond_broadcast(&pl->go);
     pthread_mutex_unlock(&pl->mu);
     run_part(fn, ctx, n, parts, 0);
-    pthread_mutex_lock(&pl->mu);
-    while (pl->pending > 0) pthread_cond_wait(&pl->done, &pl->mu);
-    pthread_mutex_unlock(&pl->mu);
+    if (!spin_until_zero(&pl->pending)) {
+        pthread_mutex_lock(&pl->mu);
+        while (atomic_load(&pl->pending) > 0) pthread_cond_wait(&pl->done, &pl->mu);
+        pthread_mutex_unlock(&pl->mu);
+    }
 }
 
 /* ---- matrix products over the pool ---- */
