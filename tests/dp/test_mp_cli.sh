@@ -89,7 +89,7 @@ refuse() { # np expect-text args...
     if [ "$np" = 1 ]; then "$ampbench" train --quiet --max-steps 1 "$@" >/dev/null 2>"$tmp/err"; rc=$?
     else "${mpirun[@]}" -np "$np" "$ampbench" train --quiet --max-steps 1 "$@" >/dev/null 2>"$tmp/err"; rc=$?; fi
     [ $rc -eq 2 ] && [ "$(grep -c '^ampbench:' "$tmp/err")" -eq 1 ] && grep -q "$want" "$tmp/err" ||
-        fail "$* on $np rank(s): exit $rc, $(grep -v '^--\|^ *$' "$tmp/err" | head -3)"
+        fail "$* on $np rank(s): exit $rc, $(grep -c '^ampbench:' "$tmp/err") line(s) of ours; stderr: $(grep -v '^--\|^ *$' "$tmp/err" | head -12)"
 }
 refuse 1 "a world of 1 ranks does not factor" --tensor-parallel 2
 refuse 3 "a world of 3 ranks does not factor" --tensor-parallel 2
