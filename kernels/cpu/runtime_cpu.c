@@ -9,13 +9,13 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cpu_features.h"
-#include "half.h"
 #include "backend_cpu.h"
+#include "half.h"
 #include "runtime_cpu.h"
+#include "timer.h"
 
 static float f16_table[65536];
 static pthread_once_t f16_table_once = PTHREAD_ONCE_INIT;
@@ -279,47 +279,23 @@ static void run_part(cpu_range_fn fn, void *ctx, size_t n, int parts, int i) {
 #define SPIN_S 200e-6
 #define SPIN_YIELD_S 20e-6
 
-static double spin_clock(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+/* a waiter's spin: call spin_more between looks at what it waits for */
+typedef struct {
+    double t0;
+    unsigned rounds;
+} spin_state;
 
-static inline void spin_pause(void) {
+/* a pause; every 16th round the clock, and a yield once past SPIN_YIELD_S; 0 once SPIN_S passed */
+static int spin_more(spin_state *sp) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #elif defined(__aarch64__)
     __asm__ __volatile__("yield");
 #endif
-}
-
-/* spins until *x != old or stop is set, for at most SPIN_S; the last value read */
-static unsigned long spin_while_equal(atomic_ulong *x, unsigned long old, atomic_int *stop) {
-    const double t0 = spin_clock();
-    for (;;) {
-        for (int i = 0; i < 16; i++) {
-            const unsigned long v = atomic_load_explicit(x, memory_order_acquire);
-            if (v != old || atomic_load_explicit(stop, memory_order_relaxed)) return v;
-            spin_pause();
-        }
-        const double dt = spin_clock() - t0;
-        if (dt > SPIN_S) return old;
-        if (dt > SPIN_YIELD_S) sched_yield();
-    }
-}
-
-/* spins until *x is 0, for at most SPIN_S; whether it is */
-static int spin_until_zero(atomic_int *x) {
-    const double t0 = spin_clock();
-    for (;;) {
-        for (int i = 0; i < 16; i++) {
-            if (atomic_load_explicit(x, memory_order_acquire) == 0) return 1;
-            spin_pause();
-        }
-        const double dt = spin_clock() - t0;
-        if (dt > SPIN_S) return 0;
-        if (dt > SPIN_YIELD_S) sched_yield();
-    }
+    if (++sp->rounds % 16) return 1;
+    const double dt = ab_now() - sp->t0;
+    if (dt > SPIN_YIELD_S) sched_yield();
+    return dt <= SPIN_S;
 }
 
 static void *pool_worker(void *arg) {
@@ -327,7 +303,11 @@ static void *pool_worker(void *arg) {
     cpu_pool *pl = me->pool;
     unsigned long seen = 0;
     for (;;) {
-        if (spin_while_equal(&pl->generation, seen, &pl->stop) == seen && !atomic_load(&pl->stop)) {
+        spin_state sp = {ab_now(), 0};
+        while (atomic_load_explicit(&pl->generation, memory_order_acquire) == seen &&
+               !atomic_load_explicit(&pl->stop, memory_order_relaxed) && spin_more(&sp)) {
+        }
+        if (atomic_load(&pl->generation) == seen && !atomic_load(&pl->stop)) {
             pthread_mutex_lock(&pl->mu);
             while (!atomic_load(&pl->stop) && atomic_load(&pl->generation) == seen) pthread_cond_wait(&pl->go, &pl->mu);
             pthread_mutex_unlock(&pl->mu);
@@ -466,7 +446,10 @@ void cpu_parallel_for(ab_backend *be, size_t n, size_t min_per_thread, cpu_range
     pthread_cond_broadcast(&pl->go);
     pthread_mutex_unlock(&pl->mu);
     run_part(fn, ctx, n, parts, 0);
-    if (!spin_until_zero(&pl->pending)) {
+    spin_state sp = {ab_now(), 0};
+    while (atomic_load_explicit(&pl->pending, memory_order_acquire) > 0 && spin_more(&sp)) {
+    }
+    if (atomic_load(&pl->pending) > 0) {
         pthread_mutex_lock(&pl->mu);
         while (atomic_load(&pl->pending) > 0) pthread_cond_wait(&pl->done, &pl->mu);
         pthread_mutex_unlock(&pl->mu);
