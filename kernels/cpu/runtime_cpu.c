@@ -270,7 +270,7 @@ static void run_part(cpu_range_fn fn, void *ctx, size_t n, int parts, int i) {
     if (lo < hi) fn(ctx, i, lo, hi);
 }
 
-/* Waiting spins first, then sleeps. Waking a sleeping thread through a condition variable took 30
+/* Waiting spins first, then sleeps. Waking a sleeping thread through a condition variable took 42
  * to 75 us on a 2-vCPU virtual machine, as long as a whole small op (the MLP's conversions, its
  * optimizer), so a worker watches for the next job, and the caller for the end of the current
  * one, for up to SPIN_S before sleeping: the gaps between ops inside a step are shorter than that.
