@@ -21,15 +21,31 @@ static inline AB_HD void ab_sgd_update(float *w, float g, float *buf, float lr, 
     *w -= lr * g;
 }
 
-/* One AdamW element update; c1 = 1 - beta1^step, c2 = 1 - beta2^step precomputed. */
-static inline AB_HD void ab_adamw_update(float *w, float g, float *m, float *v, float lr, float beta1,
-                                         float beta2, float eps, float weight_decay, float c1, float c2) {
-    *w *= 1.0f - lr * weight_decay;
+/* AdamW's scalars for one step, computed on the host by every backend alike: the bias
+ * corrections c1 = 1 - beta1^step and c2 = 1 - beta2^step folded into the step size lr / c1 and
+ * the factor 1 / sqrt(c2), so that an element costs one square root and one division. */
+typedef struct {
+    float decay;     /* 1 - lr weight_decay */
+    float step_size; /* lr / c1 */
+    float inv_bc2;   /* 1 / sqrt(c2), rounded once from double */
+} ab_adamw_scalars;
+
+static inline ab_adamw_scalars ab_adamw_scalars_at(float lr, float beta1, float beta2, float weight_decay, int step) {
+    const float c1 = 1.0f - powf(beta1, (float)step), c2 = 1.0f - powf(beta2, (float)step);
+    ab_adamw_scalars s = {1.0f - lr * weight_decay, lr / c1, (float)(1.0 / sqrt((double)c2))};
+    return s;
+}
+
+/* One AdamW element update (PyTorch's, decoupled weight decay): w *= 1 - lr wd;
+ * m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; w -= (lr / c1) m / (sqrt(v) / sqrt(c2) + eps),
+ * the scalars from ab_adamw_scalars_at. */
+static inline AB_HD void ab_adamw_update(float *w, float g, float *m, float *v, float beta1, float beta2, float eps,
+                                         float decay, float step_size, float inv_bc2) {
+    *w *= decay;
     *m = beta1 * *m + (1.0f - beta1) * g;
     *v = beta2 * *v + (1.0f - beta2) * g * g;
-    const float mhat = *m / c1;
-    const float denom = sqrtf(*v / c2) + eps;
-    *w -= lr * mhat / denom;
+    const float denom = sqrtf(*v) * inv_bc2 + eps;
+    *w -= step_size * *m / denom;
 }
 
 static inline AB_HD int ab_is_finite(float x) { return (ab_f32_bits(x) & 0x7f800000u) != 0x7f800000u; }

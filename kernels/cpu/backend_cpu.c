@@ -396,7 +396,8 @@ int ab_cpu_softmax_xent(ab_backend *be, int B, int C, ab_dtype lt, const void *l
 typedef struct {
     float *w, *m, *v, *buf;
     const float *g;
-    float lr, beta1, beta2, eps, weight_decay, c1, c2, momentum, inv_scale;
+    float lr, beta1, beta2, eps, weight_decay, momentum, inv_scale;
+    ab_adamw_scalars k; /* adamw */
     int first_step, bad;
 } opt_job;
 
@@ -437,16 +438,16 @@ static inline __attribute__((always_inline)) void adamw_range_body(void *ctx, in
     const opt_job *j = ctx;
     float *restrict w = j->w, *restrict m = j->m, *restrict v = j->v;
     const float *restrict g = j->g;
-    for (size_t i = lo; i < hi; i++)
-        ab_adamw_update(&w[i], g[i], &m[i], &v[i], j->lr, j->beta1, j->beta2, j->eps, j->weight_decay, j->c1, j->c2);
+    const float b1 = j->beta1, b2 = j->beta2, eps = j->eps, decay = j->k.decay, ss = j->k.step_size,
+                rb = j->k.inv_bc2;
+    for (size_t i = lo; i < hi; i++) ab_adamw_update(&w[i], g[i], &m[i], &v[i], b1, b2, eps, decay, ss, rb);
 }
 CPU_RANGE_AVX512(adamw_range)
 
 int ab_cpu_adamw_step(ab_backend *be, size_t n, float *w, const float *g, float *m, float *v, float lr, float beta1,
                       float beta2, float eps, float weight_decay, int step) {
     opt_job j = {.w = w, .g = g, .m = m, .v = v, .lr = lr, .beta1 = beta1, .beta2 = beta2, .eps = eps,
-                 .weight_decay = weight_decay, .c1 = 1.0f - powf(beta1, (float)step),
-                 .c2 = 1.0f - powf(beta2, (float)step)};
+                 .weight_decay = weight_decay, .k = ab_adamw_scalars_at(lr, beta1, beta2, weight_decay, step)};
     cpu_parallel_for(be, n, OPT_MIN, adamw_range, &j);
     return 0;
 }

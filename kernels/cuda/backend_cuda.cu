@@ -383,9 +383,9 @@ __global__ void k_sgd(size_t n, float *w, const float *g, float *buf, float lr, 
     GRID_STRIDE(i, n) ab_sgd_update(&w[i], g[i], buf ? &buf[i] : NULL, lr, momentum, wd, first);
 }
 
-__global__ void k_adamw(size_t n, float *w, const float *g, float *m, float *v, float lr, float b1, float b2, float eps,
-                        float wd, float c1, float c2) {
-    GRID_STRIDE(i, n) ab_adamw_update(&w[i], g[i], &m[i], &v[i], lr, b1, b2, eps, wd, c1, c2);
+__global__ void k_adamw(size_t n, float *w, const float *g, float *m, float *v, float b1, float b2, float eps,
+                        ab_adamw_scalars k) {
+    GRID_STRIDE(i, n) ab_adamw_update(&w[i], g[i], &m[i], &v[i], b1, b2, eps, k.decay, k.step_size, k.inv_bc2);
 }
 
 /* out[b, d] = (data[idx[b], d] / 255 - mean) / std: the expression of the CPU's table, so the
@@ -564,10 +564,9 @@ int ab_cuda_adamw_step(ab_backend *be, size_t n, float *w, const float *g, float
                        float beta2, float eps, float weight_decay, int step) {
     if (!n) return 0;
     AB_TRY(on_device(st_of(be)));
-    /* bias corrections on the host with the CPU backend's expression */
-    const float c1 = 1.0f - powf(beta1, (float)step), c2 = 1.0f - powf(beta2, (float)step);
-    k_adamw<<<blocks_for(n), THREADS, 0, st_of(be)->stream>>>(n, w, g, m, v, lr, beta1, beta2, eps, weight_decay, c1,
-                                                               c2);
+    /* the step's scalars on the host, as the CPU backend computes them */
+    const ab_adamw_scalars k = ab_adamw_scalars_at(lr, beta1, beta2, weight_decay, step);
+    k_adamw<<<blocks_for(n), THREADS, 0, st_of(be)->stream>>>(n, w, g, m, v, beta1, beta2, eps, k);
     LAUNCH_CHECK("k_adamw");
     return 0;
 }

@@ -875,12 +875,14 @@ static void sgd_run(ab_backend *be, size_t n, float lr, float momentum, float wd
 }
 
 /* AdamW (PyTorch, decoupled weight decay): w *= 1 - lr wd; m = b1 m + (1 - b1) g;
- * v = b2 v + (1 - b2) g^2; w -= lr (m / c1) / (sqrt(v / c2) + eps), c = 1 - beta^step. From step
- * `first` (m and v random when it is past 1, as when a run resumes), `steps` calls, against float64
- * with a running bound of the fp32 roundings (the bias corrections' powf within an ulp). Elements
- * 1 and 2 get a NaN and an inf gradient on the first call, element 3 a zero gradient throughout,
- * element 4 one of 1e-30 (its square underflows fp32), element 5 (from w = 0) one of 1e-8, where
- * sqrt(v) is of the order of eps and the update shows where eps is added. */
+ * v = b2 v + (1 - b2) g^2; w -= lr (m / c1) / (sqrt(v / c2) + eps), c = 1 - beta^step. The op
+ * computes it as w -= (lr / c1) m / (sqrt(v) (1 / sqrt(c2)) + eps), the two factors once a step:
+ * the same value, other roundings. From step `first` (m and v random when it is past 1, as when a
+ * run resumes), `steps` calls, against float64 with a running bound of the fp32 roundings (the bias
+ * corrections' powf within an ulp). Elements 1 and 2 get a NaN and an inf gradient on the first
+ * call, element 3 a zero gradient throughout, element 4 one of 1e-30 (its square underflows fp32),
+ * element 5 (from w = 0) one of 1e-8, where sqrt(v) is of the order of eps and the update shows
+ * where eps is added. */
 static void adamw_run(ab_backend *be, size_t n, float lr, float b1, float b2, float eps, float wd, int first,
                       int steps) {
     float *w = xmalloc(n * sizeof *w), *g = xmalloc(n * sizeof *g), *m = xmalloc(n * sizeof *m),
@@ -916,11 +918,13 @@ static void adamw_run(ab_backend *be, size_t n, float lr, float b1, float b2, fl
             const double v1 = B2 * rv[i] + (1.0 - B2) * gi * gi;
             ev[i] = B2 * ev[i] + rnd(B2 * rv[i]) + 3.0 * rnd((1.0 - B2) * gi * gi) + rnd(v1);
             rm[i] = m1, rv[i] = v1;
-            const double mh = m1 / c1, emh = em[i] / c1 + fabs(mh) * (rc1 + u);
-            const double vh = v1 / c2, evh = ev[i] / c2 + vh * (rc2 + u);
-            const double sq = sqrt(vh), esq = (sq > 0.0 ? fmin(evh / sq, sqrt(evh)) : sqrt(evh)) + rnd(sq);
-            const double den = sq + EPS, eden = esq + rnd(den);
-            const double upd = L * mh / den, eupd = L * (emh / den + fabs(mh) * eden / (den * den)) + 2.0 * rnd(upd);
+            /* lr / c1 and 1 / sqrt(c2): c's error, then one rounding each */
+            const double S = L / c1, eS = S * (rc1 + u), RB = 1.0 / sqrt(c2), eRB = RB * (rc2 + u);
+            const double sq = sqrt(v1), esq = (sq > 0.0 ? fmin(ev[i] / sq, sqrt(ev[i])) : sqrt(ev[i])) + rnd(sq);
+            const double q = sq * RB, eq = esq * RB + sq * eRB + rnd(q);
+            const double den = q + EPS, eden = eq + rnd(den);
+            const double num = S * m1, enu = eS * fabs(m1) + S * em[i] + rnd(num);
+            const double upd = num / den, eupd = enu / den + fabs(num) * eden / (den * den) + rnd(upd);
             const double nw = w1 - upd;
             ew[i] = ew1 + eupd + rnd(nw);
             rw[i] = nw;
