@@ -246,24 +246,25 @@ typedef struct {
     uint64_t seed;
 } ew_job;
 
-/* one block of m elements: fa = op(fa, fb) */
-static inline __attribute__((always_inline)) void ew_block(const ew_job *j, size_t i, size_t m, float *fa,
-                                                           const float *fb, uint32_t thr, float keep_scale) {
+/* one block of m elements: out = op(a, b), out overlapping neither a nor b (ew_range sees to it) */
+static inline __attribute__((always_inline)) void ew_block(const ew_job *j, size_t i, size_t m,
+                                                           const float *restrict fa, const float *restrict fb,
+                                                           float *restrict out, uint32_t thr, float keep_scale) {
     switch (j->op) {
     case 0:
-        for (size_t k = 0; k < m; k++) fa[k] = ab_gelu(fa[k]);
+        for (size_t k = 0; k < m; k++) out[k] = ab_gelu(fa[k]);
         break;
     case 1: /* a = x, b = dy */
-        for (size_t k = 0; k < m; k++) fa[k] = fb[k] * ab_gelu_grad(fa[k]);
+        for (size_t k = 0; k < m; k++) out[k] = fb[k] * ab_gelu_grad(fa[k]);
         break;
     case 2:
-        for (size_t k = 0; k < m; k++) fa[k] = tanhf(fa[k]);
+        for (size_t k = 0; k < m; k++) out[k] = tanhf(fa[k]);
         break;
     case 3: /* a = y, b = dy */
-        for (size_t k = 0; k < m; k++) fa[k] = fb[k] * (1.0f - fa[k] * fa[k]);
+        for (size_t k = 0; k < m; k++) out[k] = fb[k] * (1.0f - fa[k] * fa[k]);
         break;
     default: /* dropout, forward and backward alike */
-        for (size_t k = 0; k < m; k++) fa[k] = ab_dropout_keep(j->seed, i + k, thr) ? fa[k] * keep_scale : 0.0f;
+        for (size_t k = 0; k < m; k++) out[k] = ab_dropout_keep(j->seed, i + k, thr) ? fa[k] * keep_scale : 0.0f;
         break;
     }
 }
@@ -273,40 +274,64 @@ static inline __attribute__((always_inline)) void ew_block(const ew_job *j, size
  * files are compiled with -ffp-contract=off, so no multiply and add is fused in any copy and all
  * give the same bits. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-__attribute__((target("avx2"))) static void ew_block_avx2(const ew_job *j, size_t i, size_t m, float *fa,
-                                                           const float *fb, uint32_t thr, float keep_scale) {
-    ew_block(j, i, m, fa, fb, thr, keep_scale);
+__attribute__((target("avx2"))) static void ew_block_avx2(const ew_job *j, size_t i, size_t m,
+                                                           const float *restrict fa, const float *restrict fb,
+                                                           float *restrict out, uint32_t thr, float keep_scale) {
+    ew_block(j, i, m, fa, fb, out, thr, keep_scale);
 }
 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) static void
-ew_block_avx512(const ew_job *j, size_t i, size_t m, float *fa, const float *fb, uint32_t thr, float keep_scale) {
-    ew_block(j, i, m, fa, fb, thr, keep_scale);
+ew_block_avx512(const ew_job *j, size_t i, size_t m, const float *restrict fa, const float *restrict fb,
+                float *restrict out, uint32_t thr, float keep_scale) {
+    ew_block(j, i, m, fa, fb, out, thr, keep_scale);
 }
 #endif
-static void ew_block_base(const ew_job *j, size_t i, size_t m, float *fa, const float *fb, uint32_t thr,
-                          float keep_scale) {
-    ew_block(j, i, m, fa, fb, thr, keep_scale);
+static void ew_block_base(const ew_job *j, size_t i, size_t m, const float *restrict fa, const float *restrict fb,
+                          float *restrict out, uint32_t thr, float keep_scale) {
+    ew_block(j, i, m, fa, fb, out, thr, keep_scale);
 }
 
+/* whether m floats from p and from q share any */
+static int overlap(const float *p, const float *q, size_t m) {
+    return p && q && (uintptr_t)p < (uintptr_t)(q + m) && (uintptr_t)q < (uintptr_t)(p + m);
+}
+
+/* fp32 operands are read where they are and the result written where it goes, an operand that
+ * shares memory with the output (an op in place) first copied to a block on the stack. 16-bit
+ * operands are widened a block at a time on the stack and the result rounded back. */
 static void ew_range(void *ctx, int part, size_t lo, size_t hi) {
     (void)part;
     const ew_job *j = ctx;
-    void (*block)(const ew_job *, size_t, size_t, float *, const float *, uint32_t, float) = ew_block_base;
+    void (*block)(const ew_job *, size_t, size_t, const float *, const float *, float *, uint32_t, float) =
+        ew_block_base;
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     if (ab_cpu_has_avx512())
         block = ew_block_avx512;
     else if (ab_cpu_has_avx2())
         block = ew_block_avx2;
 #endif
-    float fa[EW_BLOCK], fb[EW_BLOCK];
-    const size_t es = ab_dtype_size(j->t);
     const uint32_t thr = ab_dropout_threshold(j->rate);
     const float keep_scale = j->rate < 1.0f ? 1.0f / (1.0f - j->rate) : 0.0f;
+    float fa[EW_BLOCK], fb[EW_BLOCK], fo[EW_BLOCK];
+    if (j->t == AB_F32) {
+        const float *a = j->a, *b = j->b;
+        float *out = j->out;
+        for (size_t i = lo; i < hi; i += EW_BLOCK) {
+            const size_t m = hi - i < EW_BLOCK ? hi - i : EW_BLOCK;
+            const float *bi = b ? b + i : NULL;
+            const float *ai = a + i;
+            if (overlap(out + i, ai, m)) ai = memcpy(fa, ai, m * sizeof *fa);
+            if (overlap(out + i, bi, m)) bi = memcpy(fb, bi, m * sizeof *fb);
+            block(j, i, m, ai, bi, out + i, thr, keep_scale);
+        }
+        return;
+    }
+    const size_t es = ab_dtype_size(j->t);
     for (size_t i = lo; i < hi; i += EW_BLOCK) {
         const size_t m = hi - i < EW_BLOCK ? hi - i : EW_BLOCK;
         cpu_widen(m, j->t, (const char *)j->a + i * es, fa);
         if (j->b) cpu_widen(m, j->t, (const char *)j->b + i * es, fb);
-        block(j, i, m, fa, fb, thr, keep_scale);
-        cpu_narrow(m, fa, j->t, (char *)j->out + i * es);
+        block(j, i, m, fa, fb, fo, thr, keep_scale);
+        cpu_narrow(m, fo, j->t, (char *)j->out + i * es);
     }
 }
 

@@ -257,6 +257,20 @@ static void test_elementwise(ab_backend *be) {
             ew_kind ? be->ops->tanh_backward(be, n, AB_F32, y, R, dx) : be->ops->gelu_backward(be, n, AB_F32, x, R, dx);
         AB_CHECK(rc == 0, "%s", ab_error());
         failures += ab_fd_check(what, dx, gx, n);
+        /* in place, as the models call them (the output over the input forward, over dy backward):
+         * the bits of the out-of-place results */
+        {
+            float *z = falloc(n);
+            memcpy(z, x, n * 4);
+            op_case_label(what, sizeof what, fwd, "fp32 %zu in place: the out-of-place bits", n);
+            rc = ew_kind ? be->ops->tanh_forward(be, n, AB_F32, z, z) : be->ops->gelu_forward(be, n, AB_F32, z, z);
+            AB_CHECK(rc == 0 && memcmp(z, y, n * 4) == 0, "%s: differs from the out-of-place result", what);
+            memcpy(z, R, n * 4);
+            op_case_label(what, sizeof what, bwd, "fp32 %zu in place over dy: the out-of-place bits", n);
+            rc = ew_kind ? be->ops->tanh_backward(be, n, AB_F32, y, z, z) : be->ops->gelu_backward(be, n, AB_F32, x, z, z);
+            AB_CHECK(rc == 0 && memcmp(z, dx, n * 4) == 0, "%s: differs from the out-of-place result", what);
+            free(z);
+        }
 
         /* fp16 and bf16: one rounding of the fp32 value of the stored input, and within a storage
          * ulp of the float64 value */
@@ -604,6 +618,10 @@ static void test_dropout(ab_backend *be) {
     op_case_label(what, sizeof what, AB_OP_dropout_backward, "fp32 %zu rate 0.1: the forward's mask", n);
     AB_CHECK(be->ops->dropout_backward(be, n, AB_F32, rate, seed, x, dx) == 0 && memcmp(dx, y, n * 4) == 0,
              "%s: dropout backward does not use the forward's mask", what);
+    op_case_label(what, sizeof what, AB_OP_dropout_forward, "fp32 %zu rate 0.1 in place: the out-of-place bits", n);
+    memcpy(dx, x, n * 4);
+    AB_CHECK(be->ops->dropout_forward(be, n, AB_F32, rate, seed, dx, dx) == 0 && memcmp(dx, y, n * 4) == 0,
+             "%s: differs from the out-of-place result", what);
     op_case_label(what, sizeof what, AB_OP_dropout_forward, "fp32 %zu rate 0.1, another seed: another mask", n);
     AB_CHECK(be->ops->dropout_forward(be, n, AB_F32, rate, seed + 1, x, dx) == 0 && memcmp(dx, y, n * 4) != 0,
              "%s: another seed gave the same mask", what);
