@@ -126,6 +126,9 @@ typedef struct ab_backend_ops {
      * and starts a new count. */
     void (*data_mark)(ab_backend *be, int begin);
     int (*data_time)(ab_backend *be, double *seconds);
+    /* Optional (NULL: nothing to do). The run's set-up steps (--timing-skip-steps) are over and
+     * its timed part begins: a profiling backend starts its table again there (kernels/prof). */
+    void (*timed_part_begins)(ab_backend *be);
 } ab_backend_ops;
 
 struct ab_backend {

@@ -1024,6 +1024,7 @@ static int count_step(trainer *t, ab_epoch_record *er, epoch_tally *et, const ab
     } else if (step == skip) {
         et->sum.data_s = et->sum.time_s = 0.0;
         AB_TRY(clocks_start(t, et));
+        if (t->be->ops->timed_part_begins) t->be->ops->timed_part_begins(t->be);
     }
     return 0;
 }

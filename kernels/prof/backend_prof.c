@@ -13,6 +13,7 @@ typedef struct {
     ab_backend *inner, *cost;
     ab_backend_ops ops; /* this instance's table: the optional ops only where the inner has them */
     FILE *report;       /* where the table goes when the backend ends (ab_prof_report_at_destroy), or NULL */
+    int restarted;      /* the table starts after the run's set-up steps (timed_part_begins) */
 } prof_state;
 
 static prof_state *st_of(ab_backend *be) {
@@ -103,12 +104,22 @@ static int p_data_time(ab_backend *be, double *seconds) {
     return st->inner->ops->data_time(st->inner, seconds);
 }
 
+/* the run's set-up steps are over: the table starts again, as the run's clocks do */
+static void p_timed_part_begins(ab_backend *be) {
+    prof_state *st = st_of(be);
+    ab_cost_clear(st->cost);
+    st->restarted = 1;
+    if (st->inner->ops->timed_part_begins) st->inner->ops->timed_part_begins(st->inner);
+}
+
 static void p_destroy(ab_backend *be) {
     if (!be) return;
     prof_state *st = st_of(be);
     if (st && st->report) {
         size_t n;
         const ab_op_cost *ops = ab_cost_ops(st->cost, &n);
+        if (st->restarted)
+            fprintf(st->report, "profile: the run's set-up steps (--timing-skip-steps) left out, as from its clocks\n");
         ab_prof_report(st->report, ops, n, st->inner);
     }
     if (st) {
@@ -147,6 +158,7 @@ ab_backend *ab_backend_prof_create(ab_backend *inner) {
     o->describe = inner->ops->describe ? p_describe : NULL;
     o->data_mark = inner->ops->data_mark ? p_data_mark : NULL;
     o->data_time = inner->ops->data_time ? p_data_time : NULL;
+    o->timed_part_begins = p_timed_part_begins;
 #define AB_OP(name, params, args) o->name = prof_##name;
 #include "backend_ops.def"
     be->ops = o;
@@ -245,12 +257,15 @@ static double gemm_reference(ab_backend *inner) {
     return shape_rate(inner, &g);
 }
 
-/* the GEMM shapes that took the most time: in the run, and alone (the practical peak at the
- * workload's own shapes) */
-static void top_shapes(FILE *f, const ab_op_cost *ops, size_t n, ab_backend *inner) {
-    enum { TOP = 4, MAXS = 256 };
+/* The run's GEMM shapes: the ones that took the most time printed, in the run and alone; every
+ * shape timed alone (the practical peak at the workload's own shapes). Returns the time all the
+ * run's products would take at their shapes' rates alone, or 0 where that is not known (a device
+ * backend, a shape whose buffers could not be had). */
+static double run_shapes(FILE *f, const ab_op_cost *ops, size_t n, ab_backend *inner) {
+    enum { TOP = 6, MAXS = 256 };
     ab_op_cost agg[MAXS];
     size_t na = 0;
+    int lost = 0;
     for (size_t i = 0; i < n; i++) {
         const ab_op_cost *o = &ops[i];
         if (o->cls != AB_OPC_MATMUL || o->M <= 0) continue;
@@ -259,7 +274,10 @@ static void top_shapes(FILE *f, const ab_op_cost *ops, size_t n, ab_backend *inn
                            agg[j].ta == o->ta && agg[j].tb == o->tb && agg[j].dtype == o->dtype))
             j++;
         if (j == na) {
-            if (na == MAXS) continue;
+            if (na == MAXS) {
+                lost = 1;
+                continue;
+            }
             agg[na] = *o;
             agg[na].time_s = 0.0;
             agg[na].kernels = 0; /* calls */
@@ -276,10 +294,20 @@ static void top_shapes(FILE *f, const ab_op_cost *ops, size_t n, ab_backend *inn
         }
     if (na)
         fprintf(f, "  the GEMM shapes that took the most time, in the run and alone on this backend (best of 3):\n");
-    for (size_t j = 0; j < na && j < TOP; j++) {
+    double alone_time = 0.0, rest_run = 0.0, rest_alone = 0.0;
+    for (size_t j = 0; j < na; j++) {
         const ab_op_cost *g = &agg[j];
         const double run = g->time_s > 0 ? g->flops * g->kernels / g->time_s : 0.0;
         const double alone = inner->ops->is_host ? shape_rate(inner, g) : 0.0;
+        if (alone > 0)
+            alone_time += g->flops * g->kernels / alone;
+        else
+            lost = 1;
+        if (j >= TOP) {
+            rest_run += g->time_s;
+            rest_alone += alone > 0 ? g->flops * g->kernels / alone : 0.0;
+            continue;
+        }
         char dims[64];
         if (g->batch > 1)
             snprintf(dims, sizeof dims, "%d x (%d x %d x %d)", g->batch, g->M, g->N, g->K);
@@ -289,6 +317,9 @@ static void top_shapes(FILE *f, const ab_op_cost *ops, size_t n, ab_backend *inn
                 g->batch > 1 ? "batched" : "gemm", dims, g->ta ? "T" : "N", g->tb ? "T" : "N", ab_dtype_name(g->dtype),
                 g->kernels, run / 1e9, alone / 1e9);
     }
+    if (na > TOP)
+        fprintf(f, "    and %zu shapes more: %.4f s in the run, %.4f s alone\n", na - TOP, rest_run, rest_alone);
+    return lost ? 0.0 : alone_time;
 }
 
 void ab_prof_report(FILE *f, const ab_op_cost *ops, size_t n, ab_backend *inner) {
@@ -336,7 +367,7 @@ void ab_prof_report(FILE *f, const ab_op_cost *ops, size_t n, ab_backend *inner)
                 total > 0 ? 100.0 * r->time / total : 0.0, fl, rate, r->bytes / 1e9,
                 r->time > 0 ? r->bytes / r->time / 1e9 : 0.0);
     }
-    top_shapes(f, ops, n, inner);
+    const double alone = run_shapes(f, ops, n, inner);
     const double peak = inner->ops->is_host ? gemm_reference(inner) : 0.0;
     fprintf(f, "  all ops: %.4f s, %.2f GFLOP, %.1f GFLOP/s over the ops' time", total, flops / 1e9,
             total > 0 ? flops / total / 1e9 : 0.0);
@@ -345,4 +376,17 @@ void ab_prof_report(FILE *f, const ab_op_cost *ops, size_t n, ab_backend *inner)
                 peak / 1e9, total > 0 ? 100.0 * flops / total / peak : 0.0);
     else
         fprintf(f, "\n");
+    /* the practical peak at the run's own shapes: its products, each at its shape's rate alone.
+     * Only where every FLOP is a GEMM's (a convolution is not timed alone here). */
+    double gemm_flops = 0.0;
+    for (size_t i = 0; i < n; i++)
+        if (ops[i].cls == AB_OPC_MATMUL) gemm_flops += ops[i].flops;
+    if (alone > 0 && total > 0 && gemm_flops >= flops * (1.0 - 1e-9))
+        fprintf(f,
+                "  the run's own GEMM shapes, each at its rate alone: %.4g s for the products (%.1f GFLOP/s): the ops "
+                "reached %.0f%% of that peak\n",
+                alone, flops / alone / 1e9, 100.0 * alone / total);
+    else if (inner->ops->is_host)
+        fprintf(f, "  the run's own shapes: not all of its FLOPs are GEMMs timed alone (convolutions are not): no peak "
+                   "at its own shapes\n");
 }

@@ -65,9 +65,32 @@ int main(void) {
                  strstr(text, "gemm    96 x 80 x 112            NN fp32:      1 calls"),
              "the table lacks a kind or the reference GEMM:\n%s", text ? text : "(none)");
     free(text);
+    /* a run of products alone: the peak at its own shapes (the shape timed alone), which its one
+     * product, timed in the run, cannot exceed by much */
+    text = NULL, len = 0;
+    f = open_memstream(&text, &len);
+    if (f) {
+        ab_prof_report(f, ops, 1, ab_backend_prof_inner(be));
+        fclose(f);
+    }
+    const char *own = text ? strstr(text, "each at its rate alone: ") : NULL;
+    double alone_s = 0.0;
+    AB_CHECK(own && sscanf(own, "each at its rate alone: %lf s", &alone_s) == 1 && alone_s > 0 &&
+                 alone_s < 20.0 * ops[0].time_s,
+             "no peak at the run's own shapes, or one far from the product's time (%g s against %g s):\n%s", alone_s,
+             n ? ops[0].time_s : 0.0, text ? text : "(none)");
+    free(text);
     ab_prof_clear(be);
     ab_prof_ops(be, &n);
     AB_CHECK(n == 0, "clear left %zu ops", n);
+    /* the run's set-up steps over: the table starts again */
+    AB_CHECK(be->ops->timed_part_begins != NULL, "the profiling backend has no timed_part_begins");
+    AB_CHECK(be->ops->relu_forward(be, M * N, AB_F32, C, C) == 0, "relu: %s", ab_error());
+    ab_prof_ops(be, &n);
+    AB_CHECK(n == 1, "%zu ops recorded after a clear and one relu, expected 1", n);
+    if (be->ops->timed_part_begins) be->ops->timed_part_begins(be);
+    ab_prof_ops(be, &n);
+    AB_CHECK(n == 0, "timed_part_begins left %zu ops", n);
     ab_release(be, AB_MEM_ACTIVATIONS, A, M * K * 4);
     ab_release(be, AB_MEM_ACTIVATIONS, B, K * N * 4);
     ab_release(be, AB_MEM_ACTIVATIONS, C, M * N * 4);
