@@ -384,31 +384,83 @@ typedef struct {
     float *buf; /* per part: 2 L */
 } sm_job;
 
+/* A row's max, its exponentials and their sum in 16 lanes (lane l takes columns l, l + 16, ...),
+ * combined in a fixed tree, so that the loops vectorize and every copy gives the same bits. The
+ * max: a NaN score makes it NaN (then the row); the sign of a zero max aside, any order gives the
+ * same. The exponential is ab_exp (core/kernel_math.h, branch-free), the CUDA twin's too; the sum
+ * is in double. */
+enum { SM_LANES = 16 };
+
+static inline __attribute__((always_inline)) float sm_row_max(const float *restrict v, const int32_t *restrict mk,
+                                                             int L, float scale, int *any) {
+    float mx[SM_LANES];
+    int an[SM_LANES];
+    for (int l = 0; l < SM_LANES; l++) mx[l] = -INFINITY, an[l] = 0;
+    int c = 0;
+    for (; c + SM_LANES <= L; c += SM_LANES)
+        for (int l = 0; l < SM_LANES; l++) {
+            const float x = scale * v[c + l];
+            const int m = mk[c + l] != 0;
+            mx[l] = m && (x > mx[l] || x != x) ? x : mx[l];
+            an[l] |= m;
+        }
+    for (int l = 0; c + l < L; l++) {
+        const float x = scale * v[c + l];
+        const int m = mk[c + l] != 0;
+        mx[l] = m && (x > mx[l] || x != x) ? x : mx[l];
+        an[l] |= m;
+    }
+    for (int w = SM_LANES / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++) {
+            mx[l] = mx[l + w] > mx[l] || mx[l + w] != mx[l + w] ? mx[l + w] : mx[l];
+            an[l] |= an[l + w];
+        }
+    *any = an[0];
+    return mx[0];
+}
+
+/* v[c] = exp(scale v[c] - mx) where the key is kept, else 0; returns their sum */
+static inline __attribute__((always_inline)) double sm_row_exp(float *restrict v, const int32_t *restrict mk, int L,
+                                                              float scale, float mx) {
+    double acc[SM_LANES] = {0};
+    int c = 0;
+    for (; c + SM_LANES <= L; c += SM_LANES)
+        for (int l = 0; l < SM_LANES; l++) {
+            const float e = mk[c + l] ? ab_exp(scale * v[c + l] - mx) : 0.0f;
+            v[c + l] = e;
+            acc[l] += e;
+        }
+    for (int l = 0; c + l < L; l++) {
+        const float e = mk[c + l] ? ab_exp(scale * v[c + l] - mx) : 0.0f;
+        v[c + l] = e;
+        acc[l] += e;
+    }
+    for (int w = SM_LANES / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++) acc[l] += acc[l + w];
+    return acc[0];
+}
+
 static inline __attribute__((always_inline)) void sm_fwd_range_body(void *ctx, int part, size_t lo, size_t hi) {
     const sm_job *j = ctx;
     const int L = j->L;
-    float *row = j->buf + (size_t)part * 2 * L;
+    float *buf = j->buf + (size_t)part * 2 * L;
     const size_t es = ab_dtype_size(j->t);
     for (size_t r = lo; r < hi; r++) { /* r = (b * heads + h) * L + i */
         const int32_t *mk = j->mask + (r / ((size_t)j->heads * L)) * L;
-        cpu_widen((size_t)L, j->t, (const char *)j->x + r * L * es, row);
-        float mx = -INFINITY; /* a NaN score makes the row NaN */
-        int any = 0;
-        for (int c = 0; c < L; c++)
-            if (mk[c]) {
-                const float v = j->scale * row[c];
-                if (v > mx || v != v) mx = v;
-                any = 1;
-            }
-        double sum = 0.0;
-        for (int c = 0; c < L; c++) {
-            const float e = mk[c] ? expf(j->scale * row[c] - mx) : 0.0f;
-            row[c] = e;
-            sum += e;
+        float *row = buf; /* the scores, then the exponentials, then the probabilities */
+        if (j->t == AB_F32) { /* in the output row itself (the scores' own row, in place) */
+            row = (float *)j->out + r * L;
+            const float *x = (const float *)j->x + r * L;
+            if (x != row) memmove(row, x, (size_t)L * sizeof *row);
+        } else {
+            cpu_widen((size_t)L, j->t, (const char *)j->x + r * L * es, row);
         }
+        int any;
+        const float mx = sm_row_max(row, mk, L, j->scale, &any);
+        const double sum = sm_row_exp(row, mk, L, j->scale, mx);
         const float inv = any ? (float)(1.0 / sum) : 0.0f;
         for (int c = 0; c < L; c++) row[c] = any ? row[c] * inv : 0.0f;
-        cpu_narrow((size_t)L, row, j->t, (char *)j->out + r * L * es);
+        if (j->t != AB_F32) cpu_narrow((size_t)L, row, j->t, (char *)j->out + r * L * es);
     }
 }
 CPU_RANGE_AVX512(sm_fwd_range)
@@ -425,19 +477,43 @@ int ab_cpu_softmax_forward(ab_backend *be, int B, int heads, int L, ab_dtype t, 
     return 0;
 }
 
+/* sum_c g[c] p[c] in double (exact products), in the lanes and tree above */
+static inline __attribute__((always_inline)) double sm_row_dot(const float *restrict g, const float *restrict p,
+                                                              int L) {
+    double acc[SM_LANES] = {0};
+    int c = 0;
+    for (; c + SM_LANES <= L; c += SM_LANES)
+        for (int l = 0; l < SM_LANES; l++) acc[l] += (double)g[c + l] * p[c + l];
+    for (int l = 0; c + l < L; l++) acc[l] += (double)g[c + l] * p[c + l];
+    for (int w = SM_LANES / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++) acc[l] += acc[l + w];
+    return acc[0];
+}
+
 static inline __attribute__((always_inline)) void sm_bwd_range_body(void *ctx, int part, size_t lo, size_t hi) {
     const sm_job *j = ctx;
     const int L = j->L;
-    float *p = j->buf + (size_t)part * 2 * L, *g = p + L;
+    const float scale = j->scale;
+    float *pb = j->buf + (size_t)part * 2 * L, *gb = pb + L;
     const size_t es = ab_dtype_size(j->t);
     for (size_t r = lo; r < hi; r++) {
-        cpu_widen((size_t)L, j->t, (const char *)j->x + r * L * es, p);
-        cpu_widen((size_t)L, j->t, (const char *)j->dp + r * L * es, g);
-        double s = 0.0;
-        for (int c = 0; c < L; c++) s += (double)g[c] * p[c];
-        const float sf = (float)s;
-        for (int c = 0; c < L; c++) g[c] = j->scale * p[c] * (g[c] - sf);
-        cpu_narrow((size_t)L, g, j->t, (char *)j->out + r * L * es);
+        if (j->t == AB_F32) { /* where they are; dx may be dp itself */
+            const float *p = (const float *)j->x + r * L, *g = (const float *)j->dp + r * L;
+            float *dx = (float *)j->out + r * L;
+            const float sf = (float)sm_row_dot(g, p, L);
+            if (dx == g) {
+                for (int c = 0; c < L; c++) dx[c] = scale * p[c] * (dx[c] - sf);
+            } else {
+                float *restrict d = dx;
+                for (int c = 0; c < L; c++) d[c] = scale * p[c] * (g[c] - sf);
+            }
+            continue;
+        }
+        cpu_widen((size_t)L, j->t, (const char *)j->x + r * L * es, pb);
+        cpu_widen((size_t)L, j->t, (const char *)j->dp + r * L * es, gb);
+        const float sf = (float)sm_row_dot(gb, pb, L);
+        for (int c = 0; c < L; c++) gb[c] = scale * pb[c] * (gb[c] - sf);
+        cpu_narrow((size_t)L, gb, j->t, (char *)j->out + r * L * es);
     }
 }
 CPU_RANGE_AVX512(sm_bwd_range)

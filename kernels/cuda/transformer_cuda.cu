@@ -339,10 +339,10 @@ int ab_cuda_dropout_backward(ab_backend *be, size_t n, ab_dtype t, float rate, u
 
 /* One warp per row r = (b * heads + h) * L + i over the keys j with mask[b, j] != 0: the
  * maximum of scale * x as the CPU takes it (a NaN score wins and stays, so the row is NaN),
- * exp(scale * x - max) summed in double, p = e / sum rounded once; masked keys 0, a row with no
- * key all 0. scale * x is rounded on its own (__fmul_rn, never fused into the subtraction), as
- * the CPU computes it: the maximum's exponential is exactly 1, and an overflow to inf gives the
- * CPU's NaN row. p may alias x: the exponentials are recomputed from x in the last pass, each
+ * exp(scale * x - max) (ab_exp of core/kernel_math.h, as the CPU's) summed in double, p = e / sum
+ * rounded once; masked keys 0, a row with no key all 0. scale * x is rounded on its own
+ * (__fmul_rn, never fused into the subtraction), as the CPU computes it: the maximum's
+ * exponential is exactly 1, and an overflow to inf gives the CPU's NaN row. p may alias x: the exponentials are recomputed from x in the last pass, each
  * lane rewriting only what it has read. */
 __global__ void k_softmax(size_t rows, int heads, int L, ab_dtype t, float scale, const void *x, const int32_t *mask,
                           void *p) {
@@ -366,12 +366,12 @@ __global__ void k_softmax(size_t rows, int heads, int L, ab_dtype t, float scale
         any = __any_sync(FULL, any);
         double sum = 0.0;
         for (int c = lane; c < L; c += 32)
-            if (mk[c]) sum += (double)expf(__fmul_rn(scale, ab_load(x, o + (size_t)c, t)) - mx);
+            if (mk[c]) sum += (double)ab_exp(__fmul_rn(scale, ab_load(x, o + (size_t)c, t)) - mx);
         sum = warp_sum(sum);
         const float inv = any ? (float)(1.0 / sum) : 0.0f;
         for (int c = lane; c < L; c += 32) {
             /* as the CPU: a masked key's 0 times inv, so a NaN row is NaN throughout */
-            const float e = mk[c] ? expf(__fmul_rn(scale, ab_load(x, o + (size_t)c, t)) - mx) : 0.0f;
+            const float e = mk[c] ? ab_exp(__fmul_rn(scale, ab_load(x, o + (size_t)c, t)) - mx) : 0.0f;
             ab_store(p, o + (size_t)c, t, any ? e * inv : 0.0f);
         }
     }
