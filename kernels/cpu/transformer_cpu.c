@@ -132,19 +132,44 @@ static const float *ln_row(ab_dtype t, const void *p, size_t r, int C, float *bu
     return buf;
 }
 
+/* A row's sums in 16 lanes (lane l takes columns l, l + 16, ...) added in a fixed tree, so that
+ * the loops vectorize and every copy gives the same bits */
+enum { LN_LANES = 16 };
+
+static inline __attribute__((always_inline)) void ln_lanes_fold(double *a, double *b) {
+    for (int w = LN_LANES / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++) a[l] += a[l + w], b[l] += b[l + w];
+}
+
+/* sum of x - k and of its squares, in double */
+static inline __attribute__((always_inline)) void ln_sums(const float *restrict x, int C, double k, double *s1,
+                                                         double *s2) {
+    double a[LN_LANES] = {0}, b[LN_LANES] = {0};
+    int c = 0;
+    for (; c + LN_LANES <= C; c += LN_LANES)
+        for (int l = 0; l < LN_LANES; l++) {
+            const double d = (double)x[c + l] - k;
+            a[l] += d;
+            b[l] += d * d;
+        }
+    for (int l = 0; c + l < C; l++) {
+        const double d = (double)x[c + l] - k;
+        a[l] += d;
+        b[l] += d * d;
+    }
+    ln_lanes_fold(a, b);
+    *s1 = a[0], *s2 = b[0];
+}
+
 static inline __attribute__((always_inline)) void ln_fwd_range_body(void *ctx, int part, size_t lo, size_t hi) {
     const ln_job *j = ctx;
     const int C = j->C;
     float *xb = j->buf + (size_t)part * 3 * C, *yb = xb + C;
     for (size_t r = lo; r < hi; r++) {
         const float *x = ln_row(j->xt, j->x, r, C, xb);
-        double s1 = 0.0, s2 = 0.0;
-        const double k = x[0]; /* shifted sums, as batch norm's */
-        for (int c = 0; c < C; c++) {
-            const double d = (double)x[c] - k;
-            s1 += d;
-            s2 += d * d;
-        }
+        const double k = x[0]; /* shifted sums, as batch norm's; in lanes (ln_sums) */
+        double s1, s2;
+        ln_sums(x, C, k, &s1, &s2);
         const double md = s1 / C;
         double var = s2 / C - md * md;
         if (var < 0.0) var = 0.0;
@@ -185,15 +210,27 @@ static inline __attribute__((always_inline)) void ln_bwd_range_body(void *ctx, i
         for (size_t r = r0; r < r1; r++) {
             const float *x = ln_row(j->xt, j->x, r, C, xb), *dy = ln_row(j->yt, j->dy, r, C, db);
             const float mu = j->mean[r], rs = j->rstd[r];
-            double sg = 0.0, sgx = 0.0;
-            for (int c = 0; c < C; c++) {
+            double lg[LN_LANES] = {0}, lgx[LN_LANES] = {0}; /* the row's sums, in lanes */
+            int c0 = 0;
+            for (; c0 + LN_LANES <= C; c0 += LN_LANES)
+                for (int l = 0; l < LN_LANES; l++) {
+                    const int c = c0 + l;
+                    const float xhat = (x[c] - mu) * rs, g = dy[c] * j->gamma[c];
+                    lg[l] += (double)g;
+                    lgx[l] += (double)g * xhat;
+                    pg[c] += (double)dy[c] * xhat;
+                    pb[c] += (double)dy[c];
+                }
+            for (int l = 0; c0 + l < C; l++) {
+                const int c = c0 + l;
                 const float xhat = (x[c] - mu) * rs, g = dy[c] * j->gamma[c];
-                sg += (double)g;
-                sgx += (double)g * xhat;
+                lg[l] += (double)g;
+                lgx[l] += (double)g * xhat;
                 pg[c] += (double)dy[c] * xhat;
                 pb[c] += (double)dy[c];
             }
-            const float mg = (float)(sg / C), mgx = (float)(sgx / C);
+            ln_lanes_fold(lg, lgx);
+            const float mg = (float)(lg[0] / C), mgx = (float)(lgx[0] / C);
             /* dx may alias dy: dy's row is widened (or read) before dx's is written */
             float *dx = j->xt == AB_F32 ? (float *)j->out + r * (size_t)C : ob;
             for (int c = 0; c < C; c++) {
