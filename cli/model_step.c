@@ -144,7 +144,7 @@ static int run_step(const ms_args *a, const ab_sample_info *s, const ab_recipe *
     if (clip > 0.0f) AB_TRY(b->ops->sum_squares(b, r->params.n, r->params.grad, r->stats));
     char scalars[64];
     AB_TRY(b->ops->download(b, scalars, r->stats, sizeof scalars));
-    if (clip > 0.0f) AB_TRY(b->ops->scale(b, r->params.n, r->params.grad, 1.0f)); /* as if it clipped */
+    if (clip > 0.0f) r->opt.grad_scale = 1.0f; /* as if it clipped: the factor rides in the optimizer's pass */
     return ab_optimizer_step(&r->opt, r->params.master, r->params.grad);
 }
 

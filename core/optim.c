@@ -48,7 +48,7 @@ const char *ab_optimizer_name(ab_optimizer_kind k) { return k == AB_OPT_ADAMW ? 
 int ab_optimizer_init(ab_optimizer *o, ab_backend *be, ab_optimizer_kind kind, size_t n, float lr, float momentum,
                       float weight_decay) {
     *o = (ab_optimizer){.kind = kind, .lr = lr, .momentum = momentum, .weight_decay = weight_decay, .beta1 = 0.9f,
-                        .beta2 = 0.999f, .eps = 1e-8f, .n = n, .be = be, .runs = {{0, n, 1}}, .n_runs = 1};
+                        .beta2 = 0.999f, .eps = 1e-8f, .grad_scale = 1.0f, .n = n, .be = be, .runs = {{0, n, 1}}, .n_runs = 1};
     const size_t bytes = n * sizeof(float);
     const char *what = kind == AB_OPT_ADAMW ? "AdamW" : "SGD momentum";
     if (kind == AB_OPT_ADAMW || momentum != 0.0f) {
@@ -111,11 +111,12 @@ int ab_optimizer_step_range(ab_optimizer *o, float *w, const float *g, size_t lo
         const float wd = r->decay ? o->weight_decay : 0.0f;
         if (o->kind == AB_OPT_ADAMW)
             AB_TRY(o->be->ops->adamw_step(o->be, n, w + a, g + a, o->s1 + a, o->s2 + a, o->lr, o->beta1, o->beta2,
-                                          o->eps, wd, o->t));
+                                          o->eps, wd, o->t, o->grad_scale));
         else
             AB_TRY(o->be->ops->sgd_step(o->be, n, w + a, g + a, o->s1 ? o->s1 + a : NULL, o->lr, o->momentum, wd,
-                                        o->t == 1));
+                                        o->t == 1, o->grad_scale));
     }
+    o->grad_scale = 1.0f;
     return 0;
 }
 

@@ -19,6 +19,8 @@ typedef struct {
     ab_optimizer_kind kind;
     float lr, momentum, weight_decay, beta1, beta2, eps;
     int t; /* steps taken */
+    /* the next step takes the gradients times this (clipping's factor; the step sets it back to 1) */
+    float grad_scale;
     size_t n;
     float *s1, *s2; /* SGD: momentum buffer (or NULL); AdamW: first and second moments */
     ab_backend *be;

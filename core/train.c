@@ -815,9 +815,8 @@ static int update(trainer *t, const step_sync *sy, long step, int epoch, ab_step
     /* clip_grad_norm_'s rule: scale by max / (norm + 1e-6) when that is below 1 */
     const size_t lo = t->own_lo, own = t->own_hi - t->own_lo; /* the weights this rank updates */
     if (c->clip_grad_norm > 0.0f && isfinite(sy->grad_norm) && sy->grad_norm > c->clip_grad_norm) {
-        if (own)
-            AB_TRY(t->be->ops->scale(t->be, own, p->grad + lo,
-                                     (float)(c->clip_grad_norm / (sy->grad_norm + 1e-6))));
+        t->opt.grad_scale = (float)(c->clip_grad_norm / (sy->grad_norm + 1e-6)); /* inside the optimizer's pass */
+        out->clip_factor = t->opt.grad_scale;
         out->clipped = 1;
     }
     t->opt.lr = ab_lr_at(c->lr_schedule, c->lr, step, t->rec->total_steps, c->warmup_steps);
@@ -827,7 +826,7 @@ static int update(trainer *t, const step_sync *sy, long step, int epoch, ab_step
 
 int ab_trainer_step(ab_trainer *t, const int32_t *order, int n, long step, int epoch, ab_step_result *out) {
     const int B = t->cfg->batch_size, W = t->dp->size;
-    *out = (ab_step_result){.scale = t->scaler.scale};
+    *out = (ab_step_result){.clip_factor = 1.0f, .scale = t->scaler.scale};
     if (W > 1 && (long)n > (long)W * B * t->cfg->accum_steps)
         return ab_errorf("a step of %d samples exceeds world %d x batch %d x accum steps %d", n, W, B,
                          t->cfg->accum_steps);

@@ -290,6 +290,9 @@ typedef struct {
     double loss; /* the world's mean unscaled loss */
     int applied; /* 1: the optimizer stepped; 0: the loss scaler skipped the step (gradient overflow) */
     int clipped; /* the gradients were clipped to the configured norm */
+    /* the factor the optimizer took the gradients with: max / (norm + 1e-6) when clipped, else 1
+     * (inside its pass: the gradient buffer itself keeps the unclipped values) */
+    float clip_factor;
     float scale; /* the loss scale the step's backward used */
 } ab_step_result;
 /* One optimizer step over the training samples order[0 .. n) (n <= batch * accum steps), the

@@ -179,13 +179,13 @@ static int ab_cost_unscale_check(ab_backend *be, size_t n, float *g, float inv, 
     return mem_op(be, "unscale_check", 8.0 * (double)n, 1);
 }
 static int ab_cost_sgd_step(ab_backend *be, size_t n, float *w, const float *g, float *buf, float lr, float momentum,
-                            float wd, int first) {
-    (void)w, (void)g, (void)lr, (void)momentum, (void)wd, (void)first;
+                            float wd, int first, float gs) {
+    (void)w, (void)g, (void)lr, (void)momentum, (void)wd, (void)first, (void)gs;
     return mem_op(be, "sgd_step", 4.0 * (double)n * (buf ? 5.0 : 3.0), 1);
 }
 static int ab_cost_adamw_step(ab_backend *be, size_t n, float *w, const float *g, float *m, float *v, float lr,
-                              float b1, float b2, float eps, float wd, int step) {
-    (void)w, (void)g, (void)m, (void)v, (void)lr, (void)b1, (void)b2, (void)eps, (void)wd, (void)step;
+                              float b1, float b2, float eps, float wd, int step, float gs) {
+    (void)w, (void)g, (void)m, (void)v, (void)lr, (void)b1, (void)b2, (void)eps, (void)wd, (void)step, (void)gs;
     return mem_op(be, "adamw_step", 4.0 * 7.0 * (double)n, 1);
 }
 static int ab_cost_gather_normalize(ab_backend *be, int B, int D, const uint8_t *data, const uint8_t *labels,

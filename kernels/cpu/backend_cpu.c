@@ -396,7 +396,7 @@ int ab_cpu_softmax_xent(ab_backend *be, int B, int C, ab_dtype lt, const void *l
 typedef struct {
     float *w, *m, *v, *buf;
     const float *g;
-    float lr, beta1, beta2, eps, weight_decay, momentum, inv_scale;
+    float lr, beta1, beta2, eps, weight_decay, momentum, inv_scale, grad_scale;
     ab_adamw_scalars k; /* adamw */
     int first_step, bad;
 } opt_job;
@@ -412,23 +412,23 @@ static inline __attribute__((always_inline)) void sgd_range_body(void *ctx, int 
     if (j->momentum == 0.0f) {
         float *restrict w = j->w;
         const float *restrict g = j->g;
-        const float lr = j->lr, wd = j->weight_decay;
+        const float lr = j->lr, wd = j->weight_decay, gs = j->grad_scale;
         for (size_t i = lo; i < hi; i++) {
-            const float gi = g[i] + wd * w[i];
+            const float gi = g[i] * gs + wd * w[i];
             w[i] -= lr * gi;
         }
         return;
     }
     for (size_t i = lo; i < hi; i++)
-        ab_sgd_update(&j->w[i], j->g[i], j->buf ? &j->buf[i] : NULL, j->lr, j->momentum, j->weight_decay,
-                      j->first_step);
+        ab_sgd_update(&j->w[i], j->g[i] * j->grad_scale, j->buf ? &j->buf[i] : NULL, j->lr, j->momentum,
+                      j->weight_decay, j->first_step);
 }
 CPU_RANGE_AVX512(sgd_range)
 
 int ab_cpu_sgd_step(ab_backend *be, size_t n, float *w, const float *g, float *buf, float lr, float momentum,
-                    float weight_decay, int first_step) {
+                    float weight_decay, int first_step, float grad_scale) {
     opt_job j = {.w = w, .g = g, .buf = buf, .lr = lr, .momentum = momentum, .weight_decay = weight_decay,
-                 .first_step = first_step};
+                 .first_step = first_step, .grad_scale = grad_scale};
     cpu_parallel_for(be, n, OPT_MIN, sgd_range, &j);
     return 0;
 }
@@ -439,15 +439,16 @@ static inline __attribute__((always_inline)) void adamw_range_body(void *ctx, in
     float *restrict w = j->w, *restrict m = j->m, *restrict v = j->v;
     const float *restrict g = j->g;
     const float b1 = j->beta1, b2 = j->beta2, eps = j->eps, decay = j->k.decay, ss = j->k.step_size,
-                rb = j->k.inv_bc2;
-    for (size_t i = lo; i < hi; i++) ab_adamw_update(&w[i], g[i], &m[i], &v[i], b1, b2, eps, decay, ss, rb);
+                rb = j->k.inv_bc2, gs = j->grad_scale;
+    for (size_t i = lo; i < hi; i++) ab_adamw_update(&w[i], g[i] * gs, &m[i], &v[i], b1, b2, eps, decay, ss, rb);
 }
 CPU_RANGE_AVX512(adamw_range)
 
 int ab_cpu_adamw_step(ab_backend *be, size_t n, float *w, const float *g, float *m, float *v, float lr, float beta1,
-                      float beta2, float eps, float weight_decay, int step) {
+                      float beta2, float eps, float weight_decay, int step, float grad_scale) {
     opt_job j = {.w = w, .g = g, .m = m, .v = v, .lr = lr, .beta1 = beta1, .beta2 = beta2, .eps = eps,
-                 .weight_decay = weight_decay, .k = ab_adamw_scalars_at(lr, beta1, beta2, weight_decay, step)};
+                 .weight_decay = weight_decay, .grad_scale = grad_scale,
+                 .k = ab_adamw_scalars_at(lr, beta1, beta2, weight_decay, step)};
     cpu_parallel_for(be, n, OPT_MIN, adamw_range, &j);
     return 0;
 }

@@ -379,13 +379,15 @@ __global__ void k_unscale_check(size_t n, float *g, float inv_scale, int32_t *fo
     if (__any_sync(0xffffffffu, bad) && (threadIdx.x & 31) == 0) *found_inf = 1; /* same value: no race */
 }
 
-__global__ void k_sgd(size_t n, float *w, const float *g, float *buf, float lr, float momentum, float wd, int first) {
-    GRID_STRIDE(i, n) ab_sgd_update(&w[i], g[i], buf ? &buf[i] : NULL, lr, momentum, wd, first);
+__global__ void k_sgd(size_t n, float *w, const float *g, float *buf, float lr, float momentum, float wd, int first,
+                      float gs) {
+    GRID_STRIDE(i, n) ab_sgd_update(&w[i], g[i] * gs, buf ? &buf[i] : NULL, lr, momentum, wd, first);
 }
 
 __global__ void k_adamw(size_t n, float *w, const float *g, float *m, float *v, float b1, float b2, float eps,
-                        ab_adamw_scalars k) {
-    GRID_STRIDE(i, n) ab_adamw_update(&w[i], g[i], &m[i], &v[i], b1, b2, eps, k.decay, k.step_size, k.inv_bc2);
+                        ab_adamw_scalars k, float gs) {
+    GRID_STRIDE(i, n)
+    ab_adamw_update(&w[i], g[i] * gs, &m[i], &v[i], b1, b2, eps, k.decay, k.step_size, k.inv_bc2);
 }
 
 /* out[b, d] = (data[idx[b], d] / 255 - mean) / std: the expression of the CPU's table, so the
@@ -551,22 +553,22 @@ int ab_cuda_log2_hist(ab_backend *be, size_t n, ab_dtype t, const void *x, int l
 }
 
 int ab_cuda_sgd_step(ab_backend *be, size_t n, float *w, const float *g, float *buf, float lr, float momentum,
-                     float weight_decay, int first_step) {
+                     float weight_decay, int first_step, float grad_scale) {
     if (!n) return 0;
     AB_TRY(on_device(st_of(be)));
     k_sgd<<<blocks_for(n), THREADS, 0, st_of(be)->stream>>>(n, w, g, momentum != 0.0f ? buf : NULL, lr, momentum,
-                                                             weight_decay, first_step);
+                                                             weight_decay, first_step, grad_scale);
     LAUNCH_CHECK("k_sgd");
     return 0;
 }
 
 int ab_cuda_adamw_step(ab_backend *be, size_t n, float *w, const float *g, float *m, float *v, float lr, float beta1,
-                       float beta2, float eps, float weight_decay, int step) {
+                       float beta2, float eps, float weight_decay, int step, float grad_scale) {
     if (!n) return 0;
     AB_TRY(on_device(st_of(be)));
     /* the step's scalars on the host, as the CPU backend computes them */
     const ab_adamw_scalars k = ab_adamw_scalars_at(lr, beta1, beta2, weight_decay, step);
-    k_adamw<<<blocks_for(n), THREADS, 0, st_of(be)->stream>>>(n, w, g, m, v, beta1, beta2, eps, k);
+    k_adamw<<<blocks_for(n), THREADS, 0, st_of(be)->stream>>>(n, w, g, m, v, beta1, beta2, eps, k, grad_scale);
     LAUNCH_CHECK("k_adamw");
     return 0;
 }

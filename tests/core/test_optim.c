@@ -196,6 +196,35 @@ static void test_ranges(ab_backend *be, ab_optimizer_kind kind, float lr, float 
     free(w0), free(w1), free(g);
 }
 
+/* Clipping's factor rides in the step (grad_scale): the bits of a step on the gradients scaled
+ * first, the gradients left as they were, and the factor back to 1 for the next step */
+static void test_grad_scale(ab_backend *be, ab_optimizer_kind kind) {
+    ab_rng r;
+    ab_rng_seed(&r, 31 + kind);
+    float *w1 = malloc(N * 4), *w2 = malloc(N * 4), *g = malloc(N * 4), *gs = malloc(N * 4), *g0 = malloc(N * 4);
+    for (int i = 0; i < N; i++) w1[i] = w2[i] = (float)ab_rng_normal(&r);
+    ab_optimizer a, b;
+    AB_CHECK(ab_optimizer_init(&a, be, kind, N, 0.01f, 0.9f, 0.01f) == 0 &&
+                 ab_optimizer_init(&b, be, kind, N, 0.01f, 0.9f, 0.01f) == 0,
+             "%s", ab_error());
+    const float f = 0.3125f + 1e-3f;
+    for (int t = 1; t <= 3; t++) {
+        const float ft = t == 2 ? 1.0f : f; /* step 2 unclipped */
+        for (int i = 0; i < N; i++) g[i] = (float)ab_rng_normal(&r), gs[i] = g[i] * ft, g0[i] = g[i];
+        AB_CHECK(ab_optimizer_step(&a, w1, gs) == 0, "%s", ab_error());
+        b.grad_scale = ft;
+        AB_CHECK(ab_optimizer_step(&b, w2, g) == 0, "%s", ab_error());
+        AB_CHECK(b.grad_scale == 1.0f, "%s: grad_scale %g after the step, expected 1", ab_optimizer_name(kind),
+                 (double)b.grad_scale);
+        AB_CHECK(memcmp(g, g0, N * 4) == 0, "%s: the step changed the gradients", ab_optimizer_name(kind));
+        AB_CHECK(memcmp(w1, w2, N * 4) == 0, "%s step %d: grad_scale %g differs from the gradients scaled first",
+                 ab_optimizer_name(kind), t, (double)ft);
+    }
+    ab_optimizer_free(&a);
+    ab_optimizer_free(&b);
+    free(w1), free(w2), free(g), free(gs), free(g0);
+}
+
 int main(void) {
     ab_backend *be = ab_backend_cpu_create(1);
     if (!be) return 1;
@@ -204,6 +233,8 @@ int main(void) {
     test_optimizer(be, AB_OPT_ADAMW, 1e-3f, 0.0f, 0.01f);
     test_params(be);
     test_exclusion(be);
+    test_grad_scale(be, AB_OPT_SGD);
+    test_grad_scale(be, AB_OPT_ADAMW);
     test_ranges(be, AB_OPT_SGD, 0.01f, 0.0f, 0.0f);
     test_ranges(be, AB_OPT_SGD, 0.05f, 0.9f, 1e-2f);
     test_ranges(be, AB_OPT_ADAMW, 1e-3f, 0.0f, 0.01f);

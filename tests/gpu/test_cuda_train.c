@@ -132,7 +132,8 @@ static float *weights(ab_trainer *t) {
     return w;
 }
 
-/* the global L2 norm of the gradient a step left (unscaled, clipped), or NaN */
+/* the global L2 norm of the gradient a step left (unscaled, not clipped: the optimizer took the
+ * step's clip factor inside its pass), or NaN */
 static double grad_norm(ab_trainer *t) {
     const ab_params *p = ab_trainer_params(t);
     float *g = malloc(p->n * sizeof(float));
@@ -201,7 +202,9 @@ static void parity_of(const workload *wl, ab_precision prec, const int32_t *orde
             /* a clipped gradient has norm clip * norm / (norm + 1e-6): clip to 2e-6 relative here
              * (norm > clip = 0.5), whatever the two backends' gradients were; one not clipped
              * stays below clip */
-            const double nc = grad_norm(ct), ng = grad_norm(gt), tol = AB_TOL_GPU_SUMSQ_REL;
+            /* the gradients as the optimizer took them: the buffer's times the step's clip factor */
+            const double nc = grad_norm(ct) * rc.clip_factor, ng = grad_norm(gt) * rg.clip_factor,
+                         tol = AB_TOL_GPU_SUMSQ_REL;
             const int cpu_clipped = fabs(nc - wl->clip) <= tol * wl->clip, failures_before = failures;
             clipped += cpu_clipped;
             AB_CHECK(nc <= wl->clip * (1.0 + tol) && ng <= wl->clip * (1.0 + tol),

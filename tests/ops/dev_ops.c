@@ -469,13 +469,14 @@ static void test_unscale_and_optimizers(void) {
             for (int first = 0; first < 2; first++) {
                 pair w = pair_new(n, AB_F32, -0.1f, 0.1f), g = pair_new(n, AB_F32, -1.0f, 1.0f),
                      buf = pair_new(n, AB_F32, -1.0f, 1.0f);
-                op_case_label(what, sizeof what, AB_OP_sgd_step, "fp32 n %zu lr 0.01 momentum %g weight_decay %g%s", n,
-                          (double)moms[mi], (double)wds[wi], first ? ", first step" : "");
+                op_case_label(what, sizeof what, AB_OP_sgd_step,
+                              "fp32 n %zu lr 0.01 momentum %g weight_decay %g grad_scale 0.37%s", n, (double)moms[mi],
+                              (double)wds[wi], first ? ", first step" : "");
                 op_ok(what,
                       cpu->ops->sgd_step(cpu, n, w.h, g.h, moms[mi] != 0.0f ? buf.h : NULL, 0.01f, moms[mi], wds[wi],
-                                         first),
+                                         first, 0.37f),
                       gpu->ops->sgd_step(gpu, n, w.d, g.d, moms[mi] != 0.0f ? buf.d : NULL, 0.01f, moms[mi], wds[wi],
-                                         first));
+                                         first, 0.37f));
                 compare_nmse(what, &w, AB_TOL_GPU_ELEMWISE_NMSE);
                 if (moms[mi] != 0.0f) compare_nmse(what, &buf, AB_TOL_GPU_ELEMWISE_NMSE);
                 pair_free(&w);
@@ -488,10 +489,11 @@ static void test_unscale_and_optimizers(void) {
              m = pair_new(n, AB_F32, -0.1f, 0.1f), v = pair_new(n, AB_F32, 0.0f, 0.01f);
         op_case_label(what, sizeof what, AB_OP_adamw_step,
                   "fp32 n %zu lr 1e-3 betas 0.9, 0.999 eps 1e-8 weight_decay 0.01 "
-                  "step %d",
-                  n, steps[si]);
-        op_ok(what, cpu->ops->adamw_step(cpu, n, w.h, g.h, m.h, v.h, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, steps[si]),
-              gpu->ops->adamw_step(gpu, n, w.d, g.d, m.d, v.d, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, steps[si]));
+                  "step %d grad_scale %g",
+                  n, steps[si], si ? 0.37 : 1.0);
+        const float gs = si ? 0.37f : 1.0f;
+        op_ok(what, cpu->ops->adamw_step(cpu, n, w.h, g.h, m.h, v.h, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, steps[si], gs),
+              gpu->ops->adamw_step(gpu, n, w.d, g.d, m.d, v.d, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, steps[si], gs));
         compare_nmse(what, &w, AB_TOL_GPU_ELEMWISE_NMSE);
         compare_nmse(what, &m, AB_TOL_GPU_ELEMWISE_NMSE);
         compare_nmse(what, &v, AB_TOL_GPU_ELEMWISE_NMSE);
@@ -777,8 +779,8 @@ static void test_optimizers_nonfinite(void) {
         pair w = pair_new(n, AB_F32, -0.1f, 0.1f), g = pair_new(n, AB_F32, -1.0f, 1.0f),
              buf = pair_new(n, AB_F32, -1.0f, 1.0f);
         for (int k = 0; k < 3; k++) pair_set(&g, at[k], bad[k]);
-        op_ok(what, cpu->ops->sgd_step(cpu, n, w.h, g.h, mi ? buf.h : NULL, 0.01f, momentum, wd, 0),
-              gpu->ops->sgd_step(gpu, n, w.d, g.d, mi ? buf.d : NULL, 0.01f, momentum, wd, 0));
+        op_ok(what, cpu->ops->sgd_step(cpu, n, w.h, g.h, mi ? buf.h : NULL, 0.01f, momentum, wd, 0, 1.0f),
+              gpu->ops->sgd_step(gpu, n, w.d, g.d, mi ? buf.d : NULL, 0.01f, momentum, wd, 0, 1.0f));
         compare_nmse(what, &w, AB_TOL_GPU_ELEMWISE_NMSE);
         if (mi) compare_nmse(what, &buf, AB_TOL_GPU_ELEMWISE_NMSE);
         for (int k = 0; k < 3; k++) /* the premise: each reached the CPU's weight */
@@ -792,8 +794,8 @@ static void test_optimizers_nonfinite(void) {
     pair w = pair_new(n, AB_F32, -0.1f, 0.1f), g = pair_new(n, AB_F32, -1.0f, 1.0f),
          m = pair_new(n, AB_F32, -0.1f, 0.1f), v = pair_new(n, AB_F32, 0.0f, 0.01f);
     for (int k = 0; k < 3; k++) pair_set(&g, at[k], bad[k]);
-    op_ok(what, cpu->ops->adamw_step(cpu, n, w.h, g.h, m.h, v.h, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 3),
-          gpu->ops->adamw_step(gpu, n, w.d, g.d, m.d, v.d, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 3));
+    op_ok(what, cpu->ops->adamw_step(cpu, n, w.h, g.h, m.h, v.h, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 3, 1.0f),
+          gpu->ops->adamw_step(gpu, n, w.d, g.d, m.d, v.d, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 3, 1.0f));
     compare_nmse(what, &w, AB_TOL_GPU_ELEMWISE_NMSE);
     compare_nmse(what, &m, AB_TOL_GPU_ELEMWISE_NMSE);
     compare_nmse(what, &v, AB_TOL_GPU_ELEMWISE_NMSE);

@@ -833,11 +833,18 @@ static void test_softmax_xent(ab_backend *be) {
 /* one fp32 rounding of a result of magnitude |x|: relative 2^-24, or absolute among the subnormals */
 static double rnd(double x) { return 0x1p-24 * fabs(x) + 0x1p-150; }
 
+/* After an optimizer step: the op left g as it was (g0, its copy from before the call), and the
+ * reference then takes g * grad_scale rounded once (scale's product) in its place */
+static void grad_taken(const char *op, float *g, const float *g0, size_t n, float gs) {
+    AB_CHECK(memcmp(g, g0, n * sizeof *g) == 0, "%s changed its gradients", op);
+    for (size_t i = 0; i < n; i++) g[i] = g[i] * gs;
+}
+
 /* SGD (PyTorch): g' = g + wd w; buf = momentum buf + g' (buf = g' on the first step, buf not read);
  * w -= lr buf. n elements over `steps` calls, against float64 with a running bound of the fp32
  * roundings of each step. Elements 1 and 2 get a NaN and an inf gradient on the first step; element
  * 3 a zero gradient throughout. */
-static void sgd_run(ab_backend *be, size_t n, float lr, float momentum, float wd, int steps) {
+static void sgd_run(ab_backend *be, size_t n, float lr, float momentum, float wd, int steps, float gs) {
     float *w = xmalloc(n * sizeof *w), *g = xmalloc(n * sizeof *g),
           *buf = momentum != 0.0f ? xmalloc(n * sizeof *buf) : NULL;
     double *rw = xmalloc(n * sizeof *rw), *rb = xmalloc(n * sizeof *rb), *ew = xmalloc(n * sizeof *ew),
@@ -851,9 +858,13 @@ static void sgd_run(ab_backend *be, size_t n, float lr, float momentum, float wd
     for (int s = 0; s < steps; s++) {
         for (size_t i = 0; i < n; i++) g[i] = i == 3 ? 0.0f : (float)ab_rng_normal(&rng) * 0.1f;
         if (s == 0 && n > 3) g[1] = NAN, g[2] = INFINITY;
-        op_case(AB_OP_sgd_step, "fp32 n=%zu lr %g momentum %g weight_decay %g, step %d%s", n, (double)lr,
-                (double)momentum, (double)wd, s + 1, s == 0 && buf ? " (first: buf NaN, not read)" : "");
-        AB_CHECK(be->ops->sgd_step(be, n, w, g, buf, lr, momentum, wd, s == 0) == 0, "sgd_step: %s", ab_error());
+        op_case(AB_OP_sgd_step, "fp32 n=%zu lr %g momentum %g weight_decay %g grad_scale %g, step %d%s", n, (double)lr,
+                (double)momentum, (double)wd, (double)gs, s + 1, s == 0 && buf ? " (first: buf NaN, not read)" : "");
+        float *g0 = xmalloc(n * sizeof *g0);
+        memcpy(g0, g, n * sizeof *g0);
+        AB_CHECK(be->ops->sgd_step(be, n, w, g, buf, lr, momentum, wd, s == 0, gs) == 0, "sgd_step: %s", ab_error());
+        grad_taken("sgd_step", g, g0, n, gs);
+        free(g0);
         tally t = {0};
         for (size_t i = 0; i < n; i++) {
             const double gp = g[i] + D * rw[i], egp = fabs(D) * ew[i] + rnd(D * rw[i]) + rnd(gp);
@@ -884,7 +895,7 @@ static void sgd_run(ab_backend *be, size_t n, float lr, float momentum, float wd
  * element 5 (from w = 0) one of 1e-8, where sqrt(v) is of the order of eps and the update shows
  * where eps is added. */
 static void adamw_run(ab_backend *be, size_t n, float lr, float b1, float b2, float eps, float wd, int first,
-                      int steps) {
+                      int steps, float gs) {
     float *w = xmalloc(n * sizeof *w), *g = xmalloc(n * sizeof *g), *m = xmalloc(n * sizeof *m),
           *v = xmalloc(n * sizeof *v);
     double *rw = xmalloc(n * sizeof *rw), *rm = xmalloc(n * sizeof *rm), *rv = xmalloc(n * sizeof *rv),
@@ -903,9 +914,14 @@ static void adamw_run(ab_backend *be, size_t n, float lr, float b1, float b2, fl
         for (size_t i = 0; i < n; i++)
             g[i] = i == 3 ? 0.0f : i == 4 ? 1e-30f : i == 5 ? 1e-8f : (float)ab_rng_normal(&rng) * 0.1f;
         if (s == 0 && n > 4) g[1] = NAN, g[2] = INFINITY;
-        op_case(AB_OP_adamw_step, "fp32 n=%zu lr %g betas %g %g eps %g weight_decay %g, step %d", n, (double)lr,
-                (double)b1, (double)b2, (double)eps, (double)wd, step);
-        AB_CHECK(be->ops->adamw_step(be, n, w, g, m, v, lr, b1, b2, eps, wd, step) == 0, "adamw_step: %s", ab_error());
+        op_case(AB_OP_adamw_step, "fp32 n=%zu lr %g betas %g %g eps %g weight_decay %g grad_scale %g, step %d", n,
+                (double)lr, (double)b1, (double)b2, (double)eps, (double)wd, (double)gs, step);
+        float *g0 = xmalloc(n * sizeof *g0);
+        memcpy(g0, g, n * sizeof *g0);
+        AB_CHECK(be->ops->adamw_step(be, n, w, g, m, v, lr, b1, b2, eps, wd, step, gs) == 0, "adamw_step: %s",
+                 ab_error());
+        grad_taken("adamw_step", g, g0, n, gs);
+        free(g0);
         const double p1 = pow(B1, step), p2 = pow(B2, step), c1 = 1.0 - p1, c2 = 1.0 - p2;
         const double rc1 = (2.0 * u * p1 + u * c1) / c1, rc2 = (2.0 * u * p2 + u * c2) / c2; /* powf, then 1 - p */
         const double f = 1.0 - L * D, ef = rnd(L * D) + rnd(f);
@@ -938,12 +954,15 @@ static void adamw_run(ab_backend *be, size_t n, float lr, float b1, float b2, fl
 }
 
 static void test_optimizers(ab_backend *be) {
-    sgd_run(be, 1001, 0.1f, 0.9f, 5e-4f, 4);
-    sgd_run(be, 1001, 0.05f, 0.0f, 0.01f, 3); /* no momentum: buf NULL */
-    sgd_run(be, 7, 0.5f, 0.9f, 0.0f, 2);
-    adamw_run(be, 1001, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, 5);
-    adamw_run(be, 7, 1e-2f, 0.8f, 0.99f, 1e-6f, 0.0f, 1, 3);
-    adamw_run(be, 1001, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 100, 2); /* resumed: large step, random m and v */
+    sgd_run(be, 1001, 0.1f, 0.9f, 5e-4f, 4, 1.0f);
+    sgd_run(be, 1001, 0.05f, 0.0f, 0.01f, 3, 1.0f); /* no momentum: buf NULL */
+    sgd_run(be, 7, 0.5f, 0.9f, 0.0f, 2, 1.0f);
+    sgd_run(be, 1001, 0.1f, 0.9f, 5e-4f, 3, 0.37f);  /* clipped: the factor inside the step */
+    sgd_run(be, 1001, 0.05f, 0.0f, 0.01f, 2, 0.37f); /* the same without momentum (the other loop) */
+    adamw_run(be, 1001, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, 5, 1.0f);
+    adamw_run(be, 7, 1e-2f, 0.8f, 0.99f, 1e-6f, 0.0f, 1, 3, 1.0f);
+    adamw_run(be, 1001, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 100, 2, 1.0f); /* resumed: large step, random m and v */
+    adamw_run(be, 1001, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, 3, 0.37f); /* clipped */
 }
 
 /* ---- log2_hist ---- */
