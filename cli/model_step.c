@@ -2,8 +2,8 @@
  * (core/stepmodel.h), for any input size and batch, in every precision the GPU has. The step is
  * the training core's: the batch assembled, the compute copy refreshed, forward, the loss,
  * backward, then unscale and finite check (amp), the gradient norm (clipping), the step's scalars
- * read back, clipping, the optimizer; each op counted by the counting backend (kernels/cost)
- * and timed by the model. */
+ * read back, the optimizer (the clip factor inside its pass); each op counted by the counting
+ * backend (kernels/cost) and timed by the model. */
 #include "model_step.h"
 
 #include <math.h>

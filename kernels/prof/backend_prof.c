@@ -260,7 +260,7 @@ static double gemm_reference(ab_backend *inner) {
 /* The run's GEMM shapes: the ones that took the most time printed, in the run and alone; every
  * shape timed alone (the practical peak at the workload's own shapes). Returns the time all the
  * run's products would take at their shapes' rates alone, or 0 where that is not known (a device
- * backend, a shape whose buffers could not be had). */
+ * backend, a product with no GEMM shape (a convolution), a shape whose buffers could not be had). */
 static double run_shapes(FILE *f, const ab_op_cost *ops, size_t n, ab_backend *inner) {
     enum { TOP = 6, MAXS = 256 };
     ab_op_cost agg[MAXS];
@@ -268,7 +268,11 @@ static double run_shapes(FILE *f, const ab_op_cost *ops, size_t n, ab_backend *i
     int lost = 0;
     for (size_t i = 0; i < n; i++) {
         const ab_op_cost *o = &ops[i];
-        if (o->cls != AB_OPC_MATMUL || o->M <= 0) continue;
+        if (o->cls != AB_OPC_MATMUL) continue;
+        if (o->M <= 0) { /* a product without its shape (a convolution): not timed alone here */
+            lost = 1;
+            continue;
+        }
         size_t j = 0;
         while (j < na && !(agg[j].M == o->M && agg[j].N == o->N && agg[j].K == o->K && agg[j].batch == o->batch &&
                            agg[j].ta == o->ta && agg[j].tb == o->tb && agg[j].dtype == o->dtype))
@@ -377,7 +381,8 @@ void ab_prof_report(FILE *f, const ab_op_cost *ops, size_t n, ab_backend *inner)
     else
         fprintf(f, "\n");
     /* the practical peak at the run's own shapes: its products, each at its shape's rate alone.
-     * Only where every FLOP is a GEMM's (a convolution is not timed alone here). */
+     * Only where every FLOP is a product's timed alone (run_shapes returns 0 when one was not, as
+     * a convolution is not: its record has no GEMM shape). */
     double gemm_flops = 0.0;
     for (size_t i = 0; i < n; i++)
         if (ops[i].cls == AB_OPC_MATMUL) gemm_flops += ops[i].flops;

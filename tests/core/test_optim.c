@@ -198,14 +198,14 @@ static void test_ranges(ab_backend *be, ab_optimizer_kind kind, float lr, float 
 
 /* Clipping's factor rides in the step (grad_scale): the bits of a step on the gradients scaled
  * first, the gradients left as they were, and the factor back to 1 for the next step */
-static void test_grad_scale(ab_backend *be, ab_optimizer_kind kind) {
+static void test_grad_scale(ab_backend *be, ab_optimizer_kind kind, float mom) {
     ab_rng r;
     ab_rng_seed(&r, 31 + kind);
     float *w1 = malloc(N * 4), *w2 = malloc(N * 4), *g = malloc(N * 4), *gs = malloc(N * 4), *g0 = malloc(N * 4);
     for (int i = 0; i < N; i++) w1[i] = w2[i] = (float)ab_rng_normal(&r);
     ab_optimizer a, b;
-    AB_CHECK(ab_optimizer_init(&a, be, kind, N, 0.01f, 0.9f, 0.01f) == 0 &&
-                 ab_optimizer_init(&b, be, kind, N, 0.01f, 0.9f, 0.01f) == 0,
+    AB_CHECK(ab_optimizer_init(&a, be, kind, N, 0.01f, mom, 0.01f) == 0 &&
+                 ab_optimizer_init(&b, be, kind, N, 0.01f, mom, 0.01f) == 0,
              "%s", ab_error());
     const float f = 0.3125f + 1e-3f;
     for (int t = 1; t <= 3; t++) {
@@ -233,8 +233,9 @@ int main(void) {
     test_optimizer(be, AB_OPT_ADAMW, 1e-3f, 0.0f, 0.01f);
     test_params(be);
     test_exclusion(be);
-    test_grad_scale(be, AB_OPT_SGD);
-    test_grad_scale(be, AB_OPT_ADAMW);
+    test_grad_scale(be, AB_OPT_SGD, 0.9f);
+    test_grad_scale(be, AB_OPT_SGD, 0.0f); /* the loop without momentum */
+    test_grad_scale(be, AB_OPT_ADAMW, 0.0f);
     test_ranges(be, AB_OPT_SGD, 0.01f, 0.0f, 0.0f);
     test_ranges(be, AB_OPT_SGD, 0.05f, 0.9f, 1e-2f);
     test_ranges(be, AB_OPT_ADAMW, 1e-3f, 0.0f, 0.01f);

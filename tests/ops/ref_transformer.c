@@ -489,6 +489,40 @@ static void sm_ref(const ab_fd_fn *f, double *y) {
     }
 }
 
+/* rows of 37 keys: two blocks of the CPU's 16 lanes and a tail, a mask that drops keys in each;
+ * against float64, and backward in place over dp giving the out-of-place bits */
+static void test_softmax_lanes(ab_backend *be) {
+    enum { B = 2, A = 3, L = 37 };
+    int32_t mask[B * L];
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < L; j++) mask[b * L + j] = !(j % 5 == 3 || (b == 1 && j >= 33));
+    const size_t n = (size_t)B * A * L * L;
+    float *x = falloc(n), *R = falloc(n), *p = falloc(n), *dx = falloc(n), *z = falloc(n);
+    double *xd = dalloc(n), *Rd = dalloc(n), *pd = dalloc(n), *gx = dalloc(n);
+    char what[360];
+    fill(x, xd, n, 3.0);
+    fill(R, Rd, n, 1.0);
+    sm_ctx c = {B, A, L, 0.37, mask};
+    double *in[1] = {xd};
+    ab_fd_fn f = {sm_ref, in, n, Rd, &c};
+    sm_ref(&f, pd);
+    ab_fd_grad(&f, 0, n, gx);
+    op_case_label(what, sizeof what, AB_OP_softmax_forward, "fp32 B%d heads %d L%d (lanes and a tail), masked keys", B,
+                  A, L);
+    AB_CHECK(be->ops->softmax_forward(be, B, A, L, AB_F32, 0.37f, x, mask, p) == 0, "%s", ab_error());
+    check(what, p, pd, n, AB_TOL_FP32_NMSE);
+    op_case_label(what, sizeof what, AB_OP_softmax_backward, "fp32 %d rows L%d, against finite differences", B * A * L,
+                  L);
+    AB_CHECK(be->ops->softmax_backward(be, B * A * L, L, AB_F32, 0.37f, p, R, dx) == 0, "%s", ab_error());
+    failures += ab_fd_check(what, dx, gx, n);
+    memcpy(z, R, n * sizeof *z);
+    op_case_label(what, sizeof what, AB_OP_softmax_backward, "fp32 %d rows L%d in place over dp: the out-of-place bits",
+                  B * A * L, L);
+    AB_CHECK(be->ops->softmax_backward(be, B * A * L, L, AB_F32, 0.37f, p, z, z) == 0 && memcmp(z, dx, n * 4) == 0,
+             "%s: differs from the out-of-place result", what);
+    free(x), free(R), free(p), free(dx), free(z), free(xd), free(Rd), free(pd), free(gx);
+}
+
 static void test_softmax(ab_backend *be) {
     enum { B = 3, A = 2, L = 7 };
     int32_t mask[B * L];
@@ -881,10 +915,12 @@ void ref_transformer_run(void) {
     if (!be) die("creating a CPU backend");
     test_layernorm(be, 9, 13);
     test_layernorm(be, 3, 384);
+    test_layernorm(be, 5, 37); /* two rows of 16 lanes and a tail */
     test_gelu_math(be);
     test_elementwise(be);
     test_elementwise_edges(be);
     test_softmax(be);
+    test_softmax_lanes(be);
     test_softmax_edges(be);
     test_dropout(be);
     test_embedding(be);
