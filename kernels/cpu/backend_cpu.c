@@ -397,7 +397,7 @@ typedef struct {
     float *w, *m, *v, *buf;
     const float *g;
     float lr, beta1, beta2, eps, weight_decay, momentum, inv_scale, grad_scale;
-    ab_adamw_scalars k; /* adamw */
+    ab_adamw_scalars k; /* adamw: its lr and weight decay folded in */
     int first_step, bad;
 } opt_job;
 
@@ -446,8 +446,7 @@ CPU_RANGE_AVX512(adamw_range)
 
 int ab_cpu_adamw_step(ab_backend *be, size_t n, float *w, const float *g, float *m, float *v, float lr, float beta1,
                       float beta2, float eps, float weight_decay, int step, float grad_scale) {
-    opt_job j = {.w = w, .g = g, .m = m, .v = v, .lr = lr, .beta1 = beta1, .beta2 = beta2, .eps = eps,
-                 .weight_decay = weight_decay, .grad_scale = grad_scale,
+    opt_job j = {.w = w, .g = g, .m = m, .v = v, .beta1 = beta1, .beta2 = beta2, .eps = eps, .grad_scale = grad_scale,
                  .k = ab_adamw_scalars_at(lr, beta1, beta2, weight_decay, step)};
     cpu_parallel_for(be, n, OPT_MIN, adamw_range, &j);
     return 0;

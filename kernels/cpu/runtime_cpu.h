@@ -68,6 +68,21 @@ void cpu_narrow_par(ab_backend *be, size_t n, const float *src, ab_dtype t, void
  * thread count, and callers keep their sums independent of it. */
 typedef void (*cpu_range_fn)(void *ctx, int part, size_t lo, size_t hi);
 
+/* Reductions that vectorize and give the same bits in every copy: CPU_LANES lanes, lane l taking
+ * elements l, l + CPU_LANES, ... (a loop over whole groups of CPU_LANES, then the tail into the
+ * first lanes), the lanes then added pairwise in a fixed tree by these */
+enum { CPU_LANES = 16 };
+static inline __attribute__((always_inline)) double cpu_lanes_sum_d(double *a) {
+    for (int w = CPU_LANES / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++) a[l] += a[l + w];
+    return a[0];
+}
+static inline __attribute__((always_inline)) float cpu_lanes_sum_f(float *a) {
+    for (int w = CPU_LANES / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++) a[l] += a[l + w];
+    return a[0];
+}
+
 /* CPU_RANGE_AVX512(name) defines the cpu_range_fn `name` from the always-inline name##_body: the
  * body compiled as the build targets it, and again for AVX-512 (16 floats, 8 doubles a vector),
  * the copy taken where the CPU has it. The CPU backend is compiled with -ffp-contract=off, so no

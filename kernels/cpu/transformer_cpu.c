@@ -132,33 +132,32 @@ static const float *ln_row(ab_dtype t, const void *p, size_t r, int C, float *bu
     return buf;
 }
 
-/* A row's sums in 16 lanes (lane l takes columns l, l + 16, ...) added in a fixed tree, so that
- * the loops vectorize and every copy gives the same bits */
-enum { LN_LANES = 16 };
-
-static inline __attribute__((always_inline)) void ln_lanes_fold(double *a, double *b) {
-    for (int w = LN_LANES / 2; w > 0; w /= 2)
-        for (int l = 0; l < w; l++) a[l] += a[l + w], b[l] += b[l + w];
+/* A row's sums in CPU_LANES lanes (runtime_cpu.h), so that the loops vectorize and every copy
+ * gives the same bits. The forward's: x - k and its squares, in double. */
+static inline __attribute__((always_inline)) void ln_add(double *a, double *b, float x, double k) {
+    const double d = (double)x - k;
+    *a += d;
+    *b += d * d;
 }
-
-/* sum of x - k and of its squares, in double */
 static inline __attribute__((always_inline)) void ln_sums(const float *restrict x, int C, double k, double *s1,
                                                          double *s2) {
-    double a[LN_LANES] = {0}, b[LN_LANES] = {0};
+    double a[CPU_LANES] = {0}, b[CPU_LANES] = {0};
     int c = 0;
-    for (; c + LN_LANES <= C; c += LN_LANES)
-        for (int l = 0; l < LN_LANES; l++) {
-            const double d = (double)x[c + l] - k;
-            a[l] += d;
-            b[l] += d * d;
-        }
-    for (int l = 0; c + l < C; l++) {
-        const double d = (double)x[c + l] - k;
-        a[l] += d;
-        b[l] += d * d;
-    }
-    ln_lanes_fold(a, b);
-    *s1 = a[0], *s2 = b[0];
+    for (; c + CPU_LANES <= C; c += CPU_LANES)
+        for (int l = 0; l < CPU_LANES; l++) ln_add(&a[l], &b[l], x[c + l], k);
+    for (int l = 0; c + l < C; l++) ln_add(&a[l], &b[l], x[c + l], k);
+    *s1 = cpu_lanes_sum_d(a), *s2 = cpu_lanes_sum_d(b);
+}
+
+/* the backward's column c: the row's sums of g = dy gamma and g xhat into lanes lg, lgx, and
+ * dy xhat, dy into the block's column sums pg, pb */
+static inline __attribute__((always_inline)) void ln_bwd_add(double *lg, double *lgx, double *pg, double *pb, float x,
+                                                            float dy, float gamma, float mu, float rs) {
+    const float xhat = (x - mu) * rs, g = dy * gamma;
+    *lg += (double)g;
+    *lgx += (double)g * xhat;
+    *pg += (double)dy * xhat;
+    *pb += (double)dy;
 }
 
 static inline __attribute__((always_inline)) void ln_fwd_range_body(void *ctx, int part, size_t lo, size_t hi) {
@@ -210,27 +209,15 @@ static inline __attribute__((always_inline)) void ln_bwd_range_body(void *ctx, i
         for (size_t r = r0; r < r1; r++) {
             const float *x = ln_row(j->xt, j->x, r, C, xb), *dy = ln_row(j->yt, j->dy, r, C, db);
             const float mu = j->mean[r], rs = j->rstd[r];
-            double lg[LN_LANES] = {0}, lgx[LN_LANES] = {0}; /* the row's sums, in lanes */
-            int c0 = 0;
-            for (; c0 + LN_LANES <= C; c0 += LN_LANES)
-                for (int l = 0; l < LN_LANES; l++) {
-                    const int c = c0 + l;
-                    const float xhat = (x[c] - mu) * rs, g = dy[c] * j->gamma[c];
-                    lg[l] += (double)g;
-                    lgx[l] += (double)g * xhat;
-                    pg[c] += (double)dy[c] * xhat;
-                    pb[c] += (double)dy[c];
-                }
-            for (int l = 0; c0 + l < C; l++) {
-                const int c = c0 + l;
-                const float xhat = (x[c] - mu) * rs, g = dy[c] * j->gamma[c];
-                lg[l] += (double)g;
-                lgx[l] += (double)g * xhat;
-                pg[c] += (double)dy[c] * xhat;
-                pb[c] += (double)dy[c];
-            }
-            ln_lanes_fold(lg, lgx);
-            const float mg = (float)(lg[0] / C), mgx = (float)(lgx[0] / C);
+            double lg[CPU_LANES] = {0}, lgx[CPU_LANES] = {0}; /* the row's sums, in lanes */
+            const float *gm = j->gamma;
+            int c = 0;
+            for (; c + CPU_LANES <= C; c += CPU_LANES)
+                for (int l = 0; l < CPU_LANES; l++)
+                    ln_bwd_add(&lg[l], &lgx[l], &pg[c + l], &pb[c + l], x[c + l], dy[c + l], gm[c + l], mu, rs);
+            for (int l = 0; c + l < C; l++)
+                ln_bwd_add(&lg[l], &lgx[l], &pg[c + l], &pb[c + l], x[c + l], dy[c + l], gm[c + l], mu, rs);
+            const float mg = (float)(cpu_lanes_sum_d(lg) / C), mgx = (float)(cpu_lanes_sum_d(lgx) / C);
             /* dx may alias dy: dy's row is widened (or read) before dx's is written */
             float *dx = j->xt == AB_F32 ? (float *)j->out + r * (size_t)C : ob;
             for (int c = 0; c < C; c++) {
@@ -421,60 +408,50 @@ typedef struct {
     float *buf; /* per part: 2 L */
 } sm_job;
 
-/* A row's max, its exponentials and their sum in 16 lanes (lane l takes columns l, l + 16, ...),
- * combined in a fixed tree, so that the loops vectorize and every copy gives the same bits. The
- * max: a NaN score makes it NaN (then the row); the sign of a zero max aside, any order gives the
- * same. The exponential is ab_exp (core/kernel_math.h, branch-free), the CUDA twin's too; the sum
- * is in double. */
-enum { SM_LANES = 16 };
+/* A row's max, its exponentials and their sum in CPU_LANES lanes (runtime_cpu.h), so that the
+ * loops vectorize and every copy gives the same bits. The max: a NaN score makes it NaN (then the
+ * row); the sign of a zero max aside, any order gives the same. The exponential is ab_exp
+ * (core/kernel_math.h, branch-free), the CUDA twin's too; the sum is in double. */
 
+/* the max's rule: x replaces mx when it is larger or NaN */
+static inline __attribute__((always_inline)) float sm_max(float mx, float x) { return x > mx || x != x ? x : mx; }
+
+static inline __attribute__((always_inline)) void sm_max_add(float *mx, int *an, float x, int32_t kept) {
+    const int m = kept != 0;
+    *mx = m ? sm_max(*mx, x) : *mx;
+    *an |= m;
+}
 static inline __attribute__((always_inline)) float sm_row_max(const float *restrict v, const int32_t *restrict mk,
                                                              int L, float scale, int *any) {
-    float mx[SM_LANES];
-    int an[SM_LANES];
-    for (int l = 0; l < SM_LANES; l++) mx[l] = -INFINITY, an[l] = 0;
+    float mx[CPU_LANES];
+    int an[CPU_LANES];
+    for (int l = 0; l < CPU_LANES; l++) mx[l] = -INFINITY, an[l] = 0;
     int c = 0;
-    for (; c + SM_LANES <= L; c += SM_LANES)
-        for (int l = 0; l < SM_LANES; l++) {
-            const float x = scale * v[c + l];
-            const int m = mk[c + l] != 0;
-            mx[l] = m && (x > mx[l] || x != x) ? x : mx[l];
-            an[l] |= m;
-        }
-    for (int l = 0; c + l < L; l++) {
-        const float x = scale * v[c + l];
-        const int m = mk[c + l] != 0;
-        mx[l] = m && (x > mx[l] || x != x) ? x : mx[l];
-        an[l] |= m;
-    }
-    for (int w = SM_LANES / 2; w > 0; w /= 2)
-        for (int l = 0; l < w; l++) {
-            mx[l] = mx[l + w] > mx[l] || mx[l + w] != mx[l + w] ? mx[l + w] : mx[l];
-            an[l] |= an[l + w];
-        }
+    for (; c + CPU_LANES <= L; c += CPU_LANES)
+        for (int l = 0; l < CPU_LANES; l++) sm_max_add(&mx[l], &an[l], scale * v[c + l], mk[c + l]);
+    for (int l = 0; c + l < L; l++) sm_max_add(&mx[l], &an[l], scale * v[c + l], mk[c + l]);
+    for (int w = CPU_LANES / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++) mx[l] = sm_max(mx[l], mx[l + w]), an[l] |= an[l + w];
     *any = an[0];
     return mx[0];
 }
 
-/* v[c] = exp(scale v[c] - mx) where the key is kept, else 0; returns their sum */
+/* v = exp(scale v - mx) where the key is kept, else 0; added to the lane */
+static inline __attribute__((always_inline)) void sm_exp_add(double *acc, float *v, int32_t kept, float scale,
+                                                            float mx) {
+    const float e = kept ? ab_exp(scale * *v - mx) : 0.0f;
+    *v = e;
+    *acc += e;
+}
+/* the row's exponentials in place; returns their sum */
 static inline __attribute__((always_inline)) double sm_row_exp(float *restrict v, const int32_t *restrict mk, int L,
                                                               float scale, float mx) {
-    double acc[SM_LANES] = {0};
+    double acc[CPU_LANES] = {0};
     int c = 0;
-    for (; c + SM_LANES <= L; c += SM_LANES)
-        for (int l = 0; l < SM_LANES; l++) {
-            const float e = mk[c + l] ? ab_exp(scale * v[c + l] - mx) : 0.0f;
-            v[c + l] = e;
-            acc[l] += e;
-        }
-    for (int l = 0; c + l < L; l++) {
-        const float e = mk[c + l] ? ab_exp(scale * v[c + l] - mx) : 0.0f;
-        v[c + l] = e;
-        acc[l] += e;
-    }
-    for (int w = SM_LANES / 2; w > 0; w /= 2)
-        for (int l = 0; l < w; l++) acc[l] += acc[l + w];
-    return acc[0];
+    for (; c + CPU_LANES <= L; c += CPU_LANES)
+        for (int l = 0; l < CPU_LANES; l++) sm_exp_add(&acc[l], &v[c + l], mk[c + l], scale, mx);
+    for (int l = 0; c + l < L; l++) sm_exp_add(&acc[l], &v[c + l], mk[c + l], scale, mx);
+    return cpu_lanes_sum_d(acc);
 }
 
 static inline __attribute__((always_inline)) void sm_fwd_range_body(void *ctx, int part, size_t lo, size_t hi) {
@@ -514,17 +491,15 @@ int ab_cpu_softmax_forward(ab_backend *be, int B, int heads, int L, ab_dtype t, 
     return 0;
 }
 
-/* sum_c g[c] p[c] in double (exact products), in the lanes and tree above */
+/* sum_c g[c] p[c] in double (exact products), in lanes */
 static inline __attribute__((always_inline)) double sm_row_dot(const float *restrict g, const float *restrict p,
                                                               int L) {
-    double acc[SM_LANES] = {0};
+    double acc[CPU_LANES] = {0};
     int c = 0;
-    for (; c + SM_LANES <= L; c += SM_LANES)
-        for (int l = 0; l < SM_LANES; l++) acc[l] += (double)g[c + l] * p[c + l];
+    for (; c + CPU_LANES <= L; c += CPU_LANES)
+        for (int l = 0; l < CPU_LANES; l++) acc[l] += (double)g[c + l] * p[c + l];
     for (int l = 0; c + l < L; l++) acc[l] += (double)g[c + l] * p[c + l];
-    for (int w = SM_LANES / 2; w > 0; w /= 2)
-        for (int l = 0; l < w; l++) acc[l] += acc[l + w];
-    return acc[0];
+    return cpu_lanes_sum_d(acc);
 }
 
 static inline __attribute__((always_inline)) void sm_bwd_range_body(void *ctx, int part, size_t lo, size_t hi) {
@@ -636,10 +611,9 @@ int ab_cpu_gather_rows(ab_backend *be, int B, size_t row_bytes, const void *rows
 }
 
 /* sum of squares: fp32 sums over blocks of 1024, the blocks summed in double in order; the blocks
- * are taken over the pool, so the result does not depend on the threads. Within a block, 16 lanes
- * each add every 16th square (one AVX-512 register, two AVX2 ones; a lane's 64 terms in fp32), then
- * the lanes are added pairwise in a fixed tree: the same bits in every copy, and no chain of 1,024
- * dependent additions to wait on. */
+ * are taken over the pool, so the result does not depend on the threads. Within a block, in
+ * CPU_LANES lanes (runtime_cpu.h; a lane's 64 terms in fp32): the same bits in every copy, and no
+ * chain of 1,024 dependent additions to wait on. */
 typedef struct {
     const float *x;
     float *out;
@@ -647,7 +621,7 @@ typedef struct {
     float s;
 } sq_job;
 
-enum { SQ_BLOCK = 1024, SQ_LANES = 16, SQ_MIN_BLOCKS = 32 };
+enum { SQ_BLOCK = 1024, SQ_MIN_BLOCKS = 32 };
 
 static inline __attribute__((always_inline)) void sq_range_body(void *ctx, int part, size_t lo, size_t hi) {
     (void)part;
@@ -655,14 +629,12 @@ static inline __attribute__((always_inline)) void sq_range_body(void *ctx, int p
     for (size_t blk = lo; blk < hi; blk++) {
         const size_t i = blk * SQ_BLOCK, m = j->n - i < SQ_BLOCK ? j->n - i : SQ_BLOCK;
         const float *restrict x = j->x + i;
-        float lane[SQ_LANES] = {0};
+        float lane[CPU_LANES] = {0};
         size_t k = 0;
-        for (; k + SQ_LANES <= m; k += SQ_LANES)
-            for (int l = 0; l < SQ_LANES; l++) lane[l] += x[k + l] * x[k + l];
+        for (; k + CPU_LANES <= m; k += CPU_LANES)
+            for (int l = 0; l < CPU_LANES; l++) lane[l] += x[k + l] * x[k + l];
         for (int l = 0; k + (size_t)l < m; l++) lane[l] += x[k + l] * x[k + l];
-        for (int w = SQ_LANES / 2; w > 0; w /= 2)
-            for (int l = 0; l < w; l++) lane[l] += lane[l + w];
-        j->out[blk] = lane[0];
+        j->out[blk] = cpu_lanes_sum_f(lane);
     }
 }
 CPU_RANGE_AVX512(sq_range)

@@ -107,7 +107,7 @@ static int p_data_time(ab_backend *be, double *seconds) {
 /* the run's set-up steps are over: the table starts again, as the run's clocks do */
 static void p_timed_part_begins(ab_backend *be) {
     prof_state *st = st_of(be);
-    ab_cost_clear(st->cost);
+    ab_prof_clear(be);
     st->restarted = 1;
     if (st->inner->ops->timed_part_begins) st->inner->ops->timed_part_begins(st->inner);
 }
@@ -380,13 +380,10 @@ void ab_prof_report(FILE *f, const ab_op_cost *ops, size_t n, ab_backend *inner)
                 peak / 1e9, total > 0 ? 100.0 * flops / total / peak : 0.0);
     else
         fprintf(f, "\n");
-    /* the practical peak at the run's own shapes: its products, each at its shape's rate alone.
-     * Only where every FLOP is a product's timed alone (run_shapes returns 0 when one was not, as
-     * a convolution is not: its record has no GEMM shape). */
-    double gemm_flops = 0.0;
-    for (size_t i = 0; i < n; i++)
-        if (ops[i].cls == AB_OPC_MATMUL) gemm_flops += ops[i].flops;
-    if (alone > 0 && total > 0 && gemm_flops >= flops * (1.0 - 1e-9))
+    /* the practical peak at the run's own shapes: its products, each at its shape's rate alone
+     * (only products carry FLOPs; run_shapes returns 0 when one was not timed alone, as a
+     * convolution is not: its record has no GEMM shape) */
+    if (alone > 0 && total > 0)
         fprintf(f,
                 "  the run's own GEMM shapes, each at its rate alone: %.4g s for the products (%.1f GFLOP/s): the ops "
                 "reached %.0f%% of that peak\n",

@@ -489,30 +489,28 @@ static void sm_ref(const ab_fd_fn *f, double *y) {
     }
 }
 
-/* rows of 37 keys: two blocks of the CPU's 16 lanes and a tail, a mask that drops keys in each;
- * against float64, and backward in place over dp giving the out-of-place bits */
-static void test_softmax_lanes(ab_backend *be) {
-    enum { B = 2, A = 3, L = 37 };
-    int32_t mask[B * L];
-    for (int b = 0; b < B; b++)
-        for (int j = 0; j < L; j++) mask[b * L + j] = !(j % 5 == 3 || (b == 1 && j >= 33));
+/* fp32 softmax over B sequences x A heads x L keys with the mask, scale 0.37: forward against
+ * float64, backward against finite differences, and backward in place over dp giving the
+ * out-of-place bits. Fills x (scores, spread xs) and R (dp); leaves the probabilities in p and
+ * their float64 reference in pd (n = B A L L each). */
+static void softmax_fp32(ab_backend *be, int B, int A, int L, const int32_t *mask, double xs, const char *about,
+                         float *x, float *R, float *p, double *pd) {
     const size_t n = (size_t)B * A * L * L;
-    float *x = falloc(n), *R = falloc(n), *p = falloc(n), *dx = falloc(n), *z = falloc(n);
-    double *xd = dalloc(n), *Rd = dalloc(n), *pd = dalloc(n), *gx = dalloc(n);
+    float *dx = falloc(n), *z = falloc(n);
+    double *xd = dalloc(n), *Rd = dalloc(n), *gx = dalloc(n);
     char what[360];
-    fill(x, xd, n, 3.0);
+    fill(x, xd, n, xs);
     fill(R, Rd, n, 1.0);
     sm_ctx c = {B, A, L, 0.37, mask};
     double *in[1] = {xd};
     ab_fd_fn f = {sm_ref, in, n, Rd, &c};
     sm_ref(&f, pd);
     ab_fd_grad(&f, 0, n, gx);
-    op_case_label(what, sizeof what, AB_OP_softmax_forward, "fp32 B%d heads %d L%d (lanes and a tail), masked keys", B,
-                  A, L);
+    op_case_label(what, sizeof what, AB_OP_softmax_forward, "fp32 B%d heads %d L%d scale 0.37, %s", B, A, L, about);
     AB_CHECK(be->ops->softmax_forward(be, B, A, L, AB_F32, 0.37f, x, mask, p) == 0, "%s", ab_error());
     check(what, p, pd, n, AB_TOL_FP32_NMSE);
-    op_case_label(what, sizeof what, AB_OP_softmax_backward, "fp32 %d rows L%d, against finite differences", B * A * L,
-                  L);
+    op_case_label(what, sizeof what, AB_OP_softmax_backward, "fp32 %d rows L%d scale 0.37, against finite differences",
+                  B * A * L, L);
     AB_CHECK(be->ops->softmax_backward(be, B * A * L, L, AB_F32, 0.37f, p, R, dx) == 0, "%s", ab_error());
     failures += ab_fd_check(what, dx, gx, n);
     memcpy(z, R, n * sizeof *z);
@@ -520,7 +518,20 @@ static void test_softmax_lanes(ab_backend *be) {
                   B * A * L, L);
     AB_CHECK(be->ops->softmax_backward(be, B * A * L, L, AB_F32, 0.37f, p, z, z) == 0 && memcmp(z, dx, n * 4) == 0,
              "%s: differs from the out-of-place result", what);
-    free(x), free(R), free(p), free(dx), free(z), free(xd), free(Rd), free(pd), free(gx);
+    free(dx), free(z), free(xd), free(Rd), free(gx);
+}
+
+/* rows of 37 keys: two blocks of the CPU's 16 lanes and a tail, a mask that drops keys in each */
+static void test_softmax_lanes(ab_backend *be) {
+    enum { B = 2, A = 3, L = 37 };
+    int32_t mask[B * L];
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < L; j++) mask[b * L + j] = !(j % 5 == 3 || (b == 1 && j >= 33));
+    const size_t n = (size_t)B * A * L * L;
+    float *x = falloc(n), *R = falloc(n), *p = falloc(n);
+    double *pd = dalloc(n);
+    softmax_fp32(be, B, A, L, mask, 3.0, "lanes and a tail, masked keys", x, R, p, pd);
+    free(x), free(R), free(p), free(pd);
 }
 
 static void test_softmax(ab_backend *be) {
@@ -529,27 +540,14 @@ static void test_softmax(ab_backend *be) {
     for (int b = 0; b < B; b++)
         for (int j = 0; j < L; j++) mask[b * L + j] = b == 2 ? 0 : j < L - 2 * b; /* sequence 2: nothing to attend */
     const size_t n = (size_t)B * A * L * L;
-    float *x = falloc(n), *R = falloc(n), *p = falloc(n), *dx = falloc(n);
-    double *xd = dalloc(n), *Rd = dalloc(n), *pd = dalloc(n), *gx = dalloc(n);
+    float *x = falloc(n), *R = falloc(n), *p = falloc(n);
+    double *pd = dalloc(n);
     char what[360];
-    fill(x, xd, n, 2.0);
-    fill(R, Rd, n, 1.0);
-    sm_ctx c = {B, A, L, 0.37, mask};
-    double *in[1] = {xd};
-    ab_fd_fn f = {sm_ref, in, n, Rd, &c};
-    sm_ref(&f, pd);
-    ab_fd_grad(&f, 0, n, gx);
-    op_case_label(what, sizeof what, AB_OP_softmax_forward,
-              "fp32 B%d heads %d L%d scale 0.37, padding keys, a fully masked row", B, A, L);
-    AB_CHECK(be->ops->softmax_forward(be, B, A, L, AB_F32, 0.37f, x, mask, p) == 0, "%s", ab_error());
-    check(what, p, pd, n, AB_TOL_FP32_NMSE);
+    softmax_fp32(be, B, A, L, mask, 2.0, "padding keys, a fully masked row", x, R, p, pd);
     int zero = 1;
     for (size_t i = (size_t)2 * A * L * L; i < n; i++) zero &= p[i] == 0.0f;
-    AB_CHECK(zero, "%s: a row with every key masked is not all 0", what);
-    op_case_label(what, sizeof what, AB_OP_softmax_backward, "fp32 %d rows L%d scale 0.37, against finite differences",
-              B * A * L, L);
-    AB_CHECK(be->ops->softmax_backward(be, B * A * L, L, AB_F32, 0.37f, p, R, dx) == 0, "%s", ab_error());
-    failures += ab_fd_check(what, dx, gx, n);
+    AB_CHECK(zero, "fp32 B%d heads %d L%d: a row with every key masked is not all 0", B, A, L);
+    sm_ctx c = {B, A, L, 0.37, mask};
     /* in place (the scores become the probabilities) */
     float *al = falloc(n);
     memcpy(al, x, n * sizeof *al);
@@ -594,7 +592,7 @@ static void test_softmax(ab_backend *be) {
         check(what, got, want, n, lowp_tol(t));
         free(xt), free(pt), free(dpt), free(dxt), free(xr), free(want), free(got);
     }
-    free(x), free(R), free(p), free(dx), free(xd), free(Rd), free(pd), free(gx), free(al);
+    free(x), free(R), free(p), free(pd), free(al);
 }
 
 /* Scores a padded sequence may hold: NaN and +-inf at masked keys must not leak into the row, an
