@@ -29,9 +29,16 @@ typedef struct {
     long long sa, sb, sc;
     float *buf; /* per part: widened A, widened B, fp32 product, old C */
     size_t na, nb, nc;
+    int ar, ac, br, bc; /* the stored rows and columns of A and of B that a product reads */
     int native; /* bf16 x bf16 on the CPU's bf16 instructions (onednn_cpu.c) */
     int rc;
 } bgemm_job;
+
+/* rows x cols 16-bit values (leading dimension ld) widened into dst, rows x cols dense */
+static void widen_rows(int rows, int cols, ab_dtype t, const void *src, int ld, float *dst) {
+    for (int r = 0; r < rows; r++)
+        cpu_widen((size_t)cols, t, (const uint16_t *)src + (size_t)r * ld, dst + (size_t)r * cols);
+}
 
 static void bgemm_range(void *ctx, int part, size_t lo, size_t hi) {
     bgemm_job *j = ctx;
@@ -59,20 +66,23 @@ static void bgemm_range(void *ctx, int part, size_t lo, size_t hi) {
             }
             continue;
         }
+        /* a 16-bit operand widened row by row into a dense block (leading dimension its columns):
+         * a head's rows inside the (L, H) activations, not the other heads' columns between them */
         const float *a = (const float *)A, *b = (const float *)B;
+        int lda = j->lda, ldb = j->ldb;
         if (j->at != AB_F32) {
-            cpu_widen(j->na, j->at, A, wa);
-            a = wa;
+            widen_rows(j->ar, j->ac, j->at, A, j->lda, wa);
+            a = wa, lda = j->ac;
         }
         if (j->bt != AB_F32) {
-            cpu_widen(j->nb, j->bt, B, wb);
-            b = wb;
+            widen_rows(j->br, j->bc, j->bt, B, j->ldb, wb);
+            b = wb, ldb = j->bc;
         }
         if (j->ct == AB_F32) {
-            cpu_sgemm_1(j->ta, j->tb, j->M, j->N, j->K, j->alpha, a, j->lda, b, j->ldb, j->beta, (float *)C, j->ldc);
+            cpu_sgemm_1(j->ta, j->tb, j->M, j->N, j->K, j->alpha, a, lda, b, ldb, j->beta, (float *)C, j->ldc);
             continue;
         }
-        cpu_sgemm_1(j->ta, j->tb, j->M, j->N, j->K, j->alpha, a, j->lda, b, j->ldb, 0.0f, acc, j->N);
+        cpu_sgemm_1(j->ta, j->tb, j->M, j->N, j->K, j->alpha, a, lda, b, ldb, 0.0f, acc, j->N);
         for (int r = 0; r < j->M; r++) {
             float *row = acc + (size_t)r * j->N;
             char *out = C + (size_t)r * j->ldc * ab_dtype_size(j->ct);
@@ -98,9 +108,9 @@ int ab_cpu_gemm_batched(ab_backend *be, int ta, int tb, int M, int N, int K, flo
     bgemm_job j = {.be = be, .ta = ta, .tb = tb, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc,
                    .alpha = alpha, .beta = beta, .at = at, .bt = bt, .ct = ct, .A = A, .B = B, .C = C, .sa = sa,
                    .sb = sb, .sc = sc, .native = native};
-    /* the stored extent of one operand: (rows - 1) * ld + columns */
-    j.na = at == AB_F32 || native ? 0 : (size_t)((ta ? K : M) - 1) * (size_t)lda + (size_t)(ta ? M : K);
-    j.nb = bt == AB_F32 || native ? 0 : (size_t)((tb ? N : K) - 1) * (size_t)ldb + (size_t)(tb ? K : N);
+    j.ar = ta ? K : M, j.ac = ta ? M : K, j.br = tb ? N : K, j.bc = tb ? K : N;
+    j.na = at == AB_F32 || native ? 0 : (size_t)j.ar * (size_t)j.ac;
+    j.nb = bt == AB_F32 || native ? 0 : (size_t)j.br * (size_t)j.bc;
     j.nc = ct == AB_F32 && !native ? 0 : (size_t)M * (size_t)N;
     const int parts = st->threads > 1 ? st->threads : 1;
     const size_t per = j.na + j.nb + j.nc;
