@@ -27,7 +27,7 @@ typedef struct {
     const void *A, *B;
     void *C;
     long long sa, sb, sc;
-    float *buf; /* per part: widened A, widened B, fp32 product, old C */
+    float *buf; /* per part: widened A, widened B, the fp32 product (each empty where not needed) */
     size_t na, nb, nc;
     int ar, ac, br, bc; /* the stored rows and columns of A and of B that a product reads */
     int native; /* bf16 x bf16 on the CPU's bf16 instructions (onednn_cpu.c) */
@@ -42,7 +42,8 @@ static void widen_rows(int rows, int cols, ab_dtype t, const void *src, int ld, 
 
 static void bgemm_range(void *ctx, int part, size_t lo, size_t hi) {
     bgemm_job *j = ctx;
-    float *wa = j->buf + (size_t)part * (j->na + j->nb + j->nc), *wb = wa + j->na, *acc = wb + j->nb;
+    float *wa = j->buf ? j->buf + (size_t)part * (j->na + j->nb + j->nc) : NULL; /* NULL: all fp32 */
+    float *wb = wa ? wa + j->na : NULL, *acc = wb ? wb + j->nb : NULL;
     for (size_t i = lo; i < hi; i++) {
         const char *A = (const char *)j->A + (size_t)j->sa * i * ab_dtype_size(j->at);
         const char *B = (const char *)j->B + (size_t)j->sb * i * ab_dtype_size(j->bt);
@@ -101,6 +102,11 @@ int ab_cpu_gemm_batched(ab_backend *be, int ta, int tb, int M, int N, int K, flo
     AB_TRY(check_type("gemm_batched", at));
     AB_TRY(check_type("gemm_batched", bt));
     AB_TRY(check_type("gemm_batched", ct));
+    /* the row lengths of the stored operands (row-major), as the CUDA twin checks them: a 16-bit
+     * operand is widened row by row into a dense block, so BLAS would no longer see a bad one */
+    if (lda < (ta ? M : K) || ldb < (tb ? K : N) || ldc < N)
+        return ab_errorf("gemm_batched: leading dimensions lda=%d ldb=%d ldc=%d too small for M=%d N=%d K=%d "
+                         "(ta=%d tb=%d)", lda, ldb, ldc, M, N, K, ta, tb);
     if (batch == 0) return 0;
     const cpu_state *st = be->impl;
     const int native = at == AB_BF16 && bt == AB_BF16 && st->bf16_native;

@@ -655,11 +655,17 @@ static void test_bad_arguments(void) {
     for (int k = 0; k < 2; k++)
         AB_CHECK(be[k]->ops->gelu_forward(be[k], 4, (ab_dtype)7, pa[k], pa[k]) != 0,
                  "%s gelu_forward took element type 7", bn[k]);
-    if (!self_check) { /* BLAS would refuse it too (with a message, not a status) */
-        op_case(AB_OP_gemm_batched, "fp32 x fp32 -> fp32 lda 3 for K 4 is refused");
-        AB_CHECK(gpu->ops->gemm_batched(gpu, 0, 0, 4, 4, 4, 1.0f, AB_F32, a.d, 3, 16, AB_F32, a.d, 4, 16, 0.0f, AB_F32,
-                                        m.d, 4, 16, 1) != 0,
-                 "gemm_batched took lda 3 for K 4");
+    op_case(AB_OP_gemm_batched, "lda 3 for K 4, ldb 3 for N 4 (fp16), ldc 3 for N 4 are refused");
+    for (int k = 0; k < 2; k++) {
+        AB_CHECK(be[k]->ops->gemm_batched(be[k], 0, 0, 4, 4, 4, 1.0f, AB_F32, pa[k], 3, 16, AB_F32, pa[k], 4, 16,
+                                          0.0f, AB_F32, pm[k], 4, 16, 1) != 0,
+                 "%s gemm_batched took lda 3 for K 4", bn[k]);
+        AB_CHECK(be[k]->ops->gemm_batched(be[k], 0, 0, 4, 4, 4, 1.0f, AB_F16, pa[k], 4, 16, AB_F16, pa[k], 3, 16,
+                                          0.0f, AB_F32, pm[k], 4, 16, 1) != 0,
+                 "%s gemm_batched took ldb 3 for N 4", bn[k]);
+        AB_CHECK(be[k]->ops->gemm_batched(be[k], 1, 1, 4, 4, 4, 1.0f, AB_F32, pa[k], 4, 16, AB_F32, pa[k], 4, 16,
+                                          0.0f, AB_F32, pm[k], 3, 16, 1) != 0,
+                 "%s gemm_batched took ldc 3 for N 4", bn[k]);
     }
     pair_free(&a);
     pair_free(&m);

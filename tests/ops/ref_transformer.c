@@ -817,6 +817,45 @@ static void test_embedding(ab_backend *be) {
 
 /* ---- batched products ---- */
 
+/* One transpose case with both operands' rows padded past the values a product reads (an
+ * attention head's block inside wider rows), the padding NaN so that reading it shows, each
+ * operand in its own type (16-bit ones are widened row by row); shared 1 or 2: A or B the same for
+ * every product (batch stride 0). fp32 results against float64. */
+static void gemm_batched_padded(ab_backend *be, int ta, int tb, ab_dtype at, ab_dtype bt, int shared) {
+    enum { M = 5, N = 6, K = 7, NB = 3, PAD = 3, MAXA = NB * 7 * (7 + PAD), MAXB = NB * 7 * (7 + PAD + 1) };
+    const int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+    const int lda = ac + PAD, ldb = bc + PAD + 1;
+    const long long sa = shared == 1 ? 0 : (long long)ar * lda, sb = shared == 2 ? 0 : (long long)br * ldb;
+    float As[MAXA], Bs[MAXB], c[NB * M * N];
+    uint16_t Ah[MAXA], Bh[MAXB];
+    double want[NB * M * N];
+    for (int i = 0; i < NB * ar * lda; i++) As[i] = i % lda >= ac ? NAN : ab_round_to((float)ab_rng_normal(&rng), at);
+    for (int i = 0; i < NB * br * ldb; i++) Bs[i] = i % ldb >= bc ? NAN : ab_round_to((float)ab_rng_normal(&rng), bt);
+    for (int i = 0; i < NB * ar * lda; i++) ab_store(Ah, (size_t)i, at == AB_F32 ? AB_F16 : at, As[i]);
+    for (int i = 0; i < NB * br * ldb; i++) ab_store(Bh, (size_t)i, bt == AB_F32 ? AB_F16 : bt, Bs[i]);
+    for (int b = 0; b < NB; b++)
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                const float *a = As + b * sa, *bb = Bs + b * sb;
+                double acc = 0.0;
+                for (int k = 0; k < K; k++)
+                    acc += (double)(ta ? a[k * lda + i] : a[i * lda + k]) * (tb ? bb[j * ldb + k] : bb[k * ldb + j]);
+                want[(b * M + i) * N + j] = acc;
+            }
+    char what[200];
+    op_case_label(what, sizeof what, AB_OP_gemm_batched, "%s x %s -> fp32 %d x (%dx%dx%d) %c%c, lda %d ldb %d (rows padded "
+                  "with NaN)%s", ab_dtype_name(at), ab_dtype_name(bt), NB, M, N, K, ta ? 'T' : 'N', tb ? 'T' : 'N', lda,
+                  ldb, shared == 1 ? ", A shared" : shared == 2 ? ", B shared" : "");
+    AB_CHECK(be->ops->gemm_batched(be, ta, tb, M, N, K, 1.0f, at, at == AB_F32 ? (const void *)As : Ah, lda, sa, bt,
+                                   bt == AB_F32 ? (const void *)Bs : Bh, ldb, sb, 0.0f, AB_F32, c, N, (long long)M * N,
+                                   NB) == 0,
+             "%s", ab_error());
+    int finite = 1;
+    for (int i = 0; i < NB * M * N; i++) finite &= isfinite(c[i]) != 0;
+    AB_CHECK(finite, "%s: a result is not finite (the padding was read)", what);
+    check(what, c, want, NB * M * N, AB_TOL_FP32_NMSE);
+}
+
 static void test_gemm_batched(ab_backend *be) {
     enum { A = 3, L = 5, D = 4, H = A * D };
     /* q (L, H) with heads as strided views: C_h (L, L) = q_h k_h^T, ctx_h = P_h v_h */
@@ -906,6 +945,17 @@ static void test_gemm_batched(ab_backend *be) {
         for (int o = 0; o < SC; o++)
             if (o >= M * LDC || o % LDC >= N) kept &= c32[bt * SC + o] == (float)want[bt * SC + o];
     AB_CHECK(kept, "%s: an element outside the (M, N) blocks changed", what);
+
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            gemm_batched_padded(be, ta, tb, AB_F16, AB_F16, 0);
+            gemm_batched_padded(be, ta, tb, AB_BF16, AB_F16, 0);
+            gemm_batched_padded(be, ta, tb, AB_F32, AB_F16, 0);
+            gemm_batched_padded(be, ta, tb, AB_F16, AB_F32, 0);
+            gemm_batched_padded(be, ta, tb, AB_F32, AB_F32, 0);
+        }
+    gemm_batched_padded(be, 0, 1, AB_F16, AB_F16, 1);
+    gemm_batched_padded(be, 1, 0, AB_F16, AB_F16, 2);
 }
 
 void ref_transformer_run(void) {
