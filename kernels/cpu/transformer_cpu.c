@@ -40,6 +40,11 @@ static void widen_rows(int rows, int cols, ab_dtype t, const void *src, int ld, 
         cpu_widen((size_t)cols, t, (const uint16_t *)src + (size_t)r * ld, dst + (size_t)r * cols);
 }
 
+/* rows x cols 16-bit values (leading dimension ld) copied into dst, rows x cols dense */
+static void copy_rows16(int rows, int cols, const uint16_t *src, int ld, uint16_t *dst) {
+    for (int r = 0; r < rows; r++) memcpy(dst + (size_t)r * cols, src + (size_t)r * ld, (size_t)cols * sizeof *dst);
+}
+
 static void bgemm_range(void *ctx, int part, size_t lo, size_t hi) {
     bgemm_job *j = ctx;
     float *wa = j->buf ? j->buf + (size_t)part * (j->na + j->nb + j->nc) : NULL; /* NULL: all fp32 */
@@ -50,9 +55,18 @@ static void bgemm_range(void *ctx, int part, size_t lo, size_t hi) {
         char *C = (char *)j->C + (size_t)j->sc * i * ab_dtype_size(j->ct);
         if (j->native) { /* the product in fp32, then alpha, beta C and the one rounding */
             const int straight = j->ct == AB_F32 && j->alpha == 1.0f && j->beta == 0.0f;
-            if (cpu_gemm_bf16_on_part(j->be, part, j->ta, j->tb, j->M, j->N, j->K, (const uint16_t *)A, j->lda,
-                                      (const uint16_t *)B, j->ldb, straight ? (float *)C : acc,
-                                      straight ? j->ldc : j->N)) {
+            const uint16_t *a16 = (const uint16_t *)A, *b16 = (const uint16_t *)B;
+            int lda = j->lda, ldb = j->ldb;
+            if (j->na) { /* a strided block copied dense (bf16 as it is, j->na floats hold it) */
+                copy_rows16(j->ar, j->ac, a16, j->lda, (uint16_t *)wa);
+                a16 = (const uint16_t *)wa, lda = j->ac;
+            }
+            if (j->nb) {
+                copy_rows16(j->br, j->bc, b16, j->ldb, (uint16_t *)wb);
+                b16 = (const uint16_t *)wb, ldb = j->bc;
+            }
+            if (cpu_gemm_bf16_on_part(j->be, part, j->ta, j->tb, j->M, j->N, j->K, a16, lda, b16, ldb,
+                                      straight ? (float *)C : acc, straight ? j->ldc : j->N)) {
                 __atomic_store_n(&j->rc, -1, __ATOMIC_RELAXED);
                 return;
             }
@@ -115,8 +129,15 @@ int ab_cpu_gemm_batched(ab_backend *be, int ta, int tb, int M, int N, int K, flo
                    .alpha = alpha, .beta = beta, .at = at, .bt = bt, .ct = ct, .A = A, .B = B, .C = C, .sa = sa,
                    .sb = sb, .sc = sc, .native = native};
     j.ar = ta ? K : M, j.ac = ta ? M : K, j.br = tb ? N : K, j.bc = tb ? K : N;
-    j.na = at == AB_F32 || native ? 0 : (size_t)j.ar * (size_t)j.ac;
-    j.nb = bt == AB_F32 || native ? 0 : (size_t)j.br * (size_t)j.bc;
+    /* scratch in floats: a 16-bit operand widened; on the native path a strided one copied dense in
+     * bf16 (oneDNN's matmul took strided heads at about half the rate of dense ones), two a float */
+    if (native) {
+        j.na = lda > j.ac ? ((size_t)j.ar * (size_t)j.ac + 1) / 2 : 0;
+        j.nb = ldb > j.bc ? ((size_t)j.br * (size_t)j.bc + 1) / 2 : 0;
+    } else {
+        j.na = at == AB_F32 ? 0 : (size_t)j.ar * (size_t)j.ac;
+        j.nb = bt == AB_F32 ? 0 : (size_t)j.br * (size_t)j.bc;
+    }
     j.nc = ct == AB_F32 && !native ? 0 : (size_t)M * (size_t)N;
     const int parts = st->threads > 1 ? st->threads : 1;
     const size_t per = j.na + j.nb + j.nc;

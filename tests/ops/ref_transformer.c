@@ -819,8 +819,9 @@ static void test_embedding(ab_backend *be) {
 
 /* One transpose case with both operands' rows padded past the values a product reads (an
  * attention head's block inside wider rows), the padding NaN so that reading it shows, each
- * operand in its own type (16-bit ones are widened row by row); shared 1 or 2: A or B the same for
- * every product (batch stride 0). fp32 results against float64. */
+ * operand in its own type (16-bit ones are widened row by row, bf16 x bf16 on native instructions
+ * copied dense); shared 1 or 2: A or B the same for every product (batch stride 0). fp32 results
+ * against float64. */
 static void gemm_batched_padded(ab_backend *be, int ta, int tb, ab_dtype at, ab_dtype bt, int shared) {
     enum { M = 5, N = 6, K = 7, NB = 3, PAD = 3, MAXA = NB * 7 * (7 + PAD), MAXB = NB * 7 * (7 + PAD + 1) };
     const int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
@@ -949,6 +950,7 @@ static void test_gemm_batched(ab_backend *be) {
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++) {
             gemm_batched_padded(be, ta, tb, AB_F16, AB_F16, 0);
+            gemm_batched_padded(be, ta, tb, AB_BF16, AB_BF16, 0); /* native where the CPU has bf16 */
             gemm_batched_padded(be, ta, tb, AB_BF16, AB_F16, 0);
             gemm_batched_padded(be, ta, tb, AB_F32, AB_F16, 0);
             gemm_batched_padded(be, ta, tb, AB_F16, AB_F32, 0);
@@ -956,6 +958,7 @@ static void test_gemm_batched(ab_backend *be) {
         }
     gemm_batched_padded(be, 0, 1, AB_F16, AB_F16, 1);
     gemm_batched_padded(be, 1, 0, AB_F16, AB_F16, 2);
+    gemm_batched_padded(be, 0, 1, AB_BF16, AB_BF16, 2);
 }
 
 void ref_transformer_run(void) {
