@@ -262,7 +262,7 @@ static double gemm_reference(ab_backend *inner) {
  * run's products would take at their shapes' rates alone, or 0 where that is not known (a device
  * backend, a product with no GEMM shape (a convolution), a shape whose buffers could not be had). */
 static double run_shapes(FILE *f, const ab_op_cost *ops, size_t n, ab_backend *inner) {
-    enum { TOP = 6, MAXS = 256 };
+    enum { TOP = 12, MAXS = 256 };
     ab_op_cost agg[MAXS];
     size_t na = 0;
     int lost = 0;
