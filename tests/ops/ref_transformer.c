@@ -820,12 +820,13 @@ static void test_embedding(ab_backend *be) {
 /* One transpose case with both operands' rows padded past the values a product reads (an
  * attention head's block inside wider rows), the padding NaN so that reading it shows, each
  * operand in its own type (16-bit ones are widened row by row, bf16 x bf16 on native instructions
- * copied dense); shared 1 or 2: A or B the same for every product (batch stride 0). fp32 results
- * against float64. */
-static void gemm_batched_padded(ab_backend *be, int ta, int tb, ab_dtype at, ab_dtype bt, int shared) {
+ * copied dense); shared 1 or 2: A or B the same for every product (batch stride 0); dense 1 or 2:
+ * A or B not padded (attention's probabilities beside a strided head). fp32 results against
+ * float64. */
+static void gemm_batched_padded(ab_backend *be, int ta, int tb, ab_dtype at, ab_dtype bt, int shared, int dense) {
     enum { M = 5, N = 6, K = 7, NB = 3, PAD = 3, MAXA = NB * 7 * (7 + PAD), MAXB = NB * 7 * (7 + PAD + 1) };
     const int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
-    const int lda = ac + PAD, ldb = bc + PAD + 1;
+    const int lda = dense == 1 ? ac : ac + PAD, ldb = dense == 2 ? bc : bc + PAD + 1;
     const long long sa = shared == 1 ? 0 : (long long)ar * lda, sb = shared == 2 ? 0 : (long long)br * ldb;
     float As[MAXA], Bs[MAXB], c[NB * M * N];
     uint16_t Ah[MAXA], Bh[MAXB];
@@ -949,16 +950,21 @@ static void test_gemm_batched(ab_backend *be) {
 
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++) {
-            gemm_batched_padded(be, ta, tb, AB_F16, AB_F16, 0);
-            gemm_batched_padded(be, ta, tb, AB_BF16, AB_BF16, 0); /* native where the CPU has bf16 */
-            gemm_batched_padded(be, ta, tb, AB_BF16, AB_F16, 0);
-            gemm_batched_padded(be, ta, tb, AB_F32, AB_F16, 0);
-            gemm_batched_padded(be, ta, tb, AB_F16, AB_F32, 0);
-            gemm_batched_padded(be, ta, tb, AB_F32, AB_F32, 0);
+            gemm_batched_padded(be, ta, tb, AB_F16, AB_F16, 0, 0);
+            gemm_batched_padded(be, ta, tb, AB_BF16, AB_BF16, 0, 0); /* native where the CPU has bf16 */
+            gemm_batched_padded(be, ta, tb, AB_BF16, AB_F16, 0, 0);
+            gemm_batched_padded(be, ta, tb, AB_F32, AB_F16, 0, 0);
+            gemm_batched_padded(be, ta, tb, AB_F16, AB_F32, 0, 0);
+            gemm_batched_padded(be, ta, tb, AB_F32, AB_F32, 0, 0);
         }
-    gemm_batched_padded(be, 0, 1, AB_F16, AB_F16, 1);
-    gemm_batched_padded(be, 1, 0, AB_F16, AB_F16, 2);
-    gemm_batched_padded(be, 0, 1, AB_BF16, AB_BF16, 2);
+    gemm_batched_padded(be, 0, 1, AB_F16, AB_F16, 1, 0);
+    gemm_batched_padded(be, 1, 0, AB_F16, AB_F16, 2, 0);
+    gemm_batched_padded(be, 0, 1, AB_BF16, AB_BF16, 2, 0);
+    for (int dense = 1; dense <= 2; dense++) /* one operand strided, the other dense (p v, p^T dctx) */
+        for (int ta = 0; ta < 2; ta++) {
+            gemm_batched_padded(be, ta, 0, AB_BF16, AB_BF16, 0, dense);
+            gemm_batched_padded(be, ta, 0, AB_F16, AB_F16, 0, dense);
+        }
 }
 
 void ref_transformer_run(void) {

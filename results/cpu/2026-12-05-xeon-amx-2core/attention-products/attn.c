@@ -8,8 +8,9 @@
  * (attn.txt beside this file: the output against the commit before the change and after it):
  *   gcc -O2 -Icore -Ikernels/cpu attn.c -o attn -Wl,--start-group BUILD/libabcpu.a \
  *       BUILD/libabcore.a -Wl,--end-group -ldnnl -lgomp -lopenblas -lpthread -lm
- * bf16 here is the emulated path (run with AB_CPU_BF16=emulated; on AMX the native path is
- * oneDNN's matmul, which the change does not touch). */
+ * bf16 runs natively (AMX, oneDNN's matmul) where the CPU has it; the rows marked emulated are the
+ * same program under AB_CPU_BF16=emulated. The "after" build has both 79ea468 (16-bit heads
+ * widened row by row) and c2b794f (native bf16 heads copied dense). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
