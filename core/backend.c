@@ -52,6 +52,15 @@ int ab_conv_shape_init(ab_conv_shape *s) {
     return 0;
 }
 
+int ab_gemm_batched_args(int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc, int batch) {
+    if (M <= 0 || N <= 0 || K <= 0 || batch < 0)
+        return ab_errorf("gemm_batched: bad shape M=%d N=%d K=%d batch %d", M, N, K, batch);
+    if (lda < (ta ? M : K) || ldb < (tb ? K : N) || ldc < N)
+        return ab_errorf("gemm_batched: leading dimensions lda=%d ldb=%d ldc=%d too small for M=%d N=%d K=%d "
+                         "(ta=%d tb=%d)", lda, ldb, ldc, M, N, K, ta, tb);
+    return 0;
+}
+
 int ab_pool_shape_init(ab_pool_shape *s) {
     if (s->N < 1 || s->H < 1 || s->W < 1 || s->C < 1 || s->R < 1 || s->S < 1 || s->stride_h < 1 || s->stride_w < 1 ||
         s->pad_h < 0 || s->pad_w < 0 || 2 * s->pad_h > s->R || 2 * s->pad_w > s->S)

@@ -40,6 +40,11 @@ typedef struct {
 } ab_pool_shape;
 int ab_pool_shape_init(ab_pool_shape *s);
 
+/* gemm_batched's arguments that every backend refuses alike: a size not positive (batch may be 0)
+ * or a leading dimension shorter than the stored rows the products read (row-major: A is
+ * (ta ? K x M : M x K), B (tb ? N x K : K x N), C M x N). -1 with ab_error, else 0. */
+int ab_gemm_batched_args(int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc, int batch);
+
 /* How a data set stores one image, and how a batch of them is assembled: pixels are uint8;
  * planar = channel planes (C, H, W) as CIFAR-10 stores them, else interleaved (H, W, C) (with
  * C = 1 the two are the same). out[b, y, x, c] = (p / 255 - mean[c]) / std[c], where p is the

@@ -35,15 +35,21 @@ typedef struct {
     int rc;
 } bgemm_job;
 
-/* rows x cols 16-bit values (leading dimension ld) widened into dst, rows x cols dense */
-static void widen_rows(int rows, int cols, ab_dtype t, const void *src, int ld, float *dst) {
-    for (int r = 0; r < rows; r++)
-        cpu_widen((size_t)cols, t, (const uint16_t *)src + (size_t)r * ld, dst + (size_t)r * cols);
-}
-
-/* rows x cols 16-bit values (leading dimension ld) copied into dst, rows x cols dense */
-static void copy_rows16(int rows, int cols, const uint16_t *src, int ld, uint16_t *dst) {
-    for (int r = 0; r < rows; r++) memcpy(dst + (size_t)r * cols, src + (size_t)r * ld, (size_t)cols * sizeof *dst);
+/* rows x cols 16-bit values of type t (leading dimension ld) into dst, rows x cols dense: widened
+ * to fp32 (widen), or copied as they are; a dense source widened in one call */
+static void dense_rows(int rows, int cols, ab_dtype t, const void *src, int ld, int widen, void *dst) {
+    const uint16_t *s = src;
+    if (widen && ld == cols) {
+        cpu_widen((size_t)rows * (size_t)cols, t, s, dst);
+        return;
+    }
+    for (int r = 0; r < rows; r++) {
+        const uint16_t *row = s + (size_t)r * ld;
+        if (widen)
+            cpu_widen((size_t)cols, t, row, (float *)dst + (size_t)r * cols);
+        else
+            memcpy((uint16_t *)dst + (size_t)r * cols, row, (size_t)cols * sizeof *row);
+    }
 }
 
 static void bgemm_range(void *ctx, int part, size_t lo, size_t hi) {
@@ -59,11 +65,11 @@ static void bgemm_range(void *ctx, int part, size_t lo, size_t hi) {
             const uint16_t *a16 = (const uint16_t *)A, *b16 = (const uint16_t *)B;
             int lda = j->lda, ldb = j->ldb;
             if (j->na) { /* a strided block copied dense (bf16 as it is, j->na floats hold it) */
-                copy_rows16(j->ar, j->ac, a16, j->lda, (uint16_t *)wa);
+                dense_rows(j->ar, j->ac, AB_BF16, a16, j->lda, 0, wa);
                 a16 = (const uint16_t *)wa, lda = j->ac;
             }
             if (j->nb) {
-                copy_rows16(j->br, j->bc, b16, j->ldb, (uint16_t *)wb);
+                dense_rows(j->br, j->bc, AB_BF16, b16, j->ldb, 0, wb);
                 b16 = (const uint16_t *)wb, ldb = j->bc;
             }
             if (cpu_gemm_bf16_on_part(j->be, part, j->ta, j->tb, j->M, j->N, j->K, a16, lda, b16, ldb,
@@ -87,11 +93,11 @@ static void bgemm_range(void *ctx, int part, size_t lo, size_t hi) {
         const float *a = (const float *)A, *b = (const float *)B;
         int lda = j->lda, ldb = j->ldb;
         if (j->at != AB_F32) {
-            widen_rows(j->ar, j->ac, j->at, A, j->lda, wa);
+            dense_rows(j->ar, j->ac, j->at, A, j->lda, 1, wa);
             a = wa, lda = j->ac;
         }
         if (j->bt != AB_F32) {
-            widen_rows(j->br, j->bc, j->bt, B, j->ldb, wb);
+            dense_rows(j->br, j->bc, j->bt, B, j->ldb, 1, wb);
             b = wb, ldb = j->bc;
         }
         if (j->ct == AB_F32) {
@@ -112,16 +118,11 @@ static void bgemm_range(void *ctx, int part, size_t lo, size_t hi) {
 int ab_cpu_gemm_batched(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at, const void *A,
                         int lda, long long sa, ab_dtype bt, const void *B, int ldb, long long sb, float beta,
                         ab_dtype ct, void *C, int ldc, long long sc, int batch) {
-    if (M <= 0 || N <= 0 || K <= 0 || batch < 0)
-        return ab_errorf("gemm_batched: bad shape M=%d N=%d K=%d batch %d", M, N, K, batch);
+    /* the leading dimensions checked here (a 16-bit operand is copied dense before BLAS sees it) */
+    AB_TRY(ab_gemm_batched_args(ta, tb, M, N, K, lda, ldb, ldc, batch));
     AB_TRY(check_type("gemm_batched", at));
     AB_TRY(check_type("gemm_batched", bt));
     AB_TRY(check_type("gemm_batched", ct));
-    /* the row lengths of the stored operands (row-major), as the CUDA twin checks them: a 16-bit
-     * operand is widened row by row into a dense block, so BLAS would no longer see a bad one */
-    if (lda < (ta ? M : K) || ldb < (tb ? K : N) || ldc < N)
-        return ab_errorf("gemm_batched: leading dimensions lda=%d ldb=%d ldc=%d too small for M=%d N=%d K=%d "
-                         "(ta=%d tb=%d)", lda, ldb, ldc, M, N, K, ta, tb);
     if (batch == 0) return 0;
     const cpu_state *st = be->impl;
     const int native = at == AB_BF16 && bt == AB_BF16 && st->bf16_native;

@@ -85,15 +85,10 @@ static int outputs_disjoint(int M, int N, int ldc, long long sc, int batch) {
 int ab_cuda_gemm_batched(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at, const void *A,
                          int lda, long long sa, ab_dtype bt, const void *B, int ldb, long long sb, float beta,
                          ab_dtype ct, void *C, int ldc, long long sc, int batch) {
-    if (M <= 0 || N <= 0 || K <= 0 || batch < 0)
-        return ab_errorf("gemm_batched: bad shape M=%d N=%d K=%d batch %d", M, N, K, batch);
+    AB_TRY(ab_gemm_batched_args(ta, tb, M, N, K, lda, ldb, ldc, batch));
     AB_TRY(check_type("gemm_batched", at));
     AB_TRY(check_type("gemm_batched", bt));
     AB_TRY(check_type("gemm_batched", ct));
-    /* the row lengths of the stored operands (row-major): what BLAS would refuse */
-    if (lda < (ta ? M : K) || ldb < (tb ? K : N) || ldc < N)
-        return ab_errorf("gemm_batched: leading dimensions lda=%d ldb=%d ldc=%d too small for M=%d N=%d K=%d "
-                         "(ta=%d tb=%d)", lda, ldb, ldc, M, N, K, ta, tb);
     if (batch == 0) return 0;
     AB_TRY(use_device(be));
     const int one_by_one = batch > 1 && (sa < 0 || sb < 0 || sc < 0 || !outputs_disjoint(M, N, ldc, sc, batch));
