@@ -83,11 +83,21 @@ for model in mlp bert-tiny; do
 done
 
 # bad combinations: one line of ours, exit 2
+# OpenMPI's mpirun may end a job whose rank exited non-zero before it has written that rank's
+# last line out (seen under ASan with 3 ranks on 2 cores, once in many runs, despite rank 0's wait
+# in cli/ampbench.c): a refusal that exits 2 with its line missing is tried again, up to three
+# times in all; a line that is never printed, or a wrong exit, still fails.
 refuse() { # np expect-text args...
-    local np=$1 want=$2
+    local np=$1 want=$2 try
     shift 2
     if [ "$np" = 1 ]; then "$ampbench" train --quiet --max-steps 1 "$@" >/dev/null 2>"$tmp/err"; rc=$?
-    else "${mpirun[@]}" -np "$np" "$ampbench" train --quiet --max-steps 1 "$@" >/dev/null 2>"$tmp/err"; rc=$?; fi
+    else
+        for try in 1 2 3; do
+            "${mpirun[@]}" -np "$np" "$ampbench" train --quiet --max-steps 1 "$@" >/dev/null 2>"$tmp/err"; rc=$?
+            [ $rc -eq 2 ] && [ "$(grep -c '^ampbench:' "$tmp/err")" -eq 0 ] || break
+            echo "note: $* on $np ranks: exit 2 but mpirun forwarded no line of ours (try $try of 3)"
+        done
+    fi
     [ $rc -eq 2 ] && [ "$(grep -c '^ampbench:' "$tmp/err")" -eq 1 ] && grep -q "$want" "$tmp/err" ||
         fail "$* on $np rank(s): exit $rc, $(grep -c '^ampbench:' "$tmp/err") line(s) of ours; stderr: $(grep -v '^--\|^ *$' "$tmp/err" | head -12)"
 }
