@@ -598,6 +598,11 @@ static const ab_backend_ops cpu_ops = {
 static int default_threads, pool_threads; /* OpenBLAS's own default, before it is set to 1; the last backend's */
 
 ab_backend *ab_backend_cpu_create(int threads) {
+    const char *isa = ab_cpu_isa_check();
+    if (isa) {
+        ab_errorf("%s, not '%s'", isa, getenv("AB_CPU_ISA"));
+        return NULL;
+    }
     ab_backend *be = calloc(1, sizeof *be);
     cpu_state *st = calloc(1, sizeof *st);
     if (!be || !st) {

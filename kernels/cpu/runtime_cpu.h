@@ -84,19 +84,28 @@ static inline __attribute__((always_inline)) float cpu_lanes_sum_f(float *a) {
 }
 
 /* CPU_RANGE_AVX512(name) defines the cpu_range_fn `name` from the always-inline name##_body: the
- * body compiled as the build targets it, and again for AVX-512 (16 floats, 8 doubles a vector),
- * the copy taken where the CPU has it. The CPU backend is compiled with -ffp-contract=off, so no
- * copy fuses a multiply and an add, and vectorizing across independent elements keeps every
- * element's (and every per-channel sum's) order: the copies give the same bits. */
+ * body compiled as the build targets it, and again for AVX-512 (16 floats, 8 doubles a vector) and
+ * for AVX2 with FMA (8 and 4), the widest copy the CPU has taken. The CPU backend is compiled with
+ * -ffp-contract=off, so no copy fuses a multiply and an add that the source does not (an explicit
+ * fmaf, as in core/kernel_math.h's polynomials, is one rounding in every copy: an instruction where
+ * the target has FMA, libm's exact fmaf where it has not), and vectorizing across independent
+ * elements keeps every element's (and every per-channel sum's) order: the copies give the same
+ * bits. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define CPU_RANGE_AVX512(name)                                                                     \
     __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) static void name##_avx512(      \
         void *ctx, int part, size_t lo, size_t hi) {                                               \
         name##_body(ctx, part, lo, hi);                                                            \
     }                                                                                              \
+    __attribute__((target("avx2,fma"))) static void name##_avx2(void *ctx, int part, size_t lo,    \
+                                                                size_t hi) {                       \
+        name##_body(ctx, part, lo, hi);                                                            \
+    }                                                                                              \
     static void name(void *ctx, int part, size_t lo, size_t hi) {                                  \
         if (ab_cpu_has_avx512())                                                                   \
             name##_avx512(ctx, part, lo, hi);                                                      \
+        else if (ab_cpu_has_avx2())                                                                \
+            name##_avx2(ctx, part, lo, hi);                                                        \
         else                                                                                       \
             name##_body(ctx, part, lo, hi);                                                        \
     }
