@@ -69,7 +69,7 @@ typedef struct {
 typedef struct {
     int is_host;                         /* as the backend's ops->is_host: name is the host CPU's */
     char name[160];                      /* "AMD EPYC 7B13" (/proc/cpuinfo's model name), "NVIDIA H200" */
-    char blas[160], dnn[96];             /* "OpenBLAS 0.3.21 ..., single-threaded calls in a pool of 2 threads",
+    char blas[160], dnn[128];            /* "OpenBLAS 0.3.21 ..., single-threaded calls in a pool of 2 threads",
                                             "cuBLASLt 13.0.0"; "cuDNN 9.13.0" ("" when none) */
     char note[256];                      /* a set-up that costs speed, in one line (OpenBLAS on
                                             generic kernels), or "" */

@@ -115,8 +115,9 @@ static inline AB_HD int ab_dropout_keep(uint64_t seed, uint64_t i, uint32_t thre
  * n = 128 and n = -126 stay normal. Within 1 ulp of exp for x in [-87.34, 88.72]; 0 below (where
  * e^x is subnormal), inf above, NaN for NaN. The reduction and the polynomials use fmaf, one
  * rounding a step: an FMA instruction on a GPU and in the CPU's AVX2 and AVX-512 copies of a loop,
- * libm's exact fmaf elsewhere, so every one gives the same bits (the builds' -ffp-contract=off and
- * --fmad=false fuse nothing else), in a third fewer operations than a multiply and an add. */
+ * libm's exact fmaf elsewhere, so every one gives the same bits (the backends' and test_backend_ops'
+ * builds, with -ffp-contract=off and --fmad=false, fuse nothing else), in a third fewer operations
+ * than a multiply and an add. */
 static inline AB_HD float ab_exp(float x) {
     float xc = x < -87.33654f ? -87.33654f : x;
     xc = xc > 88.72283f ? 88.72283f : xc;

@@ -204,7 +204,10 @@ static int open_world(trainer *t) {
      * fallback notice of --device auto is printed even with --quiet: it changes what is measured */
     const int gpu = t->comm->device >= 0 ? t->comm->device : t->comm->local_rank;
     t->be = c->platform->backend_create(c->device, gpu, c->threads, t->comm->rank > 0);
-    if (!t->be) return -1;
+    if (!t->be) {
+        t->rec->usage_error = ab_error_is_usage(); /* an environment setting the backend refuses */
+        return -1;
+    }
     t->be->mem.limit = c->memory_limit;
     ab_comm_bind(t->comm, t->be);
     return open_groups(t);

@@ -189,7 +189,7 @@ typedef struct {
 
 typedef struct ab_run_record {
     char started_at[32];
-    char backend[16], device_name[160], blas[280];
+    char backend[16], device_name[160], blas[300];
     long parameters, train_samples, test_samples;
     double macs_per_sample;
     char metric[16]; /* "accuracy" | "matthews" | "f1" */

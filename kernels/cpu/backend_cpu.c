@@ -562,7 +562,9 @@ static int cpu_describe(ab_backend *be, ab_device_info *info) {
     if (f) fclose(f);
     snprintf(info->name, sizeof info->name, "%s", cpu);
     snprintf(info->blas, sizeof info->blas, "%s", ab_backend_cpu_blas_info());
-    snprintf(info->dnn, sizeof info->dnn, "%s", ab_backend_cpu_bf16_describe(be));
+    /* the widest copies of the element loops this process takes (AB_CPU_ISA caps them) */
+    const char *loops = ab_cpu_has_avx512() ? "AVX-512" : ab_cpu_has_avx2() ? "AVX2" : "SSE2";
+    snprintf(info->dnn, sizeof info->dnn, "element loops in %s, %s", loops, ab_backend_cpu_bf16_describe(be));
     const char *hint = ab_backend_cpu_blas_hint();
     if (hint) snprintf(info->note, sizeof info->note, "%s", hint);
     return 0;
@@ -600,7 +602,7 @@ static int default_threads, pool_threads; /* OpenBLAS's own default, before it i
 ab_backend *ab_backend_cpu_create(int threads) {
     const char *isa = ab_cpu_isa_check();
     if (isa) {
-        ab_errorf("%s, not '%s'", isa, getenv("AB_CPU_ISA"));
+        ab_usage_errorf("%s, not '%s'", isa, getenv("AB_CPU_ISA"));
         return NULL;
     }
     ab_backend *be = calloc(1, sizeof *be);
