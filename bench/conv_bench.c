@@ -93,6 +93,10 @@ int main(int argc, char **argv) {
     conv_case cs[64];
     const int n = resnet50_convs(stem_cifar, B, size, cs);
     ab_backend *be = ab_backend_cpu_create(threads);
+    if (!be) {
+        fprintf(stderr, "conv_bench: %s\n", ab_error());
+        return 1;
+    }
     size_t mx = 0, mw = 0, my = 0;
     for (int i = 0; i < n; i++) {
         const ab_conv_shape *s = &cs[i].s;

@@ -92,6 +92,10 @@ int main(void) {
         float *v = malloc(M * sizeof(float));
         uint16_t *h = malloc(M * sizeof(uint16_t));
         ab_backend *be = ab_backend_cpu_create(1);
+        if (!be) {
+            fprintf(stderr, "test_half: %s\n", ab_error());
+            return 1;
+        }
         ab_rng_seed(&r, 777);
         for (int i = 0; i < M; i++)
             v[i] = (i & 1) ? ab_bits_f32((uint32_t)ab_rng_u64(&r))

@@ -129,6 +129,10 @@ static float reference(const uint8_t *img, int y, int x, int c, int dy, int dx, 
 
 static void test_assembly(void) {
     ab_backend *be = ab_backend_cpu_create(1);
+    if (!be) {
+        fprintf(stderr, "test_cifar: %s\n", ab_error());
+        exit(1);
+    }
     ab_image_set s;
     char path[512];
     snprintf(path, sizeof path, "%s/good.bin", dir);

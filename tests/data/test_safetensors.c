@@ -174,6 +174,10 @@ static ab_model *model(const char *name, ab_backend *be, ab_params *p, uint64_t 
 
 static void test_checkpoint(void) {
     ab_backend *be = ab_backend_cpu_create(1);
+    if (!be) {
+        fprintf(stderr, "test_safetensors: %s\n", ab_error());
+        exit(1);
+    }
     ab_params a, b;
     ab_model *ma = model("resnet-tiny", be, &a, 1), *mb = model("resnet-tiny", be, &b, 2);
     if (!ma || !mb) return;

@@ -47,6 +47,10 @@ int main(int argc, char **argv) {
     ab_model_config mc = {.name = "bert", .max_batch = N, .arch = argv[1], .dropout = 0.0f,
                           .sample = {.kind = AB_SAMPLE_TOKENS, .seq_len = L, .vocab = arch.vocab, .n_classes = classes}};
     ab_backend *be = ab_backend_cpu_create(0);
+    if (!be) {
+        fprintf(stderr, "bert_grads: %s\n", ab_error());
+        return 1;
+    }
     ab_model *m = NULL;
     if (ab_bert_create(&mc, &arch, &m) != 0) return fail("model");
     ab_rng rng;

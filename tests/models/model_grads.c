@@ -41,6 +41,10 @@ int main(int argc, char **argv) {
     cfg.batch_size = N;
     ab_sample_info si = {.kind = AB_SAMPLE_IMAGE, .C = C, .H = H, .W = W, .n_classes = 10};
     ab_backend *be = ab_backend_cpu_create(0);
+    if (!be) {
+        fprintf(stderr, "model_grads: %s\n", ab_error());
+        return 1;
+    }
     ab_model *m = NULL;
     if (ab_workloads.create_model(&cfg, &si, NULL, &m) != 0) return fail("model");
     ab_rng rng;

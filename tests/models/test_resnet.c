@@ -43,6 +43,10 @@ static void test_counts(void) {
         long params;
     } want[] = {{"resnet50", 23528522}, {"resnet50-cifar", 23520842}};
     ab_backend *be = ab_backend_cpu_create(1);
+    if (!be) {
+        fprintf(stderr, "test_resnet: %s\n", ab_error());
+        exit(1);
+    }
     for (int i = 0; i < 2; i++) {
         ab_model *m = make_model(want[i].model, 3, 32, 32, 2);
         if (!m) continue;
