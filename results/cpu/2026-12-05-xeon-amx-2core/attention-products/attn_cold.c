@@ -1,6 +1,6 @@
 /* The attention products of attn.c (fp32 only), each pass over the batch's sequences timed in one
  * of three states, to tell what slows them inside a training run (the profile's in-run rates,
- * 103-111 GFLOP/s at MiniLM's shape, against 150-242 for the same shapes alone):
+ * 95-102 GFLOP/s at MiniLM's shape at 8046717, against 165-207 for the same shapes alone):
  *   warm           passes back to back, as attn.c and the profile's "alone" rates time them
  *   COLD=2         5 ms of the calling thread spinning on the clock before each pass: the pool's
  *                  worker goes to sleep (after its 200 us spin), nothing leaves the caches
