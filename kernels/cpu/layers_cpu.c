@@ -906,6 +906,60 @@ int ab_cpu_add(ab_backend *be, size_t n, ab_dtype t, const void *a, const void *
 
 /* ---- image batch assembly ---- */
 
+typedef struct {
+    const ab_image_layout *L;
+    const int32_t *ag;
+    int pad;
+    ab_dtype ot;
+    const uint8_t *data, *labels;
+    const int32_t *idx;
+    const float (*lut)[256];
+    void *out;
+    int32_t *labels_out;
+    float *rows; /* C H W floats a part (16-bit outputs) */
+} gather_images_job;
+
+static void gather_images_range(void *ctx, int part, size_t lo, size_t hi) {
+    const gather_images_job *j = ctx;
+    const ab_image_layout *L = j->L;
+    const int C = L->C, H = L->H, W = L->W;
+    const size_t D = (size_t)C * H * W;
+    const float(*lut)[256] = j->lut;
+    for (size_t b = lo; b < hi; b++) {
+        const uint8_t *img = j->data + (size_t)j->idx[b] * D;
+        const int32_t *a = j->ag ? j->ag + 3 * b : NULL;
+        const int dy = a ? a[0] - j->pad : 0, dx = a ? a[1] - j->pad : 0, flip = a ? a[2] : 0;
+        float *dst = j->ot == AB_F32 ? (float *)j->out + b * D : j->rows + (size_t)part * D;
+        if (dy == 0 && dx == 0 && !flip && (C == 1 || !L->planar)) {
+            /* every pixel where it was, stored as the output is (H, W, C): one look-up a byte */
+            if (C == 1)
+                for (size_t i = 0; i < D; i++) dst[i] = lut[0][img[i]];
+            else
+                for (size_t i = 0; i < D; i += (size_t)C)
+                    for (int c = 0; c < C; c++) dst[i + c] = lut[c][img[i + c]];
+        } else {
+            for (int y = 0; y < H; y++) {
+                const int sy = y + dy;
+                for (int x = 0; x < W; x++) {
+                    const int sx = (flip ? W - 1 - x : x) + dx; /* mirror the crop, then read the padded image */
+                    float *o = dst + ((size_t)y * W + x) * C;
+                    if (sy < 0 || sy >= H || sx < 0 || sx >= W) {
+                        for (int c = 0; c < C; c++) o[c] = lut[c][0];
+                    } else if (L->planar) {
+                        for (int c = 0; c < C; c++) o[c] = lut[c][img[((size_t)c * H + sy) * W + sx]];
+                    } else {
+                        for (int c = 0; c < C; c++) o[c] = lut[c][img[((size_t)sy * W + sx) * C + c]];
+                    }
+                }
+            }
+        }
+        if (j->ot != AB_F32) cpu_narrow(D, dst, j->ot, (char *)j->out + b * D * ab_dtype_size(j->ot));
+        if (j->labels_out) j->labels_out[b] = j->labels[j->idx[b]];
+    }
+}
+
+/* samples over the pool, a few a thread (an MNIST sample is 784 look-ups); each sample's pixels
+ * through the same look-up table whatever the split */
 int ab_cpu_gather_images(ab_backend *be, int B, const ab_image_layout *L, const ab_image_aug *aug, const uint8_t *data,
                          const uint8_t *labels, const int32_t *idx, ab_dtype ot, void *out, int32_t *labels_out) {
     AB_TRY(check_dtype("gather_images", ot));
@@ -922,34 +976,17 @@ int ab_cpu_gather_images(ab_backend *be, int B, const ab_image_layout *L, const 
             return ab_errorf("gather_images: sample %d: crop (%d, %d) flip %d outside [0, %d] / {0, 1}", b, a[0], a[1],
                              a[2], 2 * pad);
     }
+    if (B == 0) return 0;
     /* the same expression as gather_normalize, so MNIST batches come out bit for bit the same */
     float lut[AB_MAX_CHANNELS][256];
     for (int c = 0; c < C; c++)
         for (int v = 0; v < 256; v++) lut[c][v] = ((float)v / 255.0f - L->mean[c]) / L->std[c];
     const size_t D = (size_t)C * H * W;
-    float *row = ot == AB_F32 ? NULL : cpu_scratch_get(be, CPU_SLOT_LAYER_X, D);
-    if (ot != AB_F32 && !row) return -1;
-    for (int b = 0; b < B; b++) {
-        const uint8_t *img = data + (size_t)idx[b] * D;
-        const int dy = ag ? ag[3 * (size_t)b] - pad : 0, dx = ag ? ag[3 * (size_t)b + 1] - pad : 0;
-        const int flip = ag ? ag[3 * (size_t)b + 2] : 0;
-        float *dst = ot == AB_F32 ? (float *)out + (size_t)b * D : row;
-        for (int y = 0; y < H; y++) {
-            const int sy = y + dy;
-            for (int x = 0; x < W; x++) {
-                const int sx = (flip ? W - 1 - x : x) + dx; /* mirror the crop, then read the padded image */
-                float *o = dst + ((size_t)y * W + x) * C;
-                if (sy < 0 || sy >= H || sx < 0 || sx >= W) {
-                    for (int c = 0; c < C; c++) o[c] = lut[c][0];
-                } else if (L->planar) {
-                    for (int c = 0; c < C; c++) o[c] = lut[c][img[((size_t)c * H + sy) * W + sx]];
-                } else {
-                    for (int c = 0; c < C; c++) o[c] = lut[c][img[((size_t)sy * W + sx) * C + c]];
-                }
-            }
-        }
-        if (ot != AB_F32) cpu_narrow(D, row, ot, (char *)out + (size_t)b * D * ab_dtype_size(ot));
-        if (labels_out) labels_out[b] = labels[idx[b]];
-    }
+    enum { PER_THREAD = 8 };
+    const int parts = cpu_parallel_parts(be, (size_t)B, PER_THREAD);
+    float *rows = ot == AB_F32 ? NULL : cpu_scratch_get(be, CPU_SLOT_LAYER_X, D * (size_t)parts);
+    if (ot != AB_F32 && !rows) return -1;
+    gather_images_job j = {L, ag, pad, ot, data, labels, idx, (const float(*)[256])lut, out, labels_out, rows};
+    cpu_parallel_for(be, (size_t)B, PER_THREAD, gather_images_range, &j);
     return 0;
 }

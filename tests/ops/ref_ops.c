@@ -1108,14 +1108,17 @@ static void test_gather_normalize(ab_backend *be) {
  * quotient) within 2^-24 of each result, then one to ot. The first four samples take the corner
  * crops and the centre with and without flip, the rest random ones. */
 static void gather_images_case(ab_backend *be, int C, int H, int W, int planar, int pad, int augment, ab_dtype ot) {
-    const int n = 6, B = 7;
+    /* 19 samples: the CPU backend splits them over its pool's parts (8 or more a part) */
+    enum { B = 19 };
+    const int n = 6;
     const size_t D = (size_t)C * H * W;
     uint8_t *data = xmalloc(n * D), labels[6];
     for (size_t i = 0; i < n * D; i++) data[i] = (uint8_t)ab_rng_below(&rng, 256);
     data[0] = 0, data[1] = 255, data[D] = 255;
     for (int i = 0; i < n; i++) labels[i] = (uint8_t)(250 - 17 * i);
-    const int32_t idx[7] = {5, 0, 3, 3, 1, 2, 0};
-    int32_t aug[7 * 3] = {0, 0, 0, 2 * pad, 2 * pad, 1, pad, pad, 0, pad, pad, 1};
+    int32_t idx[B] = {5, 0, 3, 3, 1, 2, 0};
+    for (int b = 7; b < B; b++) idx[b] = (int32_t)ab_rng_below(&rng, (uint64_t)n);
+    int32_t aug[B * 3] = {0, 0, 0, 2 * pad, 2 * pad, 1, pad, pad, 0, pad, pad, 1};
     for (int b = 4; b < B; b++) {
         aug[3 * b] = (int32_t)ab_rng_below(&rng, (uint64_t)(2 * pad + 1));
         aug[3 * b + 1] = (int32_t)ab_rng_below(&rng, (uint64_t)(2 * pad + 1));
@@ -1127,7 +1130,7 @@ static void gather_images_case(ab_backend *be, int C, int H, int W, int planar, 
     const size_t oe = ab_dtype_size(ot);
     void *out = xmalloc((size_t)B * D * oe);
     memset(out, 0x5a, (size_t)B * D * oe);
-    int32_t lo[7];
+    int32_t lo[B];
     for (int b = 0; b < B; b++) lo[b] = -1;
     const char *layout = planar ? "planar" : "interleaved";
     if (C == 1) layout = "one channel";
@@ -1173,6 +1176,7 @@ static void test_gather_images(ab_backend *be) {
     gather_images_case(be, 1, 7, 5, 0, 3, 1, AB_F16);
     gather_images_case(be, 3, 5, 7, 1, 0, 1, AB_F32); /* pad 0: flips only */
     gather_images_case(be, 3, 5, 7, 1, 2, 0, AB_F32); /* evaluation: no augmentation */
+    gather_images_case(be, 3, 5, 7, 0, 2, 0, AB_BF16); /* interleaved, no augmentation: straight look-ups */
 }
 
 void ref_ops_run(void) {
