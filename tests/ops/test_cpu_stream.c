@@ -1,0 +1,110 @@
+/* test_cpu_stream: the CPU backend's AdamW update, whose large parts store past the caches with a
+ * vector loop of their own (kernels/cpu/backend_cpu.c's adamw_range), gives the bits of
+ * core/kernel_math.h's ab_adamw_update element by element: on 2 threads, over
+ *   - arrays long enough that both threads' parts take the streaming loop (2 x CPU_STREAM_MIN and
+ *     an odd tail), starting on an aligned element and 3 elements past one (the lines before the
+ *     first aligned one go through the plain loop);
+ *   - w, m and v aligned unlike each other (every part takes the plain loop);
+ *   - a short array (the plain loop);
+ * three steps each, with and without weight decay, a clipping factor, and gradients that are NaN,
+ * infinite, zero and 1e-30 among ordinary ones. A NaN result matches a NaN (its payload is the
+ * instruction's affair). CTest runs it as the CPU takes it and again under AB_CPU_ISA=avx2 and
+ * sse2, the copies other machines take. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "backend_cpu.h"
+#include "cpu_features.h"
+#include "kernel_math.h"
+#include "rng.h"
+#include "runtime_cpu.h"
+
+static int failures;
+static ab_rng rng;
+
+static uint32_t bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+static int same(float a, float b) { return (isnan(a) && isnan(b)) || bits(a) == bits(b); }
+
+/* w, g, m and v of n elements at the given element offsets into 64-byte aligned blocks */
+static void run(ab_backend *be, const char *what, size_t n, size_t ow, size_t om, size_t ov) {
+    const size_t pad = 64;
+    float *W = aligned_alloc(64, (n + pad) * 4), *G = aligned_alloc(64, (n + pad) * 4),
+          *M = aligned_alloc(64, (n + pad) * 4), *V = aligned_alloc(64, (n + pad) * 4),
+          *rw = malloc(n * 4), *rm = malloc(n * 4), *rv = malloc(n * 4);
+    if (!W || !G || !M || !V || !rw || !rm || !rv) abort();
+    float *w = W + ow, *g = G + ow, *m = M + om, *v = V + ov;
+    for (size_t i = 0; i < n; i++) {
+        w[i] = rw[i] = i % 101 == 7 ? 0.0f : (float)ab_rng_normal(&rng) * 0.5f;
+        m[i] = rm[i] = 0.0f;
+        v[i] = rv[i] = 0.0f;
+    }
+    const float lr = 1e-3f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
+    const float wds[3] = {0.01f, 0.0f, 0.01f}, gss[3] = {1.0f, 1.0f, 0.37f};
+    for (int step = 1; step <= 3; step++) {
+        const float wd = wds[step - 1], gs = gss[step - 1];
+        for (size_t i = 0; i < n; i++) {
+            const size_t k = i % 997;
+            g[i] = k == 5 ? 0.0f : k == 6 ? 1e-30f : (float)ab_rng_normal(&rng) * 0.1f;
+        }
+        if (step == 1) g[n / 2 + 1] = NAN, g[n / 2 + 17] = INFINITY, g[n - 2] = -INFINITY;
+        if (be->ops->adamw_step(be, n, w, g, m, v, lr, b1, b2, eps, wd, step, gs) != 0) {
+            printf("FAIL %s: adamw_step: %s\n", what, ab_error());
+            failures++;
+            goto out;
+        }
+        const ab_adamw_scalars k = ab_adamw_scalars_at(lr, b1, b2, wd, step);
+        size_t bad = 0, first = 0;
+        for (size_t i = 0; i < n; i++) {
+            ab_adamw_update(&rw[i], g[i] * gs, &rm[i], &rv[i], b1, b2, eps, k.decay, k.step_size, k.inv_bc2);
+            if (!same(w[i], rw[i]) || !same(m[i], rm[i]) || !same(v[i], rv[i])) {
+                if (!bad++) first = i;
+            }
+        }
+        if (bad) {
+            printf("FAIL %s, step %d: %zu of %zu elements differ from ab_adamw_update, the first at %zu: "
+                   "w %a against %a, m %a against %a, v %a against %a\n",
+                   what, step, bad, n, first, (double)w[first], (double)rw[first], (double)m[first],
+                   (double)rm[first], (double)v[first], (double)rv[first]);
+            failures++;
+            goto out;
+        }
+    }
+    printf("ok %s: %zu elements, 3 steps, the bits of ab_adamw_update\n", what, n);
+out:
+    free(W), free(G), free(M), free(V), free(rw), free(rm), free(rv);
+}
+
+int main(void) {
+    ab_rng_seed(&rng, 20261205);
+    if (ab_cpu_isa_check()) {
+        printf("%s\n", ab_cpu_isa_check());
+        return 2;
+    }
+    ab_backend *be = ab_backend_cpu_create(2);
+    if (!be) {
+        printf("FAIL: the CPU backend was refused: %s\n", ab_error());
+        return 1;
+    }
+    printf("test_cpu_stream: the %s copies\n", ab_cpu_has_avx512() ? "AVX-512" : ab_cpu_has_avx2() ? "AVX2" : "baseline");
+    const size_t big = 2 * (size_t)CPU_STREAM_MIN + 1003;
+    run(be, "streamed, aligned start", big, 0, 0, 0);
+    run(be, "streamed, start 3 elements past a line", big, 3, 3, 3);
+    run(be, "w, m and v aligned unlike each other", big, 0, 1, 2);
+    run(be, "short", 1001, 0, 0, 0);
+    be->ops->destroy(be);
+    if (failures) {
+        printf("test_cpu_stream: %d failure(s)\n", failures);
+        return 1;
+    }
+    printf("test_cpu_stream: ok\n");
+    return 0;
+}
