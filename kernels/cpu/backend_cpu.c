@@ -403,7 +403,7 @@ typedef struct {
 
 enum { OPT_MIN = 1 << 15 }; /* elements per thread below which a second thread does not pay */
 
-static inline __attribute__((always_inline)) void sgd_range_body(void *ctx, int part, size_t lo, size_t hi) {
+static inline __attribute__((always_inline)) void sgd_plain_body(void *ctx, int part, size_t lo, size_t hi) {
     (void)part;
     const opt_job *j = ctx;
     /* no saxpy for plain SGD: an element's arithmetic must not depend on where a range starts, as a
@@ -423,15 +423,7 @@ static inline __attribute__((always_inline)) void sgd_range_body(void *ctx, int 
         ab_sgd_update(&j->w[i], j->g[i] * j->grad_scale, j->buf ? &j->buf[i] : NULL, j->lr, j->momentum,
                       j->weight_decay, j->first_step);
 }
-CPU_RANGE_AVX512(sgd_range)
-
-int ab_cpu_sgd_step(ab_backend *be, size_t n, float *w, const float *g, float *buf, float lr, float momentum,
-                    float weight_decay, int first_step, float grad_scale) {
-    opt_job j = {.w = w, .g = g, .buf = buf, .lr = lr, .momentum = momentum, .weight_decay = weight_decay,
-                 .first_step = first_step, .grad_scale = grad_scale};
-    cpu_parallel_for(be, n, OPT_MIN, sgd_range, &j);
-    return 0;
-}
+CPU_RANGE_AVX512(sgd_plain)
 
 static inline __attribute__((always_inline)) void adamw_plain_body(void *ctx, int part, size_t lo, size_t hi) {
     (void)part;
@@ -444,21 +436,22 @@ static inline __attribute__((always_inline)) void adamw_plain_body(void *ctx, in
 }
 CPU_RANGE_AVX512(adamw_plain)
 
-/* A part of CPU_STREAM_MIN elements or more stores w, m and v past the caches (non-temporal
- * stores). The pass reads 16 bytes an element and writes 12, far more than the caches keep at
- * that size, and nothing reads the three again before the next step's forward pass has gone over
- * as much: a plain store would first read each line it writes, a third of the pass's traffic. On 2
- * cores of the AMX Xeon the pass over MiniLM's 22.7M weights took 24-25 ms with plain stores and 17
- * ms with these, and MiniLM's and BERT-base's fp32 steps 2% less time
- * (results/cpu/2026-12-05-xeon-amx-2core/adamw-stream/). The vector loop does ab_adamw_update's
- * operations in its order, one lane an element and no fused multiply-add: the same bits
- * (tests/ops/test_cpu_stream.c compares them under each AB_CPU_ISA cap). The elements before the
- * first aligned vector and after the last go through the plain loop; so does a part whose w, m and
- * v are not aligned alike. The stores are fenced before the part returns, so the thread that joins
- * the pool sees them. */
+/* An optimizer's part of CPU_STREAM_MIN elements or more stores its state past the caches
+ * (non-temporal stores): AdamW's m and v, SGD's momentum buffer. The pass moves far more than the
+ * caches keep at that size (AdamW reads 16 bytes an element and writes 12), and nothing reads the
+ * state again before the next step's update. The weights are stored plainly: under AMP the working
+ * copy's refresh reads them right after, and storing them past the caches too was no faster. On 2
+ * cores of the AMX Xeon the pass over MiniLM's 22.7M weights took 24-26 ms with plain stores and
+ * 15-16 ms with these, and MiniLM's and BERT-base's fp32 steps 2% less time, ResNet-50's (SGD with
+ * momentum) 6.5% (results/cpu/2026-12-05-xeon-amx-2core/adamw-stream/). The vector loops do
+ * ab_adamw_update's and ab_sgd_update's operations in their order, one lane an element and no
+ * fused multiply-add: the same bits (tests/ops/test_cpu_stream.c compares them under each
+ * AB_CPU_ISA cap). The elements before the first aligned vector and after the last go through the
+ * plain loop; so does a part whose arrays are not aligned alike, and SGD without momentum. The
+ * stores are fenced before the part returns, so the thread that joins the pool sees them. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
-#define ADAMW_STREAM(name, isa, V, LANES, set1, load, loadu, mul, add, sub, div, sqrt_, stream)                 \
+#define ADAMW_STREAM(name, isa, V, LANES, set1, load, loadu, store, mul, add, sub, div, sqrt_, stream)          \
     __attribute__((target(isa))) static void name(const opt_job *j, size_t lo, size_t hi) {                    \
         float *w = j->w, *m = j->m, *v = j->v;                                                                 \
         const float *g = j->g;                                                                                 \
@@ -475,17 +468,61 @@ CPU_RANGE_AVX512(adamw_plain)
             const V m1 = add(mul(b1, load(m + i)), mul(c1, gi));                                               \
             const V v1 = add(mul(b2, load(v + i)), mul(mul(c2, gi), gi));                                      \
             const V den = add(mul(sqrt_(v1), rb), eps);                                                        \
-            stream(w + i, sub(w1, div(mul(ss, m1), den)));                                                     \
+            store(w + i, sub(w1, div(mul(ss, m1), den)));                                                     \
             stream(m + i, m1);                                                                                 \
             stream(v + i, v1);                                                                                 \
         }                                                                                                      \
         _mm_sfence();                                                                                          \
         adamw_plain((void *)j, 0, body, hi);                                                                   \
     }
+/* SGD with momentum likewise (ResNet-50's 23.5M weights: the buffer streamed), ab_sgd_update's
+ * operations in its order */
+#define SGD_STREAM(name, isa, V, LANES, set1, load, loadu, store, mul, add, sub, stream)                        \
+    __attribute__((target(isa))) static void name(const opt_job *j, size_t lo, size_t hi) {                    \
+        float *w = j->w, *buf = j->buf;                                                                        \
+        const float *g = j->g;                                                                                 \
+        size_t i = lo;                                                                                         \
+        while (i < hi && ((uintptr_t)(w + i) & (LANES * sizeof(float) - 1))) i++;                              \
+        sgd_plain((void *)j, 0, lo, i);                                                                        \
+        const V gs = set1(j->grad_scale), wd = set1(j->weight_decay), mom = set1(j->momentum), lr = set1(j->lr); \
+        const int first = j->first_step;                                                                       \
+        const size_t body = i + (hi - i) / LANES * LANES;                                                      \
+        for (; i < body; i += LANES) {                                                                         \
+            const V wi = load(w + i);                                                                          \
+            const V g1 = add(mul(loadu(g + i), gs), mul(wd, wi));                                              \
+            const V b = first ? g1 : add(mul(mom, load(buf + i)), g1);                                         \
+            stream(buf + i, b);                                                                                \
+            store(w + i, sub(wi, mul(lr, b)));                                                                \
+        }                                                                                                      \
+        _mm_sfence();                                                                                          \
+        sgd_plain((void *)j, 0, body, hi);                                                                     \
+    }
+SGD_STREAM(sgd_stream_avx512, "avx512f", __m512, 16, _mm512_set1_ps, _mm512_load_ps, _mm512_loadu_ps, _mm512_store_ps,
+           _mm512_mul_ps, _mm512_add_ps, _mm512_sub_ps, _mm512_stream_ps)
+SGD_STREAM(sgd_stream_avx2, "avx2", __m256, 8, _mm256_set1_ps, _mm256_load_ps, _mm256_loadu_ps, _mm256_store_ps,
+           _mm256_mul_ps, _mm256_add_ps, _mm256_sub_ps, _mm256_stream_ps)
+#undef SGD_STREAM
+
+static void sgd_range(void *ctx, int part, size_t lo, size_t hi) {
+    const opt_job *j = ctx;
+    if (hi - lo >= CPU_STREAM_MIN && j->momentum != 0.0f && j->buf && !(((uintptr_t)j->w ^ (uintptr_t)j->buf) & 63)) {
+        if (ab_cpu_has_avx512()) {
+            sgd_stream_avx512(j, lo, hi);
+            return;
+        }
+        if (ab_cpu_has_avx2()) {
+            sgd_stream_avx2(j, lo, hi);
+            return;
+        }
+    }
+    sgd_plain(ctx, part, lo, hi);
+}
+
 ADAMW_STREAM(adamw_stream_avx512, "avx512f", __m512, 16, _mm512_set1_ps, _mm512_load_ps, _mm512_loadu_ps,
-             _mm512_mul_ps, _mm512_add_ps, _mm512_sub_ps, _mm512_div_ps, _mm512_sqrt_ps, _mm512_stream_ps)
-ADAMW_STREAM(adamw_stream_avx2, "avx2", __m256, 8, _mm256_set1_ps, _mm256_load_ps, _mm256_loadu_ps, _mm256_mul_ps,
-             _mm256_add_ps, _mm256_sub_ps, _mm256_div_ps, _mm256_sqrt_ps, _mm256_stream_ps)
+             _mm512_store_ps, _mm512_mul_ps, _mm512_add_ps, _mm512_sub_ps, _mm512_div_ps, _mm512_sqrt_ps,
+             _mm512_stream_ps)
+ADAMW_STREAM(adamw_stream_avx2, "avx2", __m256, 8, _mm256_set1_ps, _mm256_load_ps, _mm256_loadu_ps, _mm256_store_ps,
+             _mm256_mul_ps, _mm256_add_ps, _mm256_sub_ps, _mm256_div_ps, _mm256_sqrt_ps, _mm256_stream_ps)
 #undef ADAMW_STREAM
 
 static void adamw_range(void *ctx, int part, size_t lo, size_t hi) {
@@ -504,8 +541,17 @@ static void adamw_range(void *ctx, int part, size_t lo, size_t hi) {
     adamw_plain(ctx, part, lo, hi);
 }
 #else
+static void sgd_range(void *ctx, int part, size_t lo, size_t hi) { sgd_plain(ctx, part, lo, hi); }
 static void adamw_range(void *ctx, int part, size_t lo, size_t hi) { adamw_plain(ctx, part, lo, hi); }
 #endif
+
+int ab_cpu_sgd_step(ab_backend *be, size_t n, float *w, const float *g, float *buf, float lr, float momentum,
+                    float weight_decay, int first_step, float grad_scale) {
+    opt_job j = {.w = w, .g = g, .buf = buf, .lr = lr, .momentum = momentum, .weight_decay = weight_decay,
+                 .first_step = first_step, .grad_scale = grad_scale};
+    cpu_parallel_for(be, n, OPT_MIN, sgd_range, &j);
+    return 0;
+}
 
 int ab_cpu_adamw_step(ab_backend *be, size_t n, float *w, const float *g, float *m, float *v, float lr, float beta1,
                       float beta2, float eps, float weight_decay, int step, float grad_scale) {

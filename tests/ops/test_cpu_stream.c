@@ -1,13 +1,15 @@
-/* test_cpu_stream: the CPU backend's AdamW update, whose large parts store past the caches with a
- * vector loop of their own (kernels/cpu/backend_cpu.c's adamw_range), gives the bits of
- * core/kernel_math.h's ab_adamw_update element by element: on 2 threads, over
+/* test_cpu_stream: the CPU backend's AdamW and SGD updates, whose large parts store past the caches
+ * with vector loops of their own (kernels/cpu/backend_cpu.c's adamw_range and sgd_range), give the
+ * bits of core/kernel_math.h's ab_adamw_update and ab_sgd_update element by element: on 2 threads,
+ * over
  *   - arrays long enough that both threads' parts take the streaming loop (2 x CPU_STREAM_MIN and
  *     an odd tail), starting on an aligned element and 3 elements past one (the lines before the
  *     first aligned one go through the plain loop);
  *   - w, m and v aligned unlike each other (every part takes the plain loop);
  *   - a short array (the plain loop);
- * three steps each, with and without weight decay, a clipping factor, and gradients that are NaN,
- * infinite, zero and 1e-30 among ordinary ones. A NaN result matches a NaN (its payload is the
+ * three steps each (SGD's first with its momentum buffer taken from the gradient), with and without
+ * weight decay, a clipping factor, and gradients that are NaN, infinite, zero and 1e-30 among
+ * ordinary ones; and SGD without momentum (the plain loop). A NaN result matches a NaN (its payload is the
  * instruction's affair). CTest runs it as the CPU takes it and again under AB_CPU_ISA=avx2 and
  * sse2, the copies other machines take. */
 #include <math.h>
@@ -83,6 +85,52 @@ out:
     free(W), free(G), free(M), free(V), free(rw), free(rm), free(rv);
 }
 
+/* the same for SGD: w, g and buf (NULL when momentum is 0) at the given element offsets */
+static void run_sgd(ab_backend *be, const char *what, size_t n, size_t ow, size_t ob, float momentum) {
+    const size_t pad = 64;
+    float *W = aligned_alloc(64, (n + pad) * 4), *G = aligned_alloc(64, (n + pad) * 4),
+          *Bf = aligned_alloc(64, (n + pad) * 4), *rw = malloc(n * 4), *rb = malloc(n * 4);
+    if (!W || !G || !Bf || !rw || !rb) abort();
+    float *w = W + ow, *g = G + ow, *buf = momentum != 0.0f ? Bf + ob : NULL;
+    for (size_t i = 0; i < n; i++) {
+        w[i] = rw[i] = i % 101 == 7 ? 0.0f : (float)ab_rng_normal(&rng) * 0.5f;
+        rb[i] = 0.0f;
+        if (buf) buf[i] = 0.0f;
+    }
+    const float wds[3] = {5e-4f, 0.0f, 5e-4f}, gss[3] = {1.0f, 1.0f, 0.37f}, lr = 0.01f;
+    for (int step = 1; step <= 3; step++) {
+        const float wd = wds[step - 1], gs = gss[step - 1];
+        for (size_t i = 0; i < n; i++) {
+            const size_t k = i % 997;
+            g[i] = k == 5 ? 0.0f : k == 6 ? 1e-30f : (float)ab_rng_normal(&rng) * 0.1f;
+        }
+        if (step == 1) g[n / 2 + 1] = NAN, g[n / 2 + 17] = INFINITY, g[n - 2] = -INFINITY;
+        if (be->ops->sgd_step(be, n, w, g, buf, lr, momentum, wd, step == 1, gs) != 0) {
+            printf("FAIL %s: sgd_step: %s\n", what, ab_error());
+            failures++;
+            goto out;
+        }
+        size_t bad = 0, first = 0;
+        for (size_t i = 0; i < n; i++) {
+            ab_sgd_update(&rw[i], g[i] * gs, buf ? &rb[i] : NULL, lr, momentum, wd, step == 1);
+            if (!same(w[i], rw[i]) || (buf && !same(buf[i], rb[i]))) {
+                if (!bad++) first = i;
+            }
+        }
+        if (bad) {
+            printf("FAIL %s, step %d: %zu of %zu elements differ from ab_sgd_update, the first at %zu: w %a against "
+                   "%a, buf %a against %a\n",
+                   what, step, bad, n, first, (double)w[first], (double)rw[first], buf ? (double)buf[first] : 0.0,
+                   (double)rb[first]);
+            failures++;
+            goto out;
+        }
+    }
+    printf("ok %s: %zu elements, 3 steps, the bits of ab_sgd_update\n", what, n);
+out:
+    free(W), free(G), free(Bf), free(rw), free(rb);
+}
+
 int main(void) {
     ab_rng_seed(&rng, 20261205);
     if (ab_cpu_isa_check()) {
@@ -96,10 +144,15 @@ int main(void) {
     }
     printf("test_cpu_stream: the %s copies\n", ab_cpu_has_avx512() ? "AVX-512" : ab_cpu_has_avx2() ? "AVX2" : "baseline");
     const size_t big = 2 * (size_t)CPU_STREAM_MIN + 1003;
-    run(be, "streamed, aligned start", big, 0, 0, 0);
-    run(be, "streamed, start 3 elements past a line", big, 3, 3, 3);
-    run(be, "w, m and v aligned unlike each other", big, 0, 1, 2);
-    run(be, "short", 1001, 0, 0, 0);
+    run(be, "AdamW streamed, aligned start", big, 0, 0, 0);
+    run(be, "AdamW streamed, start 3 elements past a line", big, 3, 3, 3);
+    run(be, "AdamW, w, m and v aligned unlike each other", big, 0, 1, 2);
+    run(be, "AdamW short", 1001, 0, 0, 0);
+    run_sgd(be, "SGD streamed, aligned start", big, 0, 0, 0.9f);
+    run_sgd(be, "SGD streamed, start 3 elements past a line", big, 3, 3, 0.9f);
+    run_sgd(be, "SGD, w and buffer aligned unlike each other", big, 0, 5, 0.9f);
+    run_sgd(be, "SGD without momentum", big, 3, 0, 0.0f);
+    run_sgd(be, "SGD short", 1001, 0, 0, 0.9f);
     be->ops->destroy(be);
     if (failures) {
         printf("test_cpu_stream: %d failure(s)\n", failures);
