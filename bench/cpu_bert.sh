@@ -42,6 +42,13 @@ for p in "${AB_PYTHON:-}" python3 /usr/bin/python3; do
 done
 peer=$root/peers/bert_glue.py
 field() { "${py:-python3}" -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
+# the steps after the first (the timed part) that the loss scaler skipped, from the record: a
+# skipped step has no update, so a run that skipped some is said beside the table
+skipped_timed() {
+    python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))
+print(sum(1 for e in r["mixed_precision"]["overflow_events"] if e["step"] >= 1))' "$1"
+}
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 mean() { awk '{ s += $1 } END { printf "%.2f", s / NR }'; }
 has() { case ",$parts," in *",$1,"*) return 0 ;; esac; return 1; }
@@ -65,6 +72,8 @@ if has speed; then
             for r in $(seq 1 "$repeats"); do
                 "$ampbench" train "${common[@]}" --precision "$prec" --out "$out/ab_${name}_${prec}_$r.json" >/dev/null
                 a+=("$(field "$out/ab_${name}_${prec}_$r.json" samples_per_s)")
+                k=$(skipped_timed "$out/ab_${name}_${prec}_$r.json")
+                [ "$k" -eq 0 ] || echo "  (run $r of $name $prec: the loss scaler skipped $k of its $((steps - 1)) timed steps; its speed counts steps without an update)"
                 if [ -n "$py" ] && [ "$prec" != amp ]; then
                     "$py" "$peer" "${common[@]}" --device cpu --precision "$prec" --out "$out/pt_${name}_${prec}_$r.json" \
                         >/dev/null 2>"$out/pt_${name}_${prec}.err" && b+=("$(field "$out/pt_${name}_${prec}_$r.json" samples_per_s)")

@@ -25,6 +25,13 @@ for p in "${AB_PYTHON:-}" python3 /usr/bin/python3; do
     [ -n "$p" ] && "$p" -c 'import torch' 2>/dev/null && { py=$p; break; }
 done
 field() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
+# the steps the loss scaler skipped, from the record: a skipped step has no update, so a run that
+# skipped some is said beside the table
+skipped_steps() {
+    python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))
+print(len(r["mixed_precision"]["overflow_events"]))' "$1"
+}
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 echo "cpu_mlp.sh: $cpu, $threads threads; PyTorch: $([ -n "$py" ] && "$py" -c 'import torch; print(torch.__version__)' || echo "not importable (no peer column)")"
@@ -38,6 +45,8 @@ for prec in ${precisions//,/ }; do
         "$ampbench" train --model mlp --dataset mnist "${common[@]}" --quiet --precision "$prec" \
             --out "$out/ab_mlp_${prec}_$r.json" >/dev/null
         a+=("$(field "$out/ab_mlp_${prec}_$r.json" samples_per_s)")
+        k=$(skipped_steps "$out/ab_mlp_${prec}_$r.json")
+        [ "$k" -eq 0 ] || echo "  (run $r of mlp $prec: the loss scaler skipped $k of its steps; its speed counts steps without an update)"
         if [ -n "$py" ]; then
             "$py" "$root/peers/mnist_mlp.py" --device cpu "${common[@]}" --precision "$prec" \
                 --out "$out/pt_mlp_${prec}_$r.json" >/dev/null 2>"$out/pt_mlp_${prec}.err" &&
