@@ -1,9 +1,11 @@
 /* AdamW's pass alone, plain stores against non-temporal ones (2 OpenMP threads, each half the
  * array): the loop of kernel_math.h's ab_adamw_update as the compiler vectorizes it, and the same
- * operations in AVX-512 intrinsics storing w, m and v with _mm512_stream_ps (the loop
- * kernels/cpu/backend_cpu.c's adamw_range takes for a large part). It checks the two give the same
- * bits, then prints 7 rounds at MiniLM's 22.7M parameters and 4 at BERT-base's 109.5M (nt.txt).
- *   gcc -O2 -ffp-contract=off -fno-trapping-math -fopenmp nt.c -o nt -lm && ./nt 22700000 && ./nt 109482240 */
+ * operations in AVX-512 intrinsics storing m and v with _mm512_stream_ps, and w too unless the
+ * second argument is "w-plain" (kernels/cpu/backend_cpu.c's adamw_range stores w plainly: in AMP
+ * the working copy's refresh reads it right after). It checks the two give the same bits, then
+ * prints 7 rounds at MiniLM's 22.7M parameters and 4 at BERT-base's 109.5M (nt.txt).
+ *   gcc -O2 -ffp-contract=off -fno-trapping-math -fopenmp nt.c -o nt -lm
+ *   ./nt 22700000; ./nt 22700000 w-plain; ./nt 109482240; ./nt 109482240 w-plain */
 #include <immintrin.h>
 #include <math.h>
 #include <omp.h>
@@ -11,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+static int wplain;
 static double now(void){struct timespec t;clock_gettime(CLOCK_MONOTONIC,&t);return t.tv_sec+t.tv_nsec*1e-9;}
 #define ATTR __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl")))
 ATTR static void plain(size_t lo, size_t hi, float *restrict w, const float *restrict g, float *restrict m, float *restrict v, float b1, float b2, float eps, float decay, float ss, float rb, float gs){
@@ -27,12 +30,13 @@ ATTR static void nt(size_t lo, size_t hi, float *restrict w, const float *restri
     __m512 vi=_mm512_add_ps(_mm512_mul_ps(B2,_mm512_load_ps(v+i)),_mm512_mul_ps(_mm512_mul_ps(C2,gi),gi));
     __m512 d=_mm512_add_ps(_mm512_mul_ps(_mm512_sqrt_ps(vi),R),E);
     wi=_mm512_sub_ps(wi,_mm512_div_ps(_mm512_mul_ps(S,mi),d));
-    _mm512_stream_ps(w+i,wi);_mm512_stream_ps(m+i,mi);_mm512_stream_ps(v+i,vi);
+    if (wplain) _mm512_store_ps(w+i,wi); else _mm512_stream_ps(w+i,wi);_mm512_stream_ps(m+i,mi);_mm512_stream_ps(v+i,vi);
   }
   plain(i,hi,w,g,m,v,b1,b2,eps,decay,ss,rb,gs);
 }
 int main(int argc,char**argv){
   size_t n=argc>1?atol(argv[1]):22700000;
+  wplain=argc>2&&!strcmp(argv[2],"w-plain");
   float *w=aligned_alloc(64,n*4),*g=aligned_alloc(64,n*4),*m=aligned_alloc(64,n*4),*v=aligned_alloc(64,n*4);
   float *w2=aligned_alloc(64,n*4),*m2=aligned_alloc(64,n*4),*v2=aligned_alloc(64,n*4);
   for(size_t i=0;i<n;i++){w[i]=w2[i]=0.01f*(i%97);g[i]=1e-4f*(i%89)-0.004f;m[i]=v[i]=m2[i]=v2[i]=0;}
