@@ -43,9 +43,9 @@ done
 peer=$root/peers/bert_glue.py
 field() { "${py:-python3}" -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
 # the steps after the first (the timed part) that the loss scaler skipped, from the record: a
-# skipped step has no update, so a run that skipped some is said beside the table
+# skipped step has no update, so a run that skipped some is said under its row
 skipped_timed() {
-    python3 -c 'import json, sys
+    "${py:-python3}" -c 'import json, sys
 r = json.load(open(sys.argv[1]))
 print(sum(1 for e in r["mixed_precision"]["overflow_events"] if e["step"] >= 1))' "$1"
 }
@@ -68,12 +68,12 @@ if has speed; then
         common=("${model[@]}" --dataset sst2 --max-seq-len "$L" --batch-size "$B" --max-steps "$steps" --epochs 1
                 --train-subset $((B * steps)) --test-subset 32 --timing-skip-steps 1 "${recipe[@]}")
         for prec in fp32 amp bf16; do
-            a=() b=()
+            a=() b=() notes=()
             for r in $(seq 1 "$repeats"); do
                 "$ampbench" train "${common[@]}" --precision "$prec" --out "$out/ab_${name}_${prec}_$r.json" >/dev/null
                 a+=("$(field "$out/ab_${name}_${prec}_$r.json" samples_per_s)")
                 k=$(skipped_timed "$out/ab_${name}_${prec}_$r.json")
-                [ "$k" -eq 0 ] || echo "  (run $r of $name $prec: the loss scaler skipped $k of its $((steps - 1)) timed steps; its speed counts steps without an update)"
+                [ "$k" -eq 0 ] || notes+=("  (run $r of $name $prec: the loss scaler skipped $k of its $((steps - 1)) timed steps; its speed counts steps without an update)")
                 if [ -n "$py" ] && [ "$prec" != amp ]; then
                     "$py" "$peer" "${common[@]}" --device cpu --precision "$prec" --out "$out/pt_${name}_${prec}_$r.json" \
                         >/dev/null 2>"$out/pt_${name}_${prec}.err" && b+=("$(field "$out/pt_${name}_${prec}_$r.json" samples_per_s)")
@@ -84,6 +84,7 @@ if has speed; then
             ratio=$([ "$mb" != - ] && awk -v x="$ma" -v y="$mb" 'BEGIN { printf "%.2fx", x / y }' || echo -)
             printf '%-10s %4d %5d %-5s %16.2f %16s %8s\n' "$name" "$L" "$B" "$prec" "$ma" \
                 "$([ "$mb" = - ] && echo - || printf '%.2f' "$mb")" "$ratio"
+            [ ${#notes[@]} -eq 0 ] || printf '%s\n' "${notes[@]}"
             echo "  $name $prec runs: ampbench ${a[*]}${b[*]:+; PyTorch ${b[*]}}" >>"$out/runs.txt"
         done
     done

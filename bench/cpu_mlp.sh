@@ -26,11 +26,11 @@ for p in "${AB_PYTHON:-}" python3 /usr/bin/python3; do
 done
 field() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
 # the steps the loss scaler skipped, from the record: a skipped step has no update, so a run that
-# skipped some is said beside the table
+# skipped some is said under its row
 skipped_steps() {
     python3 -c 'import json, sys
 r = json.load(open(sys.argv[1]))
-print(len(r["mixed_precision"]["overflow_events"]))' "$1"
+print(r["mixed_precision"]["skipped_steps"])' "$1"
 }
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
@@ -40,13 +40,13 @@ echo
 echo "Training samples/s over one epoch, median of $repeats runs:"
 printf '%-5s %16s %16s %8s\n' prec "ampbench" "PyTorch" ratio
 for prec in ${precisions//,/ }; do
-    a=() b=()
+    a=() b=() notes=()
     for r in $(seq 1 "$repeats"); do
         "$ampbench" train --model mlp --dataset mnist "${common[@]}" --quiet --precision "$prec" \
             --out "$out/ab_mlp_${prec}_$r.json" >/dev/null
         a+=("$(field "$out/ab_mlp_${prec}_$r.json" samples_per_s)")
         k=$(skipped_steps "$out/ab_mlp_${prec}_$r.json")
-        [ "$k" -eq 0 ] || echo "  (run $r of mlp $prec: the loss scaler skipped $k of its steps; its speed counts steps without an update)"
+        [ "$k" -eq 0 ] || notes+=("  (run $r of mlp $prec: the loss scaler skipped $k of its steps; its speed counts steps without an update)")
         if [ -n "$py" ]; then
             "$py" "$root/peers/mnist_mlp.py" --device cpu "${common[@]}" --precision "$prec" \
                 --out "$out/pt_mlp_${prec}_$r.json" >/dev/null 2>"$out/pt_mlp_${prec}.err" &&
@@ -57,6 +57,7 @@ for prec in ${precisions//,/ }; do
     mb=$([ ${#b[@]} -gt 0 ] && printf '%s\n' "${b[@]}" | median || echo -)
     ratio=$([ "$mb" != - ] && awk -v x="$ma" -v y="$mb" 'BEGIN { printf "%.2fx", x / y }' || echo -)
     printf '%-5s %16.0f %16s %8s\n' "$prec" "$ma" "$([ "$mb" = - ] && echo - || printf '%.0f' "$mb")" "$ratio"
+    [ ${#notes[@]} -eq 0 ] || printf '%s\n' "${notes[@]}"
     echo "  mlp $prec runs: ampbench ${a[*]}${b[*]:+; PyTorch ${b[*]}}" >>"$out/runs.txt"
 done
 echo "(every run: $out/runs.txt)"

@@ -28,7 +28,8 @@ while [ $# -gt 0 ]; do
     *) echo "cpu_profile.sh: unknown argument '$1'" >&2; exit 2 ;;
     esac
 done
-case "$repeats" in '' | *[!0-9]* | 0) echo "cpu_profile.sh: --repeats must be a positive integer (got '$repeats')" >&2; exit 2 ;; esac
+case "$repeats" in '' | *[!0-9]*) repeats=x ;; *) [ $((10#$repeats)) -ge 1 ] && repeats=$((10#$repeats)) || repeats=x ;; esac
+[ "$repeats" != x ] || { echo "cpu_profile.sh: --repeats must be a positive integer" >&2; exit 2; }
 out=${out:-$(mktemp -d /tmp/ab_cpu_profile.XXXXXX)}
 mkdir -p "$out"
 ampbench=$build/ampbench
@@ -63,7 +64,7 @@ for prec in ${precisions//,/ }; do
     has bert-base "$runs" && add "bert-base-$prec" "--model bert-base --dataset sst2 --max-seq-len 128 --batch-size 8 --max-steps 4 --epochs 1 --train-subset 32 --test-subset 8 --precision $prec"
 done
 echo >>"$out/summary.txt"
-printf '%-22s %9s %10s %11s %14s %10s %10s %-15s %s\n' run "ops (s)" "GEMM share" "GEMM GF/s" "all ops GF/s" "of 2048^3" "of shapes" "range (runs)" "largest other kind" | tee -a "$out/summary.txt"
+printf '%-22s %9s %10s %11s %14s %10s %10s %-19s %s\n' run "ops (s)" "GEMM share" "GEMM GF/s" "all ops GF/s" "of 2048^3" "of shapes" "range (runs)" "largest other kind" | tee -a "$out/summary.txt"
 for i in "${!names[@]}"; do
     lines=()
     for r in $(seq 1 "$repeats"); do
@@ -92,14 +93,14 @@ for i in "${!names[@]}"; do
     # the repeat whose share of the 2048^3 rate is the median (the lower middle one of an even
     # count), and the ranges of both shares
     printf '%s\n' "${lines[@]}" | awk -F'\t' -v name="${names[$i]}" -v n="$repeats" '
-        { v[NR] = $5 + 0; l[NR] = $0; o[NR] = $6; if (NR == 1 || $5 + 0 < lo) lo = $5 + 0; if (NR == 1 || $5 + 0 > hi) hi = $5 + 0
+        { v[NR] = $5 + 0; l[NR] = $0; if (NR == 1 || $5 + 0 < lo) lo = $5 + 0; if (NR == 1 || $5 + 0 > hi) hi = $5 + 0
           if ($6 != "-") { if (!so || $6 + 0 < slo) slo = $6 + 0; if (!so || $6 + 0 > shi) shi = $6 + 0; so = 1 } }
         END {
             for (a = 1; a <= NR; a++) idx[a] = a
             for (a = 1; a <= NR; a++) for (b = a + 1; b <= NR; b++) if (v[idx[b]] < v[idx[a]]) { t = idx[a]; idx[a] = idx[b]; idx[b] = t }
             split(l[idx[int((NR + 1) / 2)]], f, "\t")
             range = n > 1 ? sprintf("%d-%d%%", lo, hi) (so ? sprintf(", %d-%d%%", slo, shi) : "") " (" n ")" : "-"
-            printf "%-22s %9.3f %9.1f%% %11.1f %14.1f %10s %10s %-15s %s\n", name, f[1], f[2], f[3], f[4], f[5], f[6], range, f[7]
+            printf "%-22s %9.3f %9.1f%% %11.1f %14.1f %10s %10s %-19s %s\n", name, f[1], f[2], f[3], f[4], f[5], f[6], range, f[7]
         }' | tee -a "$out/summary.txt"
 done
 echo "(GEMM share and rate: the GEMM and convolution kinds together; 'of 2048^3': all ops' GFLOP/s against the backend's fp32 GEMM at 2048^3, best of 3; 'of shapes': against the run's own GEMM shapes each at its rate alone, best of 3, where every FLOP is a GEMM's; each line the repeat with the median share of 2048^3, 'range' both shares' lowest and highest over the repeats; each run's first step left out)" | tee -a "$out/summary.txt"

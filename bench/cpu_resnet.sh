@@ -35,7 +35,8 @@ common=(--batch-size "$batch" --max-steps "$steps" --epochs 1 --train-subset $((
 # AMP starts from a loss scale of 1024: from GradScaler's 65536 both stems overflow in their first
 # steps (the 7x7 stem in all of its first six at batch 32, down to 1024; the CIFAR stem in four, to
 # 4096), and a skipped step has no update and no refresh of the fp16 weights, so a timed part of
-# skipped steps flatters AMP. Each AMP run's timed steps are checked: any skipped one is said.
+# skipped steps flatters AMP. Each AMP run's timed steps are checked: any skipped one is said under
+# its row.
 amp_scale=(--init-scale 1024)
 sps() { "${py:-python3}" -c 'import json, sys; print(json.load(open(sys.argv[1]))["samples_per_s"])' "$1"; }
 # the steps of the timed part (after the first) that the loss scaler skipped, from the record
@@ -51,7 +52,7 @@ echo "cpu_resnet.sh: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | h
 printf '%-15s %-5s %14s %14s %10s\n' model prec "ampbench img/s" "PyTorch img/s" "ratio"
 for m in $models; do
     for prec in fp32 amp bf16; do
-        a=() b=()
+        a=() b=() notes=()
         for r in $(seq 1 "$repeats"); do
             extra=()
             [ "$prec" = amp ] && extra=("${amp_scale[@]}")
@@ -59,7 +60,7 @@ for m in $models; do
                 --out "$out/ab_${m}_${prec}_$r.json" >/dev/null
             a+=("$(sps "$out/ab_${m}_${prec}_$r.json")")
             k=$(skipped_timed "$out/ab_${m}_${prec}_$r.json")
-            [ "$k" -eq 0 ] || echo "  (run $r of $m $prec: the loss scaler skipped $k of its $((steps - 1)) timed steps; its speed counts steps without an update)"
+            [ "$k" -eq 0 ] || notes+=("  (run $r of $m $prec: the loss scaler skipped $k of its $((steps - 1)) timed steps; its speed counts steps without an update)")
             if [ -n "$py" ] && [ "$prec" != amp ]; then
                 "$py" "$root/peers/cifar_resnet50.py" --model "$m" --device cpu --precision "$prec" \
                     "${common[@]}" --out "$out/pt_${m}_${prec}_$r.json" >/dev/null 2>"$out/pt_${m}_${prec}.err" &&
@@ -70,6 +71,7 @@ for m in $models; do
         mb=$([ ${#b[@]} -gt 0 ] && printf '%s\n' "${b[@]}" | median || echo -)
         ratio=$([ "$mb" != - ] && awk -v x="$ma" -v y="$mb" 'BEGIN { printf "%.2fx", x / y }' || echo -)
         printf '%-15s %-5s %14.1f %14s %10s\n' "$m" "$prec" "$ma" "$([ "$mb" = - ] && echo - || printf '%.1f' "$mb")" "$ratio"
+        [ ${#notes[@]} -eq 0 ] || printf '%s\n' "${notes[@]}"
         echo "  runs: ampbench ${a[*]}${b[*]:+; PyTorch ${b[*]}}" >>"$out/runs.txt"
     done
 done

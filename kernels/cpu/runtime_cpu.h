@@ -56,9 +56,9 @@ void cpu_widen(size_t n, ab_dtype t, const void *src, float *dst);
 /* dst = src rounded once to nearest even (fp32 -> fp16/bf16), F16C where the CPU has it */
 void cpu_narrow(size_t n, const float *src, ab_dtype t, void *dst);
 
-/* elements a thread's part of an optimizer pass holds from which its stores go past the caches
- * (backend_cpu.c's adamw_range): 1 MiB an array and more, where the pass moves more than the
- * caches keep */
+/* elements a thread's part of an optimizer pass holds from which it stores its state past the
+ * caches (backend_cpu.c's adamw_range and sgd_range): 1 MiB an array and more, where the pass
+ * moves more than the caches keep */
 enum { CPU_STREAM_MIN = 1 << 18 };
 
 /* elements per thread below which a second thread does not pay for a conversion or an add */

@@ -36,14 +36,19 @@ static uint32_t bits(float x) {
 
 static int same(float a, float b) { return (isnan(a) && isnan(b)) || bits(a) == bits(b); }
 
-/* w, g, m and v of n elements at the given element offsets into 64-byte aligned blocks */
-static void run(ab_backend *be, const char *what, size_t n, size_t ow, size_t om, size_t ov) {
-    const size_t pad = 64;
-    float *W = aligned_alloc(64, (n + pad) * 4), *G = aligned_alloc(64, (n + pad) * 4),
-          *M = aligned_alloc(64, (n + pad) * 4), *V = aligned_alloc(64, (n + pad) * 4),
-          *rw = malloc(n * 4), *rm = malloc(n * 4), *rv = malloc(n * 4);
-    if (!W || !G || !M || !V || !rw || !rm || !rv) abort();
-    float *w = W + ow, *g = G + ow, *m = M + om, *v = V + ov;
+/* n floats and a line to spare, 64-byte aligned (aligned_alloc wants a multiple of the alignment) */
+static float *lines(size_t n) {
+    float *p = aligned_alloc(64, ((n + 16) * sizeof(float) + 63) & ~(size_t)63);
+    if (!p) abort();
+    return p;
+}
+
+/* w, g, m and v of n elements at the given element offsets (under 16) into 64-byte aligned blocks */
+static void run(ab_backend *be, const char *what, size_t n, size_t ow, size_t og, size_t om, size_t ov) {
+    float *W = lines(n), *G = lines(n), *M = lines(n), *V = lines(n), *rw = malloc(n * 4), *rm = malloc(n * 4),
+          *rv = malloc(n * 4);
+    if (!rw || !rm || !rv) abort();
+    float *w = W + ow, *g = G + og, *m = M + om, *v = V + ov;
     for (size_t i = 0; i < n; i++) {
         w[i] = rw[i] = i % 101 == 7 ? 0.0f : (float)ab_rng_normal(&rng) * 0.5f;
         m[i] = rm[i] = 0.0f;
@@ -57,7 +62,8 @@ static void run(ab_backend *be, const char *what, size_t n, size_t ow, size_t om
             const size_t k = i % 997;
             g[i] = k == 5 ? 0.0f : k == 6 ? 1e-30f : (float)ab_rng_normal(&rng) * 0.1f;
         }
-        if (step == 1) g[n / 2 + 1] = NAN, g[n / 2 + 17] = INFINITY, g[n - 2] = -INFINITY;
+        if (step == 1) /* a part's first elements (the plain prefix) and its vector loop */
+            g[n / 2 + 1] = NAN, g[n / 2 + 17] = INFINITY, g[n / 2 + 40] = NAN, g[n / 4] = NAN, g[n - 2] = -INFINITY;
         if (be->ops->adamw_step(be, n, w, g, m, v, lr, b1, b2, eps, wd, step, gs) != 0) {
             printf("FAIL %s: adamw_step: %s\n", what, ab_error());
             failures++;
@@ -86,12 +92,10 @@ out:
 }
 
 /* the same for SGD: w, g and buf (NULL when momentum is 0) at the given element offsets */
-static void run_sgd(ab_backend *be, const char *what, size_t n, size_t ow, size_t ob, float momentum) {
-    const size_t pad = 64;
-    float *W = aligned_alloc(64, (n + pad) * 4), *G = aligned_alloc(64, (n + pad) * 4),
-          *Bf = aligned_alloc(64, (n + pad) * 4), *rw = malloc(n * 4), *rb = malloc(n * 4);
-    if (!W || !G || !Bf || !rw || !rb) abort();
-    float *w = W + ow, *g = G + ow, *buf = momentum != 0.0f ? Bf + ob : NULL;
+static void run_sgd(ab_backend *be, const char *what, size_t n, size_t ow, size_t og, size_t ob, float momentum) {
+    float *W = lines(n), *G = lines(n), *Bf = lines(n), *rw = malloc(n * 4), *rb = malloc(n * 4);
+    if (!rw || !rb) abort();
+    float *w = W + ow, *g = G + og, *buf = momentum != 0.0f ? Bf + ob : NULL;
     for (size_t i = 0; i < n; i++) {
         w[i] = rw[i] = i % 101 == 7 ? 0.0f : (float)ab_rng_normal(&rng) * 0.5f;
         rb[i] = 0.0f;
@@ -104,7 +108,8 @@ static void run_sgd(ab_backend *be, const char *what, size_t n, size_t ow, size_
             const size_t k = i % 997;
             g[i] = k == 5 ? 0.0f : k == 6 ? 1e-30f : (float)ab_rng_normal(&rng) * 0.1f;
         }
-        if (step == 1) g[n / 2 + 1] = NAN, g[n / 2 + 17] = INFINITY, g[n - 2] = -INFINITY;
+        if (step == 1) /* a part's first elements (the plain prefix) and its vector loop */
+            g[n / 2 + 1] = NAN, g[n / 2 + 17] = INFINITY, g[n / 2 + 40] = NAN, g[n / 4] = NAN, g[n - 2] = -INFINITY;
         if (be->ops->sgd_step(be, n, w, g, buf, lr, momentum, wd, step == 1, gs) != 0) {
             printf("FAIL %s: sgd_step: %s\n", what, ab_error());
             failures++;
@@ -143,16 +148,21 @@ int main(void) {
         return 1;
     }
     printf("test_cpu_stream: the %s copies\n", ab_cpu_has_avx512() ? "AVX-512" : ab_cpu_has_avx2() ? "AVX2" : "baseline");
-    const size_t big = 2 * (size_t)CPU_STREAM_MIN + 1003;
-    run(be, "AdamW streamed, aligned start", big, 0, 0, 0);
-    run(be, "AdamW streamed, start 3 elements past a line", big, 3, 3, 3);
-    run(be, "AdamW, w, m and v aligned unlike each other", big, 0, 1, 2);
-    run(be, "AdamW short", 1001, 0, 0, 0);
-    run_sgd(be, "SGD streamed, aligned start", big, 0, 0, 0.9f);
-    run_sgd(be, "SGD streamed, start 3 elements past a line", big, 3, 3, 0.9f);
-    run_sgd(be, "SGD, w and buffer aligned unlike each other", big, 0, 5, 0.9f);
-    run_sgd(be, "SGD without momentum", big, 3, 0, 0.0f);
-    run_sgd(be, "SGD short", 1001, 0, 0, 0.9f);
+    /* two parts (cpu_parallel_for over 2 threads halves it), each of CPU_STREAM_MIN elements or
+     * more: both take the streaming loop */
+    enum { BIG = 2 * CPU_STREAM_MIN + 1003 };
+    _Static_assert(BIG / 2 >= CPU_STREAM_MIN, "each of the two parts must stream");
+    const size_t big = BIG;
+    run(be, "AdamW streamed, aligned start", big, 0, 0, 0, 0);
+    run(be, "AdamW streamed, start 3 elements past a line, g elsewhere", big, 3, 4, 3, 3);
+    run(be, "AdamW, w, m and v aligned unlike each other", big, 0, 0, 1, 2);
+    run(be, "AdamW, v alone aligned unlike w and m", big, 0, 0, 0, 2);
+    run(be, "AdamW short", 1001, 0, 0, 0, 0);
+    run_sgd(be, "SGD streamed, aligned start", big, 0, 0, 0, 0.9f);
+    run_sgd(be, "SGD streamed, start 3 elements past a line, g elsewhere", big, 3, 9, 3, 0.9f);
+    run_sgd(be, "SGD, w and buffer aligned unlike each other", big, 0, 0, 5, 0.9f);
+    run_sgd(be, "SGD without momentum", big, 3, 3, 0, 0.0f);
+    run_sgd(be, "SGD short", 1001, 0, 0, 0, 0.9f);
     be->ops->destroy(be);
     if (failures) {
         printf("test_cpu_stream: %d failure(s)\n", failures);
