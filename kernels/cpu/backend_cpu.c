@@ -446,23 +446,23 @@ CPU_RANGE_AVX512(adamw_plain)
  * momentum) 6.5% (results/cpu/2026-12-05-xeon-amx-2core/adamw-stream/). The vector loops do
  * ab_adamw_update's and ab_sgd_update's operations in their order, one lane an element and no
  * fused multiply-add: the same bits (tests/ops/test_cpu_stream.c compares them under each
- * AB_CPU_ISA cap). The elements before the first aligned vector and after the last go through the
- * plain loop; so does a part whose arrays are not aligned alike, and SGD without momentum. The
- * stores are fenced before the part returns, so the thread that joins the pool sees them. */
+ * AB_CPU_ISA cap). The elements before w's first 64-byte line and after the last whole 16 go
+ * through the plain loop; so does a part whose arrays are not aligned alike, and SGD without
+ * momentum. The stores are fenced before the part returns, so the thread that joins the pool sees
+ * them. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
+/* the vector loops over [lo, hi): lo 64-byte aligned in w and in the state, hi - lo a multiple of
+ * 16 elements (opt_stream cuts the range) */
+typedef void (*opt_stream_fn)(const opt_job *j, size_t lo, size_t hi);
 #define ADAMW_STREAM(name, isa, V, LANES, set1, load, loadu, store, mul, add, sub, div, sqrt_, stream)          \
     __attribute__((target(isa))) static void name(const opt_job *j, size_t lo, size_t hi) {                    \
         float *w = j->w, *m = j->m, *v = j->v;                                                                 \
         const float *g = j->g;                                                                                 \
-        size_t i = lo;                                                                                         \
-        while (i < hi && ((uintptr_t)(w + i) & (LANES * sizeof(float) - 1))) i++;                              \
-        adamw_plain((void *)j, 0, lo, i);                                                                      \
         const V b1 = set1(j->beta1), c1 = set1(1.0f - j->beta1), b2 = set1(j->beta2),                          \
                 c2 = set1(1.0f - j->beta2), eps = set1(j->eps), decay = set1(j->k.decay),                      \
                 ss = set1(j->k.step_size), rb = set1(j->k.inv_bc2), gs = set1(j->grad_scale);                  \
-        const size_t body = i + (hi - i) / LANES * LANES;                                                      \
-        for (; i < body; i += LANES) {                                                                         \
+        for (size_t i = lo; i < hi; i += LANES) {                                                              \
             const V gi = mul(loadu(g + i), gs);                                                                \
             const V w1 = mul(load(w + i), decay);                                                              \
             const V m1 = add(mul(b1, load(m + i)), mul(c1, gi));                                               \
@@ -472,73 +472,69 @@ CPU_RANGE_AVX512(adamw_plain)
             stream(m + i, m1);                                                                                 \
             stream(v + i, v1);                                                                                 \
         }                                                                                                      \
-        _mm_sfence();                                                                                          \
-        adamw_plain((void *)j, 0, body, hi);                                                                   \
     }
-/* SGD with momentum likewise (ResNet-50's 23.5M weights: the buffer streamed), ab_sgd_update's
- * operations in its order */
+/* SGD with momentum likewise (ResNet-50's 23.5M weights: the buffer streamed) */
 #define SGD_STREAM(name, isa, V, LANES, set1, load, loadu, store, mul, add, sub, stream)                        \
     __attribute__((target(isa))) static void name(const opt_job *j, size_t lo, size_t hi) {                    \
         float *w = j->w, *buf = j->buf;                                                                        \
         const float *g = j->g;                                                                                 \
-        size_t i = lo;                                                                                         \
-        while (i < hi && ((uintptr_t)(w + i) & (LANES * sizeof(float) - 1))) i++;                              \
-        sgd_plain((void *)j, 0, lo, i);                                                                        \
         const V gs = set1(j->grad_scale), wd = set1(j->weight_decay), mom = set1(j->momentum), lr = set1(j->lr); \
         const int first = j->first_step;                                                                       \
-        const size_t body = i + (hi - i) / LANES * LANES;                                                      \
-        for (; i < body; i += LANES) {                                                                         \
+        for (size_t i = lo; i < hi; i += LANES) {                                                              \
             const V wi = load(w + i);                                                                          \
             const V g1 = add(mul(loadu(g + i), gs), mul(wd, wi));                                              \
             const V b = first ? g1 : add(mul(mom, load(buf + i)), g1);                                         \
             stream(buf + i, b);                                                                                \
             store(w + i, sub(wi, mul(lr, b)));                                                                \
         }                                                                                                      \
-        _mm_sfence();                                                                                          \
-        sgd_plain((void *)j, 0, body, hi);                                                                     \
     }
-SGD_STREAM(sgd_stream_avx512, "avx512f", __m512, 16, _mm512_set1_ps, _mm512_load_ps, _mm512_loadu_ps, _mm512_store_ps,
-           _mm512_mul_ps, _mm512_add_ps, _mm512_sub_ps, _mm512_stream_ps)
-SGD_STREAM(sgd_stream_avx2, "avx2", __m256, 8, _mm256_set1_ps, _mm256_load_ps, _mm256_loadu_ps, _mm256_store_ps,
-           _mm256_mul_ps, _mm256_add_ps, _mm256_sub_ps, _mm256_stream_ps)
-#undef SGD_STREAM
-
-static void sgd_range(void *ctx, int part, size_t lo, size_t hi) {
-    const opt_job *j = ctx;
-    if (hi - lo >= CPU_STREAM_MIN && j->momentum != 0.0f && j->buf && !(((uintptr_t)j->w ^ (uintptr_t)j->buf) & 63)) {
-        if (ab_cpu_has_avx512()) {
-            sgd_stream_avx512(j, lo, hi);
-            return;
-        }
-        if (ab_cpu_has_avx2()) {
-            sgd_stream_avx2(j, lo, hi);
-            return;
-        }
-    }
-    sgd_plain(ctx, part, lo, hi);
-}
-
 ADAMW_STREAM(adamw_stream_avx512, "avx512f", __m512, 16, _mm512_set1_ps, _mm512_load_ps, _mm512_loadu_ps,
              _mm512_store_ps, _mm512_mul_ps, _mm512_add_ps, _mm512_sub_ps, _mm512_div_ps, _mm512_sqrt_ps,
              _mm512_stream_ps)
 ADAMW_STREAM(adamw_stream_avx2, "avx2", __m256, 8, _mm256_set1_ps, _mm256_load_ps, _mm256_loadu_ps, _mm256_store_ps,
              _mm256_mul_ps, _mm256_add_ps, _mm256_sub_ps, _mm256_div_ps, _mm256_sqrt_ps, _mm256_stream_ps)
+SGD_STREAM(sgd_stream_avx512, "avx512f", __m512, 16, _mm512_set1_ps, _mm512_load_ps, _mm512_loadu_ps, _mm512_store_ps,
+           _mm512_mul_ps, _mm512_add_ps, _mm512_sub_ps, _mm512_stream_ps)
+SGD_STREAM(sgd_stream_avx2, "avx2", __m256, 8, _mm256_set1_ps, _mm256_load_ps, _mm256_loadu_ps, _mm256_store_ps,
+           _mm256_mul_ps, _mm256_add_ps, _mm256_sub_ps, _mm256_stream_ps)
 #undef ADAMW_STREAM
+#undef SGD_STREAM
+
+/* a part [lo, hi) of an optimizer pass: through the widest streaming loop the CPU has when the part
+ * is large and the state (`state`, a second one or NULL) lies aligned as w does, the elements
+ * before w's first 64-byte line and after the last whole 16 through the plain loop; else all of it
+ * through the plain loop */
+static void opt_stream(const opt_job *j, int part, size_t lo, size_t hi, const float *state, const float *state2,
+                       cpu_range_fn plain, opt_stream_fn f512, opt_stream_fn f256) {
+    const uintptr_t unlike = ((uintptr_t)j->w ^ (uintptr_t)state) | (state2 ? (uintptr_t)j->w ^ (uintptr_t)state2 : 0);
+    const opt_stream_fn f = hi - lo < CPU_STREAM_MIN || (unlike & 63) ? NULL
+                            : ab_cpu_has_avx512()                     ? f512
+                            : ab_cpu_has_avx2()                       ? f256
+                                                                      : NULL;
+    if (!f) {
+        plain((void *)j, part, lo, hi);
+        return;
+    }
+    size_t a = lo;
+    while (a < hi && ((uintptr_t)(j->w + a) & 63)) a++;
+    const size_t e = a + (hi - a) / 16 * 16;
+    plain((void *)j, part, lo, a);
+    f(j, a, e);
+    _mm_sfence();
+    plain((void *)j, part, e, hi);
+}
+
+static void sgd_range(void *ctx, int part, size_t lo, size_t hi) {
+    const opt_job *j = ctx;
+    if (j->momentum != 0.0f && j->buf)
+        opt_stream(j, part, lo, hi, j->buf, NULL, sgd_plain, sgd_stream_avx512, sgd_stream_avx2);
+    else
+        sgd_plain(ctx, part, lo, hi);
+}
 
 static void adamw_range(void *ctx, int part, size_t lo, size_t hi) {
     const opt_job *j = ctx;
-    const uintptr_t unlike = ((uintptr_t)j->w ^ (uintptr_t)j->m) | ((uintptr_t)j->w ^ (uintptr_t)j->v);
-    if (hi - lo >= CPU_STREAM_MIN && !(unlike & 63)) {
-        if (ab_cpu_has_avx512()) {
-            adamw_stream_avx512(j, lo, hi);
-            return;
-        }
-        if (ab_cpu_has_avx2()) {
-            adamw_stream_avx2(j, lo, hi);
-            return;
-        }
-    }
-    adamw_plain(ctx, part, lo, hi);
+    opt_stream(j, part, lo, hi, j->m, j->v, adamw_plain, adamw_stream_avx512, adamw_stream_avx2);
 }
 #else
 static void sgd_range(void *ctx, int part, size_t lo, size_t hi) { sgd_plain(ctx, part, lo, hi); }

@@ -43,6 +43,16 @@ static float *lines(size_t n) {
     return p;
 }
 
+/* a step's gradients: ordinary ones with zeros and 1e-30 among them, and on the first step NaNs and
+ * infinities in a part's first elements (the plain prefix) and in its vector loop */
+static void gradients(float *g, size_t n, int step) {
+    for (size_t i = 0; i < n; i++) {
+        const size_t k = i % 997;
+        g[i] = k == 5 ? 0.0f : k == 6 ? 1e-30f : (float)ab_rng_normal(&rng) * 0.1f;
+    }
+    if (step == 1) g[n / 2 + 1] = NAN, g[n / 2 + 17] = INFINITY, g[n / 2 + 40] = NAN, g[n / 4] = NAN, g[n - 2] = -INFINITY;
+}
+
 /* w, g, m and v of n elements at the given element offsets (under 16) into 64-byte aligned blocks */
 static void run(ab_backend *be, const char *what, size_t n, size_t ow, size_t og, size_t om, size_t ov) {
     float *W = lines(n), *G = lines(n), *M = lines(n), *V = lines(n), *rw = malloc(n * 4), *rm = malloc(n * 4),
@@ -58,12 +68,7 @@ static void run(ab_backend *be, const char *what, size_t n, size_t ow, size_t og
     const float wds[3] = {0.01f, 0.0f, 0.01f}, gss[3] = {1.0f, 1.0f, 0.37f};
     for (int step = 1; step <= 3; step++) {
         const float wd = wds[step - 1], gs = gss[step - 1];
-        for (size_t i = 0; i < n; i++) {
-            const size_t k = i % 997;
-            g[i] = k == 5 ? 0.0f : k == 6 ? 1e-30f : (float)ab_rng_normal(&rng) * 0.1f;
-        }
-        if (step == 1) /* a part's first elements (the plain prefix) and its vector loop */
-            g[n / 2 + 1] = NAN, g[n / 2 + 17] = INFINITY, g[n / 2 + 40] = NAN, g[n / 4] = NAN, g[n - 2] = -INFINITY;
+        gradients(g, n, step);
         if (be->ops->adamw_step(be, n, w, g, m, v, lr, b1, b2, eps, wd, step, gs) != 0) {
             printf("FAIL %s: adamw_step: %s\n", what, ab_error());
             failures++;
@@ -104,12 +109,7 @@ static void run_sgd(ab_backend *be, const char *what, size_t n, size_t ow, size_
     const float wds[3] = {5e-4f, 0.0f, 5e-4f}, gss[3] = {1.0f, 1.0f, 0.37f}, lr = 0.01f;
     for (int step = 1; step <= 3; step++) {
         const float wd = wds[step - 1], gs = gss[step - 1];
-        for (size_t i = 0; i < n; i++) {
-            const size_t k = i % 997;
-            g[i] = k == 5 ? 0.0f : k == 6 ? 1e-30f : (float)ab_rng_normal(&rng) * 0.1f;
-        }
-        if (step == 1) /* a part's first elements (the plain prefix) and its vector loop */
-            g[n / 2 + 1] = NAN, g[n / 2 + 17] = INFINITY, g[n / 2 + 40] = NAN, g[n / 4] = NAN, g[n - 2] = -INFINITY;
+        gradients(g, n, step);
         if (be->ops->sgd_step(be, n, w, g, buf, lr, momentum, wd, step == 1, gs) != 0) {
             printf("FAIL %s: sgd_step: %s\n", what, ab_error());
             failures++;
