@@ -1,9 +1,10 @@
 /* ampbench model-step: the modelled time of one training step of a workload on a named GPU
  * (core/stepmodel.h), for any input size and batch, in every precision the GPU has. The step is
- * the training core's: the batch assembled, the compute copy refreshed, forward, the loss,
- * backward, then unscale and finite check (amp), the gradient norm (clipping), the step's scalars
- * read back, the optimizer (the clip factor inside its pass); each op counted by the counting
- * backend (kernels/cost) and timed by the model. */
+ * the training core's, in the run's course: the batch assembled, forward, the loss, backward, then
+ * under amp the finite check (the unscaling too when clipping reads the unscaled gradients, else it
+ * rides in the optimizer's pass), the gradient norm (clipping), the step's scalars read back, the
+ * optimizer (the clip factor inside its pass, and under amp and bf16 the compute copy written in
+ * it); each op counted by the counting backend (kernels/cost) and timed by the model. */
 #include "model_step.h"
 
 #include <math.h>
@@ -71,7 +72,8 @@ static void run_free(ms_run *r) {
     r->be = NULL;
 }
 
-/* one micro-batch: assembled, the compute copy refreshed (the first), forward, loss, backward */
+/* one micro-batch: assembled, forward, loss, backward. A step in the run's course: the compute copy
+ * is the one the last update wrote in its pass (core/train.c), no refresh of its own */
 static int micro_batch(const ms_args *a, ms_run *r, int micro, const int32_t *idx) {
     ab_backend *b = r->be;
     const ab_dtype cdt = r->params.compute_type;
@@ -88,10 +90,7 @@ static int micro_batch(const ms_args *a, ms_run *r, int micro, const int32_t *id
         AB_TRY(b->ops->gather_images(b, B, &lay, NULL, r->x, r->labels, idx, cdt, r->x, r->labels));
     }
     ab_cost_phase(b, "forward");
-    if (micro == 0) {
-        AB_TRY(b->ops->zero(b, r->stats, 64));
-        AB_TRY(ab_params_refresh(&r->params));
-    }
+    if (micro == 0) AB_TRY(b->ops->zero(b, r->stats, 64));
     const ab_pass pass = ab_pass_train(micro, 1);
     AB_TRY(r->model->ops->forward(r->model, &r->params, r->x, B, &pass));
     ab_cost_phase(b, "loss");
@@ -121,6 +120,7 @@ static int run_step(const ms_args *a, const ab_sample_info *s, const ab_recipe *
     AB_TRY(ab_optimizer_init(&r->opt, r->be, ok, r->params.n, rec->lr, rec->momentum, rec->weight_decay));
     if (rec->wd_exclude) AB_TRY(ab_optimizer_exclude(&r->opt, r->params.specs, r->params.n_specs));
     const ab_dtype cdt = r->params.compute_type;
+    if (cdt != AB_F32) AB_TRY(ab_optimizer_set_copy(&r->opt, cdt, r->params.compute_weights, r->params.n_compute));
     const int B = a->batch, L = r->s.seq_len;
     r->x_bytes = r->s.kind == AB_SAMPLE_TOKENS ? (size_t)3 * B * L * sizeof(int32_t)
                                                : (size_t)B * r->s.C * r->s.H * r->s.W * ab_dtype_size(cdt);
@@ -140,7 +140,10 @@ static int run_step(const ms_args *a, const ab_sample_info *s, const ab_recipe *
     AB_TRY(rc);
     ab_cost_phase(b, "update");
     const float clip = a->have_clip ? a->clip : rec->clip_grad_norm;
-    if (prec == AB_PREC_AMP) AB_TRY(b->ops->unscale_check(b, r->params.n, r->params.grad, 1.0f, r->stats));
+    /* as the trainer: unscaled in place when clipping reads them, else the check alone (the
+     * optimizer's pass unscales) */
+    if (prec == AB_PREC_AMP)
+        AB_TRY(b->ops->unscale_check(b, r->params.n, r->params.grad, clip > 0.0f ? 0x1p-16f : 1.0f, r->stats));
     if (clip > 0.0f) AB_TRY(b->ops->sum_squares(b, r->params.n, r->params.grad, r->stats));
     char scalars[64];
     AB_TRY(b->ops->download(b, scalars, r->stats, sizeof scalars));

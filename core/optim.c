@@ -101,20 +101,37 @@ int ab_optimizer_exclude(ab_optimizer *o, const ab_param_spec *specs, int n_spec
     return 0;
 }
 
+int ab_optimizer_set_copy(ab_optimizer *o, ab_dtype ct, void *copy, size_t n_copy) {
+    if (copy && ct != AB_F16 && ct != AB_BF16) return ab_errorf("optimizer: a working copy must be fp16 or bf16");
+    if (copy && n_copy > o->n) return ab_errorf("optimizer: a working copy of %zu of %zu weights", n_copy, o->n);
+    o->copy = copy;
+    o->copy_type = ct;
+    o->n_copy = copy ? n_copy : 0;
+    return 0;
+}
+
+/* elements [a, e) of one run: the optimizer's op, writing the working copy where it reaches */
+static int step_piece(ab_optimizer *o, float *w, const float *g, size_t a, size_t e, float wd) {
+    const size_t n = e - a;
+    void *const wc = a < o->n_copy ? (char *)o->copy + a * ab_dtype_size(o->copy_type) : NULL;
+    if (o->kind == AB_OPT_ADAMW)
+        return o->be->ops->adamw_step(o->be, n, w + a, g + a, o->s1 + a, o->s2 + a, o->lr, o->beta1, o->beta2, o->eps,
+                                      wd, o->t, o->grad_scale, o->copy_type, wc);
+    return o->be->ops->sgd_step(o->be, n, w + a, g + a, o->s1 ? o->s1 + a : NULL, o->lr, o->momentum, wd, o->t == 1,
+                                o->grad_scale, o->copy_type, wc);
+}
+
 int ab_optimizer_step_range(ab_optimizer *o, float *w, const float *g, size_t lo, size_t hi) {
     o->t++;
     for (int i = 0; i < o->n_runs; i++) {
         const ab_optim_run *r = &o->runs[i];
         const size_t a = r->off > lo ? r->off : lo, e = r->off + r->n < hi ? r->off + r->n : hi;
         if (a >= e) continue;
-        const size_t n = e - a;
         const float wd = r->decay ? o->weight_decay : 0.0f;
-        if (o->kind == AB_OPT_ADAMW)
-            AB_TRY(o->be->ops->adamw_step(o->be, n, w + a, g + a, o->s1 + a, o->s2 + a, o->lr, o->beta1, o->beta2,
-                                          o->eps, wd, o->t, o->grad_scale));
-        else
-            AB_TRY(o->be->ops->sgd_step(o->be, n, w + a, g + a, o->s1 ? o->s1 + a : NULL, o->lr, o->momentum, wd,
-                                        o->t == 1, o->grad_scale));
+        /* a run across the working copy's end: the part it covers, then the rest */
+        const size_t cut = a < o->n_copy && o->n_copy < e ? o->n_copy : e;
+        AB_TRY(step_piece(o, w, g, a, cut, wd));
+        if (cut < e) AB_TRY(step_piece(o, w, g, cut, e, wd));
     }
     o->grad_scale = 1.0f;
     return 0;

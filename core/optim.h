@@ -26,6 +26,10 @@ typedef struct {
     ab_backend *be;
     ab_optim_run runs[AB_OPTIM_MAX_RUNS]; /* one run over all n, unless ab_optimizer_exclude split them */
     int n_runs;
+    /* the working copy a step refreshes in its own pass (ab_optimizer_set_copy), or NULL */
+    void *copy;
+    ab_dtype copy_type;
+    size_t n_copy;
 } ab_optimizer;
 
 /* Learning rate per optimizer step t (0-based) of T in all, after a linear warm-up of W steps
@@ -47,6 +51,10 @@ int ab_optimizer_init(ab_optimizer *o, ab_backend *be, ab_optimizer_kind kind, s
  * biases and normalisation weights): the buffers' runs of decay and no-decay specs. */
 struct ab_param_spec;
 int ab_optimizer_exclude(ab_optimizer *o, const struct ab_param_spec *specs, int n_specs);
+/* From now on each step also writes copy[i] = w[i] rounded to ct for the elements i < n_copy it
+ * updates (an AMP working copy of the first n_copy weights), in the same pass; copy NULL stops it.
+ * ct is fp16 or bf16. */
+int ab_optimizer_set_copy(ab_optimizer *o, ab_dtype ct, void *copy, size_t n_copy);
 int ab_optimizer_step(ab_optimizer *o, float *w, const float *g);
 /* one step over the elements [lo, hi) only (a parameter server's shard; may be empty): the same
  * arithmetic per element as ab_optimizer_step, which is the range [0, n). Counts the step. */

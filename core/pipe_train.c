@@ -200,7 +200,7 @@ int ab_pipe_micro_batches(trainer *t, const int32_t *mine, int m, int n, int epo
     ab_params *p = &t->params;
     const int B = t->cfg->batch_size, M = (m + B - 1) / B;
     AB_TRY(be->ops->zero(be, t->stats, sizeof(step_stats)));
-    AB_TRY(ab_params_refresh(p));
+    AB_TRY(ab_step_refresh(t));
     if (M == 0) return be->ops->zero(be, p->grad, p->n * sizeof(float));
     if (M > pp->M) return ab_errorf("pipeline: %d micro-batches in a step of %d", M, pp->M);
     int rows[AB_PP_MAX_MICRO];

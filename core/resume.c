@@ -510,6 +510,7 @@ int ab_ckpt_resume(trainer *t, long *step, int *epoch) {
     if (s->s1) AB_TRY(share_tensor(t, t->opt.s1, s->s1, p->n * sizeof(float)));
     if (s->s2) AB_TRY(share_tensor(t, t->opt.s2, s->s2, p->n * sizeof(float)));
     AB_TRY(share_bufs(t));
+    t->copy_current = 0; /* the master weights are the checkpoint's now */
     rc = ab_params_refresh(&t->params);
     if (rc == 0) rc = check_compute_copy(t, path);
     long *at = rc == 0 ? realloc(rec->resumed_at, (size_t)(rec->n_resumes + 1) * sizeof *at) : NULL;

@@ -386,6 +386,11 @@ static int alloc_step(trainer *t) {
     t->bucketed = t->overlap || t->ps;
     if (t->ps) ab_ps_shard(t->params.n, c->ps_shards, t->dp->rank, &t->own_lo, &t->own_hi);
     else t->own_lo = 0, t->own_hi = t->params.n;
+    /* AMP and bf16: the update rounds the working copy as it writes the weights, in its own pass,
+     * where it updates them all (under the parameter server the pulled shards change it too: the
+     * step's start refreshes it whole) */
+    if (t->params.compute_type != AB_F32 && !t->ps)
+        AB_TRY(ab_optimizer_set_copy(&t->opt, t->params.compute_type, t->params.compute_weights, t->params.n_compute));
     AB_TRY(dp_traffic(t));
     t->rec->bucket_layout = ab_buckets_count(&t->params, c->bucket_mb);
     if (t->bucketed) {
@@ -572,6 +577,14 @@ static int data_clock_read(trainer *t, double *seconds) {
     return t->be->ops->data_time ? t->be->ops->data_time(t->be, seconds) : 0;
 }
 
+int ab_step_refresh(trainer *t) {
+    if (t->copy_current) {
+        t->copy_current = 0;
+        return 0;
+    }
+    return ab_params_refresh(&t->params);
+}
+
 /* one micro-batch of samples idx[0 .. b) into t->x and t->labels, on the data clock */
 int ab_fill_batch(trainer *t, const int32_t *idx, int b, int epoch, void *x) {
     ab_backend *be = t->be;
@@ -649,7 +662,7 @@ static int micro_batches(trainer *t, const int32_t *mine, int m, int n, int epoc
     ab_model *model = t->model;
     const int B = t->cfg->batch_size, C = model->n_classes;
     AB_TRY(be->ops->zero(be, t->stats, sizeof(step_stats)));
-    AB_TRY(ab_params_refresh(p));
+    AB_TRY(ab_step_refresh(t));
     if (m == 0) AB_TRY(be->ops->zero(be, p->grad, p->n * sizeof(float))); /* a rank with no samples adds 0 */
     for (int pos = 0; pos < m; pos += B) {
         const int b = m - pos < B ? m - pos : B;
@@ -772,8 +785,13 @@ static int synchronise(trainer *t, long step, int n, int reported, float scale, 
     if (t->census) AB_TRY(census_weights(t, t->census));
     /* this rank's summed gradients: all of them, or under the parameter server its shard */
     const size_t lo = t->own_lo, own = t->own_hi - t->own_lo;
+    /* Without clipping, which reads the unscaled gradients, the optimizer unscales them in its own
+     * pass: its one product g * (1 / scale) is the product unscale_check would store, and the check
+     * (at factor 1) only reads. A scale of 1 or more keeps the flag the same: g * (1 / scale) is
+     * finite exactly when g is. */
+    const int fold = t->scaler.enabled && !(t->cfg->clip_grad_norm > 0.0f) && scale >= 1.0f;
     if (t->scaler.enabled && own)
-        AB_TRY(be->ops->unscale_check(be, own, p->grad + lo, 1.0f / scale, &t->stats->found_inf));
+        AB_TRY(be->ops->unscale_check(be, own, p->grad + lo, fold ? 1.0f : 1.0f / scale, &t->stats->found_inf));
     if (t->cfg->clip_grad_norm > 0.0f && own) AB_TRY(grad_squares(t, lo, own));
     step_stats s;
     AB_TRY(be->ops->download(be, &s, t->stats, sizeof s));
@@ -793,7 +811,10 @@ static int synchronise(trainer *t, long step, int n, int reported, float scale, 
     }
     t->stop_any = sums[1] > 0;
     const double sq = t->ps || blocks ? sums[2] : (double)s.grad_sq;
-    *out = (step_sync){.found_inf = found_inf, .loss = sums[0] / ((double)n * t->targets), .grad_norm = sqrt(sq)};
+    *out = (step_sync){.found_inf = found_inf,
+                       .loss = sums[0] / ((double)n * t->targets),
+                       .grad_norm = sqrt(sq),
+                       .unscale = fold ? 1.0f / scale : 1.0f};
     return 0;
 }
 
@@ -822,8 +843,10 @@ static int update(trainer *t, const step_sync *sy, long step, int epoch, ab_step
         out->clip_factor = t->opt.grad_scale;
         out->clipped = 1;
     }
+    if (sy->unscale != 1.0f) t->opt.grad_scale = sy->unscale; /* never with clipping (synchronise) */
     t->opt.lr = ab_lr_at(c->lr_schedule, c->lr, step, t->rec->total_steps, c->warmup_steps);
     AB_TRY(ab_optimizer_step_range(&t->opt, p->master, p->grad, lo, lo + own));
+    t->copy_current = t->opt.copy != NULL && lo == 0 && lo + own >= p->n_compute;
     return t->ps ? ps_pull(t) : 0;
 }
 
@@ -838,7 +861,7 @@ int ab_trainer_step(ab_trainer *t, const int32_t *order, int n, long step, int e
     const int32_t *mine = W > 1 ? t->shard : order;
     if (t->bucketed) ab_buckets_begin(&t->buckets);
     AB_TRY(census_open(t, step, out->scale));
-    step_sync sy = {0};
+    step_sync sy = {.unscale = 1.0f};
     const ab_tp tp0 = t->tp;
     int rc = t->lay.pp > 1 ? ab_pipe_micro_batches(t, mine, m, n, epoch, out->scale)
                            : micro_batches(t, mine, m, n, epoch, out->scale);

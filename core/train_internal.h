@@ -22,6 +22,9 @@ typedef struct {
     int found_inf;    /* some gradient of some rank is inf or NaN */
     double loss;      /* the world's mean (unscaled) loss */
     double grad_norm; /* of the unscaled gradients (0 when not clipping) */
+    /* the factor the update still takes the gradients by: 1 once they are unscaled in place, the
+     * scale's inverse when the unscaling is left to the optimizer's pass */
+    float unscale;
 } step_sync;
 
 enum { AB_PP_MAX_STAGES = 64, AB_PP_MAX_MICRO = 4096 };
@@ -85,6 +88,9 @@ struct ab_trainer {
     int overlap;         /* the gradient buckets are reduced while backward runs */
     int ps;              /* --dp-sync ps in a world of more than one rank */
     int bucketed;        /* the gradients travel in buckets (overlap, or the parameter server) */
+    /* the last update refreshed the whole AMP working copy in its own pass (ab_optimizer_set_copy):
+     * the next step's forward reads it as it is; taken by ab_step_refresh */
+    int copy_current;
     ab_buckets buckets;
     size_t own_lo, own_hi; /* the weights this rank updates: all, or under ps its shard (may be empty) */
     /* checkpoints: host copies of the state (core/resume.c), and where a resumed run continues */
@@ -107,6 +113,9 @@ typedef struct {
 
 /* a micro-batch of samples idx[0 .. b) into x (compute type) and t->labels, timed as data */
 int ab_fill_batch(trainer *t, const int32_t *idx, int b, int epoch, void *x);
+/* a step's start: the working copy refreshed from the master weights, unless the last update
+ * already wrote it (copy_current, which this takes) */
+int ab_step_refresh(trainer *t);
 
 /* ---- core/pipe_train.c: pipeline parallelism ---- */
 /* the cut, this stage's slot models (t->model the first) and the parameters (initialised with rng

@@ -174,19 +174,21 @@ static int ab_cost_softmax_xent(ab_backend *be, int B, int C, ab_dtype lt, const
     (void)logits, (void)labels, (void)gs, (void)loss_sum, (void)correct;
     return mem_op(be, "softmax_xent", (double)B * C * (es(lt) + (dlogits ? es(dt) : 0.0)) + 4.0 * B, 1);
 }
+/* at factor 1 the check alone: it reads */
 static int ab_cost_unscale_check(ab_backend *be, size_t n, float *g, float inv, int32_t *found_inf) {
-    (void)g, (void)inv, (void)found_inf;
-    return mem_op(be, "unscale_check", 8.0 * (double)n, 1);
+    (void)g, (void)found_inf;
+    return mem_op(be, "unscale_check", (inv == 1.0f ? 4.0 : 8.0) * (double)n, 1);
 }
+/* the optimizers: with a working copy, its stores too */
 static int ab_cost_sgd_step(ab_backend *be, size_t n, float *w, const float *g, float *buf, float lr, float momentum,
-                            float wd, int first, float gs) {
+                            float wd, int first, float gs, ab_dtype ct, void *wc) {
     (void)w, (void)g, (void)lr, (void)momentum, (void)wd, (void)first, (void)gs;
-    return mem_op(be, "sgd_step", 4.0 * (double)n * (buf ? 5.0 : 3.0), 1);
+    return mem_op(be, "sgd_step", (double)n * (4.0 * (buf ? 5.0 : 3.0) + (wc ? es(ct) : 0.0)), 1);
 }
 static int ab_cost_adamw_step(ab_backend *be, size_t n, float *w, const float *g, float *m, float *v, float lr,
-                              float b1, float b2, float eps, float wd, int step, float gs) {
+                              float b1, float b2, float eps, float wd, int step, float gs, ab_dtype ct, void *wc) {
     (void)w, (void)g, (void)m, (void)v, (void)lr, (void)b1, (void)b2, (void)eps, (void)wd, (void)step, (void)gs;
-    return mem_op(be, "adamw_step", 4.0 * 7.0 * (double)n, 1);
+    return mem_op(be, "adamw_step", (double)n * (4.0 * 7.0 + (wc ? es(ct) : 0.0)), 1);
 }
 static int ab_cost_gather_normalize(ab_backend *be, int B, int D, const uint8_t *data, const uint8_t *labels,
                                     const int32_t *idx, float mean, float std, ab_dtype ot, void *out, int32_t *lo) {

@@ -398,10 +398,32 @@ typedef struct {
     const float *g;
     float lr, beta1, beta2, eps, weight_decay, momentum, inv_scale, grad_scale;
     ab_adamw_scalars k; /* adamw: its lr and weight decay folded in */
+    ab_dtype ct;        /* the working copy's type, when wc is not NULL */
+    void *wc;           /* the working copy the pass refreshes, or NULL */
     int first_step, bad;
 } opt_job;
 
 enum { OPT_MIN = 1 << 15 }; /* elements per thread below which a second thread does not pay */
+
+/* With a working copy (wc) the pass goes in chunks of OPT_CHUNK elements (a multiple of 16): each
+ * chunk's new weights are rounded into wc while they are still in the L1 cache, so the copy costs
+ * the pass its 2-byte stores and not a second read of the 4-byte weights from memory. */
+enum { OPT_CHUNK = 2048 };
+static void opt_copy(const opt_job *j, size_t lo, size_t hi) {
+    if (hi > lo) cpu_narrow(hi - lo, j->w + lo, j->ct, (char *)j->wc + lo * ab_dtype_size(j->ct));
+}
+/* [lo, hi) through the plain loop, the working copy (if any) a chunk at a time behind it */
+static void opt_plain(const opt_job *j, int part, size_t lo, size_t hi, cpu_range_fn plain) {
+    if (!j->wc) {
+        plain((void *)j, part, lo, hi);
+        return;
+    }
+    for (size_t c = lo; c < hi; c += OPT_CHUNK) {
+        const size_t d = hi - c < OPT_CHUNK ? hi : c + OPT_CHUNK;
+        plain((void *)j, part, c, d);
+        opt_copy(j, c, d);
+    }
+}
 
 static inline __attribute__((always_inline)) void sgd_plain_body(void *ctx, int part, size_t lo, size_t hi) {
     (void)part;
@@ -500,10 +522,25 @@ SGD_STREAM(sgd_stream_avx2, "avx2", __m256, 8, _mm256_set1_ps, _mm256_load_ps, _
 #undef ADAMW_STREAM
 #undef SGD_STREAM
 
+/* the working copy of a vector chunk [lo, hi) (a multiple of 16 elements): rounded on the stack,
+ * then stored past the caches where its part of wc lies 32-byte aligned, as the state is: the copy
+ * is not read before the next step's forward, past all the pass moves through the caches */
+__attribute__((target("avx"))) static void opt_copy_stream(const opt_job *j, size_t lo, size_t hi) {
+    uint16_t *dst = (uint16_t *)j->wc + lo;
+    if ((uintptr_t)dst & 31) {
+        opt_copy(j, lo, hi);
+        return;
+    }
+    uint16_t tmp[OPT_CHUNK] __attribute__((aligned(32)));
+    cpu_narrow(hi - lo, j->w + lo, j->ct, tmp);
+    for (size_t k = 0; k < hi - lo; k += 16)
+        _mm256_stream_si256((__m256i *)(dst + k), _mm256_load_si256((const __m256i *)(tmp + k)));
+}
+
 /* a part [lo, hi) of an optimizer pass: through the widest streaming loop the CPU has when the part
  * is large and the state (`state`, a second one or NULL) lies aligned as w does, the elements
  * before w's first 64-byte line and after the last whole 16 through the plain loop; else all of it
- * through the plain loop */
+ * through the plain loop. The working copy, if any, follows a chunk behind (opt_plain). */
 static void opt_stream(const opt_job *j, int part, size_t lo, size_t hi, const float *state, const float *state2,
                        cpu_range_fn plain, opt_stream_fn f512, opt_stream_fn f256) {
     const uintptr_t unlike = ((uintptr_t)j->w ^ (uintptr_t)state) | (state2 ? (uintptr_t)j->w ^ (uintptr_t)state2 : 0);
@@ -512,16 +549,20 @@ static void opt_stream(const opt_job *j, int part, size_t lo, size_t hi, const f
                             : ab_cpu_has_avx2()                       ? f256
                                                                       : NULL;
     if (!f) {
-        plain((void *)j, part, lo, hi);
+        opt_plain(j, part, lo, hi, plain);
         return;
     }
     size_t a = lo;
     while (a < hi && ((uintptr_t)(j->w + a) & 63)) a++;
-    const size_t e = a + (hi - a) / 16 * 16;
-    plain((void *)j, part, lo, a);
-    f(j, a, e);
+    const size_t e = a + (hi - a) / 16 * 16, chunk = j->wc ? OPT_CHUNK : e - a;
+    opt_plain(j, part, lo, a, plain);
+    for (size_t c = a; c < e; c += chunk) { /* chunks of 16s: each starts 64-byte aligned */
+        const size_t d = e - c < chunk ? e : c + chunk;
+        f(j, c, d);
+        if (j->wc) opt_copy_stream(j, c, d);
+    }
     _mm_sfence();
-    plain((void *)j, part, e, hi);
+    opt_plain(j, part, e, hi, plain);
 }
 
 static void sgd_range(void *ctx, int part, size_t lo, size_t hi) {
@@ -529,7 +570,7 @@ static void sgd_range(void *ctx, int part, size_t lo, size_t hi) {
     if (j->momentum != 0.0f && j->buf)
         opt_stream(j, part, lo, hi, j->buf, NULL, sgd_plain, sgd_stream_avx512, sgd_stream_avx2);
     else
-        sgd_plain(ctx, part, lo, hi);
+        opt_plain(j, part, lo, hi, sgd_plain);
 }
 
 static void adamw_range(void *ctx, int part, size_t lo, size_t hi) {
@@ -537,22 +578,24 @@ static void adamw_range(void *ctx, int part, size_t lo, size_t hi) {
     opt_stream(j, part, lo, hi, j->m, j->v, adamw_plain, adamw_stream_avx512, adamw_stream_avx2);
 }
 #else
-static void sgd_range(void *ctx, int part, size_t lo, size_t hi) { sgd_plain(ctx, part, lo, hi); }
-static void adamw_range(void *ctx, int part, size_t lo, size_t hi) { adamw_plain(ctx, part, lo, hi); }
+static void sgd_range(void *ctx, int part, size_t lo, size_t hi) { opt_plain(ctx, part, lo, hi, sgd_plain); }
+static void adamw_range(void *ctx, int part, size_t lo, size_t hi) { opt_plain(ctx, part, lo, hi, adamw_plain); }
 #endif
 
 int ab_cpu_sgd_step(ab_backend *be, size_t n, float *w, const float *g, float *buf, float lr, float momentum,
-                    float weight_decay, int first_step, float grad_scale) {
+                    float weight_decay, int first_step, float grad_scale, ab_dtype ct, void *wc) {
+    if (wc && ct != AB_F16 && ct != AB_BF16) return ab_errorf("sgd_step: a working copy of type %d", (int)ct);
     opt_job j = {.w = w, .g = g, .buf = buf, .lr = lr, .momentum = momentum, .weight_decay = weight_decay,
-                 .first_step = first_step, .grad_scale = grad_scale};
+                 .first_step = first_step, .grad_scale = grad_scale, .ct = ct, .wc = wc};
     cpu_parallel_for(be, n, OPT_MIN, sgd_range, &j);
     return 0;
 }
 
 int ab_cpu_adamw_step(ab_backend *be, size_t n, float *w, const float *g, float *m, float *v, float lr, float beta1,
-                      float beta2, float eps, float weight_decay, int step, float grad_scale) {
+                      float beta2, float eps, float weight_decay, int step, float grad_scale, ab_dtype ct, void *wc) {
+    if (wc && ct != AB_F16 && ct != AB_BF16) return ab_errorf("adamw_step: a working copy of type %d", (int)ct);
     opt_job j = {.w = w, .g = g, .m = m, .v = v, .beta1 = beta1, .beta2 = beta2, .eps = eps, .grad_scale = grad_scale,
-                 .k = ab_adamw_scalars_at(lr, beta1, beta2, weight_decay, step)};
+                 .k = ab_adamw_scalars_at(lr, beta1, beta2, weight_decay, step), .ct = ct, .wc = wc};
     cpu_parallel_for(be, n, OPT_MIN, adamw_range, &j);
     return 0;
 }
@@ -562,9 +605,13 @@ static inline __attribute__((always_inline)) void unscale_range_body(void *ctx, 
     opt_job *j = ctx;
     float *g = j->w;
     int bad = 0;
-    for (size_t i = lo; i < hi; i++) {
-        g[i] *= j->inv_scale;
-        bad |= !ab_is_finite(g[i]);
+    if (j->inv_scale == 1.0f) { /* g * 1 is g: the check alone, no stores */
+        for (size_t i = lo; i < hi; i++) bad |= !ab_is_finite(g[i]);
+    } else {
+        for (size_t i = lo; i < hi; i++) {
+            g[i] *= j->inv_scale;
+            bad |= !ab_is_finite(g[i]);
+        }
     }
     if (bad) __atomic_store_n(&j->bad, 1, __ATOMIC_RELAXED);
 }

@@ -373,21 +373,27 @@ __global__ void k_unscale_check(size_t n, float *g, float inv_scale, int32_t *fo
     int bad = 0;
     GRID_STRIDE(i, n) {
         const float v = g[i] * inv_scale;
-        g[i] = v;
+        if (inv_scale != 1.0f) g[i] = v; /* at 1 the check alone: no stores */
         bad |= !ab_is_finite(v);
     }
     if (__any_sync(0xffffffffu, bad) && (threadIdx.x & 31) == 0) *found_inf = 1; /* same value: no race */
 }
 
+/* with wc: the updated weight also rounded into the working copy (k_cast's ab_store) */
 __global__ void k_sgd(size_t n, float *w, const float *g, float *buf, float lr, float momentum, float wd, int first,
-                      float gs) {
-    GRID_STRIDE(i, n) ab_sgd_update(&w[i], g[i] * gs, buf ? &buf[i] : NULL, lr, momentum, wd, first);
+                      float gs, ab_dtype ct, void *wc) {
+    GRID_STRIDE(i, n) {
+        ab_sgd_update(&w[i], g[i] * gs, buf ? &buf[i] : NULL, lr, momentum, wd, first);
+        if (wc) ab_store(wc, i, ct, w[i]);
+    }
 }
 
 __global__ void k_adamw(size_t n, float *w, const float *g, float *m, float *v, float b1, float b2, float eps,
-                        ab_adamw_scalars k, float gs) {
-    GRID_STRIDE(i, n)
-    ab_adamw_update(&w[i], g[i] * gs, &m[i], &v[i], b1, b2, eps, k.decay, k.step_size, k.inv_bc2);
+                        ab_adamw_scalars k, float gs, ab_dtype ct, void *wc) {
+    GRID_STRIDE(i, n) {
+        ab_adamw_update(&w[i], g[i] * gs, &m[i], &v[i], b1, b2, eps, k.decay, k.step_size, k.inv_bc2);
+        if (wc) ab_store(wc, i, ct, w[i]);
+    }
 }
 
 /* out[b, d] = (data[idx[b], d] / 255 - mean) / std: the expression of the CPU's table, so the
@@ -553,22 +559,26 @@ int ab_cuda_log2_hist(ab_backend *be, size_t n, ab_dtype t, const void *x, int l
 }
 
 int ab_cuda_sgd_step(ab_backend *be, size_t n, float *w, const float *g, float *buf, float lr, float momentum,
-                     float weight_decay, int first_step, float grad_scale) {
+                     float weight_decay, int first_step, float grad_scale, ab_dtype ct, void *wc) {
+    if (wc && ct != AB_F16 && ct != AB_BF16) return ab_errorf("sgd_step: a working copy of type %d", (int)ct);
     if (!n) return 0;
     AB_TRY(on_device(st_of(be)));
     k_sgd<<<blocks_for(n), THREADS, 0, st_of(be)->stream>>>(n, w, g, momentum != 0.0f ? buf : NULL, lr, momentum,
-                                                             weight_decay, first_step, grad_scale);
+                                                             weight_decay, first_step, grad_scale, ct, wc);
     LAUNCH_CHECK("k_sgd");
     return 0;
 }
 
 int ab_cuda_adamw_step(ab_backend *be, size_t n, float *w, const float *g, float *m, float *v, float lr, float beta1,
-                       float beta2, float eps, float weight_decay, int step, float grad_scale) {
+                       float beta2, float eps, float weight_decay, int step, float grad_scale, ab_dtype ct,
+                       void *wc) {
+    if (wc && ct != AB_F16 && ct != AB_BF16) return ab_errorf("adamw_step: a working copy of type %d", (int)ct);
     if (!n) return 0;
     AB_TRY(on_device(st_of(be)));
     /* the step's scalars on the host, as the CPU backend computes them */
     const ab_adamw_scalars k = ab_adamw_scalars_at(lr, beta1, beta2, weight_decay, step);
-    k_adamw<<<blocks_for(n), THREADS, 0, st_of(be)->stream>>>(n, w, g, m, v, beta1, beta2, eps, k, grad_scale);
+    k_adamw<<<blocks_for(n), THREADS, 0, st_of(be)->stream>>>(n, w, g, m, v, beta1, beta2, eps, k, grad_scale, ct,
+                                                               wc);
     LAUNCH_CHECK("k_adamw");
     return 0;
 }

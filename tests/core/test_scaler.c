@@ -3,12 +3,14 @@
  * bit-identical, halves the scale and records the event. Without a scaler (fp32) the same
  * fault ends the run with a clear error instead of training on NaN. A static scale: never grows
  * or backs off, yet skips and records an overflowing step (unit and in training, at scale 1 and
- * 1024); bad static scales are refused. */
+ * 1024); bad static scales are refused. Under AMP and bf16 the forward's working copy is the
+ * master weights rounded at every step, whether the update or the step's start wrote it. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "half.h"
 #include "params.h"
 #include "tolerances.h"
 #include "workloads.h"
@@ -149,6 +151,66 @@ static void test_skip_in_training(void) {
     free(w2);
 }
 
+/* The forward's working copy (fp16 under AMP, bf16) is the master weights rounded at every step's
+ * start, whether the update refreshed it in its own pass (an applied step) or the step's start did
+ * (after the skipped step, and the first): checked after each step of a run whose second step is
+ * skipped under AMP (bf16 has no scaler: its steps all apply), and after an evaluation. */
+static int copy_is_master_rounded(ab_trainer *t, float *w, uint16_t *c, const char *when) {
+    const ab_params *p = ab_trainer_params(t);
+    if (ab_trainer_weights(t, w) != 0 ||
+        p->be->ops->download(p->be, c, p->compute_weights, p->n_compute * sizeof(uint16_t)) != 0) {
+        fprintf(stderr, "FAIL %s: %s\n", when, ab_error());
+        failures++;
+        return 0;
+    }
+    for (size_t i = 0; i < p->n_compute; i++) {
+        const uint16_t want = p->compute_type == AB_F16 ? ab_f32_to_f16(w[i]) : ab_f32_to_bf16(w[i]);
+        if (c[i] != want) {
+            fprintf(stderr, "FAIL %s: the %s working copy's element %zu is 0x%04x, the master weight %.9g rounds to "
+                            "0x%04x\n",
+                    when, ab_dtype_name(p->compute_type), i, c[i], (double)w[i], want);
+            failures++;
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void test_copy_in_training(ab_precision prec) {
+    ab_train_config c = base_config(prec);
+    const int skip = prec == AB_PREC_AMP; /* bf16 has no scaler to skip a step: every step applies */
+    if (skip) c.inject_inf_step = 1;
+    ab_run_record rec;
+    ab_trainer *t = make_trainer(&c, &rec);
+    if (!t) return;
+    const ab_params *p = ab_trainer_params(t);
+    float *w = malloc(p->n * 4);
+    uint16_t *cp = malloc(p->n_compute * 2 + 2);
+    int32_t order[32];
+    for (int i = 0; i < 32; i++) order[i] = i * 5;
+    ab_step_result r;
+    const char *name = ab_precision_name(prec);
+    int ok = w && cp && copy_is_master_rounded(t, w, cp, "before the first step");
+    for (long k = 0; ok && k < 4; k++) {
+        AB_CHECK(ab_trainer_step(t, order, 32, k, 1, &r) == 0, "%s step %ld: %s", name, k, ab_error());
+        AB_CHECK(r.applied == (!skip || k != 1), "%s step %ld applied %d", name, k, r.applied);
+        char when[64];
+        snprintf(when, sizeof when, "%s, after step %ld", name, k);
+        ok = copy_is_master_rounded(t, w, cp, when);
+        if (ok && k == 2) {
+            double loss, acc;
+            AB_CHECK(ab_trainer_evaluate(t, &loss, &acc) == 0 && isfinite(loss), "%s evaluation: %s", name,
+                     ab_error());
+            ok = copy_is_master_rounded(t, w, cp, "after the evaluation");
+        }
+    }
+    if (ok) printf("ok %s: the working copy is the master weights rounded after every step\n", name);
+    ab_trainer_destroy(t);
+    ab_run_record_free(&rec);
+    free(w);
+    free(cp);
+}
+
 /* A static scale in the real step: the injected inf skips the step with every weight unchanged,
  * the scale stays, the event is recorded, clean steps are taken; fp32 refuses a static scale */
 static void test_static_skip_in_training(float scale) {
@@ -219,6 +281,8 @@ int main(void) {
     test_static_skip_in_training(1.0f);
     test_static_skip_in_training(1024.0f);
     test_fp32_fault_is_an_error();
+    test_copy_in_training(AB_PREC_AMP);
+    test_copy_in_training(AB_PREC_BF16);
     printf("loss scaler: %d failures\n", failures);
     return failures ? 1 : 0;
 }

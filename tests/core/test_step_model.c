@@ -39,7 +39,7 @@ static void test_counts(void) {
                        .pad_h = 1, .pad_w = 1};
     ab_conv_shape_init(&s);
     be->ops->conv2d_forward(be, &s, AB_F16, a, b, a);
-    be->ops->adamw_step(be, 1000, a, a, a, a, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1, 1.0f);
+    be->ops->adamw_step(be, 1000, a, a, a, a, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1, 1.0f, AB_F32, NULL);
     char host[8] = {1, 1, 1, 1, 1, 1, 1, 1};
     be->ops->download(be, host, a, sizeof host);
     size_t n;

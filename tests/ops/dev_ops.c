@@ -431,6 +431,23 @@ static void test_overlapping_cast(void) {
         }
 }
 
+/* an optimizer's working copy on the device: each element the device's own new weight rounded to
+ * the copy's type (a NaN for a NaN: the device's payload is its own) */
+static void copy_of_own(const char *what, const pair *w, const pair *wc) {
+    unsigned char *gw = fetch(what, w), *gc = fetch(what, wc);
+    for (size_t i = 0; i < w->n; i++) {
+        const float want = ab_round_to(ab_load(gw, i, AB_F32), wc->t), got = ab_load(gc, i, wc->t);
+        if (!(got == want || (isnan(got) && isnan(want)))) {
+            fprintf(stderr, "FAIL %s: the %s copy's element %zu is %.9g, the device's new weight %.9g rounds to %.9g\n",
+                    what, ab_dtype_name(wc->t), i, (double)got, (double)ab_load(gw, i, AB_F32), (double)want);
+            failures++;
+            break;
+        }
+    }
+    free(gw);
+    free(gc);
+}
+
 static void test_unscale_and_optimizers(void) {
     const size_t n = 203530; /* the MLP's parameter count */
     char what[128];
@@ -467,21 +484,26 @@ static void test_unscale_and_optimizers(void) {
     for (int mi = 0; mi < 2; mi++)
         for (int wi = 0; wi < 2; wi++)
             for (int first = 0; first < 2; first++) {
+                /* a working copy on the first steps: fp16 without momentum, bf16 with */
+                const ab_dtype ct = !first ? AB_F32 : mi ? AB_BF16 : AB_F16;
                 pair w = pair_new(n, AB_F32, -0.1f, 0.1f), g = pair_new(n, AB_F32, -1.0f, 1.0f),
-                     buf = pair_new(n, AB_F32, -1.0f, 1.0f);
+                     buf = pair_new(n, AB_F32, -1.0f, 1.0f), wc = pair_new(n, ct, 0.0f, 0.0f);
                 op_case_label(what, sizeof what, AB_OP_sgd_step,
-                              "fp32 n %zu lr 0.01 momentum %g weight_decay %g grad_scale 0.37%s", n, (double)moms[mi],
-                              (double)wds[wi], first ? ", first step" : "");
+                              "fp32 n %zu lr 0.01 momentum %g weight_decay %g grad_scale 0.37%s%s%s", n,
+                              (double)moms[mi], (double)wds[wi], first ? ", first step" : "",
+                              ct != AB_F32 ? ", a working copy in " : "", ct != AB_F32 ? ab_dtype_name(ct) : "");
                 op_ok(what,
                       cpu->ops->sgd_step(cpu, n, w.h, g.h, moms[mi] != 0.0f ? buf.h : NULL, 0.01f, moms[mi], wds[wi],
-                                         first, 0.37f),
+                                         first, 0.37f, ct, ct != AB_F32 ? wc.h : NULL),
                       gpu->ops->sgd_step(gpu, n, w.d, g.d, moms[mi] != 0.0f ? buf.d : NULL, 0.01f, moms[mi], wds[wi],
-                                         first, 0.37f));
+                                         first, 0.37f, ct, ct != AB_F32 ? wc.d : NULL));
                 compare_nmse(what, &w, AB_TOL_GPU_ELEMWISE_NMSE);
                 if (moms[mi] != 0.0f) compare_nmse(what, &buf, AB_TOL_GPU_ELEMWISE_NMSE);
+                if (ct != AB_F32) copy_of_own(what, &w, &wc);
                 pair_free(&w);
                 pair_free(&g);
                 pair_free(&buf);
+                pair_free(&wc);
             }
     const int steps[] = {1, 5};
     for (int si = 0; si < 2; si++) {
@@ -492,11 +514,19 @@ static void test_unscale_and_optimizers(void) {
                   "step %d grad_scale %g",
                   n, steps[si], si ? 0.37 : 1.0);
         const float gs = si ? 0.37f : 1.0f;
-        op_ok(what, cpu->ops->adamw_step(cpu, n, w.h, g.h, m.h, v.h, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, steps[si], gs),
-              gpu->ops->adamw_step(gpu, n, w.d, g.d, m.d, v.d, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, steps[si], gs));
+        /* the second case with an fp16 working copy */
+        const ab_dtype ct = si ? AB_F16 : AB_F32;
+        pair wc = pair_new(n, ct, 0.0f, 0.0f);
+        op_ok(what,
+              cpu->ops->adamw_step(cpu, n, w.h, g.h, m.h, v.h, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, steps[si], gs, ct,
+                                   si ? wc.h : NULL),
+              gpu->ops->adamw_step(gpu, n, w.d, g.d, m.d, v.d, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, steps[si], gs, ct,
+                                   si ? wc.d : NULL));
         compare_nmse(what, &w, AB_TOL_GPU_ELEMWISE_NMSE);
         compare_nmse(what, &m, AB_TOL_GPU_ELEMWISE_NMSE);
         compare_nmse(what, &v, AB_TOL_GPU_ELEMWISE_NMSE);
+        if (si) copy_of_own(what, &w, &wc);
+        pair_free(&wc);
         pair_free(&w);
         pair_free(&g);
         pair_free(&m);
@@ -779,8 +809,8 @@ static void test_optimizers_nonfinite(void) {
         pair w = pair_new(n, AB_F32, -0.1f, 0.1f), g = pair_new(n, AB_F32, -1.0f, 1.0f),
              buf = pair_new(n, AB_F32, -1.0f, 1.0f);
         for (int k = 0; k < 3; k++) pair_set(&g, at[k], bad[k]);
-        op_ok(what, cpu->ops->sgd_step(cpu, n, w.h, g.h, mi ? buf.h : NULL, 0.01f, momentum, wd, 0, 1.0f),
-              gpu->ops->sgd_step(gpu, n, w.d, g.d, mi ? buf.d : NULL, 0.01f, momentum, wd, 0, 1.0f));
+        op_ok(what, cpu->ops->sgd_step(cpu, n, w.h, g.h, mi ? buf.h : NULL, 0.01f, momentum, wd, 0, 1.0f, AB_F32, NULL),
+              gpu->ops->sgd_step(gpu, n, w.d, g.d, mi ? buf.d : NULL, 0.01f, momentum, wd, 0, 1.0f, AB_F32, NULL));
         compare_nmse(what, &w, AB_TOL_GPU_ELEMWISE_NMSE);
         if (mi) compare_nmse(what, &buf, AB_TOL_GPU_ELEMWISE_NMSE);
         for (int k = 0; k < 3; k++) /* the premise: each reached the CPU's weight */
@@ -794,8 +824,8 @@ static void test_optimizers_nonfinite(void) {
     pair w = pair_new(n, AB_F32, -0.1f, 0.1f), g = pair_new(n, AB_F32, -1.0f, 1.0f),
          m = pair_new(n, AB_F32, -0.1f, 0.1f), v = pair_new(n, AB_F32, 0.0f, 0.01f);
     for (int k = 0; k < 3; k++) pair_set(&g, at[k], bad[k]);
-    op_ok(what, cpu->ops->adamw_step(cpu, n, w.h, g.h, m.h, v.h, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 3, 1.0f),
-          gpu->ops->adamw_step(gpu, n, w.d, g.d, m.d, v.d, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 3, 1.0f));
+    op_ok(what, cpu->ops->adamw_step(cpu, n, w.h, g.h, m.h, v.h, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 3, 1.0f, AB_F32, NULL),
+          gpu->ops->adamw_step(gpu, n, w.d, g.d, m.d, v.d, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 3, 1.0f, AB_F32, NULL));
     compare_nmse(what, &w, AB_TOL_GPU_ELEMWISE_NMSE);
     compare_nmse(what, &m, AB_TOL_GPU_ELEMWISE_NMSE);
     compare_nmse(what, &v, AB_TOL_GPU_ELEMWISE_NMSE);

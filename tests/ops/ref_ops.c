@@ -701,6 +701,21 @@ static void test_unscale(ab_backend *be) {
                       (double)x[i], want);
     }
     tally_end(&t, "unscale_check");
+    /* at inv_scale 1, the check alone (the trainer's, when the optimizer unscales): over 2^17
+     * elements (both threads' parts), every value as it was, a clean pass leaving found_inf at 0 and
+     * an inf in the second part setting it */
+    const size_t nb = (size_t)1 << 17;
+    float *y = xmalloc(nb * sizeof *y), *y0 = xmalloc(nb * sizeof *y0);
+    for (size_t i = 0; i < nb; i++) y[i] = y0[i] = (float)ab_rng_normal(&rng) * 1e3f;
+    int32_t f5 = 0;
+    op_case(AB_OP_unscale_check, "fp32 n=%zu inv_scale 1 (the check alone), all finite", nb);
+    AB_CHECK(be->ops->unscale_check(be, nb, y, 1.0f, &f5) == 0 && f5 == 0 && memcmp(y, y0, nb * sizeof *y) == 0,
+             "unscale_check at 1: found %d, values %s", f5, memcmp(y, y0, nb * sizeof *y) ? "changed" : "kept");
+    y[nb - 100] = -INFINITY;
+    op_case(AB_OP_unscale_check, "fp32 n=%zu inv_scale 1 (the check alone), a -inf in the last part", nb);
+    AB_CHECK(be->ops->unscale_check(be, nb, y, 1.0f, &f5) == 0 && f5 == 1, "unscale_check at 1: a -inf, found %d", f5);
+    free(y);
+    free(y0);
     free(x);
     free(x0);
 }
@@ -835,6 +850,21 @@ static double rnd(double x) { return 0x1p-24 * fabs(x) + 0x1p-150; }
 
 /* After an optimizer step: the op left g as it was (g0, its copy from before the call), and the
  * reference then takes g * grad_scale rounded once (scale's product) in its place */
+/* After an optimizer step with a working copy wc of type ct (AB_F32: none): each element the op's
+ * own new weight rounded to ct (NaN for NaN), and the element past the end (a sentinel) untouched */
+static void copy_taken(const char *op, ab_dtype ct, const uint16_t *wc, const float *w, size_t n) {
+    if (ct == AB_F32) return;
+    tally t = {0};
+    for (size_t i = 0; i < n; i++) {
+        const double got = ab_load(wc, i, ct), want = ab_round_to(w[i], ct);
+        if (!same_value(got, want))
+            tally_bad(&t, "%s: the %s copy's element %zu is %.9g, the new weight %.9g rounds to %.9g", op,
+                      ab_dtype_name(ct), i, got, (double)w[i], want);
+    }
+    if (wc[n] != 0x7e01) tally_bad(&t, "%s: the element past the working copy's end was written", op);
+    tally_end(&t, op);
+}
+
 static void grad_taken(const char *op, float *g, const float *g0, size_t n, float gs) {
     AB_CHECK(memcmp(g, g0, n * sizeof *g) == 0, "%s changed its gradients", op);
     for (size_t i = 0; i < n; i++) g[i] = g[i] * gs;
@@ -844,9 +874,11 @@ static void grad_taken(const char *op, float *g, const float *g0, size_t n, floa
  * w -= lr buf. n elements over `steps` calls, against float64 with a running bound of the fp32
  * roundings of each step. Elements 1 and 2 get a NaN and an inf gradient on the first step; element
  * 3 a zero gradient throughout. */
-static void sgd_run(ab_backend *be, size_t n, float lr, float momentum, float wd, int steps, float gs) {
+static void sgd_run(ab_backend *be, size_t n, float lr, float momentum, float wd, int steps, float gs, ab_dtype ct) {
     float *w = xmalloc(n * sizeof *w), *g = xmalloc(n * sizeof *g),
           *buf = momentum != 0.0f ? xmalloc(n * sizeof *buf) : NULL;
+    uint16_t *wc = ct == AB_F32 ? NULL : xmalloc((n + 1) * sizeof *wc);
+    if (wc) wc[n] = 0x7e01;
     double *rw = xmalloc(n * sizeof *rw), *rb = xmalloc(n * sizeof *rb), *ew = xmalloc(n * sizeof *ew),
            *eb = xmalloc(n * sizeof *eb);
     for (size_t i = 0; i < n; i++) {
@@ -858,12 +890,16 @@ static void sgd_run(ab_backend *be, size_t n, float lr, float momentum, float wd
     for (int s = 0; s < steps; s++) {
         for (size_t i = 0; i < n; i++) g[i] = i == 3 ? 0.0f : (float)ab_rng_normal(&rng) * 0.1f;
         if (s == 0 && n > 3) g[1] = NAN, g[2] = INFINITY;
-        op_case(AB_OP_sgd_step, "fp32 n=%zu lr %g momentum %g weight_decay %g grad_scale %g, step %d%s", n, (double)lr,
-                (double)momentum, (double)wd, (double)gs, s + 1, s == 0 && buf ? " (first: buf NaN, not read)" : "");
+        op_case(AB_OP_sgd_step, "fp32 n=%zu lr %g momentum %g weight_decay %g grad_scale %g, step %d%s%s%s", n,
+                (double)lr, (double)momentum, (double)wd, (double)gs, s + 1,
+                s == 0 && buf ? " (first: buf NaN, not read)" : "", wc ? ", a working copy in " : "",
+                wc ? ab_dtype_name(ct) : "");
         float *g0 = xmalloc(n * sizeof *g0);
         memcpy(g0, g, n * sizeof *g0);
-        AB_CHECK(be->ops->sgd_step(be, n, w, g, buf, lr, momentum, wd, s == 0, gs) == 0, "sgd_step: %s", ab_error());
+        AB_CHECK(be->ops->sgd_step(be, n, w, g, buf, lr, momentum, wd, s == 0, gs, ct, wc) == 0, "sgd_step: %s",
+                 ab_error());
         grad_taken("sgd_step", g, g0, n, gs);
+        copy_taken("sgd_step", ct, wc, w, n);
         free(g0);
         tally t = {0};
         for (size_t i = 0; i < n; i++) {
@@ -882,7 +918,7 @@ static void sgd_run(ab_backend *be, size_t n, float lr, float momentum, float wd
         }
         tally_end(&t, "sgd_step");
     }
-    free(w), free(g), free(buf), free(rw), free(rb), free(ew), free(eb);
+    free(w), free(g), free(buf), free(rw), free(rb), free(ew), free(eb), free(wc);
 }
 
 /* AdamW (PyTorch, decoupled weight decay): w *= 1 - lr wd; m = b1 m + (1 - b1) g;
@@ -895,9 +931,11 @@ static void sgd_run(ab_backend *be, size_t n, float lr, float momentum, float wd
  * element 5 (from w = 0) one of 1e-8, where sqrt(v) is of the order of eps and the update shows
  * where eps is added. */
 static void adamw_run(ab_backend *be, size_t n, float lr, float b1, float b2, float eps, float wd, int first,
-                      int steps, float gs) {
+                      int steps, float gs, ab_dtype ct) {
     float *w = xmalloc(n * sizeof *w), *g = xmalloc(n * sizeof *g), *m = xmalloc(n * sizeof *m),
           *v = xmalloc(n * sizeof *v);
+    uint16_t *wc = ct == AB_F32 ? NULL : xmalloc((n + 1) * sizeof *wc);
+    if (wc) wc[n] = 0x7e01;
     double *rw = xmalloc(n * sizeof *rw), *rm = xmalloc(n * sizeof *rm), *rv = xmalloc(n * sizeof *rv),
            *ew = xmalloc(n * sizeof *ew), *em = xmalloc(n * sizeof *em), *ev = xmalloc(n * sizeof *ev);
     for (size_t i = 0; i < n; i++) {
@@ -914,13 +952,15 @@ static void adamw_run(ab_backend *be, size_t n, float lr, float b1, float b2, fl
         for (size_t i = 0; i < n; i++)
             g[i] = i == 3 ? 0.0f : i == 4 ? 1e-30f : i == 5 ? 1e-8f : (float)ab_rng_normal(&rng) * 0.1f;
         if (s == 0 && n > 4) g[1] = NAN, g[2] = INFINITY;
-        op_case(AB_OP_adamw_step, "fp32 n=%zu lr %g betas %g %g eps %g weight_decay %g grad_scale %g, step %d", n,
-                (double)lr, (double)b1, (double)b2, (double)eps, (double)wd, (double)gs, step);
+        op_case(AB_OP_adamw_step, "fp32 n=%zu lr %g betas %g %g eps %g weight_decay %g grad_scale %g, step %d%s%s", n,
+                (double)lr, (double)b1, (double)b2, (double)eps, (double)wd, (double)gs, step,
+                wc ? ", a working copy in " : "", wc ? ab_dtype_name(ct) : "");
         float *g0 = xmalloc(n * sizeof *g0);
         memcpy(g0, g, n * sizeof *g0);
-        AB_CHECK(be->ops->adamw_step(be, n, w, g, m, v, lr, b1, b2, eps, wd, step, gs) == 0, "adamw_step: %s",
-                 ab_error());
+        AB_CHECK(be->ops->adamw_step(be, n, w, g, m, v, lr, b1, b2, eps, wd, step, gs, ct, wc) == 0,
+                 "adamw_step: %s", ab_error());
         grad_taken("adamw_step", g, g0, n, gs);
+        copy_taken("adamw_step", ct, wc, w, n);
         free(g0);
         const double p1 = pow(B1, step), p2 = pow(B2, step), c1 = 1.0 - p1, c2 = 1.0 - p2;
         const double rc1 = (2.0 * u * p1 + u * c1) / c1, rc2 = (2.0 * u * p2 + u * c2) / c2; /* powf, then 1 - p */
@@ -950,19 +990,24 @@ static void adamw_run(ab_backend *be, size_t n, float lr, float b1, float b2, fl
         }
         tally_end(&t, "adamw_step");
     }
-    free(w), free(g), free(m), free(v), free(rw), free(rm), free(rv), free(ew), free(em), free(ev);
+    free(w), free(g), free(m), free(v), free(rw), free(rm), free(rv), free(ew), free(em), free(ev), free(wc);
 }
 
 static void test_optimizers(ab_backend *be) {
-    sgd_run(be, 1001, 0.1f, 0.9f, 5e-4f, 4, 1.0f);
-    sgd_run(be, 1001, 0.05f, 0.0f, 0.01f, 3, 1.0f); /* no momentum: buf NULL */
-    sgd_run(be, 7, 0.5f, 0.9f, 0.0f, 2, 1.0f);
-    sgd_run(be, 1001, 0.1f, 0.9f, 5e-4f, 3, 0.37f);  /* clipped: the factor inside the step */
-    sgd_run(be, 1001, 0.05f, 0.0f, 0.01f, 2, 0.37f); /* the same without momentum (the other loop) */
-    adamw_run(be, 1001, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, 5, 1.0f);
-    adamw_run(be, 7, 1e-2f, 0.8f, 0.99f, 1e-6f, 0.0f, 1, 3, 1.0f);
-    adamw_run(be, 1001, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 100, 2, 1.0f); /* resumed: large step, random m and v */
-    adamw_run(be, 1001, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, 3, 0.37f); /* clipped */
+    sgd_run(be, 1001, 0.1f, 0.9f, 5e-4f, 4, 1.0f, AB_F32);
+    sgd_run(be, 1001, 0.05f, 0.0f, 0.01f, 3, 1.0f, AB_F32); /* no momentum: buf NULL */
+    sgd_run(be, 7, 0.5f, 0.9f, 0.0f, 2, 1.0f, AB_F32);
+    sgd_run(be, 1001, 0.1f, 0.9f, 5e-4f, 3, 0.37f, AB_F32);  /* clipped: the factor inside the step */
+    sgd_run(be, 1001, 0.05f, 0.0f, 0.01f, 2, 0.37f, AB_F32); /* the same without momentum (the other loop) */
+    /* the AMP working copy written in the same pass, both loops, both types */
+    sgd_run(be, 5003, 0.1f, 0.9f, 5e-4f, 3, 1.0f, AB_F16);
+    sgd_run(be, 1001, 0.05f, 0.0f, 0.01f, 2, 0.37f, AB_BF16);
+    adamw_run(be, 1001, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, 5, 1.0f, AB_F32);
+    adamw_run(be, 7, 1e-2f, 0.8f, 0.99f, 1e-6f, 0.0f, 1, 3, 1.0f, AB_F32);
+    adamw_run(be, 1001, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 100, 2, 1.0f, AB_F32); /* resumed: large step, random m and v */
+    adamw_run(be, 1001, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, 3, 0.37f, AB_F32); /* clipped */
+    adamw_run(be, 5003, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, 3, 1.0f, AB_F16);
+    adamw_run(be, 7, 1e-2f, 0.8f, 0.99f, 1e-6f, 0.0f, 1, 2, 1.0f, AB_BF16);
 }
 
 /* ---- log2_hist ---- */

@@ -10,8 +10,10 @@
  * three steps each (SGD's first with its momentum buffer taken from the gradient), with and without
  * weight decay, a clipping factor, and gradients that are NaN, infinite, zero and 1e-30 among
  * ordinary ones; and SGD without momentum (the plain loop). A NaN result matches a NaN (its payload is the
- * instruction's affair). CTest runs it as the CPU takes it and again under AB_CPU_ISA=avx2 and
- * sse2, the copies other machines take. */
+ * instruction's affair). With a working copy (fp16 or bf16, the pass then going a chunk at a time)
+ * the copy must hold each new weight rounded as core/half.h's ab_store rounds it, and the element
+ * past its end must stay as it was. CTest runs it as the CPU takes it and again under
+ * AB_CPU_ISA=avx2 and sse2, the copies other machines take. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,6 +23,7 @@
 #include "backend.h"
 #include "backend_cpu.h"
 #include "cpu_features.h"
+#include "half.h"
 #include "kernel_math.h"
 #include "rng.h"
 #include "runtime_cpu.h"
@@ -53,10 +56,43 @@ static void gradients(float *g, size_t n, int step) {
     if (step == 1) g[n / 2 + 1] = NAN, g[n / 2 + 17] = INFINITY, g[n / 2 + 40] = NAN, g[n / 4] = NAN, g[n - 2] = -INFINITY;
 }
 
-/* w, g, m and v of n elements at the given element offsets (under 16) into 64-byte aligned blocks */
-static void run(ab_backend *be, const char *what, size_t n, size_t ow, size_t og, size_t om, size_t ov) {
+/* the working copy: n + 1 elements of ct (AB_F32: none), the one past the end a sentinel */
+static uint16_t *copy_alloc(ab_dtype ct, size_t n) {
+    if (ct == AB_F32) return NULL;
+    uint16_t *c = malloc((n + 1) * sizeof *c);
+    if (!c) abort();
+    for (size_t i = 0; i <= n; i++) c[i] = 0x7e01;
+    return c;
+}
+
+/* v rounded to ct as core/half.h's ab_store rounds it */
+static uint16_t rounded(ab_dtype ct, float v) { return ct == AB_F16 ? ab_f32_to_f16(v) : ab_f32_to_bf16(v); }
+
+/* 1 (and a line said) when the copy is not the reference weights rounded, or its sentinel moved */
+static int copy_differs(const char *what, int step, ab_dtype ct, const uint16_t *c, const float *rw, size_t n) {
+    if (!c) return 0;
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; i++)
+        if (c[i] != rounded(ct, rw[i]) && !bad++) first = i;
+    if (bad) {
+        printf("FAIL %s, step %d: %zu of %zu elements of the %s copy are not the new weights rounded, the first at "
+               "%zu: 0x%04x against 0x%04x\n",
+               what, step, bad, n, ab_dtype_name(ct), first, c[first], rounded(ct, rw[first]));
+        return 1;
+    }
+    if (c[n] != 0x7e01) {
+        printf("FAIL %s, step %d: the element past the copy's end was written\n", what, step);
+        return 1;
+    }
+    return 0;
+}
+
+/* w, g, m and v of n elements at the given element offsets (under 16) into 64-byte aligned blocks;
+ * with a working copy of type ct (AB_F32: none) */
+static void run(ab_backend *be, const char *what, size_t n, size_t ow, size_t og, size_t om, size_t ov, ab_dtype ct) {
     float *W = lines(n), *G = lines(n), *M = lines(n), *V = lines(n), *rw = malloc(n * 4), *rm = malloc(n * 4),
           *rv = malloc(n * 4);
+    uint16_t *wc = copy_alloc(ct, n);
     if (!rw || !rm || !rv) abort();
     float *w = W + ow, *g = G + og, *m = M + om, *v = V + ov;
     for (size_t i = 0; i < n; i++) {
@@ -69,7 +105,7 @@ static void run(ab_backend *be, const char *what, size_t n, size_t ow, size_t og
     for (int step = 1; step <= 3; step++) {
         const float wd = wds[step - 1], gs = gss[step - 1];
         gradients(g, n, step);
-        if (be->ops->adamw_step(be, n, w, g, m, v, lr, b1, b2, eps, wd, step, gs) != 0) {
+        if (be->ops->adamw_step(be, n, w, g, m, v, lr, b1, b2, eps, wd, step, gs, ct, wc) != 0) {
             printf("FAIL %s: adamw_step: %s\n", what, ab_error());
             failures++;
             goto out;
@@ -90,15 +126,22 @@ static void run(ab_backend *be, const char *what, size_t n, size_t ow, size_t og
             failures++;
             goto out;
         }
+        if (copy_differs(what, step, ct, wc, rw, n)) {
+            failures++;
+            goto out;
+        }
     }
-    printf("ok %s: %zu elements, 3 steps, the bits of ab_adamw_update\n", what, n);
+    printf("ok %s: %zu elements, 3 steps, the bits of ab_adamw_update%s\n", what, n,
+           wc ? ", the copy rounded as ab_store" : "");
 out:
-    free(W), free(G), free(M), free(V), free(rw), free(rm), free(rv);
+    free(W), free(G), free(M), free(V), free(rw), free(rm), free(rv), free(wc);
 }
 
 /* the same for SGD: w, g and buf (NULL when momentum is 0) at the given element offsets */
-static void run_sgd(ab_backend *be, const char *what, size_t n, size_t ow, size_t og, size_t ob, float momentum) {
+static void run_sgd(ab_backend *be, const char *what, size_t n, size_t ow, size_t og, size_t ob, float momentum,
+                    ab_dtype ct) {
     float *W = lines(n), *G = lines(n), *Bf = lines(n), *rw = malloc(n * 4), *rb = malloc(n * 4);
+    uint16_t *wc = copy_alloc(ct, n);
     if (!rw || !rb) abort();
     float *w = W + ow, *g = G + og, *buf = momentum != 0.0f ? Bf + ob : NULL;
     for (size_t i = 0; i < n; i++) {
@@ -110,7 +153,7 @@ static void run_sgd(ab_backend *be, const char *what, size_t n, size_t ow, size_
     for (int step = 1; step <= 3; step++) {
         const float wd = wds[step - 1], gs = gss[step - 1];
         gradients(g, n, step);
-        if (be->ops->sgd_step(be, n, w, g, buf, lr, momentum, wd, step == 1, gs) != 0) {
+        if (be->ops->sgd_step(be, n, w, g, buf, lr, momentum, wd, step == 1, gs, ct, wc) != 0) {
             printf("FAIL %s: sgd_step: %s\n", what, ab_error());
             failures++;
             goto out;
@@ -130,10 +173,15 @@ static void run_sgd(ab_backend *be, const char *what, size_t n, size_t ow, size_
             failures++;
             goto out;
         }
+        if (copy_differs(what, step, ct, wc, rw, n)) {
+            failures++;
+            goto out;
+        }
     }
-    printf("ok %s: %zu elements, 3 steps, the bits of ab_sgd_update\n", what, n);
+    printf("ok %s: %zu elements, 3 steps, the bits of ab_sgd_update%s\n", what, n,
+           wc ? ", the copy rounded as ab_store" : "");
 out:
-    free(W), free(G), free(Bf), free(rw), free(rb);
+    free(W), free(G), free(Bf), free(rw), free(rb), free(wc);
 }
 
 int main(void) {
@@ -153,16 +201,24 @@ int main(void) {
     enum { BIG = 2 * CPU_STREAM_MIN + 1003 };
     _Static_assert(BIG / 2 >= CPU_STREAM_MIN, "each of the two parts must stream");
     const size_t big = BIG;
-    run(be, "AdamW streamed, aligned start", big, 0, 0, 0, 0);
-    run(be, "AdamW streamed, start 3 elements past a line, g elsewhere", big, 3, 4, 3, 3);
-    run(be, "AdamW, w, m and v aligned unlike each other", big, 0, 0, 1, 2);
-    run(be, "AdamW, v alone aligned unlike w and m", big, 0, 0, 0, 2);
-    run(be, "AdamW short", 1001, 0, 0, 0, 0);
-    run_sgd(be, "SGD streamed, aligned start", big, 0, 0, 0, 0.9f);
-    run_sgd(be, "SGD streamed, start 3 elements past a line, g elsewhere", big, 3, 9, 3, 0.9f);
-    run_sgd(be, "SGD, w and buffer aligned unlike each other", big, 0, 0, 5, 0.9f);
-    run_sgd(be, "SGD without momentum", big, 3, 3, 0, 0.0f);
-    run_sgd(be, "SGD short", 1001, 0, 0, 0, 0.9f);
+    run(be, "AdamW streamed, aligned start", big, 0, 0, 0, 0, AB_F32);
+    run(be, "AdamW streamed, start 3 elements past a line, g elsewhere", big, 3, 4, 3, 3, AB_F32);
+    run(be, "AdamW, w, m and v aligned unlike each other", big, 0, 0, 1, 2, AB_F32);
+    run(be, "AdamW, v alone aligned unlike w and m", big, 0, 0, 0, 2, AB_F32);
+    run(be, "AdamW short", 1001, 0, 0, 0, 0, AB_F32);
+    run(be, "AdamW streamed with an fp16 copy, start 3 elements past a line", big, 3, 4, 3, 3, AB_F16);
+    run(be, "AdamW streamed with a bf16 copy", big, 0, 0, 0, 0, AB_BF16);
+    run(be, "AdamW with an fp16 copy, w, m and v aligned unlike each other", big, 0, 0, 1, 2, AB_F16);
+    run(be, "AdamW short with an fp16 copy", 1001, 0, 0, 0, 0, AB_F16);
+    run_sgd(be, "SGD streamed, aligned start", big, 0, 0, 0, 0.9f, AB_F32);
+    run_sgd(be, "SGD streamed, start 3 elements past a line, g elsewhere", big, 3, 9, 3, 0.9f, AB_F32);
+    run_sgd(be, "SGD, w and buffer aligned unlike each other", big, 0, 0, 5, 0.9f, AB_F32);
+    run_sgd(be, "SGD without momentum", big, 3, 3, 0, 0.0f, AB_F32);
+    run_sgd(be, "SGD short", 1001, 0, 0, 0, 0.9f, AB_F32);
+    run_sgd(be, "SGD streamed with an fp16 copy, start 3 elements past a line", big, 3, 9, 3, 0.9f, AB_F16);
+    run_sgd(be, "SGD streamed with a bf16 copy", big, 0, 0, 0, 0.9f, AB_BF16);
+    run_sgd(be, "SGD without momentum, with an fp16 copy", big, 3, 3, 0, 0.0f, AB_F16);
+    run_sgd(be, "SGD short with a bf16 copy", 1001, 0, 0, 0, 0.9f, AB_BF16);
     be->ops->destroy(be);
     if (failures) {
         printf("test_cpu_stream: %d failure(s)\n", failures);
