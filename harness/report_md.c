@@ -128,6 +128,14 @@ static void time_meaning(FILE *f, const claim_ctx *x) {
         return;
     }
     fprintf(f, "AMP took %.2fx the FP32 time for the same work here. ", 1.0 - t / 100.0);
+    /* a skipped step runs no unscaling, no update and no refresh of the fp16 weights: in a short run
+     * the steps the scaler skips on its way down from its initial scale weigh */
+    if (w->amp->skipped_steps > 0)
+        fprintf(f, "%ld of its %ld steps were skipped by the loss scaler (a gradient overflowed: no update), which "
+                   "costs less than a step that updates, so the ratio flatters AMP by up to their share (%.1f%%); a "
+                   "long run's few skips weigh nothing. ",
+                w->amp->skipped_steps, w->amp->steps,
+                w->amp->steps > 0 ? 100.0 * (double)w->amp->skipped_steps / (double)w->amp->steps : 0.0);
     if (strcmp(w->amp->backend, "cpu") == 0) {
         fprintf(f, "The CPU backend emulates fp16: tensors are rounded to fp16 for storage and converted back for "
                    "fp32 arithmetic, so AMP does the FP32 work plus conversions and there are no tensor cores to "

@@ -510,6 +510,9 @@ static void check_ratio_rows(const char *md) {
         CHECK(starts_with(cells[1], "40%"), "reported time saving cell '%s' does not start with 40%%", cells[1]);
         CHECK(starts_with(cells[2], "+50.0%"), "measured time saving cell '%s' does not start with +50.0%%", cells[2]);
         CHECK(strlen(cells[3]) > 20, "time-saving row has no explanation");
+        CHECK(strstr(cells[3], "2 of its 200 steps were skipped by the loss scaler") &&
+                  strstr(cells[3], "flatters AMP by up to their share (1.0%)"),
+              "time-saving row: the AMP run's 2 skipped steps are not flagged: '%s'", cells[3]);
     }
     n = row_cells(md, "AMP peak-memory saving vs FP32", cells, 8);
     CHECK(n == 4 && starts_with(cells[1], "37.5%") && starts_with(cells[2], "+37.5%"),
