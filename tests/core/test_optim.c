@@ -1,6 +1,7 @@
 /* Optimizers against float64 references of PyTorch's update rules over several steps (SGD with
  * momentum and weight decay, AdamW), and the parameter buffers: layout, PyTorch's default
- * Linear initialisation, and memory charged per category in each precision. */
+ * Linear initialisation, and memory charged per category in each precision; the AMP working copy
+ * an optimizer step writes in its pass. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -225,6 +226,50 @@ static void test_grad_scale(ab_backend *be, ab_optimizer_kind kind, float mom) {
     free(w1), free(w2), free(g), free(gs), free(g0);
 }
 
+/* The working copy written in the step's pass (ab_optimizer_set_copy): over runs of decay and none,
+ * the copy ending inside a run (as the compute region ends before the fp32 one), whole steps and
+ * steps in pieces, each copied element the new weight rounded, the element past the copy's end
+ * untouched; a copy longer than the weights, or of fp32, refused. */
+static void test_copy(ab_backend *be, ab_optimizer_kind kind, ab_dtype ct) {
+    enum { M = 1037, NC = 407 };
+    ab_rng r;
+    ab_rng_seed(&r, 41 + kind);
+    float *w = malloc(M * 4), *g = malloc(M * 4);
+    uint16_t *c = malloc((NC + 1) * sizeof *c);
+    for (int i = 0; i < M; i++) w[i] = (float)ab_rng_normal(&r);
+    c[NC] = 0x7e01;
+    ab_optimizer o;
+    AB_CHECK(ab_optimizer_init(&o, be, kind, M, 0.01f, 0.9f, 0.01f) == 0, "%s", ab_error());
+    o.runs[0] = (ab_optim_run){0, 400, 1};
+    o.runs[1] = (ab_optim_run){400, 13, 0}; /* the copy ends at 407, inside this run */
+    o.runs[2] = (ab_optim_run){413, M - 413, 1};
+    o.n_runs = 3;
+    AB_CHECK(ab_optimizer_set_copy(&o, ct, c, M + 1) != 0, "a copy longer than the weights was taken");
+    AB_CHECK(ab_optimizer_set_copy(&o, AB_F32, c, NC) != 0, "an fp32 copy was taken");
+    AB_CHECK(ab_optimizer_set_copy(&o, ct, c, NC) == 0, "%s", ab_error());
+    static const size_t cuts[] = {0, 3, 405, 406, 409, 700, M};
+    for (int t = 1; t <= 4; t++) {
+        for (int i = 0; i < M; i++) g[i] = (float)ab_rng_normal(&r);
+        memset(c, 0, NC * sizeof *c);
+        if (t % 2) { /* a whole step */
+            AB_CHECK(ab_optimizer_step(&o, w, g) == 0, "%s", ab_error());
+        } else { /* in pieces, as a parameter server's shards */
+            for (size_t k = 0; k + 1 < sizeof cuts / sizeof cuts[0]; k++) {
+                AB_CHECK(ab_optimizer_step_range(&o, w, g, cuts[k], cuts[k + 1]) == 0, "%s", ab_error());
+                if (k + 2 < sizeof cuts / sizeof cuts[0]) o.t--;
+            }
+        }
+        int bad = 0;
+        for (int i = 0; i < NC; i++) bad += c[i] != (ct == AB_F16 ? ab_f32_to_f16(w[i]) : ab_f32_to_bf16(w[i]));
+        AB_CHECK(bad == 0, "%s %s copy, step %d: %d of %d elements are not the new weights rounded",
+                 ab_optimizer_name(kind), ab_dtype_name(ct), t, bad, (int)NC);
+        AB_CHECK(c[NC] == 0x7e01, "%s %s copy, step %d: the element past its end was written", ab_optimizer_name(kind),
+                 ab_dtype_name(ct), t);
+    }
+    ab_optimizer_free(&o);
+    free(w), free(g), free(c);
+}
+
 int main(void) {
     ab_backend *be = ab_backend_cpu_create(1);
     if (!be) return 1;
@@ -239,6 +284,8 @@ int main(void) {
     test_ranges(be, AB_OPT_SGD, 0.01f, 0.0f, 0.0f);
     test_ranges(be, AB_OPT_SGD, 0.05f, 0.9f, 1e-2f);
     test_ranges(be, AB_OPT_ADAMW, 1e-3f, 0.0f, 0.01f);
+    test_copy(be, AB_OPT_SGD, AB_F16);
+    test_copy(be, AB_OPT_ADAMW, AB_BF16);
     be->ops->destroy(be);
     printf("optimizers and parameters: %d failures\n", failures);
     return failures ? 1 : 0;

@@ -468,6 +468,25 @@ static void test_unscale_and_optimizers(void) {
         pair_free(&g);
         pair_free(&flag);
     }
+    { /* at inv_scale 1 the check alone (the trainer's, when the optimizer unscales): g as it was
+       * on both, found_inf set by a planted inf on both */
+        op_case_label(what, sizeof what, AB_OP_unscale_check, "fp32 n %zu inv_scale 1 (the check alone), a +inf planted",
+                      n);
+        pair g = pair_new(n, AB_F32, -100.0f, 100.0f), flag = pair_new(1, AB_F32, 0.0f, 0.0f);
+        pair_set(&g, n / 3, INFINITY);
+        unsigned char *before = fetch(what, &g);
+        op_ok(what, cpu->ops->unscale_check(cpu, n, g.h, 1.0f, flag.h), gpu->ops->unscale_check(gpu, n, g.d, 1.0f, flag.d));
+        compare_bits(what, &g);
+        unsigned char *after = fetch(what, &g);
+        AB_CHECK(memcmp(before, after, n * sizeof(float)) == 0, "%s: the device changed g at factor 1", what);
+        int32_t fg = -1;
+        if (gpu->ops->download(gpu, &fg, flag.d, 4) != 0) failures++;
+        AB_CHECK(fg == 1 && *(int32_t *)flag.h == 1, "%s: found_inf gpu %d cpu %d", what, fg, *(int32_t *)flag.h);
+        free(before);
+        free(after);
+        pair_free(&g);
+        pair_free(&flag);
+    }
     { /* found_inf is never reset by a clean pass */
         op_case_label(what, sizeof what, AB_OP_unscale_check, "fp32 n 1000 inv_scale 0.5, all finite, found_inf already 1");
         pair g = pair_new(1000, AB_F32, -1.0f, 1.0f), flag = pair_new(1, AB_F32, 0.0f, 0.0f);

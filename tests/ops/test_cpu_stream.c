@@ -12,7 +12,8 @@
  * ordinary ones; and SGD without momentum (the plain loop). A NaN result matches a NaN (its payload is the
  * instruction's affair). With a working copy (fp16 or bf16, the pass then going a chunk at a time)
  * the copy must hold each new weight rounded as core/half.h's ab_store rounds it, and the element
- * past its end must stay as it was. CTest runs it as the CPU takes it and again under
+ * past its end must stay as it was: the copy aligned as w (its streamed chunks stored past the
+ * caches) and one element off (plain stores). CTest runs it as the CPU takes it and again under
  * AB_CPU_ISA=avx2 and sse2, the copies other machines take. */
 #include <math.h>
 #include <stdint.h>
@@ -56,11 +57,15 @@ static void gradients(float *g, size_t n, int step) {
     if (step == 1) g[n / 2 + 1] = NAN, g[n / 2 + 17] = INFINITY, g[n / 2 + 40] = NAN, g[n / 4] = NAN, g[n - 2] = -INFINITY;
 }
 
-/* the working copy: n + 1 elements of ct (AB_F32: none), the one past the end a sentinel */
-static uint16_t *copy_alloc(ab_dtype ct, size_t n) {
+/* the working copy: n + 1 elements of ct (AB_F32: none) at element offset oc into a 64-byte aligned
+ * block (*base, to free), the one past the end a sentinel. The pass stores a streamed chunk's copy
+ * past the caches where it lies 32-byte aligned: oc equal to w's offset (mod 16), as in training. */
+static uint16_t *copy_alloc(ab_dtype ct, size_t n, size_t oc, uint16_t **base) {
+    *base = NULL;
     if (ct == AB_F32) return NULL;
-    uint16_t *c = malloc((n + 1) * sizeof *c);
-    if (!c) abort();
+    *base = aligned_alloc(64, ((n + 1 + oc) * sizeof(uint16_t) + 63) & ~(size_t)63);
+    if (!*base) abort();
+    uint16_t *c = *base + oc;
     for (size_t i = 0; i <= n; i++) c[i] = 0x7e01;
     return c;
 }
@@ -88,11 +93,12 @@ static int copy_differs(const char *what, int step, ab_dtype ct, const uint16_t 
 }
 
 /* w, g, m and v of n elements at the given element offsets (under 16) into 64-byte aligned blocks;
- * with a working copy of type ct (AB_F32: none) */
-static void run(ab_backend *be, const char *what, size_t n, size_t ow, size_t og, size_t om, size_t ov, ab_dtype ct) {
+ * with a working copy of type ct (AB_F32: none) at element offset oc */
+static void run(ab_backend *be, const char *what, size_t n, size_t ow, size_t og, size_t om, size_t ov, ab_dtype ct,
+                size_t oc) {
     float *W = lines(n), *G = lines(n), *M = lines(n), *V = lines(n), *rw = malloc(n * 4), *rm = malloc(n * 4),
           *rv = malloc(n * 4);
-    uint16_t *wc = copy_alloc(ct, n);
+    uint16_t *wcb, *wc = copy_alloc(ct, n, oc, &wcb);
     if (!rw || !rm || !rv) abort();
     float *w = W + ow, *g = G + og, *m = M + om, *v = V + ov;
     for (size_t i = 0; i < n; i++) {
@@ -134,14 +140,14 @@ static void run(ab_backend *be, const char *what, size_t n, size_t ow, size_t og
     printf("ok %s: %zu elements, 3 steps, the bits of ab_adamw_update%s\n", what, n,
            wc ? ", the copy rounded as ab_store" : "");
 out:
-    free(W), free(G), free(M), free(V), free(rw), free(rm), free(rv), free(wc);
+    free(W), free(G), free(M), free(V), free(rw), free(rm), free(rv), free(wcb);
 }
 
 /* the same for SGD: w, g and buf (NULL when momentum is 0) at the given element offsets */
 static void run_sgd(ab_backend *be, const char *what, size_t n, size_t ow, size_t og, size_t ob, float momentum,
-                    ab_dtype ct) {
+                    ab_dtype ct, size_t oc) {
     float *W = lines(n), *G = lines(n), *Bf = lines(n), *rw = malloc(n * 4), *rb = malloc(n * 4);
-    uint16_t *wc = copy_alloc(ct, n);
+    uint16_t *wcb, *wc = copy_alloc(ct, n, oc, &wcb);
     if (!rw || !rb) abort();
     float *w = W + ow, *g = G + og, *buf = momentum != 0.0f ? Bf + ob : NULL;
     for (size_t i = 0; i < n; i++) {
@@ -181,7 +187,7 @@ static void run_sgd(ab_backend *be, const char *what, size_t n, size_t ow, size_
     printf("ok %s: %zu elements, 3 steps, the bits of ab_sgd_update%s\n", what, n,
            wc ? ", the copy rounded as ab_store" : "");
 out:
-    free(W), free(G), free(Bf), free(rw), free(rb), free(wc);
+    free(W), free(G), free(Bf), free(rw), free(rb), free(wcb);
 }
 
 int main(void) {
@@ -201,24 +207,28 @@ int main(void) {
     enum { BIG = 2 * CPU_STREAM_MIN + 1003 };
     _Static_assert(BIG / 2 >= CPU_STREAM_MIN, "each of the two parts must stream");
     const size_t big = BIG;
-    run(be, "AdamW streamed, aligned start", big, 0, 0, 0, 0, AB_F32);
-    run(be, "AdamW streamed, start 3 elements past a line, g elsewhere", big, 3, 4, 3, 3, AB_F32);
-    run(be, "AdamW, w, m and v aligned unlike each other", big, 0, 0, 1, 2, AB_F32);
-    run(be, "AdamW, v alone aligned unlike w and m", big, 0, 0, 0, 2, AB_F32);
-    run(be, "AdamW short", 1001, 0, 0, 0, 0, AB_F32);
-    run(be, "AdamW streamed with an fp16 copy, start 3 elements past a line", big, 3, 4, 3, 3, AB_F16);
-    run(be, "AdamW streamed with a bf16 copy", big, 0, 0, 0, 0, AB_BF16);
-    run(be, "AdamW with an fp16 copy, w, m and v aligned unlike each other", big, 0, 0, 1, 2, AB_F16);
-    run(be, "AdamW short with an fp16 copy", 1001, 0, 0, 0, 0, AB_F16);
-    run_sgd(be, "SGD streamed, aligned start", big, 0, 0, 0, 0.9f, AB_F32);
-    run_sgd(be, "SGD streamed, start 3 elements past a line, g elsewhere", big, 3, 9, 3, 0.9f, AB_F32);
-    run_sgd(be, "SGD, w and buffer aligned unlike each other", big, 0, 0, 5, 0.9f, AB_F32);
-    run_sgd(be, "SGD without momentum", big, 3, 3, 0, 0.0f, AB_F32);
-    run_sgd(be, "SGD short", 1001, 0, 0, 0, 0.9f, AB_F32);
-    run_sgd(be, "SGD streamed with an fp16 copy, start 3 elements past a line", big, 3, 9, 3, 0.9f, AB_F16);
-    run_sgd(be, "SGD streamed with a bf16 copy", big, 0, 0, 0, 0.9f, AB_BF16);
-    run_sgd(be, "SGD without momentum, with an fp16 copy", big, 3, 3, 0, 0.0f, AB_F16);
-    run_sgd(be, "SGD short with a bf16 copy", 1001, 0, 0, 0, 0.9f, AB_BF16);
+    run(be, "AdamW streamed, aligned start", big, 0, 0, 0, 0, AB_F32, 0);
+    run(be, "AdamW streamed, start 3 elements past a line, g elsewhere", big, 3, 4, 3, 3, AB_F32, 0);
+    run(be, "AdamW, w, m and v aligned unlike each other", big, 0, 0, 1, 2, AB_F32, 0);
+    run(be, "AdamW, v alone aligned unlike w and m", big, 0, 0, 0, 2, AB_F32, 0);
+    run(be, "AdamW short", 1001, 0, 0, 0, 0, AB_F32, 0);
+    /* the copy aligned as w (its chunks stored past the caches) and one element off (plain stores) */
+    run(be, "AdamW streamed with an fp16 copy aligned as w, start 3 elements past a line", big, 3, 4, 3, 3, AB_F16, 3);
+    run(be, "AdamW streamed with a bf16 copy aligned as w", big, 0, 0, 0, 0, AB_BF16, 0);
+    run(be, "AdamW streamed with an fp16 copy one element off w's alignment", big, 0, 0, 0, 0, AB_F16, 1);
+    run(be, "AdamW with an fp16 copy, w, m and v aligned unlike each other", big, 0, 0, 1, 2, AB_F16, 0);
+    run(be, "AdamW short with an fp16 copy", 1001, 0, 0, 0, 0, AB_F16, 0);
+    run_sgd(be, "SGD streamed, aligned start", big, 0, 0, 0, 0.9f, AB_F32, 0);
+    run_sgd(be, "SGD streamed, start 3 elements past a line, g elsewhere", big, 3, 9, 3, 0.9f, AB_F32, 0);
+    run_sgd(be, "SGD, w and buffer aligned unlike each other", big, 0, 0, 5, 0.9f, AB_F32, 0);
+    run_sgd(be, "SGD without momentum", big, 3, 3, 0, 0.0f, AB_F32, 0);
+    run_sgd(be, "SGD short", 1001, 0, 0, 0, 0.9f, AB_F32, 0);
+    run_sgd(be, "SGD streamed with an fp16 copy aligned as w, start 3 elements past a line", big, 3, 9, 3, 0.9f, AB_F16,
+            3);
+    run_sgd(be, "SGD streamed with a bf16 copy aligned as w", big, 0, 0, 0, 0.9f, AB_BF16, 0);
+    run_sgd(be, "SGD streamed with a bf16 copy one element off w's alignment", big, 0, 0, 0, 0.9f, AB_BF16, 1);
+    run_sgd(be, "SGD without momentum, with an fp16 copy", big, 3, 3, 0, 0.0f, AB_F16, 0);
+    run_sgd(be, "SGD short with a bf16 copy", 1001, 0, 0, 0, 0.9f, AB_BF16, 0);
     be->ops->destroy(be);
     if (failures) {
         printf("test_cpu_stream: %d failure(s)\n", failures);
