@@ -67,26 +67,36 @@ if has speed; then
         if [ "$name" = minilm ]; then model=(--model bert --init-from "$minilm"); else model=(--model bert-base); fi
         common=("${model[@]}" --dataset sst2 --max-seq-len "$L" --batch-size "$B" --max-steps "$steps" --epochs 1
                 --train-subset $((B * steps)) --test-subset 32 --timing-skip-steps 1 "${recipe[@]}")
-        for prec in fp32 amp bf16; do
-            a=() b=() notes=()
-            for r in $(seq 1 "$repeats"); do
+        # the precisions take turns within each repeat, so that the machine's drift over the minutes
+        # moves all three alike: the AMP / FP32 and bf16 / FP32 times are medians of the same rounds
+        declare -A RUNS_AB=() RUNS_PT=() NOTES=() MA=()
+        for r in $(seq 1 "$repeats"); do
+            for prec in fp32 amp bf16; do
                 "$ampbench" train "${common[@]}" --precision "$prec" --out "$out/ab_${name}_${prec}_$r.json" >/dev/null
-                a+=("$(field "$out/ab_${name}_${prec}_$r.json" samples_per_s)")
+                RUNS_AB[$prec]+="$(field "$out/ab_${name}_${prec}_$r.json" samples_per_s) "
                 k=$(skipped_timed "$out/ab_${name}_${prec}_$r.json")
-                [ "$k" -eq 0 ] || notes+=("  (run $r of $name $prec: the loss scaler skipped $k of its $((steps - 1)) timed steps; its speed counts steps without an update)")
+                [ "$k" -eq 0 ] || NOTES[$prec]+="  (run $r of $name $prec: the loss scaler skipped $k of its $((steps - 1)) timed steps; its speed counts steps without an update)"$'\n'
                 if [ -n "$py" ] && [ "$prec" != amp ]; then
                     "$py" "$peer" "${common[@]}" --device cpu --precision "$prec" --out "$out/pt_${name}_${prec}_$r.json" \
-                        >/dev/null 2>"$out/pt_${name}_${prec}.err" && b+=("$(field "$out/pt_${name}_${prec}_$r.json" samples_per_s)")
+                        >/dev/null 2>"$out/pt_${name}_${prec}.err" && RUNS_PT[$prec]+="$(field "$out/pt_${name}_${prec}_$r.json" samples_per_s) "
                 fi
             done
+        done
+        for prec in fp32 amp bf16; do
+            read -r -a a <<<"${RUNS_AB[$prec]}"
+            read -r -a b <<<"${RUNS_PT[$prec]:-}"
             ma=$(printf '%s\n' "${a[@]}" | median)
+            MA[$prec]=$ma
             mb=$([ ${#b[@]} -gt 0 ] && printf '%s\n' "${b[@]}" | median || echo -)
             ratio=$([ "$mb" != - ] && awk -v x="$ma" -v y="$mb" 'BEGIN { printf "%.2fx", x / y }' || echo -)
             printf '%-10s %4d %5d %-5s %16.2f %16s %8s\n' "$name" "$L" "$B" "$prec" "$ma" \
                 "$([ "$mb" = - ] && echo - || printf '%.2f' "$mb")" "$ratio"
-            [ ${#notes[@]} -eq 0 ] || printf '%s\n' "${notes[@]}"
+            [ -z "${NOTES[$prec]:-}" ] || printf '%s' "${NOTES[$prec]}"
             echo "  $name $prec runs: ampbench ${a[*]}${b[*]:+; PyTorch ${b[*]}}" >>"$out/runs.txt"
         done
+        awk -v m="$name" -v f="${MA[fp32]}" -v a="${MA[amp]}" -v b="${MA[bf16]}" \
+            'BEGIN { printf "%-10s AMP / FP32 time %.2fx, bf16 / FP32 %.2fx (medians of the same rounds)\n", m, f / a, f / b }'
+        unset RUNS_AB RUNS_PT NOTES MA
     done
 fi
 

@@ -39,25 +39,38 @@ common=(--epochs 1 --batch-size 64 --threads "$threads")
 echo
 echo "Training samples/s over one epoch, median of $repeats runs:"
 printf '%-5s %16s %16s %8s\n' prec "ampbench" "PyTorch" ratio
-for prec in ${precisions//,/ }; do
-    a=() b=() notes=()
-    for r in $(seq 1 "$repeats"); do
+# the precisions take turns within each repeat, so that the machine's drift over the minutes moves
+# them alike: the times against FP32 below are medians of the same rounds
+declare -A RUNS_AB=() RUNS_PT=() NOTES=() MA=()
+for r in $(seq 1 "$repeats"); do
+    for prec in ${precisions//,/ }; do
         "$ampbench" train --model mlp --dataset mnist "${common[@]}" --quiet --precision "$prec" \
             --out "$out/ab_mlp_${prec}_$r.json" >/dev/null
-        a+=("$(field "$out/ab_mlp_${prec}_$r.json" samples_per_s)")
+        RUNS_AB[$prec]+="$(field "$out/ab_mlp_${prec}_$r.json" samples_per_s) "
         k=$(skipped_steps "$out/ab_mlp_${prec}_$r.json")
-        [ "$k" -eq 0 ] || notes+=("  (run $r of mlp $prec: the loss scaler skipped $k of its steps; its speed counts steps without an update)")
+        [ "$k" -eq 0 ] || NOTES[$prec]+="  (run $r of mlp $prec: the loss scaler skipped $k of its steps; its speed counts steps without an update)"$'\n'
         if [ -n "$py" ]; then
             "$py" "$root/peers/mnist_mlp.py" --device cpu "${common[@]}" --precision "$prec" \
                 --out "$out/pt_mlp_${prec}_$r.json" >/dev/null 2>"$out/pt_mlp_${prec}.err" &&
-                b+=("$(field "$out/pt_mlp_${prec}_$r.json" samples_per_s)")
+                RUNS_PT[$prec]+="$(field "$out/pt_mlp_${prec}_$r.json" samples_per_s) "
         fi
     done
+done
+for prec in ${precisions//,/ }; do
+    read -r -a a <<<"${RUNS_AB[$prec]}"
+    read -r -a b <<<"${RUNS_PT[$prec]:-}"
     ma=$(printf '%s\n' "${a[@]}" | median)
+    MA[$prec]=$ma
     mb=$([ ${#b[@]} -gt 0 ] && printf '%s\n' "${b[@]}" | median || echo -)
     ratio=$([ "$mb" != - ] && awk -v x="$ma" -v y="$mb" 'BEGIN { printf "%.2fx", x / y }' || echo -)
     printf '%-5s %16.0f %16s %8s\n' "$prec" "$ma" "$([ "$mb" = - ] && echo - || printf '%.0f' "$mb")" "$ratio"
-    [ ${#notes[@]} -eq 0 ] || printf '%s\n' "${notes[@]}"
+    [ -z "${NOTES[$prec]:-}" ] || printf '%s' "${NOTES[$prec]}"
     echo "  mlp $prec runs: ampbench ${a[*]}${b[*]:+; PyTorch ${b[*]}}" >>"$out/runs.txt"
 done
+if [ -n "${MA[fp32]:-}" ]; then
+    for prec in ${precisions//,/ }; do
+        [ "$prec" = fp32 ] || awk -v p="$prec" -v f="${MA[fp32]}" -v x="${MA[$prec]}" \
+            'BEGIN { printf "%s / FP32 time %.2fx (medians of the same rounds)\n", p, f / x }'
+    done
+fi
 echo "(every run: $out/runs.txt)"

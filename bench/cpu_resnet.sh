@@ -50,30 +50,42 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]
 echo "cpu_resnet.sh: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $threads threads, batch $batch," \
      "median of $repeats runs of $steps steps (the first untimed); PyTorch: $([ -n "$py" ] && "$py" -c 'import torch; print(torch.__version__)' || echo not importable)"
 printf '%-15s %-5s %14s %14s %10s\n' model prec "ampbench img/s" "PyTorch img/s" "ratio"
+# The precisions take turns within each repeat (fp32, amp, bf16, then the next repeat), so that a
+# machine whose speed drifts over the minutes moves all three alike: the AMP / FP32 and bf16 / FP32
+# times below are medians over the same rounds.
 for m in $models; do
-    for prec in fp32 amp bf16; do
-        a=() b=() notes=()
-        for r in $(seq 1 "$repeats"); do
+    declare -A RUNS_AB=() RUNS_PT=() NOTES=()
+    for r in $(seq 1 "$repeats"); do
+        for prec in fp32 amp bf16; do
             extra=()
             [ "$prec" = amp ] && extra=("${amp_scale[@]}")
             "$ampbench" train --model "$m" --dataset cifar10 --precision "$prec" "${common[@]}" "${extra[@]}" \
                 --out "$out/ab_${m}_${prec}_$r.json" >/dev/null
-            a+=("$(sps "$out/ab_${m}_${prec}_$r.json")")
+            RUNS_AB[$prec]+="$(sps "$out/ab_${m}_${prec}_$r.json") "
             k=$(skipped_timed "$out/ab_${m}_${prec}_$r.json")
-            [ "$k" -eq 0 ] || notes+=("  (run $r of $m $prec: the loss scaler skipped $k of its $((steps - 1)) timed steps; its speed counts steps without an update)")
+            [ "$k" -eq 0 ] || NOTES[$prec]+="  (run $r of $m $prec: the loss scaler skipped $k of its $((steps - 1)) timed steps; its speed counts steps without an update)"$'\n'
             if [ -n "$py" ] && [ "$prec" != amp ]; then
                 "$py" "$root/peers/cifar_resnet50.py" --model "$m" --device cpu --precision "$prec" \
                     "${common[@]}" --out "$out/pt_${m}_${prec}_$r.json" >/dev/null 2>"$out/pt_${m}_${prec}.err" &&
-                    b+=("$(sps "$out/pt_${m}_${prec}_$r.json")")
+                    RUNS_PT[$prec]+="$(sps "$out/pt_${m}_${prec}_$r.json") "
             fi
         done
+    done
+    declare -A MA=()
+    for prec in fp32 amp bf16; do
+        read -r -a a <<<"${RUNS_AB[$prec]}"
+        read -r -a b <<<"${RUNS_PT[$prec]:-}"
         ma=$(printf '%s\n' "${a[@]}" | median)
+        MA[$prec]=$ma
         mb=$([ ${#b[@]} -gt 0 ] && printf '%s\n' "${b[@]}" | median || echo -)
         ratio=$([ "$mb" != - ] && awk -v x="$ma" -v y="$mb" 'BEGIN { printf "%.2fx", x / y }' || echo -)
         printf '%-15s %-5s %14.1f %14s %10s\n' "$m" "$prec" "$ma" "$([ "$mb" = - ] && echo - || printf '%.1f' "$mb")" "$ratio"
-        [ ${#notes[@]} -eq 0 ] || printf '%s\n' "${notes[@]}"
+        [ -z "${NOTES[$prec]:-}" ] || printf '%s' "${NOTES[$prec]}"
         echo "  runs: ampbench ${a[*]}${b[*]:+; PyTorch ${b[*]}}" >>"$out/runs.txt"
     done
+    awk -v m="$m" -v f="${MA[fp32]}" -v a="${MA[amp]}" -v b="${MA[bf16]}" \
+        'BEGIN { printf "%-15s AMP / FP32 time %.2fx, bf16 / FP32 %.2fx (medians of the same rounds)\n", m, f / a, f / b }'
+    unset RUNS_AB RUNS_PT NOTES MA
 done
 
 echo
