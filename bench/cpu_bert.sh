@@ -5,7 +5,8 @@
 #   speed     training sequences/s, median of R runs of S steps (the first untimed): the MiniLM
 #             checkpoint at sequence 64, batch 32, and BERT-base at sequence 128, batch 8; fp32 and
 #             each reduced precision (PyTorch 1.13 autocasts only to bf16 on a CPU, so fp16 amp is
-#             ampbench alone)
+#             ampbench alone), the precisions taking turns within each repeat; each model's AMP /
+#             FP32 and bf16 / FP32 time from the medians of the same rounds
 #   memory    ampbench's comparable peak for BERT-base at sequence 128, batches 8 and 32, fp32 and
 #             amp, by category; and the largest batch that fits in 8 GB (--find-max-batch) in each
 #   accuracy  the MiniLM checkpoint fine-tuned on the first 2,000 SST-2 rows for one epoch (63

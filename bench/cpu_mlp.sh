@@ -3,7 +3,9 @@
 # (peers/mnist_mlp.py: the same model, data and recipe in PyTorch) on the same threads: training
 # samples/s of one epoch (60,000 samples, every step timed), median of R runs, in fp32, amp
 # (fp16; on a CPU ampbench emulates it, PyTorch autocasts to fp16) and bf16. Runs alternate between
-# the tools so that a drift of the machine touches both. Prints a table; the raw JSON stays in OUT.
+# the tools, and the precisions take turns within each repeat, so that a drift of the machine
+# touches every column alike. Prints a table and each precision's time against FP32; the raw JSON
+# stays in OUT.
 # usage: bench/cpu_mlp.sh [--build DIR] [--out DIR] [--repeats R] [--threads T] [--precisions LIST]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

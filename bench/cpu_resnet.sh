@@ -3,8 +3,10 @@
 # cores and settings: training images/s at batch B (median of R runs of S steps each, both stems,
 # fp32 and each reduced precision PyTorch can autocast to here: PyTorch 1.13 has only bf16 on a
 # CPU, so amp (fp16) is ampbench alone), then ampbench's comparable peak memory at batch 128 by
-# category, fp32 against amp, and the saving. Prints a table; the raw JSON stays in OUT. AMP's
-# runs start from a loss scale of 1024, and a timed step the scaler skipped is said (below).
+# category, fp32 against amp, and the saving. Prints a table and each model's AMP / FP32 and bf16 /
+# FP32 time from the same rounds (the precisions take turns within each repeat); the raw JSON stays
+# in OUT. AMP's runs start from a loss scale of 1024, and a timed step the scaler skipped is said
+# (below).
 # usage: bench/cpu_resnet.sh [--build DIR] [--out DIR] [--repeats R] [--steps S] [--batch B]
 #                            [--threads T] [--models "resnet50 resnet50-cifar"]
 set -euo pipefail
