@@ -73,13 +73,16 @@ static inline AB_HD float ab_load(const void *p, size_t i, ab_dtype t) {
                          : ab_bf16_to_f32(((const uint16_t *)p)[i]);
 }
 
+/* the bits of v rounded to a 16-bit type t (fp16, else bf16) */
+static inline AB_HD uint16_t ab_f32_to_16(ab_dtype t, float v) {
+    return t == AB_F16 ? ab_f32_to_f16(v) : ab_f32_to_bf16(v);
+}
+
 static inline AB_HD void ab_store(void *p, size_t i, ab_dtype t, float v) {
     if (t == AB_F32)
         ((float *)p)[i] = v;
-    else if (t == AB_F16)
-        ((uint16_t *)p)[i] = ab_f32_to_f16(v);
     else
-        ((uint16_t *)p)[i] = ab_f32_to_bf16(v);
+        ((uint16_t *)p)[i] = ab_f32_to_16(t, v);
 }
 
 #endif

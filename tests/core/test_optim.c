@@ -260,7 +260,7 @@ static void test_copy(ab_backend *be, ab_optimizer_kind kind, ab_dtype ct) {
             }
         }
         int bad = 0;
-        for (int i = 0; i < NC; i++) bad += c[i] != (ct == AB_F16 ? ab_f32_to_f16(w[i]) : ab_f32_to_bf16(w[i]));
+        for (int i = 0; i < NC; i++) bad += c[i] != ab_f32_to_16(ct, w[i]);
         AB_CHECK(bad == 0, "%s %s copy, step %d: %d of %d elements are not the new weights rounded",
                  ab_optimizer_name(kind), ab_dtype_name(ct), t, bad, (int)NC);
         AB_CHECK(c[NC] == 0x7e01, "%s %s copy, step %d: the element past its end was written", ab_optimizer_name(kind),

@@ -164,7 +164,7 @@ static int copy_is_master_rounded(ab_trainer *t, float *w, uint16_t *c, const ch
         return 0;
     }
     for (size_t i = 0; i < p->n_compute; i++) {
-        const uint16_t want = p->compute_type == AB_F16 ? ab_f32_to_f16(w[i]) : ab_f32_to_bf16(w[i]);
+        const uint16_t want = ab_f32_to_16(p->compute_type, w[i]);
         if (c[i] != want) {
             fprintf(stderr, "FAIL %s: the %s working copy's element %zu is 0x%04x, the master weight %.9g rounds to "
                             "0x%04x\n",

@@ -70,19 +70,16 @@ static uint16_t *copy_alloc(ab_dtype ct, size_t n, size_t oc, uint16_t **base) {
     return c;
 }
 
-/* v rounded to ct as core/half.h's ab_store rounds it */
-static uint16_t rounded(ab_dtype ct, float v) { return ct == AB_F16 ? ab_f32_to_f16(v) : ab_f32_to_bf16(v); }
-
 /* 1 (and a line said) when the copy is not the reference weights rounded, or its sentinel moved */
 static int copy_differs(const char *what, int step, ab_dtype ct, const uint16_t *c, const float *rw, size_t n) {
     if (!c) return 0;
     size_t bad = 0, first = 0;
     for (size_t i = 0; i < n; i++)
-        if (c[i] != rounded(ct, rw[i]) && !bad++) first = i;
+        if (c[i] != ab_f32_to_16(ct, rw[i]) && !bad++) first = i;
     if (bad) {
         printf("FAIL %s, step %d: %zu of %zu elements of the %s copy are not the new weights rounded, the first at "
                "%zu: 0x%04x against 0x%04x\n",
-               what, step, bad, n, ab_dtype_name(ct), first, c[first], rounded(ct, rw[first]));
+               what, step, bad, n, ab_dtype_name(ct), first, c[first], ab_f32_to_16(ct, rw[first]));
         return 1;
     }
     if (c[n] != 0x7e01) {
