@@ -137,6 +137,28 @@ static inline AB_HD float ab_exp(float x) {
     return x < -87.33654f ? 0.0f : x > 88.72283f ? INFINITY : y;
 }
 
+/* ab_exp for x <= 0 (or NaN), the same bits in fewer operations: the callers' arguments never
+ * exceed 0 (a softmax's x - max, the normal density's and erfc's exponents), so there is no upper
+ * clamp and no inf, and 2^n with n in [-126, 0] is one normal factor: p 2^n is the one rounding of
+ * the same value that ab_exp's two factors give. For x > 0 it returns some value, not e^x (the
+ * Phi below computes a branch it then discards); the integer arithmetic is unsigned, so no x is
+ * undefined behaviour. */
+static inline AB_HD float ab_exp_nonpos(float x) {
+    const float xc = x < -87.33654f ? -87.33654f : x;
+    const float tn = xc * 1.44269504f + 12582912.0f, n = tn - 12582912.0f;
+    const float r = fmaf(-n, 1.42860677e-06f, fmaf(-n, 0.693145752f, xc));
+    float q = 1.979117632e-04f;
+    q = fmaf(q, r, 1.394463659e-03f);
+    q = fmaf(q, r, 8.333495462e-03f);
+    q = fmaf(q, r, 4.166629532e-02f);
+    q = fmaf(q, r, 1.666666588e-01f);
+    q = fmaf(q, r, 5.000000068e-01f);
+    const float p = fmaf(r * r, q, r) + 1.0f;
+    const uint32_t ni = ab_f32_bits(tn) - 0x4B400000u; /* n as a two's complement integer */
+    const float y = p * ab_bits_f32((ni + 127u) << 23);
+    return x < -87.33654f ? 0.0f : y;
+}
+
 /* The standard normal distribution function Phi(x) = (1 + erf(x / sqrt 2)) / 2, without a branch,
  * and e^(-x^2 / 2) in *g (the density times sqrt(2 pi)). With z = x / sqrt 2: for |z| <= 0.921875,
  * erf(z) = z P(z^2), P of degree 5 (relative error 1.6e-8); beyond, erfc(|z|) = e^(G(|z|) - z^2),
@@ -164,10 +186,10 @@ static inline AB_HD float ab_normal_cdf(float x, float *g) {
     c = fmaf(c, u, 5.846251659e-02f);
     c = fmaf(c, u, -3.607347640e-01f);
     c = fmaf(c, u, -1.531736206e+00f);
-    float e = ab_exp(c - s); /* erfc(t) */
+    float e = ab_exp_nonpos(c - s); /* erfc(t); c - s <= 0 where it is kept (t > 0.921875) */
     e = t > 3.9375f ? 0.0f : e;
     const float outer = z > 0.0f ? 1.0f - 0.5f * e : 0.5f * e;
-    *g = ab_exp(-s);
+    *g = ab_exp_nonpos(-s);
     return t <= 0.921875f ? inner : outer;
 }
 

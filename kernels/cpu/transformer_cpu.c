@@ -451,8 +451,9 @@ typedef struct {
 
 /* A row's max, its exponentials and their sum in CPU_LANES lanes (runtime_cpu.h), so that the
  * loops vectorize and every copy gives the same bits. The max: a NaN score makes it NaN (then the
- * row); the sign of a zero max aside, any order gives the same. The exponential is ab_exp
- * (core/kernel_math.h, branch-free), the CUDA twin's too; the sum is in double. */
+ * row); the sign of a zero max aside, any order gives the same. The exponential is ab_exp's bits
+ * (core/kernel_math.h, branch-free; ab_exp_nonpos, as scale x - max is never above 0), the CUDA
+ * twin's too; the sum is in double. */
 
 /* the max's rule: x replaces mx when it is larger or NaN */
 static inline __attribute__((always_inline)) float sm_max(float mx, float x) { return x > mx || x != x ? x : mx; }
@@ -480,7 +481,7 @@ static inline __attribute__((always_inline)) float sm_row_max(const float *restr
 /* v = exp(scale v - mx) where the key is kept, else 0; added to the lane */
 static inline __attribute__((always_inline)) void sm_exp_add(double *acc, float *v, int32_t kept, float scale,
                                                             float mx) {
-    const float e = kept ? ab_exp(scale * *v - mx) : 0.0f;
+    const float e = kept ? ab_exp_nonpos(scale * *v - mx) : 0.0f;
     *v = e;
     *acc += e;
 }

@@ -430,6 +430,19 @@ static void test_gelu_math(ab_backend *be) {
     }
     AB_CHECK(ab_exp(-88.0f) == 0.0f && isinf(ab_exp(89.0f)) && isnan(ab_exp(NAN)) && ab_exp(0.0f) == 1.0f,
              "ab_exp at the edges: %g %g %g %g", ab_exp(-88.0f), ab_exp(89.0f), ab_exp(NAN), ab_exp(0.0f));
+    /* ab_exp_nonpos: ab_exp's bits at every x <= 0 it is given (every 13th float from -0 to -inf,
+     * and the edges: -0, +0, the clamp and the floats beside it, -inf, NaN) */
+    uint32_t nonpos_diff = 0, nonpos_first = 0;
+    const float edges[] = {0.0f, -0.0f, -87.33654f, nextafterf(-87.33654f, 0.0f), nextafterf(-87.33654f, -INFINITY),
+                           -87.0f, -86.6f, -1e-30f, -INFINITY, NAN};
+    for (size_t e = 0; e < sizeof edges / sizeof edges[0]; e++)
+        if (ab_f32_bits(ab_exp_nonpos(edges[e])) != ab_f32_bits(ab_exp(edges[e])) && nonpos_diff++ == 0)
+            nonpos_first = ab_f32_bits(edges[e]);
+    for (uint32_t u = 0x80000000u; u <= 0xFF800000u && u >= 0x80000000u; u += 13)
+        if (ab_f32_bits(ab_exp_nonpos(ab_bits_f32(u))) != ab_f32_bits(ab_exp(ab_bits_f32(u))) && nonpos_diff++ == 0)
+            nonpos_first = u;
+    AB_CHECK(nonpos_diff == 0, "ab_exp_nonpos differs from ab_exp at %u arguments, the first %g (bits 0x%08x)",
+             nonpos_diff, ab_bits_f32(nonpos_first), nonpos_first);
     /* +-inf and huge |x| take ab_exp(inf - inf) = ab_exp(NaN) inside Phi (discarded there): defined
      * (the sanitizer build's float-cast-overflow check sees any NaN-to-int conversion) and as
      * PyTorch's x * Phi(x): inf, NaN (-inf * 0), x and -0 */
