@@ -140,9 +140,10 @@ static inline AB_HD float ab_exp(float x) {
 /* ab_exp for x <= 0 (or NaN), the same bits in fewer operations: the callers' arguments never
  * exceed 0 (a softmax's x - max, the normal density's and erfc's exponents), so there is no upper
  * clamp and no inf, and 2^n with n in [-126, 0] is one normal factor: p 2^n is the one rounding of
- * the same value that ab_exp's two factors give. For x > 0 it returns some value, not e^x (the
- * Phi below computes a branch it then discards); the integer arithmetic is unsigned, so no x is
- * undefined behaviour. */
+ * the same value that ab_exp's two factors give (the clamp lies just above -126 ln 2, so every
+ * result is normal). Above 0 it still matches ab_exp while n <= 127 (x below about 88.37), and
+ * past that returns some value, not e^x (the Phi below computes a branch it then discards); the
+ * integer arithmetic is unsigned, so no x is undefined behaviour. */
 static inline AB_HD float ab_exp_nonpos(float x) {
     const float xc = x < -87.33654f ? -87.33654f : x;
     const float tn = xc * 1.44269504f + 12582912.0f, n = tn - 12582912.0f;

@@ -919,17 +919,25 @@ typedef struct {
     float *rows; /* C H W floats a part (16-bit outputs) */
 } gather_images_job;
 
+/* every cache line of n bytes from p, the last byte's included wherever p lies */
+static void gather_prefetch(const uint8_t *p, size_t n) {
+    for (size_t o = 0; o < n; o += 64) __builtin_prefetch(p + o, 0, 3);
+    __builtin_prefetch(p + n - 1, 0, 3);
+}
+
 static void gather_images_range(void *ctx, int part, size_t lo, size_t hi) {
     const gather_images_job *j = ctx;
     const ab_image_layout *L = j->L;
     const int C = L->C, H = L->H, W = L->W;
     const size_t D = (size_t)C * H * W;
     const float(*lut)[256] = j->lut;
-    /* the part's samples lie scattered over the data set: every line of them asked for up front, so
-     * that their loads overlap instead of each sample's waiting on memory in turn */
-    for (size_t b = lo; b < hi; b++)
-        for (size_t o = 0; o < D; o += 64) __builtin_prefetch(j->data + (size_t)j->idx[b] * D + o, 0, 3);
+    /* the part's samples lie scattered over the data set: each one's lines are asked for
+     * GATHER_AHEAD samples before it is read, so that the loads overlap instead of each sample's
+     * waiting on memory in turn (a part of a large batch does not ask for more than the caches keep) */
+    enum { GATHER_AHEAD = 32 };
+    for (size_t b = lo; b < hi && b < lo + GATHER_AHEAD; b++) gather_prefetch(j->data + (size_t)j->idx[b] * D, D);
     for (size_t b = lo; b < hi; b++) {
+        if (b + GATHER_AHEAD < hi) gather_prefetch(j->data + (size_t)j->idx[b + GATHER_AHEAD] * D, D);
         const uint8_t *img = j->data + (size_t)j->idx[b] * D;
         const int32_t *a = j->ag ? j->ag + 3 * b : NULL;
         const int dy = a ? a[0] - j->pad : 0, dx = a ? a[1] - j->pad : 0, flip = a ? a[2] : 0;

@@ -443,9 +443,9 @@ static void test_gelu_math(ab_backend *be) {
             nonpos_first = u;
     AB_CHECK(nonpos_diff == 0, "ab_exp_nonpos differs from ab_exp at %u arguments, the first %g (bits 0x%08x)",
              nonpos_diff, ab_bits_f32(nonpos_first), nonpos_first);
-    /* +-inf and huge |x| take ab_exp(inf - inf) = ab_exp(NaN) inside Phi (discarded there): defined
-     * (the sanitizer build's float-cast-overflow check sees any NaN-to-int conversion) and as
-     * PyTorch's x * Phi(x): inf, NaN (-inf * 0), x and -0 */
+    /* +-inf and huge |x| take ab_exp_nonpos(inf - inf) = ab_exp_nonpos(NaN) inside Phi (discarded
+     * there): defined (the sanitizer build's float-cast-overflow check sees any NaN-to-int
+     * conversion) and as PyTorch's x * Phi(x): inf, NaN (-inf * 0), x and -0 */
     AB_CHECK(isinf(ab_gelu(INFINITY)) && isnan(ab_gelu(-INFINITY)) && isnan(ab_gelu(NAN)) && ab_gelu(3e19f) == 3e19f &&
                  ab_gelu(-3e19f) == 0.0f && signbit(ab_gelu(-3e19f)) && ab_gelu_grad(-3e19f) == 0.0f &&
                  ab_gelu_grad(3e19f) == 1.0f,
