@@ -109,6 +109,23 @@ static inline AB_HD int ab_dropout_keep(uint64_t seed, uint64_t i, uint32_t thre
     return (uint32_t)(x >> 32) >= threshold;
 }
 
+/* The part ab_exp and ab_exp_nonpos share: for a clamped xc, n = xc log2(e) rounded to nearest
+ * (adding 1.5 * 2^23 leaves the integer in the low mantissa bits of *tn, read from there: a
+ * float-to-int conversion of NaN would be undefined behaviour), r = xc - n ln2 (ln2 in two parts),
+ * and e^r = 1 + r + r^2 Q(r) returned; the caller scales it by 2^n. */
+static inline AB_HD float ab_exp_reduced(float xc, float *tn) {
+    *tn = xc * 1.44269504f + 12582912.0f;
+    const float n = *tn - 12582912.0f;
+    const float r = fmaf(-n, 1.42860677e-06f, fmaf(-n, 0.693145752f, xc));
+    float q = 1.979117632e-04f;
+    q = fmaf(q, r, 1.394463659e-03f);
+    q = fmaf(q, r, 8.333495462e-03f);
+    q = fmaf(q, r, 4.166629532e-02f);
+    q = fmaf(q, r, 1.666666588e-01f);
+    q = fmaf(q, r, 5.000000068e-01f);
+    return fmaf(r * r, q, r) + 1.0f;
+}
+
 /* e^x without a branch, so that a loop over it vectorizes: x = n ln2 + r with |r| <= ln2/2 (ln2 in
  * two parts, Cody and Waite), e^r = 1 + r + r^2 Q(r) with Q of degree 5 (a least-squares fit of
  * ours, relative error 5e-11 on that interval), 2^n from exponent bits in two factors so that
@@ -121,17 +138,8 @@ static inline AB_HD int ab_dropout_keep(uint64_t seed, uint64_t i, uint32_t thre
 static inline AB_HD float ab_exp(float x) {
     float xc = x < -87.33654f ? -87.33654f : x;
     xc = xc > 88.72283f ? 88.72283f : xc;
-    /* n = x log2(e) rounded to nearest: adding 1.5 * 2^23 leaves the integer in the low mantissa
-     * bits, read from there (a float-to-int conversion of NaN would be undefined behaviour) */
-    const float tn = xc * 1.44269504f + 12582912.0f, n = tn - 12582912.0f;
-    const float r = fmaf(-n, 1.42860677e-06f, fmaf(-n, 0.693145752f, xc));
-    float q = 1.979117632e-04f;
-    q = fmaf(q, r, 1.394463659e-03f);
-    q = fmaf(q, r, 8.333495462e-03f);
-    q = fmaf(q, r, 4.166629532e-02f);
-    q = fmaf(q, r, 1.666666588e-01f);
-    q = fmaf(q, r, 5.000000068e-01f);
-    const float p = fmaf(r * r, q, r) + 1.0f;
+    float tn;
+    const float p = ab_exp_reduced(xc, &tn);
     const int32_t ni = (int32_t)(ab_f32_bits(tn) - 0x4B400000u), h = ni >> 1;
     const float y = p * ab_bits_f32((uint32_t)(h + 127) << 23) * ab_bits_f32((uint32_t)(ni - h + 127) << 23);
     return x < -87.33654f ? 0.0f : x > 88.72283f ? INFINITY : y;
@@ -146,15 +154,8 @@ static inline AB_HD float ab_exp(float x) {
  * integer arithmetic is unsigned, so no x is undefined behaviour. */
 static inline AB_HD float ab_exp_nonpos(float x) {
     const float xc = x < -87.33654f ? -87.33654f : x;
-    const float tn = xc * 1.44269504f + 12582912.0f, n = tn - 12582912.0f;
-    const float r = fmaf(-n, 1.42860677e-06f, fmaf(-n, 0.693145752f, xc));
-    float q = 1.979117632e-04f;
-    q = fmaf(q, r, 1.394463659e-03f);
-    q = fmaf(q, r, 8.333495462e-03f);
-    q = fmaf(q, r, 4.166629532e-02f);
-    q = fmaf(q, r, 1.666666588e-01f);
-    q = fmaf(q, r, 5.000000068e-01f);
-    const float p = fmaf(r * r, q, r) + 1.0f;
+    float tn;
+    const float p = ab_exp_reduced(xc, &tn);
     const uint32_t ni = ab_f32_bits(tn) - 0x4B400000u; /* n as a two's complement integer */
     const float y = p * ab_bits_f32((ni + 127u) << 23);
     return x < -87.33654f ? 0.0f : y;
