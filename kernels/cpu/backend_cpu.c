@@ -56,7 +56,7 @@ static void cpu_unmap_data(ab_backend *be, const void *mapped, size_t bytes) {
  * beta C and rounds to C's type while its rows are still in its cache. The rows are cut into tiles
  * by the product's shape alone (cpu_gemm_tile), one library call a tile, so that the sums do not
  * depend on the threads. Only what every part reads is widened first, over the pool: B (the
- * weights, as a rule) and a transposed A. A product with few rows and many columns is cut by
+ * weights, as a rule; a transposed B copied untransposed, op_b_f32) and a transposed A. A product with few rows and many columns is cut by
  * columns instead (cpu_sgemm), its conversions around it. */
 
 typedef struct {
@@ -142,6 +142,19 @@ static const float *widened(ab_backend *be, int slot, ab_dtype t, const void *X,
     return w;
 }
 
+/* op(B) (K x N) in fp32 for a product of M rows: a transposed B copied untransposed and widened
+ * into scratch slot 1 where that pays (oneDNN's sgemm takes it faster: runtime_cpu.h); a 16-bit B
+ * widened there as it is stored; an fp32 one itself. *tb and *ldb say how the result is stored. */
+static const float *op_b_f32(ab_backend *be, int M, ab_dtype bt, const void *B, int *tb, int N, int K, int *ldb) {
+    if (*tb && (bt != AB_F32 || M >= CPU_SGEMM_TRANSPOSE_MIN_M)) {
+        float *w = cpu_scratch_get(be, 1, (size_t)K * (size_t)N);
+        if (w) cpu_transpose_par(be, N, K, bt, B, *ldb, w, N);
+        *tb = 0, *ldb = N;
+        return w;
+    }
+    return widened(be, 1, bt, B, *tb ? N : K, *tb ? K : N, *ldb);
+}
+
 int ab_cpu_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at, const void *A, int lda,
                 ab_dtype bt, const void *B, int ldb, const void *bias, ab_epilogue epi, float beta, ab_dtype ct,
                 void *C, int ldc) {
@@ -165,7 +178,7 @@ int ab_cpu_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha
             if (!j.acc || cpu_gemm_bf16_native(be, ta, tb, M, N, K, A, lda, B, ldb, j.acc, N)) return -1;
         } else {
             const float *a = widened(be, 0, at, A, ta ? K : M, ta ? M : K, lda);
-            const float *b = widened(be, 1, bt, B, tb ? N : K, tb ? K : N, ldb);
+            const float *b = op_b_f32(be, M, bt, B, &tb, N, K, &ldb);
             if (!a || !b) return -1;
             if (j.direct) {
                 cpu_sgemm(be, ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, C, ldc);
@@ -183,7 +196,7 @@ int ab_cpu_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha
         return 0;
     }
     if (!native) {
-        j.b32 = widened(be, 1, bt, B, tb ? N : K, tb ? K : N, ldb);
+        j.b32 = op_b_f32(be, M, bt, B, &j.tb, N, K, &j.ldb);
         if (!j.b32) return -1;
         if (at != AB_F32 && ta) {
             j.a32 = widened(be, 0, at, A, K, M, lda);

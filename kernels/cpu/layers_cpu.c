@@ -224,8 +224,9 @@ static int conv_forward_bf16(ab_backend *be, const ab_conv_shape *s, const conv_
 }
 
 /* fp16/bf16 emulated: the columns widened as they are built (x itself for a 1x1 convolution),
- * and the product through ab_cpu_gemm, which widens the weights (once a chunk of images), the
- * rows of a 1x1 convolution's x in each part, and rounds each part's block of y in its cache */
+ * and the product through ab_cpu_gemm, which widens the rows of a 1x1 convolution's x in each part
+ * and rounds each part's block of y in its cache; forward's weights widened and transposed once for
+ * every chunk of images (filter_t_f32), the backward products' widened by ab_cpu_gemm once a chunk */
 static const void *columns_f32(ab_backend *be, const ab_conv_shape *s, const conv_plan *pl, int nb, ab_dtype t,
                                const void *x, ab_dtype *ct) {
     *ct = pl->direct ? t : AB_F32;
@@ -235,15 +236,30 @@ static const void *columns_f32(ab_backend *be, const ab_conv_shape *s, const con
     return col;
 }
 
+/* w (K, RSC) as w^T (RSC, K), widened to fp32, in CPU_SLOT_LAYER_W: the forward products' B once
+ * for every chunk of images, stored untransposed (oneDNN's sgemm takes it faster, runtime_cpu.h);
+ * NULL with ab_error when out of memory */
+static const float *filter_t_f32(ab_backend *be, const ab_conv_shape *s, const conv_plan *pl, ab_dtype t,
+                                 const void *w) {
+    float *wt = cpu_scratch_get(be, CPU_SLOT_LAYER_W, (size_t)s->K * pl->CRS);
+    if (wt) cpu_transpose_par(be, s->K, (int)pl->CRS, t, w, (int)pl->CRS, wt, s->K);
+    return wt;
+}
+/* whether fp32 forward products (a chunk's nb P Q rows) pay for copying w^T (filter_t_f32); a 16-bit
+ * w is widened anyway, and copied transposed whatever the rows */
+static int filter_t_pays(const conv_plan *pl) { return (size_t)pl->nb * pl->PQ >= CPU_SGEMM_TRANSPOSE_MIN_M; }
+
 static int conv_forward_16(ab_backend *be, const ab_conv_shape *s, const conv_plan *pl, ab_dtype t, const void *x,
                            const void *w, void *y) {
+    const float *wt = filter_t_f32(be, s, pl, t, w);
+    if (!wt) return -1;
     for (int n0 = 0; n0 < s->N; n0 += pl->nb) {
         const int nb = s->N - n0 < pl->nb ? s->N - n0 : pl->nb;
         ab_dtype at;
         const void *a = columns_f32(be, s, pl, nb, t, (const uint16_t *)x + (size_t)n0 * pl->HWC, &at);
         if (!a) return -1;
-        AB_TRY(ab_cpu_gemm(be, 0, 1, (int)((size_t)nb * pl->PQ), s->K, (int)pl->CRS, 1.0f, at, a, (int)pl->CRS, t, w,
-                           (int)pl->CRS, NULL, AB_EPI_NONE, 0.0f, t, (uint16_t *)y + (size_t)n0 * pl->PQK, s->K));
+        AB_TRY(ab_cpu_gemm(be, 0, 0, (int)((size_t)nb * pl->PQ), s->K, (int)pl->CRS, 1.0f, at, a, (int)pl->CRS, AB_F32,
+                           wt, s->K, NULL, AB_EPI_NONE, 0.0f, t, (uint16_t *)y + (size_t)n0 * pl->PQK, s->K));
     }
     return 0;
 }
@@ -254,7 +270,9 @@ int ab_cpu_conv2d_forward(ab_backend *be, const ab_conv_shape *s, ab_dtype t, co
     AB_TRY(conv_prepare("conv2d_forward", s, t, (size_t)s->H * s->W * s->C + (size_t)s->P * s->Q * s->K, 1, &pl));
     if (native_bf16(be, t)) return conv_forward_bf16(be, s, &pl, x, w, y);
     if (t != AB_F32) return conv_forward_16(be, s, &pl, t, x, w, y);
-    const float *w32 = f32_view(be, CPU_SLOT_LAYER_W, t, w, (size_t)s->K * pl.CRS);
+    /* w^T copied once (filter_t_f32), or w as it is stored for products too short to pay for it */
+    const int tw = !filter_t_pays(&pl);
+    const float *w32 = tw ? w : filter_t_f32(be, s, &pl, t, w);
     if (!w32) return -1;
     for (int n0 = 0; n0 < s->N; n0 += pl.nb) {
         const int nb = s->N - n0 < pl.nb ? s->N - n0 : pl.nb;
@@ -271,8 +289,8 @@ int ab_cpu_conv2d_forward(ab_backend *be, const ab_conv_shape *s, ab_dtype t, co
             a = col;
         }
         /* y (nb*P*Q, K) = col (nb*P*Q, RSC) @ w^T */
-        cpu_sgemm(be, 0, 1, (int)((size_t)nb * pl.PQ), s->K, (int)pl.CRS, 1.0f, a, (int)pl.CRS, w32, (int)pl.CRS, 0.0f,
-                  out, s->K);
+        cpu_sgemm(be, 0, tw, (int)((size_t)nb * pl.PQ), s->K, (int)pl.CRS, 1.0f, a, (int)pl.CRS, w32,
+                  tw ? (int)pl.CRS : s->K, 0.0f, out, s->K);
         if (t != AB_F32) cpu_narrow_par(be, (size_t)nb * pl.PQK, out, t, (char *)y + (size_t)n0 * pl.PQK * es);
     }
     return 0;

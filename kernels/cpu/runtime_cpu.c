@@ -241,6 +241,131 @@ void cpu_narrow_par(ab_backend *be, size_t n, const float *src, ab_dtype t, void
     cpu_parallel_for(be, n, CONVERT_MIN, narrow_range, &j);
 }
 
+/* ---- transposition: dst (cols x rows, leading dimension ldd) = src^T (rows x cols, leading
+ * dimension lds), widened to fp32 exactly. oneDNN's sgemm multiplies a transposed B at 10% to 70%
+ * less than the same B stored untransposed (Zen 5, oneDNN 2.6: 32 x 512 x 4608 at 142 GFLOP/s on
+ * one thread against 471, MiniLM's 256 x 384 x 1536 at 382 against 503); the products copy such a
+ * B untransposed first where that pays (ab_cpu_gemm, the convolutions' forward products, the
+ * batched products). The sums are the same products in an order oneDNN may pick by the layout:
+ * most shapes give the same bits either way, some do not (M <= 8; N of 1024 with a long K), and
+ * none depends on the threads. The copy
+ * walks strips of TR_STRIP source columns (destination rows) down all the source rows, 8 x 8 blocks
+ * in AVX registers where the CPU has AVX2 (fp16 widened by F16C on the way, a block holding an
+ * infinity or NaN by the scalar conversion, which keeps a signalling NaN's bits; bf16 by its exact
+ * shift), one by one elsewhere and at the edges: a copy, the same values either way. Down a strip
+ * the destination's rows are written in order and each source line is read whole, where blocks
+ * across the rows would write destination rows that a power-of-two stride puts in the same cache
+ * sets (3-6x slower at BERT-base's 3072 x 768). ---- */
+enum { TR_STRIP = 16 };
+
+typedef struct {
+    int rows, cols, lds, ldd;
+    ab_dtype t;
+    const void *src;
+    float *dst;
+} transpose_job;
+
+static inline __attribute__((always_inline)) float tr_load(const transpose_job *j, size_t r, size_t c) {
+    const size_t i = r * (size_t)j->lds + c;
+    if (j->t == AB_F32) return ((const float *)j->src)[i];
+    const uint16_t h = ((const uint16_t *)j->src)[i];
+    return j->t == AB_F16 ? ab_f16_to_f32(h) : ab_bf16_to_f32(h);
+}
+
+/* source rows [r0, r1) x columns [c0, c1), one element at a time */
+static void tr_plain(const transpose_job *j, int r0, int r1, int c0, int c1) {
+    for (int c = c0; c < c1; c++)
+        for (int r = r0; r < r1; r++) j->dst[(size_t)c * (size_t)j->ldd + (size_t)r] = tr_load(j, (size_t)r, (size_t)c);
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/* the 8 x 8 block at source row r, column c: 0, or -1 where an fp16 value is infinite or NaN (the
+ * caller then copies the block one by one) */
+__attribute__((target("avx2,f16c"))) static inline int tr8x8(const transpose_job *j, size_t r, size_t c) {
+    __m256 x[8];
+    if (j->t == AB_F32) {
+        const float *s = (const float *)j->src + r * (size_t)j->lds + c;
+        for (int i = 0; i < 8; i++) x[i] = _mm256_loadu_ps(s + (size_t)i * (size_t)j->lds);
+    } else {
+        const uint16_t *s = (const uint16_t *)j->src + r * (size_t)j->lds + c;
+        __m128i h[8];
+        for (int i = 0; i < 8; i++) h[i] = _mm_loadu_si128((const __m128i *)(s + (size_t)i * (size_t)j->lds));
+        if (j->t == AB_F16) {
+            const __m128i e = _mm_set1_epi16(0x7c00);
+            __m128i any = _mm_setzero_si128();
+            for (int i = 0; i < 8; i++) any = _mm_or_si128(any, _mm_cmpeq_epi16(_mm_and_si128(h[i], e), e));
+            if (_mm_movemask_epi8(any)) return -1;
+            for (int i = 0; i < 8; i++) x[i] = _mm256_cvtph_ps(h[i]);
+        } else {
+            for (int i = 0; i < 8; i++) x[i] = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h[i]), 16));
+        }
+    }
+    const __m256 t0 = _mm256_unpacklo_ps(x[0], x[1]), t1 = _mm256_unpackhi_ps(x[0], x[1]),
+                 t2 = _mm256_unpacklo_ps(x[2], x[3]), t3 = _mm256_unpackhi_ps(x[2], x[3]),
+                 t4 = _mm256_unpacklo_ps(x[4], x[5]), t5 = _mm256_unpackhi_ps(x[4], x[5]),
+                 t6 = _mm256_unpacklo_ps(x[6], x[7]), t7 = _mm256_unpackhi_ps(x[6], x[7]);
+    const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE),
+                 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE),
+                 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE),
+                 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    float *d = j->dst + c * (size_t)j->ldd + r;
+    const size_t ld = (size_t)j->ldd;
+    _mm256_storeu_ps(d + 0 * ld, _mm256_permute2f128_ps(s0, s4, 0x20));
+    _mm256_storeu_ps(d + 1 * ld, _mm256_permute2f128_ps(s1, s5, 0x20));
+    _mm256_storeu_ps(d + 2 * ld, _mm256_permute2f128_ps(s2, s6, 0x20));
+    _mm256_storeu_ps(d + 3 * ld, _mm256_permute2f128_ps(s3, s7, 0x20));
+    _mm256_storeu_ps(d + 4 * ld, _mm256_permute2f128_ps(s0, s4, 0x31));
+    _mm256_storeu_ps(d + 5 * ld, _mm256_permute2f128_ps(s1, s5, 0x31));
+    _mm256_storeu_ps(d + 6 * ld, _mm256_permute2f128_ps(s2, s6, 0x31));
+    _mm256_storeu_ps(d + 7 * ld, _mm256_permute2f128_ps(s3, s7, 0x31));
+    return 0;
+}
+
+/* strip [c0, c1) (whole 8-column blocks) down the source rows */
+__attribute__((target("avx2,f16c"))) static void tr_strip_avx2(const transpose_job *j, int c0, int c1) {
+    const int r8 = j->rows / 8 * 8;
+    for (int r = 0; r < r8; r += 8)
+        for (int c = c0; c < c1; c += 8)
+            if (tr8x8(j, (size_t)r, (size_t)c)) tr_plain(j, r, r + 8, c, c + 8);
+    if (r8 < j->rows) tr_plain(j, r8, j->rows, c0, c1);
+}
+#endif
+
+/* strips [lo, hi) of TR_STRIP source columns */
+static void transpose_strips(const transpose_job *j, size_t lo, size_t hi) {
+    for (size_t s = lo; s < hi; s++) {
+        const int c0 = (int)s * TR_STRIP, c1 = j->cols - c0 < TR_STRIP ? j->cols : c0 + TR_STRIP;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+        if (ab_cpu_has_avx2() && ab_cpu_has_f16c()) {
+            const int c8 = c0 + (c1 - c0) / 8 * 8;
+            if (c8 > c0) tr_strip_avx2(j, c0, c8);
+            if (c8 < c1) tr_plain(j, 0, j->rows, c8, c1);
+            continue;
+        }
+#endif
+        tr_plain(j, 0, j->rows, c0, c1);
+    }
+}
+
+static void transpose_range(void *ctx, int part, size_t lo, size_t hi) {
+    (void)part;
+    transpose_strips(ctx, lo, hi);
+}
+
+void cpu_transpose(int rows, int cols, ab_dtype t, const void *src, int lds, float *dst, int ldd) {
+    const transpose_job j = {rows, cols, lds, ldd, t, src, dst};
+    transpose_strips(&j, 0, (size_t)((cols + TR_STRIP - 1) / TR_STRIP));
+}
+
+void cpu_transpose_par(ab_backend *be, int rows, int cols, ab_dtype t, const void *src, int lds, float *dst,
+                       int ldd) {
+    transpose_job j = {rows, cols, lds, ldd, t, src, dst};
+    /* a part takes at least CONVERT_MIN elements' worth of strips */
+    const size_t per_strip = (size_t)TR_STRIP * (size_t)rows;
+    cpu_parallel_for(be, (size_t)((cols + TR_STRIP - 1) / TR_STRIP), (CONVERT_MIN + per_strip - 1) / per_strip,
+                     transpose_range, &j);
+}
+
 /* ---- thread pool: the products' tiles and the loops around them (im2col, col2im, conversions,
  * batch norm, pooling) run on --threads threads, through plain pthreads that spin briefly between
  * jobs and then sleep (OpenMP's, spinning for milliseconds, would compete with OpenBLAS's own

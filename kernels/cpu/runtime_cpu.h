@@ -66,6 +66,13 @@ enum { CONVERT_MIN = 1 << 16 };
 /* the two above over the pool, in ranges of at least CONVERT_MIN elements */
 void cpu_widen_par(ab_backend *be, size_t n, ab_dtype t, const void *src, float *dst);
 void cpu_narrow_par(ab_backend *be, size_t n, const float *src, ab_dtype t, void *dst);
+/* dst (cols x rows, leading dimension ldd, fp32) = src^T (rows x cols of type t, leading dimension
+ * lds) widened exactly, over the pool: what the products multiply instead of a transposed B
+ * (oneDNN's sgemm takes a B stored untransposed faster; runtime_cpu.c says by how much) */
+void cpu_transpose_par(ab_backend *be, int rows, int cols, ab_dtype t, const void *src, int lds, float *dst,
+                       int ldd);
+/* the same on the calling thread alone */
+void cpu_transpose(int rows, int cols, ab_dtype t, const void *src, int lds, float *dst, int ldd);
 
 /* Runs fn(ctx, part, lo, hi) over [0, n) cut into `part`s 0, 1, ... of contiguous ranges, at
  * most st->threads of them and none under min_per_thread items, the calling thread taking part 0;
@@ -127,7 +134,8 @@ void cpu_pool_free(cpu_state *st);
  * it) runs single-threaded (a library's own spinning workers would otherwise compete with the
  * pool's for the same cores), one call a tile of C's rows (of its columns when it has fewer rows
  * than columns; cpu_gemm_tile), so that every element comes from one call of a shape that does
- * not depend on the threads. */
+ * not depend on the threads. B is multiplied as it is stored: a caller whose B is transposed copies
+ * it untransposed first where that pays (cpu_transpose_par, CPU_SGEMM_TRANSPOSE_MIN_M). */
 void cpu_sgemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                const float *B, int ldb, float beta, float *C, int ldc);
 /* the same on the calling thread alone (one part's product) */
@@ -136,6 +144,10 @@ void cpu_sgemm_1(int ta, int tb, int M, int N, int K, float alpha, const float *
 /* below this many multiply-adds, or under 2 x CPU_GEMM_MIN_SPLIT rows (columns), a product takes
  * one part: a second thread's start costs more */
 enum { CPU_GEMM_PAR_MIN_MACS = 1 << 18, CPU_GEMM_MIN_SPLIT = 32, CPU_GEMM_MAX_TILE = 512 };
+/* below this many rows of C an fp32 product reads a transposed B as it is stored: the copy
+ * (cpu_transpose_par) would cost more than it saves. A 16-bit B is widened anyway, and is copied
+ * untransposed whatever the rows. */
+enum { CPU_SGEMM_TRANSPOSE_MIN_M = 16 };
 
 /* Products are cut into tiles of rows (columns) by their shape alone, about eight of 32 to 512,
  * and the pool shares the tiles out: every library call's shape, and so every sum (a library may

@@ -32,6 +32,7 @@ typedef struct {
     size_t na, nb, nc;
     int ar, ac, br, bc; /* the stored rows and columns of A and of B that a product reads */
     int native; /* bf16 x bf16 on the CPU's bf16 instructions (onednn_cpu.c) */
+    int bt_copy; /* a transposed B copied untransposed (widened) into the part's B scratch */
     int rc;
 } bgemm_job;
 
@@ -91,20 +92,24 @@ static void bgemm_range(void *ctx, int part, size_t lo, size_t hi) {
         /* a 16-bit operand widened row by row into a dense block (leading dimension its columns):
          * a head's rows inside the (L, H) activations, not the other heads' columns between them */
         const float *a = (const float *)A, *b = (const float *)B;
-        int lda = j->lda, ldb = j->ldb;
+        int lda = j->lda, ldb = j->ldb, tb = j->tb;
         if (j->at != AB_F32) {
             dense_rows(j->ar, j->ac, j->at, A, j->lda, 1, wa);
             a = wa, lda = j->ac;
         }
-        if (j->bt != AB_F32) {
+        if (j->bt_copy) { /* a transposed B (N x K) copied untransposed (K x N) and widened:
+                             oneDNN's sgemm takes it faster (runtime_cpu.h) */
+            cpu_transpose(j->N, j->K, j->bt, B, j->ldb, wb, j->N);
+            b = wb, ldb = j->N, tb = 0;
+        } else if (j->bt != AB_F32) {
             dense_rows(j->br, j->bc, j->bt, B, j->ldb, 1, wb);
             b = wb, ldb = j->bc;
         }
         if (j->ct == AB_F32) {
-            cpu_sgemm_1(j->ta, j->tb, j->M, j->N, j->K, j->alpha, a, lda, b, ldb, j->beta, (float *)C, j->ldc);
+            cpu_sgemm_1(j->ta, tb, j->M, j->N, j->K, j->alpha, a, lda, b, ldb, j->beta, (float *)C, j->ldc);
             continue;
         }
-        cpu_sgemm_1(j->ta, j->tb, j->M, j->N, j->K, j->alpha, a, lda, b, ldb, 0.0f, acc, j->N);
+        cpu_sgemm_1(j->ta, tb, j->M, j->N, j->K, j->alpha, a, lda, b, ldb, 0.0f, acc, j->N);
         for (int r = 0; r < j->M; r++) {
             float *row = acc + (size_t)r * j->N;
             char *out = C + (size_t)r * j->ldc * ab_dtype_size(j->ct);
@@ -138,8 +143,9 @@ int ab_cpu_gemm_batched(ab_backend *be, int ta, int tb, int M, int N, int K, flo
         j.na = lda > j.ac ? ((size_t)j.ar * (size_t)j.ac + 1) / 2 : 0;
         j.nb = ldb > j.bc ? ((size_t)j.br * (size_t)j.bc + 1) / 2 : 0;
     } else {
+        j.bt_copy = tb && (bt != AB_F32 || M >= CPU_SGEMM_TRANSPOSE_MIN_M);
         j.na = at == AB_F32 ? 0 : (size_t)j.ar * (size_t)j.ac;
-        j.nb = bt == AB_F32 ? 0 : (size_t)j.br * (size_t)j.bc;
+        j.nb = bt == AB_F32 && !j.bt_copy ? 0 : (size_t)j.br * (size_t)j.bc;
     }
     j.nc = ct == AB_F32 && !native ? 0 : (size_t)M * (size_t)N;
     const int parts = st->threads > 1 ? st->threads : 1;
