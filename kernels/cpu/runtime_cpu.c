@@ -243,8 +243,8 @@ void cpu_narrow_par(ab_backend *be, size_t n, const float *src, ab_dtype t, void
 
 /* ---- transposition: dst (cols x rows, leading dimension ldd) = src^T (rows x cols, leading
  * dimension lds), widened to fp32 exactly. oneDNN's sgemm multiplies a transposed B at 10% to 70%
- * less than the same B stored untransposed (Zen 5, oneDNN 2.6: 32 x 512 x 4608 at 142 GFLOP/s on
- * one thread against 471, MiniLM's 256 x 384 x 1536 at 382 against 503); the products copy such a
+ * less than the same B stored untransposed (Zen 5, oneDNN 2.6: 32 x 512 x 4608 at 143 GFLOP/s on
+ * one thread against 477, MiniLM's 256 x 384 x 1536 at 394 against 525); the products copy such a
  * B untransposed first where that pays (ab_cpu_gemm, the convolutions' forward products, the
  * batched products). The sums are the same products in an order oneDNN may pick by the layout:
  * most shapes give the same bits either way, some do not (M <= 8; N of 1024 with a long K), and
