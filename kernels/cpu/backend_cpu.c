@@ -68,7 +68,7 @@ typedef struct {
     const float *a32;  /* A widened whole (transposed 16-bit A), or NULL */
     float *a32rows;    /* scratch the parts widen their rows of A into (A not transposed) */
     const void *B;     /* as stored (native bf16) */
-    const float *b32;  /* B in fp32 (itself, or widened) */
+    const float *b32;  /* B in fp32: itself, widened, or copied untransposed (then tb 0, ldb N) */
     const float *bias; /* fp32, or NULL */
     ab_epilogue epi;
     float *acc;        /* M x N fp32 sums (NULL when direct; C itself for an fp32 C that beta leaves out) */

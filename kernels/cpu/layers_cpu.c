@@ -246,7 +246,7 @@ static const float *filter_t_f32(ab_backend *be, const ab_conv_shape *s, const c
     return wt;
 }
 /* whether fp32 forward products (a chunk's nb P Q rows) pay for copying w^T (filter_t_f32); a 16-bit
- * w is widened anyway, and copied transposed whatever the rows */
+ * w is widened anyway, and widened into w^T whatever the rows */
 static int filter_t_pays(const conv_plan *pl) { return (size_t)pl->nb * pl->PQ >= CPU_SGEMM_TRANSPOSE_MIN_M; }
 
 static int conv_forward_16(ab_backend *be, const ab_conv_shape *s, const conv_plan *pl, ab_dtype t, const void *x,

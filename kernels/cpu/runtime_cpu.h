@@ -13,7 +13,8 @@ typedef struct {
     size_t bytes;
 } scratch_buf;
 
-/* Scratch slots. 0-4 belong to backend_cpu.c (gemm: widened A, widened B, fp32 product,
+/* Scratch slots. 0-4 belong to backend_cpu.c (gemm: widened A, B widened or copied untransposed
+ * (fp32 too), fp32 product,
  * widened bias, the parts' epilogue rows; col_sum, gather_normalize and transformer_cpu.c's
  * sum_squares, which call no product, reuse 2 and 4); the rest to layers_cpu.c, one per role so
  * that an op's buffers never alias each other (a convolution calls ab_cpu_gemm, which uses 0-4
@@ -21,7 +22,7 @@ typedef struct {
 enum {
     CPU_SLOT_LAYER_X = 5,  /* fp32 input chunk (widened x, or dy for backward_filter's x) */
     CPU_SLOT_LAYER_COL,    /* im2col columns / dcol */
-    CPU_SLOT_LAYER_W,      /* widened filter */
+    CPU_SLOT_LAYER_W,      /* widened filter, or forward's w^T copied (fp32 too) */
     CPU_SLOT_LAYER_OUT,    /* fp32 result chunk before the one rounding */
     CPU_SLOT_LAYER_DY,     /* widened dy chunk */
     CPU_SLOT_LAYER_ACC,    /* fp32 accumulators: dw, per-thread partial sums */

@@ -27,8 +27,8 @@ typedef struct {
     const void *A, *B;
     void *C;
     long long sa, sb, sc;
-    float *buf; /* per part: A and B widened (native bf16: strided ones copied dense), the fp32 product
-                 * (each empty where not needed) */
+    float *buf; /* per part: A and B widened or B copied untransposed (native bf16: strided ones copied
+                 * dense), the fp32 product (each empty where not needed) */
     size_t na, nb, nc;
     int ar, ac, br, bc; /* the stored rows and columns of A and of B that a product reads */
     int native; /* bf16 x bf16 on the CPU's bf16 instructions (onednn_cpu.c) */

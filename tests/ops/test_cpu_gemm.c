@@ -13,8 +13,9 @@
  *   threads  the same products on 1 and 2 threads, bit for bit (fp32, fp16 with a bias, native bf16).
  *   transpose  the copy that turns a transposed B into an untransposed one before the products
  *            (cpu_transpose_par, cpu_transpose): fp32, fp16 (every bit pattern, infinities and
- *            signalling NaNs among them) and bf16, widened exactly, bit for bit against the scalar
- *            conversions, at shapes with ragged edges and padded leading dimensions. Under
+ *            signalling NaNs among them; and finite values alone, which the F16C path converts) and
+ *            bf16, widened exactly, bit for bit against the scalar conversions, at shapes with ragged
+ *            edges and padded leading dimensions whose padding must stay as it was. Under
  *            AB_CPU_ISA=sse2 (test_cpu_gemm_sse2) it takes the copy without AVX registers.
  * --emulated-only: the bf16 parts are skipped as on such a CPU (the skip path checked anywhere). */
 #include <math.h>
@@ -152,33 +153,46 @@ static void check_threads(ab_backend *one, ab_backend *two, int ta, int tb, int 
 }
 
 /* dst (cols x rows, ldd) = src^T (rows x cols of type t, lds) widened, over the pool and on one
- * thread, against ab_load element by element (bits compared: NaNs keep theirs) */
-static void check_transpose(ab_backend *be, ab_dtype t, int rows, int cols, int pad) {
+ * thread, against ab_load element by element (bits compared: NaNs keep theirs), the destination's
+ * padding left as it was. fp16/bf16 sources: every bit pattern in turn, or (finite) only the finite
+ * fp16 ones, so that whole blocks take the F16C conversion; fp32: random values. */
+static void check_transpose(ab_backend *be, ab_dtype t, int rows, int cols, int pad, int finite) {
     const int lds = cols + pad, ldd = rows + pad;
     const size_t ns = (size_t)rows * lds, nd = (size_t)cols * ldd;
     const size_t es = ab_dtype_size(t);
     void *src = malloc(ns * es);
     float *d1 = malloc(nd * 4), *d2 = malloc(nd * 4);
     if (!src || !d1 || !d2) abort();
-    for (size_t i = 0; i < ns; i++) { /* fp16/bf16: every bit pattern in turn; fp32: random values */
-        if (t == AB_F32)
+    for (size_t i = 0, k = 0; i < ns; i++, k++) {
+        if (t == AB_F32) {
             ((float *)src)[i] = uniform();
-        else
-            ((uint16_t *)src)[i] = (uint16_t)(i * 40503u);
+            continue;
+        }
+        uint16_t h = (uint16_t)(k * 40503u);
+        while (finite && (h & 0x7c00u) == 0x7c00u) h = (uint16_t)(++k * 40503u);
+        ((uint16_t *)src)[i] = h;
     }
-    memset(d1, 0, nd * 4), memset(d2, 0, nd * 4);
+    memset(d1, 0xab, nd * 4), memset(d2, 0xab, nd * 4);
     cpu_transpose_par(be, rows, cols, t, src, lds, d1, ldd);
     cpu_transpose(rows, cols, t, src, lds, d2, ldd);
-    int bad = 0;
-    for (int r = 0; r < rows; r++)
-        for (int c = 0; c < cols; c++) {
+    int bad = 0, touched = 0;
+    const uint32_t fill = 0xababababu;
+    for (int c = 0; c < cols; c++) {
+        for (int r = 0; r < rows; r++) {
             const float want = ab_load(src, (size_t)r * lds + c, t);
             const size_t o = (size_t)c * ldd + r;
             bad += memcmp(&d1[o], &want, 4) != 0 || memcmp(&d2[o], &want, 4) != 0;
         }
-    printf("%s transpose %s %4d x %4d (leading dimensions +%d): %d element(s) not the source's widened bits\n",
-           bad ? "FAIL" : "ok  ", ab_dtype_name(t), rows, cols, pad, bad);
-    failures += bad != 0;
+        for (int r = rows; r < ldd; r++) {
+            const size_t o = (size_t)c * ldd + r;
+            touched += memcmp(&d1[o], &fill, 4) != 0 || memcmp(&d2[o], &fill, 4) != 0;
+        }
+    }
+    printf("%s transpose %s%s %4d x %4d (leading dimensions +%d): %d element(s) not the source's widened bits, "
+           "%d padding element(s) written\n",
+           bad || touched ? "FAIL" : "ok  ", ab_dtype_name(t), finite ? " (finite)" : "", rows, cols, pad, bad,
+           touched);
+    failures += bad != 0 || touched != 0;
     free(src), free(d1), free(d2);
 }
 
@@ -187,14 +201,18 @@ int main(int argc, char **argv) {
     ab_rng_seed(&rng, 20261205);
     ab_backend *be = ab_backend_cpu_create(2);
     if (!be) return 1;
-    /* the transposed-B copy: ragged edges (not multiples of 8 or 16), padding, a size the pool splits;
-     * 40503 is odd, so 65536 consecutive fp16 elements hold every bit pattern */
+    /* the transposed-B copy: ragged edges (not multiples of 8 or 16: a strip's last 5, 13 or 3
+     * columns after its whole 8-column blocks), padding, sizes the pool splits; 40503 is odd, so
+     * 65536 consecutive fp16 elements hold every bit pattern */
     const ab_dtype tts[] = {AB_F32, AB_F16, AB_BF16};
     for (int i = 0; i < 3; i++) {
-        check_transpose(be, tts[i], 37, 53, 3);
-        check_transpose(be, tts[i], 256, 784, 0);
-        check_transpose(be, tts[i], 1029, 67, 5);
+        check_transpose(be, tts[i], 37, 53, 3, 0);
+        check_transpose(be, tts[i], 19, 61, 2, 0);
+        check_transpose(be, tts[i], 256, 784, 0, 0);
+        check_transpose(be, tts[i], 1029, 67, 5, 0);
     }
+    check_transpose(be, AB_F16, 520, 131, 3, 1);
+    check_transpose(be, AB_F16, 256, 784, 0, 1);
     /* fp32: shapes split over the pool by rows (M >= N) and by columns, and too small to split */
     const int shapes[][3] = {{256, 96, 128}, {96, 256, 128}, {37, 29, 53}, {1, 384, 64}, {300, 1, 70}};
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
