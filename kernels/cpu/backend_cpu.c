@@ -146,7 +146,7 @@ static const float *widened(ab_backend *be, int slot, ab_dtype t, const void *X,
  * into scratch slot 1 where that pays (oneDNN's sgemm takes it faster: runtime_cpu.h); a 16-bit B
  * widened there as it is stored; an fp32 one itself. *tb and *ldb say how the result is stored. */
 static const float *op_b_f32(ab_backend *be, int M, ab_dtype bt, const void *B, int *tb, int N, int K, int *ldb) {
-    if (*tb && (bt != AB_F32 || M >= CPU_SGEMM_TRANSPOSE_MIN_M)) {
+    if (*tb && cpu_copies_bt(bt, (size_t)M)) {
         float *w = cpu_scratch_get(be, 1, (size_t)K * (size_t)N);
         if (w) cpu_transpose_par(be, N, K, bt, B, *ldb, w, N);
         *tb = 0, *ldb = N;

@@ -245,13 +245,9 @@ static const float *filter_t_f32(ab_backend *be, const ab_conv_shape *s, const c
     if (wt) cpu_transpose_par(be, s->K, (int)pl->CRS, t, w, (int)pl->CRS, wt, s->K);
     return wt;
 }
-/* whether fp32 forward products (a chunk's nb P Q rows) pay for copying w^T (filter_t_f32); a 16-bit
- * w is widened anyway, and widened into w^T whatever the rows */
-static int filter_t_pays(const conv_plan *pl) { return (size_t)pl->nb * pl->PQ >= CPU_SGEMM_TRANSPOSE_MIN_M; }
-
 static int conv_forward_16(ab_backend *be, const ab_conv_shape *s, const conv_plan *pl, ab_dtype t, const void *x,
                            const void *w, void *y) {
-    const float *wt = filter_t_f32(be, s, pl, t, w);
+    const float *wt = filter_t_f32(be, s, pl, t, w); /* 16-bit: always (cpu_copies_bt) */
     if (!wt) return -1;
     for (int n0 = 0; n0 < s->N; n0 += pl->nb) {
         const int nb = s->N - n0 < pl->nb ? s->N - n0 : pl->nb;
@@ -266,32 +262,27 @@ static int conv_forward_16(ab_backend *be, const ab_conv_shape *s, const conv_pl
 
 int ab_cpu_conv2d_forward(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *x, const void *w, void *y) {
     conv_plan pl;
-    const size_t es = ab_dtype_size(t);
     AB_TRY(conv_prepare("conv2d_forward", s, t, (size_t)s->H * s->W * s->C + (size_t)s->P * s->Q * s->K, 1, &pl));
     if (native_bf16(be, t)) return conv_forward_bf16(be, s, &pl, x, w, y);
     if (t != AB_F32) return conv_forward_16(be, s, &pl, t, x, w, y);
-    /* w^T copied once (filter_t_f32), or w as it is stored for products too short to pay for it */
-    const int tw = !filter_t_pays(&pl);
+    /* fp32 from here: w^T copied once (filter_t_f32), or w as it is stored for products too short
+     * to pay for it */
+    const int tw = !cpu_copies_bt(AB_F32, (size_t)pl.nb * pl.PQ);
     const float *w32 = tw ? w : filter_t_f32(be, s, &pl, t, w);
     if (!w32) return -1;
     for (int n0 = 0; n0 < s->N; n0 += pl.nb) {
         const int nb = s->N - n0 < pl.nb ? s->N - n0 : pl.nb;
-        const float *x32 = f32_view(be, CPU_SLOT_LAYER_X, t, (const char *)x + (size_t)n0 * pl.HWC * es,
-                                    (size_t)nb * pl.HWC);
-        float *out = t == AB_F32 ? (float *)y + (size_t)n0 * pl.PQK
-                                 : cpu_scratch_get(be, CPU_SLOT_LAYER_OUT, (size_t)nb * pl.PQK);
-        if (!x32 || !out) return -1;
-        const float *a = x32;
+        const float *a = (const float *)x + (size_t)n0 * pl.HWC;
+        float *out = (float *)y + (size_t)n0 * pl.PQK;
         if (!pl.direct) {
             float *col = cpu_scratch_get(be, CPU_SLOT_LAYER_COL, (size_t)nb * pl.PQ * pl.CRS);
             if (!col) return -1;
-            im2col(be, s, nb, AB_F32, x32, col, sizeof(float));
+            im2col(be, s, nb, AB_F32, a, col, sizeof(float));
             a = col;
         }
         /* y (nb*P*Q, K) = col (nb*P*Q, RSC) @ w^T */
         cpu_sgemm(be, 0, tw, (int)((size_t)nb * pl.PQ), s->K, (int)pl.CRS, 1.0f, a, (int)pl.CRS, w32,
                   tw ? (int)pl.CRS : s->K, 0.0f, out, s->K);
-        if (t != AB_F32) cpu_narrow_par(be, (size_t)nb * pl.PQK, out, t, (char *)y + (size_t)n0 * pl.PQK * es);
     }
     return 0;
 }

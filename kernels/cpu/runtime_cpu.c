@@ -265,17 +265,10 @@ typedef struct {
     float *dst;
 } transpose_job;
 
-static inline __attribute__((always_inline)) float tr_load(const transpose_job *j, size_t r, size_t c) {
-    const size_t i = r * (size_t)j->lds + c;
-    if (j->t == AB_F32) return ((const float *)j->src)[i];
-    const uint16_t h = ((const uint16_t *)j->src)[i];
-    return j->t == AB_F16 ? ab_f16_to_f32(h) : ab_bf16_to_f32(h);
-}
-
 /* source rows [r0, r1) x columns [c0, c1), one element at a time */
 static void tr_plain(const transpose_job *j, int r0, int r1, int c0, int c1) {
     for (int c = c0; c < c1; c++)
-        for (int r = r0; r < r1; r++) j->dst[(size_t)c * (size_t)j->ldd + (size_t)r] = tr_load(j, (size_t)r, (size_t)c);
+        for (int r = r0; r < r1; r++) j->dst[(size_t)c * (size_t)j->ldd + (size_t)r] = ab_load(j->src, (size_t)r * (size_t)j->lds + (size_t)c, j->t);
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))

@@ -149,6 +149,11 @@ enum { CPU_GEMM_PAR_MIN_MACS = 1 << 18, CPU_GEMM_MIN_SPLIT = 32, CPU_GEMM_MAX_TI
  * (cpu_transpose_par) would cost more than it saves. A 16-bit B is widened anyway, and is copied
  * untransposed whatever the rows. */
 enum { CPU_SGEMM_TRANSPOSE_MIN_M = 16 };
+/* whether a product of `rows` rows of C copies its transposed B of type bt untransposed first (the
+ * one rule for ab_cpu_gemm, the batched products and the convolutions' forward) */
+static inline int cpu_copies_bt(ab_dtype bt, size_t rows) {
+    return bt != AB_F32 || rows >= CPU_SGEMM_TRANSPOSE_MIN_M;
+}
 
 /* Products are cut into tiles of rows (columns) by their shape alone, about eight of 32 to 512,
  * and the pool shares the tiles out: every library call's shape, and so every sum (a library may

@@ -143,7 +143,7 @@ int ab_cpu_gemm_batched(ab_backend *be, int ta, int tb, int M, int N, int K, flo
         j.na = lda > j.ac ? ((size_t)j.ar * (size_t)j.ac + 1) / 2 : 0;
         j.nb = ldb > j.bc ? ((size_t)j.br * (size_t)j.bc + 1) / 2 : 0;
     } else {
-        j.bt_copy = tb && (bt != AB_F32 || M >= CPU_SGEMM_TRANSPOSE_MIN_M);
+        j.bt_copy = tb && cpu_copies_bt(bt, (size_t)M);
         j.na = at == AB_F32 ? 0 : (size_t)j.ar * (size_t)j.ac;
         j.nb = bt == AB_F32 && !j.bt_copy ? 0 : (size_t)j.br * (size_t)j.bc;
     }
