@@ -78,25 +78,35 @@ typedef struct {
     int failed;
 } gemm_job;
 
-/* C's rows [lo, hi): alpha acc + bias, ReLU, + beta C, rounded once to ct */
-static void gemm_epilogue_rows(const gemm_job *j, float *row, size_t lo, size_t hi) {
-    const int N = j->N;
-    float *old = row + N;
+/* C's rows [lo, hi), columns [c0, c1): alpha acc + bias, ReLU, + beta C, rounded once to ct */
+static void gemm_epilogue(const gemm_job *j, float *row, size_t lo, size_t hi, int c0, int c1) {
+    const int n = c1 - c0;
+    float *old = row + n;
+    const float *bias = j->bias ? j->bias + c0 : NULL;
     for (size_t i = lo; i < hi; i++) {
-        const float *in = j->acc + i * (size_t)j->acc_ld;
-        void *out = j->ct == AB_F32 ? (void *)((float *)j->C + i * (size_t)j->ldc)
-                                    : (void *)((uint16_t *)j->C + i * (size_t)j->ldc);
-        for (int c = 0; c < N; c++) row[c] = j->post_alpha * in[c];
-        if (j->bias)
-            for (int c = 0; c < N; c++) row[c] += j->bias[c];
-        if (j->epi == AB_EPI_RELU) /* NaN stays NaN */
-            for (int c = 0; c < N; c++) row[c] = row[c] < 0.0f ? 0.0f : row[c];
-        if (j->beta != 0.0f) {
-            cpu_widen((size_t)N, j->ct, out, old);
-            for (int c = 0; c < N; c++) row[c] += j->beta * old[c];
+        const float *in = j->acc + i * (size_t)j->acc_ld + c0;
+        void *out = j->ct == AB_F32 ? (void *)((float *)j->C + i * (size_t)j->ldc + c0)
+                                    : (void *)((uint16_t *)j->C + i * (size_t)j->ldc + c0);
+        if (j->ct != AB_F32 && j->post_alpha == 1.0f && !bias && j->epi == AB_EPI_NONE && j->beta == 0.0f) {
+            /* rounding alone */
+            cpu_narrow((size_t)n, in, j->ct, out);
+            continue;
         }
-        cpu_narrow((size_t)N, row, j->ct, out);
+        for (int c = 0; c < n; c++) row[c] = j->post_alpha * in[c];
+        if (bias)
+            for (int c = 0; c < n; c++) row[c] += bias[c];
+        if (j->epi == AB_EPI_RELU) /* NaN stays NaN */
+            for (int c = 0; c < n; c++) row[c] = row[c] < 0.0f ? 0.0f : row[c];
+        if (j->beta != 0.0f) {
+            cpu_widen((size_t)n, j->ct, out, old);
+            for (int c = 0; c < n; c++) row[c] += j->beta * old[c];
+        }
+        cpu_narrow((size_t)n, row, j->ct, out);
     }
+}
+
+static void gemm_epilogue_rows(const gemm_job *j, float *row, size_t lo, size_t hi) {
+    gemm_epilogue(j, row, lo, hi, 0, j->N);
 }
 
 /* C's rows [r0, r1) */
@@ -128,6 +138,40 @@ static void gemm_tiles(void *ctx, int part, size_t lo, size_t hi) {
         if (gemm_block(j, part, r0, r1)) {
             __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
             return;
+        }
+    }
+}
+
+/* A product with few rows and many columns (cpu_sgemm's column tiles) whose B needs converting:
+ * each tile of j->tile columns of op(B) widened (and a transposed B copied untransposed) into its
+ * part's own slice of j->bcols, multiplied while that slice is still in its cache, then its block
+ * of C taken through the epilogue. B never goes through memory in fp32 (a 512 x 4608 filter is
+ * 9 MiB of it), and the library's calls have the shapes of cpu_sgemm's column tiles. */
+typedef struct {
+    gemm_job *g;
+    ab_dtype bt;
+    int tb_stored;  /* B stored transposed (N x K) */
+    const float *a; /* op(A) in fp32 */
+    float *bcols;   /* K x tile floats a part */
+} gemm_cols_job;
+
+static void gemm_col_tiles(void *ctx, int part, size_t lo, size_t hi) {
+    const gemm_cols_job *cj = ctx;
+    const gemm_job *j = cj->g;
+    const int K = j->K, es = (int)ab_dtype_size(cj->bt);
+    float *b = cj->bcols + (size_t)part * K * j->tile;
+    for (size_t t = lo; t < hi; t++) {
+        const int c0 = (int)t * j->tile, n = j->N - c0 < j->tile ? j->N - c0 : j->tile;
+        if (cj->tb_stored) /* B's rows c0.. (n x K) as K x n */
+            cpu_transpose(n, K, cj->bt, (const char *)j->B + (size_t)c0 * j->ldb * es, j->ldb, b, n);
+        else
+            for (int k = 0; k < K; k++)
+                cpu_widen((size_t)n, cj->bt, (const char *)j->B + ((size_t)k * j->ldb + c0) * es, b + (size_t)k * n);
+        if (j->direct) {
+            cpu_sgemm_1(j->ta, 0, j->M, n, K, j->alpha, cj->a, j->lda, b, n, j->beta, (float *)j->C + c0, j->ldc);
+        } else {
+            cpu_sgemm_1(j->ta, 0, j->M, n, K, j->alpha, cj->a, j->lda, b, n, 0.0f, j->acc + c0, j->acc_ld);
+            gemm_epilogue(j, j->rows + (size_t)part * 2 * j->tile, 0, (size_t)j->M, c0, c0 + n);
         }
     }
 }
@@ -169,13 +213,27 @@ int ab_cpu_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha
     if (native) AB_TRY(cpu_bf16_parts_ready(be));
     const double macs = (double)M * N * K;
     j.tile = cpu_gemm_tile(M, macs);
-    if (j.tile == M && cpu_gemm_tile(N, macs) < N) { /* few rows, many columns: cpu_sgemm's column tiles, the
-                                                       conversions around them */
+    if (cpu_gemm_by_columns(M, N, macs)) { /* few rows, many columns: cpu_sgemm's column tiles */
         if (native) {
             if (j.direct) return cpu_gemm_bf16_native(be, ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
             j.acc = cpu_scratch_get(be, 2, (size_t)M * N);
             j.acc_ld = N;
             if (!j.acc || cpu_gemm_bf16_native(be, ta, tb, M, N, K, A, lda, B, ldb, j.acc, N)) return -1;
+        } else if (bt != AB_F32 || (tb && cpu_copies_bt(bt, (size_t)M))) { /* B converted a tile at a time */
+            const int ctile = cpu_gemm_tile(N, macs), parts = cpu_parallel_parts(be, (size_t)((N + ctile - 1) / ctile), 1);
+            gemm_cols_job cj = {.g = &j, .bt = bt, .tb_stored = tb, .a = widened(be, 0, at, A, ta ? K : M, ta ? M : K, lda),
+                                .bcols = cpu_scratch_get(be, 1, (size_t)parts * K * ctile)};
+            j.tile = ctile;
+            if (!j.direct) {
+                j.acc = cpu_scratch_get(be, 2, (size_t)M * N);
+                j.acc_ld = N;
+                j.bias = bias ? widened(be, 3, bt, bias, 1, N, N) : NULL;
+                j.rows = cpu_scratch_get(be, 4, 2 * (size_t)ctile * parts);
+                if (!j.acc || (bias && !j.bias) || !j.rows) return -1;
+            }
+            if (!cj.a || !cj.bcols) return -1;
+            cpu_parallel_for(be, (size_t)((N + ctile - 1) / ctile), 1, gemm_col_tiles, &cj);
+            return 0;
         } else {
             const float *a = widened(be, 0, at, A, ta ? K : M, ta ? M : K, lda);
             const float *b = op_b_f32(be, M, bt, B, &tb, N, K, &ldb);

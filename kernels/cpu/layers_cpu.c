@@ -245,8 +245,22 @@ static const float *filter_t_f32(ab_backend *be, const ab_conv_shape *s, const c
     if (wt) cpu_transpose_par(be, s->K, (int)pl->CRS, t, w, (int)pl->CRS, wt, s->K);
     return wt;
 }
+/* one chunk of images cut by columns (few rows, a large filter: ResNet-50's last layers at small
+ * inputs): w as it is stored, for ab_cpu_gemm to copy a column tile at a time in each part's cache */
+static int filter_in_tiles(const ab_conv_shape *s, const conv_plan *pl) {
+    const size_t rows = (size_t)pl->nb * pl->PQ;
+    return pl->nb == s->N && cpu_gemm_by_columns((int)rows, s->K, (double)rows * s->K * pl->CRS);
+}
+
 static int conv_forward_16(ab_backend *be, const ab_conv_shape *s, const conv_plan *pl, ab_dtype t, const void *x,
                            const void *w, void *y) {
+    if (filter_in_tiles(s, pl)) {
+        ab_dtype at;
+        const void *a = columns_f32(be, s, pl, s->N, t, x, &at);
+        if (!a) return -1;
+        return ab_cpu_gemm(be, 0, 1, (int)((size_t)s->N * pl->PQ), s->K, (int)pl->CRS, 1.0f, at, a, (int)pl->CRS, t, w,
+                           (int)pl->CRS, NULL, AB_EPI_NONE, 0.0f, t, y, s->K);
+    }
     const float *wt = filter_t_f32(be, s, pl, t, w); /* 16-bit: always (cpu_copies_bt) */
     if (!wt) return -1;
     for (int n0 = 0; n0 < s->N; n0 += pl->nb) {
@@ -266,7 +280,18 @@ int ab_cpu_conv2d_forward(ab_backend *be, const ab_conv_shape *s, ab_dtype t, co
     if (native_bf16(be, t)) return conv_forward_bf16(be, s, &pl, x, w, y);
     if (t != AB_F32) return conv_forward_16(be, s, &pl, t, x, w, y);
     /* fp32 from here: w^T copied once (filter_t_f32), or w as it is stored for products too short
-     * to pay for it */
+     * to pay for it; or a column tile at a time (filter_in_tiles) */
+    if (filter_in_tiles(s, &pl)) {
+        const float *a = x;
+        if (!pl.direct) {
+            float *col = cpu_scratch_get(be, CPU_SLOT_LAYER_COL, (size_t)s->N * pl.PQ * pl.CRS);
+            if (!col) return -1;
+            im2col(be, s, s->N, AB_F32, x, col, sizeof(float));
+            a = col;
+        }
+        return ab_cpu_gemm(be, 0, 1, (int)((size_t)s->N * pl.PQ), s->K, (int)pl.CRS, 1.0f, AB_F32, a, (int)pl.CRS,
+                           AB_F32, w, (int)pl.CRS, NULL, AB_EPI_NONE, 0.0f, AB_F32, y, s->K);
+    }
     const int tw = !cpu_copies_bt(AB_F32, (size_t)pl.nb * pl.PQ);
     const float *w32 = tw ? w : filter_t_f32(be, s, &pl, t, w);
     if (!w32) return -1;
@@ -363,6 +388,14 @@ int ab_cpu_conv2d_backward_filter(ab_backend *be, const ab_conv_shape *s, ab_dty
     AB_TRY(conv_prepare("conv2d_backward_filter", s, t, (size_t)s->H * s->W * s->C + (size_t)s->P * s->Q * s->K, 1,
                         &pl));
     const size_t nw = (size_t)s->K * pl.CRS;
+    if (t != AB_F32 && !native_bf16(be, t) && pl.nb == s->N) {
+        /* one chunk of images: ab_cpu_gemm's parts add beta dw and round their own tiles of it */
+        ab_dtype bt;
+        const void *b = columns_f32(be, s, &pl, s->N, t, x, &bt);
+        if (!b) return -1;
+        return ab_cpu_gemm(be, 1, 0, s->K, (int)pl.CRS, (int)((size_t)s->N * pl.PQ), 1.0f, t, dy, s->K, bt, b,
+                           (int)pl.CRS, NULL, AB_EPI_NONE, beta, t, dw, (int)pl.CRS);
+    }
     float *dw32 = dw;
     if (t != AB_F32) { /* the fp32 sum, old dw included, is rounded once at the end */
         dw32 = cpu_scratch_get(be, CPU_SLOT_LAYER_ACC, nw);

@@ -166,6 +166,13 @@ static inline int cpu_gemm_tile(int along, double macs) {
     return t > CPU_GEMM_MAX_TILE ? CPU_GEMM_MAX_TILE : t;
 }
 
+/* whether a product of M rows, N columns and `macs` multiply-adds is cut by columns (few rows, many
+ * columns: one tile of rows, several of columns). ab_cpu_gemm then converts B a column tile at a
+ * time in each part's cache, and cpu_sgemm cuts the same columns. */
+static inline int cpu_gemm_by_columns(int M, int N, double macs) {
+    return cpu_gemm_tile(M, macs) == M && cpu_gemm_tile(N, macs) < N;
+}
+
 /* onednn_cpu.c: C = alpha op(A) op(B) + beta C in oneDNN's sgemm on the calling thread alone;
  * -1 when it fails or the build has no oneDNN (the caller then uses OpenBLAS). The version
  * ("oneDNN 2.6.3"), or NULL without it. */

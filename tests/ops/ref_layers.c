@@ -846,6 +846,10 @@ void ref_layers_run(void) {
           .pad_h = 3,
           .pad_w = 3},
          "7x7/2 pad 3"},
+        /* 49 rows and 80 filters: the products cut by columns, the filter copied a tile at a time
+         * (ResNet-50's last layers at small inputs) */
+        {{.N = 1, .H = 7, .W = 7, .C = 8, .K = 80, .R = 3, .S = 3, .stride_h = 1, .stride_w = 1, .pad_h = 1, .pad_w = 1},
+         "3x3/1 pad 1, cut by columns"},
     };
     for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++) {
         ab_backend *be = fresh();

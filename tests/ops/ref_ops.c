@@ -274,6 +274,18 @@ static void test_gemm(ab_backend *be) {
         /* large enough to be split over the pool: by columns, by rows */
         {0, 1, 64, 256, 100, 1.0f, 1.0f, F32, F32, F32, 0, 0, 0, 0, 0},
         {0, 0, 300, 40, 30, 1.0f, 0.0f, F32, F32, F32, 1, 1, 0, 0, 0},
+        /* few rows, many columns (cut by columns): B converted a column tile at a time in each
+         * part (16-bit B, or a transposed fp32 B of 16 rows or more), the epilogue on each tile;
+         * the last tile ragged (300 = 4 x 64 + 44) */
+        {0, 0, 33, 300, 40, 1.0f, 0.0f, F16, F16, F16, 1, 1, 3, 0, 0},
+        {0, 1, 33, 300, 40, 0.5f, 1.0f, F16, F16, F16, 1, 0, 2, 0, 0},
+        {1, 1, 33, 300, 40, 1.0f, 0.0f, F16, F16, F16, 0, 0, 1, 0, 0},
+        {0, 1, 20, 300, 60, 1.0f, 1.0f, BF16, BF16, F32, 0, 0, 1, 0, 0},
+        {1, 1, 20, 300, 60, 1.0f, 1.0f, F32, F32, F32, 0, 0, 2, 0, 0},
+        {0, 1, 20, 300, 60, -1.0f, 0.0f, F32, F32, F32, 1, 1, 0, 0, 0},
+        {0, 1, 8, 300, 120, 1.0f, 1.0f, F32, F32, F32, 0, 0, 1, 0, 0},
+        {0, 1, 20, 300, 60, 1.0f, 0.0f, F16, F32, F16, 0, 1, 0, 0, 0},
+        {0, 1, 33, 300, 40, 1.0f, 1.0f, F16, F16, F16, 1, 1, 0, 1, 0},
         /* fp16 in and out */
         {0, 0, 19, 23, 31, 1.0f, 0.0f, F16, F16, F16, 1, 1, 0, 0, 0},
         {1, 0, 19, 23, 31, 1.0f, 0.0f, F16, F16, F16, 1, 1, 2, 0, 0},
@@ -281,6 +293,10 @@ static void test_gemm(ab_backend *be) {
         {1, 1, 19, 23, 31, 1.0f, 0.0f, F16, F16, F16, 1, 1, 2, 0, 0},
         {0, 1, 19, 23, 31, 0.5f, 1.0f, F16, F16, F16, 1, 0, 5, 0, 0},
         {0, 0, 300, 40, 30, 1.0f, 0.0f, F16, F16, F16, 0, 1, 0, 0, 0},
+        /* the rounding alone (alpha 1, beta 0, no bias, no ReLU: the epilogue narrows the sums) */
+        {1, 0, 37, 29, 41, 1.0f, 0.0f, F16, F16, F16, 0, 0, 2, 0, 0},
+        {1, 0, 256, 80, 64, 1.0f, 0.0f, F16, F16, F16, 0, 0, 0, 0, 0},
+        {0, 1, 37, 29, 41, 1.0f, 0.0f, BF16, BF16, BF16, 0, 0, 1, 0, 0},
         /* fp16 in, fp32 out (the fp32 sgemm path without epilogue, and with one) */
         {0, 1, 64, 256, 100, 1.0f, 1.0f, F16, F16, F32, 0, 0, 0, 0, 0},
         {1, 0, 37, 29, 41, 1.0f, 0.0f, F16, F16, F32, 1, 0, 1, 0, 0},
