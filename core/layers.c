@@ -29,10 +29,17 @@ int ab_linear_backward(const ab_params *p, const ab_grad_sink *g, const ab_linea
     const ab_dtype t = p->compute_type;
     const ab_backend_ops *ops = p->be->ops;
     AB_TRY(ab_grad_observe(g, l->w, t, (size_t)B * l->out, dy));
-    /* d_weight (out, in) = dy^T (out, B) @ x (B, in) */
-    AB_TRY(ops->gemm(p->be, 1, 0, l->out, l->in, B, 1.0f, t, dy, l->out, t, x, l->in, NULL, AB_EPI_NONE,
-                     ab_param_grad_beta(p, g, l->w), t, ab_param_grad_at(p, l->w), l->in));
-    AB_TRY(ab_param_grad_done(p, g, l->w));
+    /* d_weight (out, in) = dy^T (out, B) @ x (B, in); under amp/bf16 rounded to the compute type and
+     * folded into the fp32 gradient by the product itself (the scratch is the backend's to use) */
+    if (ab_param_via_scratch(p, l->w)) {
+        AB_TRY(ops->gemm_fold(p->be, 1, 0, l->out, l->in, B, t, dy, l->out, t, x, l->in, t, p->compute_grad,
+                              p->grad + l->w->offset, g->mode == AB_GRAD_ACCUMULATE));
+        AB_TRY(ab_grad_ready(g, l->w));
+    } else {
+        AB_TRY(ops->gemm(p->be, 1, 0, l->out, l->in, B, 1.0f, t, dy, l->out, t, x, l->in, NULL, AB_EPI_NONE,
+                         ab_param_grad_beta(p, g, l->w), t, ab_param_grad_at(p, l->w), l->in));
+        AB_TRY(ab_param_grad_done(p, g, l->w));
+    }
     /* d_bias (out) = sum over the batch of dy */
     AB_TRY(ops->col_sum(p->be, B, l->out, t, dy, ab_param_grad_beta(p, g, l->b), t, ab_param_grad_at(p, l->b)));
     AB_TRY(ab_param_grad_done(p, g, l->b));
@@ -102,9 +109,15 @@ int ab_conv_backward(const ab_params *p, const ab_grad_sink *g, const ab_conv *c
     ab_conv_shape s = c->shape;
     s.N = B;
     AB_TRY(ab_grad_observe(g, c->w, p->compute_type, (size_t)B * s.P * s.Q * s.K, dy));
-    AB_TRY(p->be->ops->conv2d_backward_filter(p->be, &s, p->compute_type, x, dy, ab_param_grad_beta(p, g, c->w),
-                                              ab_param_grad_at(p, c->w)));
-    AB_TRY(ab_param_grad_done(p, g, c->w));
+    if (ab_param_via_scratch(p, c->w)) { /* rounded and folded by the op itself, as the linear layers' */
+        AB_TRY(p->be->ops->conv2d_backward_filter_fold(p->be, &s, p->compute_type, x, dy, p->compute_grad,
+                                                       p->grad + c->w->offset, g->mode == AB_GRAD_ACCUMULATE));
+        AB_TRY(ab_grad_ready(g, c->w));
+    } else {
+        AB_TRY(p->be->ops->conv2d_backward_filter(p->be, &s, p->compute_type, x, dy, ab_param_grad_beta(p, g, c->w),
+                                                  ab_param_grad_at(p, c->w)));
+        AB_TRY(ab_param_grad_done(p, g, c->w));
+    }
     if (dx) AB_TRY(p->be->ops->conv2d_backward_data(p->be, &s, p->compute_type, dy, ab_param_weight(p, c->w), dx));
     return 0;
 }

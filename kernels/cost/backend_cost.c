@@ -146,6 +146,22 @@ static int ab_cost_conv2d_backward_filter(ab_backend *be, const ab_conv_shape *s
                   tiles_of(s->K, (double)s->R * s->S * s->C, (double)s->N * s->P * s->Q, 1.0), 1);
 }
 
+/* ---- a weight gradient folded: a GPU's product into ws, then the fold (two records, as the two
+ * kernels it runs; the profiling backend gives the measured time to the first) ---- */
+
+static int ab_cost_accumulate(ab_backend *be, size_t n, ab_dtype st, const void *src, float *dst, int acc);
+
+static int ab_cost_gemm_fold(ab_backend *be, int ta, int tb, int M, int N, int K, ab_dtype at, const void *A, int lda,
+                             ab_dtype bt, const void *B, int ldb, ab_dtype ct, void *ws, float *G, int accumulate) {
+    AB_TRY(ab_cost_gemm(be, ta, tb, M, N, K, 1.0f, at, A, lda, bt, B, ldb, NULL, AB_EPI_NONE, 0.0f, ct, ws, N));
+    return ab_cost_accumulate(be, (size_t)M * N, ct, ws, G, accumulate);
+}
+static int ab_cost_conv2d_backward_filter_fold(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *x,
+                                               const void *dy, void *ws, float *dw, int accumulate) {
+    AB_TRY(ab_cost_conv2d_backward_filter(be, s, t, x, dy, 0.0f, ws));
+    return ab_cost_accumulate(be, (size_t)conv_w(s), t, ws, dw, accumulate);
+}
+
 /* ---- element-wise and reductions: bytes in and out ---- */
 
 static int ab_cost_cast(ab_backend *be, size_t n, ab_dtype st, const void *src, ab_dtype dt, void *dst) {
@@ -381,6 +397,13 @@ const ab_op_cost *ab_cost_ops(const ab_backend *be, size_t *n) {
 }
 
 void ab_cost_clear(ab_backend *be) { st_of(be)->n = 0; }
+
+size_t ab_cost_count(const ab_backend *be) { return st_of(be)->n; }
+
+ab_op_cost *ab_cost_at(ab_backend *be, size_t n0) {
+    cost_state *st = st_of(be);
+    return n0 < st->n ? &st->ops[n0] : NULL;
+}
 
 int ab_cost_record(ab_backend *be, const char *op, ab_op_class cls, double bytes, int kernels) {
     return record(be, op, cls, AB_F32, 0.0, bytes, 0.0, kernels);

@@ -21,5 +21,9 @@ void ab_cost_clear(ab_backend *be);
  * recorded op, NULL when none */
 int ab_cost_record(ab_backend *be, const char *op, ab_op_class cls, double bytes, int kernels);
 ab_op_cost *ab_cost_last(ab_backend *be);
+/* how many ops are recorded, and the one recorded n0-th (NULL when fewer): an op of the table may
+ * record more than one (gemm_fold: the product and the fold, as a GPU runs them) */
+size_t ab_cost_count(const ab_backend *be);
+ab_op_cost *ab_cost_at(ab_backend *be, size_t n0);
 
 #endif

@@ -64,6 +64,7 @@ typedef struct {
     int ta, tb, M, N, K, lda, ldb, ldc, native, direct, tile;
     float alpha, beta, post_alpha; /* post_alpha: alpha when the product left it out (native bf16), else 1 */
     ab_dtype at, ct;
+    ab_dtype round;    /* gemm_fold: the type the sums are rounded to before beta C is added (fp32 C); else fp32 */
     const void *A;     /* as stored */
     const float *a32;  /* A widened whole (transposed 16-bit A), or NULL */
     float *a32rows;    /* scratch the parts widen their rows of A into (A not transposed) */
@@ -87,7 +88,8 @@ static void gemm_epilogue(const gemm_job *j, float *row, size_t lo, size_t hi, i
         const float *in = j->acc + i * (size_t)j->acc_ld + c0;
         void *out = j->ct == AB_F32 ? (void *)((float *)j->C + i * (size_t)j->ldc + c0)
                                     : (void *)((uint16_t *)j->C + i * (size_t)j->ldc + c0);
-        if (j->ct != AB_F32 && j->post_alpha == 1.0f && !bias && j->epi == AB_EPI_NONE && j->beta == 0.0f) {
+        if (j->ct != AB_F32 && j->round == AB_F32 && j->post_alpha == 1.0f && !bias && j->epi == AB_EPI_NONE &&
+            j->beta == 0.0f) {
             /* rounding alone */
             cpu_narrow((size_t)n, in, j->ct, out);
             continue;
@@ -97,6 +99,10 @@ static void gemm_epilogue(const gemm_job *j, float *row, size_t lo, size_t hi, i
             for (int c = 0; c < n; c++) row[c] += bias[c];
         if (j->epi == AB_EPI_RELU) /* NaN stays NaN */
             for (int c = 0; c < n; c++) row[c] = row[c] < 0.0f ? 0.0f : row[c];
+        if (j->round != AB_F32) { /* gemm_fold: the gradient rounded once, widened back, then folded */
+            cpu_narrow((size_t)n, row, j->round, (uint16_t *)old);
+            cpu_widen((size_t)n, j->round, old, row);
+        }
         if (j->beta != 0.0f) {
             cpu_widen((size_t)n, j->ct, out, old);
             for (int c = 0; c < n; c++) row[c] += j->beta * old[c];
@@ -199,17 +205,19 @@ static const float *op_b_f32(ab_backend *be, int M, ab_dtype bt, const void *B, 
     return widened(be, 1, bt, B, *tb ? N : K, *tb ? K : N, *ldb);
 }
 
-int ab_cpu_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at, const void *A, int lda,
-                ab_dtype bt, const void *B, int ldb, const void *bias, ab_epilogue epi, float beta, ab_dtype ct,
-                void *C, int ldc) {
+/* cpu_internal.h: ab_cpu_gemm, and with round (not fp32) gemm_fold's product */
+int cpu_gemm_run(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at, const void *A, int lda,
+                 ab_dtype bt, const void *B, int ldb, const void *bias, ab_epilogue epi, float beta, ab_dtype ct,
+                 void *C, int ldc, ab_dtype round) {
     if (M <= 0 || N <= 0 || K <= 0) return ab_errorf("gemm: bad shape M=%d N=%d K=%d", M, N, K);
     const cpu_state *st = be->impl;
     const int native = at == AB_BF16 && bt == AB_BF16 && st->bf16_native;
-    const int plain = ct == AB_F32 && !bias && epi == AB_EPI_NONE; /* sgemm's own alpha and beta do it all */
+    /* sgemm's own alpha and beta do it all */
+    const int plain = ct == AB_F32 && !bias && epi == AB_EPI_NONE && round == AB_F32;
     gemm_job j = {.be = be, .ta = ta, .tb = tb, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc,
                   .native = native, .direct = plain && (!native || (alpha == 1.0f && beta == 0.0f)), .alpha = alpha,
-                  .beta = beta, .post_alpha = native ? alpha : 1.0f, .at = at, .ct = ct, .A = A, .B = B, .epi = epi,
-                  .C = C};
+                  .beta = beta, .post_alpha = native ? alpha : 1.0f, .at = at, .ct = ct, .round = round, .A = A,
+                  .B = B, .epi = epi, .C = C};
     if (native) AB_TRY(cpu_bf16_parts_ready(be));
     const double macs = (double)M * N * K;
     j.tile = cpu_gemm_tile(M, macs);
@@ -282,6 +290,25 @@ int ab_cpu_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha
     return 0;
 }
 
+int ab_cpu_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at, const void *A, int lda,
+                ab_dtype bt, const void *B, int ldb, const void *bias, ab_epilogue epi, float beta, ab_dtype ct,
+                void *C, int ldc) {
+    return cpu_gemm_run(be, ta, tb, M, N, K, alpha, at, A, lda, bt, B, ldb, bias, epi, beta, ct, C, ldc, AB_F32);
+}
+
+/* the product's parts round their tiles to ct and fold them into G while they are in cache (G holds
+ * the sums itself when it is overwritten); ws is not needed but for an fp32 ct */
+int ab_cpu_gemm_fold(ab_backend *be, int ta, int tb, int M, int N, int K, ab_dtype at, const void *A, int lda,
+                     ab_dtype bt, const void *B, int ldb, ab_dtype ct, void *ws, float *G, int accumulate) {
+    if (ct == AB_F32) { /* nothing to round: the product into ws, then folded */
+        AB_TRY(ab_cpu_gemm(be, ta, tb, M, N, K, 1.0f, at, A, lda, bt, B, ldb, NULL, AB_EPI_NONE, 0.0f, ct, ws, N));
+        return ab_cpu_accumulate(be, (size_t)M * N, ct, ws, G, accumulate);
+    }
+    if (ct != AB_F16 && ct != AB_BF16) return ab_errorf("gemm_fold: unknown element type %d", (int)ct);
+    return cpu_gemm_run(be, ta, tb, M, N, K, 1.0f, at, A, lda, bt, B, ldb, NULL, AB_EPI_NONE, accumulate ? 1.0f : 0.0f,
+                    AB_F32, G, N, ct);
+}
+
 /* casts over the pool (runtime_cpu.c's parallel conversions); fp16 <-> bf16 element by element */
 int ab_cpu_cast(ab_backend *be, size_t n, ab_dtype st, const void *src, ab_dtype dt, void *dst) {
     if (st == dt) {
@@ -316,6 +343,37 @@ static inline __attribute__((always_inline)) void fold_range_body(void *ctx, int
     }
 }
 CPU_RANGE_AVX512(fold_range)
+
+/* dst = [dst +] widen(round_t(src)), blocks on the stack: the bits of a narrowing pass, then of
+ * accumulate */
+typedef struct {
+    ab_dtype t;
+    const float *src;
+    float *dst;
+    int accumulate;
+} round_fold_job;
+
+static void round_fold_range(void *ctx, int part, size_t lo, size_t hi) {
+    (void)part;
+    const round_fold_job *j = ctx;
+    uint16_t h[1024];
+    float buf[1024];
+    for (size_t i = lo; i < hi; i += 1024) {
+        const size_t m = hi - i < 1024 ? hi - i : 1024;
+        cpu_narrow(m, j->src + i, j->t, h);
+        cpu_widen(m, j->t, h, buf);
+        float *restrict d = j->dst + i;
+        if (j->accumulate)
+            for (size_t k = 0; k < m; k++) d[k] += buf[k];
+        else
+            memcpy(d, buf, m * sizeof(float));
+    }
+}
+
+void cpu_round_fold_par(ab_backend *be, size_t n, const float *src, ab_dtype t, float *dst, int accumulate) {
+    round_fold_job j = {t, src, dst, accumulate};
+    cpu_parallel_for(be, n, CONVERT_MIN, round_fold_range, &j);
+}
 
 int ab_cpu_accumulate(ab_backend *be, size_t n, ab_dtype st, const void *src, float *dst, int accumulate) {
     if (!accumulate) {

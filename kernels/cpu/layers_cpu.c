@@ -381,8 +381,10 @@ int ab_cpu_conv2d_backward_data(ab_backend *be, const ab_conv_shape *s, ab_dtype
     return 0;
 }
 
-int ab_cpu_conv2d_backward_filter(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *x, const void *dy,
-                                  float beta, void *dw) {
+/* the filter gradient: into dw (type t) with beta, or, fold not NULL (t fp16 or bf16, beta 0),
+ * rounded to t and folded into the fp32 gradient fold (conv2d_backward_filter_fold) */
+static int filter_grad(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *x, const void *dy, float beta,
+                       void *dw, float *fold, int accumulate) {
     conv_plan pl;
     const size_t es = ab_dtype_size(t);
     AB_TRY(conv_prepare("conv2d_backward_filter", s, t, (size_t)s->H * s->W * s->C + (size_t)s->P * s->Q * s->K, 1,
@@ -393,6 +395,9 @@ int ab_cpu_conv2d_backward_filter(ab_backend *be, const ab_conv_shape *s, ab_dty
         ab_dtype bt;
         const void *b = columns_f32(be, s, &pl, s->N, t, x, &bt);
         if (!b) return -1;
+        if (fold) /* the parts round and fold their tiles */
+            return cpu_gemm_run(be, 1, 0, s->K, (int)pl.CRS, (int)((size_t)s->N * pl.PQ), 1.0f, t, dy, s->K, bt, b,
+                                (int)pl.CRS, NULL, AB_EPI_NONE, accumulate ? 1.0f : 0.0f, AB_F32, fold, (int)pl.CRS, t);
         return ab_cpu_gemm(be, 1, 0, s->K, (int)pl.CRS, (int)((size_t)s->N * pl.PQ), 1.0f, t, dy, s->K, bt, b,
                            (int)pl.CRS, NULL, AB_EPI_NONE, beta, t, dw, (int)pl.CRS);
     }
@@ -417,7 +422,10 @@ int ab_cpu_conv2d_backward_filter(ab_backend *be, const ab_conv_shape *s, ab_dty
             else
                 add_scaled_par(be, nw, n0 == 0 ? beta : 1.0f, part, dw32);
         }
-        cpu_narrow_par(be, nw, dw32, t, dw);
+        if (fold)
+            cpu_round_fold_par(be, nw, dw32, t, fold, accumulate);
+        else
+            cpu_narrow_par(be, nw, dw32, t, dw);
         return 0;
     }
     if (t != AB_F32) { /* through ab_cpu_gemm: dy^T widened once a chunk, the columns as they are built */
@@ -430,7 +438,10 @@ int ab_cpu_conv2d_backward_filter(ab_backend *be, const ab_conv_shape *s, ab_dty
                                (const uint16_t *)dy + (size_t)n0 * pl.PQK, s->K, bt, b, (int)pl.CRS, NULL, AB_EPI_NONE,
                                n0 == 0 ? beta : 1.0f, AB_F32, dw32, (int)pl.CRS));
         }
-        cpu_narrow_par(be, nw, dw32, t, dw);
+        if (fold)
+            cpu_round_fold_par(be, nw, dw32, t, fold, accumulate);
+        else
+            cpu_narrow_par(be, nw, dw32, t, dw);
         return 0;
     }
     for (int n0 = 0; n0 < s->N; n0 += pl.nb) {
@@ -453,6 +464,20 @@ int ab_cpu_conv2d_backward_filter(ab_backend *be, const ab_conv_shape *s, ab_dty
     }
     if (t != AB_F32) cpu_narrow_par(be, nw, dw32, t, dw);
     return 0;
+}
+
+int ab_cpu_conv2d_backward_filter(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *x, const void *dy,
+                                  float beta, void *dw) {
+    return filter_grad(be, s, t, x, dy, beta, dw, NULL, 0);
+}
+
+int ab_cpu_conv2d_backward_filter_fold(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *x,
+                                       const void *dy, void *ws, float *dw, int accumulate) {
+    if (t == AB_F32) { /* nothing to round: the gradient into ws, then folded */
+        AB_TRY(filter_grad(be, s, t, x, dy, 0.0f, ws, NULL, 0));
+        return ab_cpu_accumulate(be, (size_t)s->K * s->R * s->S * s->C, t, ws, dw, accumulate);
+    }
+    return filter_grad(be, s, t, x, dy, 0.0f, NULL, dw, accumulate);
 }
 
 /* ---- batch normalisation over (M, C) rows ----

@@ -964,6 +964,14 @@ int ab_cuda_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alph
     return gemm_strided(be, ta, tb, M, N, K, alpha, at, A, lda, 0, bt, B, ldb, 0, bias, epi, beta, ct, C, ldc, 0, 1);
 }
 
+/* the product rounded into ws (ct), then folded into the fp32 gradient: the two kernels the op
+ * list's definition names, on the backend's stream */
+int ab_cuda_gemm_fold(ab_backend *be, int ta, int tb, int M, int N, int K, ab_dtype at, const void *A, int lda,
+                      ab_dtype bt, const void *B, int ldb, ab_dtype ct, void *ws, float *G, int accumulate) {
+    AB_TRY(ab_cuda_gemm(be, ta, tb, M, N, K, 1.0f, at, A, lda, bt, B, ldb, NULL, AB_EPI_NONE, 0.0f, ct, ws, N));
+    return ab_cuda_accumulate(be, (size_t)M * (size_t)N, ct, ws, G, accumulate);
+}
+
 int ab_cuda_gemm_strided(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at, const void *A,
                          int lda, long long sa, ab_dtype bt, const void *B, int ldb, long long sb, float beta,
                          ab_dtype ct, void *C, int ldc, long long sc, int batch) {

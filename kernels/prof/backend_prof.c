@@ -28,6 +28,15 @@ static int timed(prof_state *st, int rc, double dt) {
     if (op) op->time_s = dt;
     return 0;
 }
+/* the same for an op of the table, which may record more than one (gemm_fold: the product, then
+ * the fold a GPU runs after it): the first it recorded, from n0, takes the time (on the CPU the
+ * fold is done inside the product) */
+static int timed_from(prof_state *st, int rc, double dt, size_t n0) {
+    if (rc != 0) return rc;
+    ab_op_cost *op = ab_cost_at(st->cost, n0);
+    if (op) op->time_s = dt;
+    return 0;
+}
 
 /* One forwarder per compute op, from the op list (core/backend_ops.def): prof_<op> runs the
  * wrapped backend's op, timed, then has the counting backend record its FLOPs and bytes. */
@@ -39,7 +48,8 @@ static int timed(prof_state *st, int rc, double dt) {
         const int p_rc = p_st->inner->ops->name(p_st->inner, AB_OP_ARGS args);                                         \
         if (p_rc != 0) return p_rc;                                                                                    \
         const double p_dt = ab_now() - p_t0;                                                                           \
-        return timed(p_st, p_st->cost->ops->name(p_st->cost, AB_OP_ARGS args), p_dt);                                  \
+        const size_t p_n0 = ab_cost_count(p_st->cost);                                                                 \
+        return timed_from(p_st, p_st->cost->ops->name(p_st->cost, AB_OP_ARGS args), p_dt, p_n0);                      \
     }
 #include "backend_ops.def"
 

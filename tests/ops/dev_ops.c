@@ -879,6 +879,44 @@ static void test_memory_and_describe(void) {
            info.driver, info.runtime, info.blas, info.dnn);
 }
 
+/* gemm_fold: the device's product into ws, then its fold, against the CPU's fused op; G holds a
+ * draw where accumulated. The tolerance of a product stored in ct (the rounding to ct is the
+ * one difference the two paths may show; the fold is exact) */
+static void test_gemm_fold(void) {
+    const struct {
+        int ta, tb, M, N, K;
+        const char *note;
+    } cases[] = {
+        {1, 0, 256, 784, 64, "the MLP's fc1 weight"},
+        {1, 0, 10, 256, 64, "fc2's weight"},
+        {1, 0, 33, 300, 40, "few rows: the CPU's tiles of columns"},
+        {1, 1, 19, 23, 31, "odd shapes"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int t = 0; t < 3; t++)
+            for (int acc = 0; acc < 2; acc++) {
+                const ab_dtype dt = TYPES[t];
+                const int ta = cases[i].ta, tb = cases[i].tb, M = cases[i].M, N = cases[i].N, K = cases[i].K;
+                pair A = pair_rows((size_t)(ta ? K : M), (size_t)(ta ? M : K), dt, -1.0f, 1.0f),
+                     B = pair_rows((size_t)(tb ? N : K), (size_t)(tb ? K : N), dt, -1.0f, 1.0f),
+                     ws = pair_rows((size_t)M, (size_t)N, dt, -1.0f, 1.0f),
+                     G = pair_rows((size_t)M, (size_t)N, AB_F32, -1.0f, 1.0f);
+                char what[240];
+                op_case_label(what, sizeof what, AB_OP_gemm_fold, "%s %dx%dx%d ta %d tb %d %s (%s)", ab_dtype_name(dt),
+                              M, N, K, ta, tb, acc ? "G + round(AB)" : "G = round(AB)", cases[i].note);
+                op_ok(what,
+                      cpu->ops->gemm_fold(cpu, ta, tb, M, N, K, dt, A.h, ta ? M : K, dt, B.h, tb ? K : N, dt, ws.h,
+                                          (float *)G.h, acc),
+                      gpu->ops->gemm_fold(gpu, ta, tb, M, N, K, dt, A.d, ta ? M : K, dt, B.d, tb ? K : N, dt, ws.d,
+                                          (float *)G.d, acc));
+                compare_nmse(what, &G, gemm_tol(dt, dt));
+                pair_free(&A);
+                pair_free(&B);
+                pair_free(&ws);
+                pair_free(&G);
+            }
+}
+
 void dev_ops_run(void) {
     test_memory_and_describe();
     test_gemm();
@@ -895,4 +933,5 @@ void dev_ops_run(void) {
     test_softmax_xent_mixed();
     test_unscale_edges();
     test_optimizers_nonfinite();
+    test_gemm_fold();
 }

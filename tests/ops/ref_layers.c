@@ -178,6 +178,42 @@ static void test_conv(ab_backend *be, ab_conv_shape s, const char *label) {
     free(xd), free(wd), free(Rd), free(yd), free(gx), free(gw);
 }
 
+/* conv2d_backward_filter_fold: defined as the bits of conv2d_backward_filter (beta 0) into a
+ * buffer of t followed by accumulate; the fused op must give them exactly, over a NaN in dw where
+ * it is overwritten and into a dw holding a NaN and an infinity where it is added to. ws starts as
+ * NaN: the op may use it or not, but dw must not depend on it. */
+static void conv_fold_case(ab_backend *be, ab_conv_shape s, ab_dtype t, int acc, const char *label) {
+    if (ab_conv_shape_init(&s) != 0) {
+        fprintf(stderr, "FAIL %s: %s\n", label, ab_error());
+        failures++;
+        return;
+    }
+    const size_t nx = (size_t)s.N * s.H * s.W * s.C, nw = (size_t)s.K * s.R * s.S * s.C,
+                 ny = (size_t)s.N * s.P * s.Q * s.K, es = ab_dtype_size(t);
+    float *x = falloc(nx), *R = falloc(ny), *dw = falloc(nw), *want = falloc(nw);
+    fill_scaled(x, NULL, nx, 1.0);
+    fill_scaled(R, NULL, ny, 1.0);
+    for (size_t i = 0; i < nw; i++) dw[i] = acc ? (float)ab_rng_normal(&rng) : NAN;
+    if (acc && nw > 3) dw[1] = NAN, dw[3] = INFINITY;
+    memcpy(want, dw, nw * sizeof *dw);
+    void *xt = to_type(be, t, x, nx), *Rt = to_type(be, t, R, ny), *ws = malloc(nw * es), *ws2 = malloc(nw * es);
+    memset(ws, 0xff, nw * es); /* NaN in every type */
+    char what[240];
+    op_case_label(what, sizeof what, AB_OP_conv2d_backward_filter_fold,
+                  "%s N%d %dx%dx%d K%d %s, %s: backward_filter into %s then accumulate, bit for bit", ab_dtype_name(t),
+                  s.N, s.H, s.W, s.C, s.K, label, acc ? "dw + round(grad)" : "dw = round(grad)", ab_dtype_name(t));
+    AB_CHECK(be->ops->conv2d_backward_filter(be, &s, t, xt, Rt, 0.0f, ws2) == 0 &&
+                 be->ops->accumulate(be, nw, t, ws2, want, acc) == 0,
+             "%s: the reference: %s", what, ab_error());
+    AB_CHECK(be->ops->conv2d_backward_filter_fold(be, &s, t, xt, Rt, ws, dw, acc) == 0, "%s: %s", what, ab_error());
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < nw; i++)
+        if (memcmp(&dw[i], &want[i], sizeof(float)) != 0 && bad++ == 0) first = i;
+    AB_CHECK(bad == 0, "%s: %zu of %zu differ, first dw[%zu] = %.9g, expected %.9g", what, bad, nw, first,
+             bad ? (double)dw[first] : 0.0, bad ? (double)want[first] : 0.0);
+    free(x), free(R), free(dw), free(want), free(xt), free(Rt), free(ws), free(ws2);
+}
+
 /* ---- batch normalisation over (M, C) rows ---- */
 
 typedef struct {
@@ -856,6 +892,31 @@ void ref_layers_run(void) {
         if (!be) die("creating a CPU backend");
         test_conv(be, convs[i].s, convs[i].label);
         be->ops->destroy(be);
+    }
+    /* the fold of the filter gradient: one chunk of images (the product rounds and folds its
+     * tiles), tiles of columns, and two chunks (64x64x128 images: the fp32 sum over the chunks
+     * rounded and folded in one pass) */
+    {
+        const struct {
+            ab_conv_shape s;
+            const char *label;
+        } folds[] = {
+            {{.N = 2, .H = 7, .W = 6, .C = 3, .K = 5, .R = 3, .S = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1},
+             "3x3/2 pad 1"},
+            {{.N = 2, .H = 5, .W = 3, .C = 5, .K = 7, .R = 1, .S = 1, .stride_h = 1, .stride_w = 1}, "1x1 direct"},
+            {{.N = 1, .H = 7, .W = 7, .C = 8, .K = 80, .R = 3, .S = 3, .stride_h = 1, .stride_w = 1, .pad_h = 1, .pad_w = 1},
+             "3x3/1 pad 1, cut by columns"},
+            {{.N = 2, .H = 64, .W = 64, .C = 128, .K = 4, .R = 3, .S = 3, .stride_h = 1, .stride_w = 1, .pad_h = 1,
+              .pad_w = 1},
+             "3x3/1 pad 1, two chunks of images"},
+        };
+        ab_backend *bf = fresh();
+        if (!bf) die("creating a CPU backend");
+        for (size_t i = 0; i < sizeof folds / sizeof folds[0]; i++)
+            for (int ti = 0; ti < 3; ti++)
+                for (int acc = 0; acc < 2; acc++)
+                    conv_fold_case(bf, folds[i].s, ti == 0 ? AB_F32 : ti == 1 ? AB_F16 : AB_BF16, acc, folds[i].label);
+        bf->ops->destroy(bf);
     }
     ab_backend *be = fresh();
     if (!be) die("creating a CPU backend");

@@ -333,6 +333,59 @@ static void test_gemm(ab_backend *be) {
     for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) gemm_case(be, &specs[i]);
 }
 
+/* ---- gemm_fold: a weight gradient's product rounded to ct and folded into fp32 ----
+ * Defined as the bits of gemm into a ct buffer (beta 0) followed by accumulate, both checked
+ * above against float64: the fused op must give those bits exactly, in every path of the product
+ * (tiles of rows with G holding the sums, tiles of columns, native bf16, fp32), over a NaN in G
+ * where it is overwritten, with NaN, inf and fp16 overflow coming through the sums, and into a G
+ * holding a NaN and an infinity where it is added to. */
+static void gemm_fold_case(ab_backend *be, int ta, int tb, int M, int N, int K, ab_dtype t, int acc, int plant,
+                           float scale) {
+    const int arows = ta ? K : M, acols = ta ? M : K, brows = tb ? N : K, bcols = tb ? K : N;
+    const int lda = acols + plant, ldb = bcols + plant; /* padded where planted: the padding holds NaN */
+    void *A = fill_matrix(arows, acols, lda, t, scale), *B = fill_matrix(brows, bcols, ldb, t, scale);
+    const size_t n = (size_t)M * N, es = ab_dtype_size(t);
+    float *G = xmalloc(n * sizeof *G), *want = xmalloc(n * sizeof *want);
+    void *ws = xmalloc(n * es), *ws2 = xmalloc(n * es);
+    for (size_t i = 0; i < n; i++) G[i] = acc ? urand(-1.0f, 1.0f) : NAN; /* accumulate 0 must not read G */
+    if (plant) {
+        ab_store(A, gemm_at(ta, 1, K - 1, lda), t, NAN);      /* row 1 NaN */
+        ab_store(B, gemm_at(tb, 0, N - 1, ldb), t, INFINITY); /* column N-1 +-inf */
+        if (acc) G[2] = NAN, G[(size_t)N + 3] = -INFINITY;
+    }
+    memcpy(want, G, n * sizeof *G);
+    AB_CHECK(be->ops->gemm(be, ta, tb, M, N, K, 1.0f, t, A, lda, t, B, ldb, NULL, AB_EPI_NONE, 0.0f, t, ws2, N) == 0 &&
+                 be->ops->accumulate(be, n, t, ws2, want, acc) == 0,
+             "gemm_fold's reference: %s", ab_error());
+    op_case(AB_OP_gemm_fold, "%s %dx%dx%d %s %s %s%s%s: gemm into %s then accumulate, bit for bit", ab_dtype_name(t), M,
+            N, K, ta ? "A^T" : "A", tb ? "B^T" : "B", acc ? "G + round(AB)" : "G = round(AB)",
+            plant ? ", NaN/inf planted, ld+pad" : "", scale > 1.0f ? ", to overflow" : "", ab_dtype_name(t));
+    AB_CHECK(be->ops->gemm_fold(be, ta, tb, M, N, K, t, A, lda, t, B, ldb, t, ws, G, acc) == 0, "gemm_fold: %s",
+             ab_error());
+    tally tl = {0};
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&G[i], &want[i], sizeof(float)) != 0)
+            tally_bad(&tl, "gemm_fold %s %dx%dx%d: G[%zu] = %.9g (0x%08x), gemm + accumulate gave %.9g (0x%08x)",
+                      ab_dtype_name(t), M, N, K, i, (double)G[i], bits_of(G, i, AB_F32), (double)want[i],
+                      bits_of(want, i, AB_F32));
+    tally_end(&tl, "gemm_fold");
+    free(A), free(B), free(G), free(want), free(ws), free(ws2);
+}
+
+static void test_gemm_fold(ab_backend *be) {
+    for (int ti = 0; ti < 3; ti++) {
+        const ab_dtype t = all_types[ti];
+        for (int acc = 0; acc < 2; acc++) {
+            gemm_fold_case(be, 1, 0, 256, 784, 64, t, acc, 0, 1.0f); /* the MLP's fc1 weight: tiles of rows */
+            gemm_fold_case(be, 1, 0, 10, 256, 64, t, acc, 0, 1.0f);  /* fc2's: one tile */
+            gemm_fold_case(be, 1, 0, 33, 300, 40, t, acc, 1, 1.0f);  /* tiles of columns, B converted in them */
+            gemm_fold_case(be, 0, 1, 33, 300, 40, t, acc, 0, 1.0f);  /* the same, B transposed */
+            gemm_fold_case(be, 1, 1, 19, 23, 31, t, acc, 1, 1.0f);
+        }
+        gemm_fold_case(be, 1, 0, 9, 7, 5, t, 1, 0, 256.0f); /* past 65504: inf in fp16, then folded */
+    }
+}
+
 /* ---- cast ---- */
 
 /* n elements of st into dt: same-type casts copy the bits, the others round to nearest even
@@ -1244,6 +1297,7 @@ void ref_ops_run(void) {
     ab_backend *be = ab_backend_cpu_create(2);
     if (!be) die("creating a CPU backend");
     test_gemm(be);
+    test_gemm_fold(be);
     test_cast(be);
     test_elementwise(be);
     test_col_sum(be);
