@@ -19,7 +19,8 @@ void ab_linear_bind(ab_linear *l, const ab_param_spec *w, const ab_param_spec *b
 
 /* x (B, in) -> y (B, out); epi fuses a ReLU into the product's epilogue */
 int ab_linear_forward(const ab_params *p, const ab_linear *l, int B, const void *x, void *y, ab_epilogue epi);
-/* dy (B, out), x (B, in) -> d_weight, d_bias (ab_param_grad_at, folded); dx (B, in) unless NULL */
+/* dy (B, out), x (B, in) -> d_weight, d_bias (folded into the fp32 gradient: under amp/bf16 the
+ * weight's by gemm_fold, the bias's through ab_param_grad_at); dx (B, in) unless NULL */
 int ab_linear_backward(const ab_params *p, const ab_grad_sink *g, const ab_linear *l, int B, const void *x, const void *dy, void *dx);
 
 /* Tensor parallelism over linear layers (core/parallel.h), after ab_linear_specs and before
@@ -53,7 +54,8 @@ void ab_conv_spec(ab_param_spec *w, const char *name, int C, int K, int R, int S
 int ab_conv_bind(ab_conv *c, const ab_param_spec *w, int max_batch, int H, int W, int C, int stride, int pad);
 /* x (B, H, W, C) -> y (B, P, Q, K) */
 int ab_conv_forward(const ab_params *p, const ab_conv *c, int B, const void *x, void *y);
-/* dy (B, P, Q, K) -> d_weight (ab_param_grad_at, folded); dx (B, H, W, C) unless NULL */
+/* dy (B, P, Q, K) -> d_weight (folded into the fp32 gradient; under amp/bf16 by
+ * conv2d_backward_filter_fold); dx (B, H, W, C) unless NULL */
 int ab_conv_backward(const ab_params *p, const ab_grad_sink *g, const ab_conv *c, int B, const void *x, const void *dy, void *dx);
 /* multiply-adds of one sample */
 double ab_conv_macs(const ab_conv *c);

@@ -5,7 +5,8 @@
  *   forward reads, grad = fp32 gradients, compute_grad = a compute-type scratch of the largest
  *   tensor: backward writes one tensor's gradient there and ab_param_grad_done adds it into
  *   grad at once, as autograd's AccumulateGrad does, so no compute-type copy of all the
- *   gradients is ever held.
+ *   gradients is ever held. The weights of the linear and convolution layers are rounded and
+ *   folded by one op (gemm_fold, conv2d_backward_filter_fold), which may use the scratch.
  * Specs fall in three regions, laid out in this order:
  *   AB_REGION_COMPUTE  weights the matrix products read: a compute-type copy under amp/bf16
  *                      (elements [0, n_compute) of master, compute_weights and grad);

@@ -3,8 +3,9 @@
  *   1. micro_batches: per micro-batch of this rank's shard, gather + normalise the samples,
  *      forward, softmax cross-entropy in fp32 (its gradient pre-multiplied by the loss scale),
  *      backward. Gradients: the first micro-batch writes the fp32 gradients (AB_GRAD_WRITE),
- *      every later one adds to them (AB_GRAD_ACCUMULATE); under amp/bf16 each tensor passes
- *      through the compute-type scratch (ab_param_grad_done, core/params.h).
+ *      every later one adds to them (AB_GRAD_ACCUMULATE); under amp/bf16 each tensor is rounded
+ *      to the compute type and folded into the fp32 gradient (ab_param_grad_done, core/params.h;
+ *      the layers' weights by the fold ops, core/layers.c).
  *   2. synchronise: the all-reduce of the gradients (W ranks, core/comm.h: summed, each rank's
  *      loss gradient already carries 1/n, n the world's samples), the overflow flag (with the
  *      unscaling in place when clipping reads the gradients; else the optimizer unscales), the

@@ -56,8 +56,11 @@ static void cpu_unmap_data(ab_backend *be, const void *mapped, size_t bytes) {
  * beta C and rounds to C's type while its rows are still in its cache. The rows are cut into tiles
  * by the product's shape alone (cpu_gemm_tile), one library call a tile, so that the sums do not
  * depend on the threads. Only what every part reads is widened first, over the pool: B (the
- * weights, as a rule; a transposed B copied untransposed, op_b_f32) and a transposed A. A product with few rows and many columns is cut by
- * columns instead (cpu_sgemm), its conversions around it. */
+ * weights, as a rule; a transposed B copied untransposed, op_b_f32) and a transposed A. A product
+ * with few rows and many columns is cut by columns instead (cpu_sgemm's tiles), each part
+ * converting its own tile of B's columns where B needs it (gemm_col_tiles) and rounding its tile
+ * of C. gemm_fold's epilogue rounds the sums to the compute type and folds them into the fp32
+ * gradient (round). */
 
 typedef struct {
     ab_backend *be;
@@ -74,7 +77,7 @@ typedef struct {
     ab_epilogue epi;
     float *acc;        /* M x N fp32 sums (NULL when direct; C itself for an fp32 C that beta leaves out) */
     int acc_ld;
-    float *rows;       /* 2N floats a part: the epilogue's row and the old C row */
+    float *rows;       /* 2 x (N, or a column tile) floats a part: the epilogue's row and the old C row */
     void *C;
     int failed;
 } gemm_job;

@@ -226,7 +226,8 @@ static int conv_forward_bf16(ab_backend *be, const ab_conv_shape *s, const conv_
 /* fp16/bf16 emulated: the columns widened as they are built (x itself for a 1x1 convolution),
  * and the product through ab_cpu_gemm, which widens the rows of a 1x1 convolution's x in each part
  * and rounds each part's block of y in its cache; forward's weights widened and transposed once for
- * every chunk of images (filter_t_f32), the backward products' widened by ab_cpu_gemm once a chunk */
+ * every chunk of images (filter_t_f32), or a column tile at a time in the parts where one chunk is
+ * cut by columns (filter_in_tiles); the backward products' widened by ab_cpu_gemm once a chunk */
 static const void *columns_f32(ab_backend *be, const ab_conv_shape *s, const conv_plan *pl, int nb, ab_dtype t,
                                const void *x, ab_dtype *ct) {
     *ct = pl->direct ? t : AB_F32;

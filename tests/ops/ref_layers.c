@@ -171,6 +171,12 @@ static void test_conv(ab_backend *be, ab_conv_shape s, const char *label) {
         AB_CHECK(be->ops->conv2d_backward_filter(be, &s, t, xt, Rt, 0.0f, dwt) == 0, "%s", ab_error());
         from_type(be, t, dwt, dw, nw);
         check(what, dw, gwr, nw, lowp_tol(t));
+        /* beta 1 adds a second micro-batch's gradient (the same one here) to the stored dw */
+        op_case_label(what, sizeof what, AB_OP_conv2d_backward_filter, "%s %s beta 1 adds to what is there", tn, shape);
+        AB_CHECK(be->ops->conv2d_backward_filter(be, &s, t, xt, Rt, 1.0f, dwt) == 0, "%s", ab_error());
+        from_type(be, t, dwt, dw, nw);
+        for (size_t i = 0; i < nw; i++) gwr[i] *= 2.0;
+        check(what, dw, gwr, nw, lowp_tol(t));
         free(xr), free(wr), free(Rr), free(xrd), free(wrd), free(Rrd), free(gxr), free(gwr);
         free(xt), free(wt), free(Rt), free(yt), free(dxt), free(dwt);
     }
@@ -894,8 +900,9 @@ void ref_layers_run(void) {
         be->ops->destroy(be);
     }
     /* the fold of the filter gradient: one chunk of images (the product rounds and folds its
-     * tiles), tiles of columns, and two chunks (64x64x128 images: the fp32 sum over the chunks
-     * rounded and folded in one pass) */
+     * tiles of rows), its tiles of columns (32 filters: B = x itself, converted in the parts; B =
+     * the fp32 columns, through cpu_sgemm's tiles), and two chunks (64x64x128 images: the fp32 sum
+     * over the chunks rounded and folded in one pass) */
     {
         const struct {
             ab_conv_shape s;
@@ -905,7 +912,11 @@ void ref_layers_run(void) {
              "3x3/2 pad 1"},
             {{.N = 2, .H = 5, .W = 3, .C = 5, .K = 7, .R = 1, .S = 1, .stride_h = 1, .stride_w = 1}, "1x1 direct"},
             {{.N = 1, .H = 7, .W = 7, .C = 8, .K = 80, .R = 3, .S = 3, .stride_h = 1, .stride_w = 1, .pad_h = 1, .pad_w = 1},
-             "3x3/1 pad 1, cut by columns"},
+             "3x3/1 pad 1, its forward cut by columns"},
+            {{.N = 1, .H = 7, .W = 7, .C = 256, .K = 32, .R = 1, .S = 1, .stride_h = 1, .stride_w = 1},
+             "1x1 direct, the filter gradient cut by columns"},
+            {{.N = 1, .H = 7, .W = 7, .C = 32, .K = 32, .R = 3, .S = 3, .stride_h = 1, .stride_w = 1, .pad_h = 1, .pad_w = 1},
+             "3x3/1 pad 1, the filter gradient cut by columns"},
             {{.N = 2, .H = 64, .W = 64, .C = 128, .K = 4, .R = 3, .S = 3, .stride_h = 1, .stride_w = 1, .pad_h = 1,
               .pad_w = 1},
              "3x3/1 pad 1, two chunks of images"},
