@@ -405,6 +405,18 @@ ab_op_cost *ab_cost_at(ab_backend *be, size_t n0) {
     return n0 < st->n ? &st->ops[n0] : NULL;
 }
 
+void ab_cost_merge_since(ab_backend *be, size_t n0) {
+    cost_state *st = st_of(be);
+    if (n0 + 1 >= st->n) return;
+    ab_op_cost *first = &st->ops[n0];
+    for (size_t i = n0 + 1; i < st->n; i++) {
+        first->flops += st->ops[i].flops;
+        first->bytes += st->ops[i].bytes;
+        first->kernels += st->ops[i].kernels;
+    }
+    st->n = n0 + 1;
+}
+
 int ab_cost_record(ab_backend *be, const char *op, ab_op_class cls, double bytes, int kernels) {
     return record(be, op, cls, AB_F32, 0.0, bytes, 0.0, kernels);
 }

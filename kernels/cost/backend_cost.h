@@ -25,5 +25,8 @@ ab_op_cost *ab_cost_last(ab_backend *be);
  * record more than one (gemm_fold: the product and the fold, as a GPU runs them) */
 size_t ab_cost_count(const ab_backend *be);
 ab_op_cost *ab_cost_at(ab_backend *be, size_t n0);
+/* the ops recorded from the n0-th on become that one: their FLOPs, bytes and kernels added to it,
+ * the others forgotten (the profiler's view of an op that a host backend runs as one) */
+void ab_cost_merge_since(ab_backend *be, size_t n0);
 
 #endif

@@ -29,12 +29,14 @@ static int timed(prof_state *st, int rc, double dt) {
     return 0;
 }
 /* the same for an op of the table, which may record more than one (gemm_fold: the product, then
- * the fold a GPU runs after it): the first it recorded, from n0, takes the op's whole time (on the
- * CPU the fold is done in the product's tiles, or in a pass of the same op), so under amp the
- * folding rows hold the biases' and the fp32-region tensors' folds alone; one that records none
- * gives its time to no record */
+ * the fold a GPU runs after it): this backend times the op as one, so its records become the
+ * first (a product's, with the fold's bytes added), which takes the time (on the CPU the fold is
+ * done in the product's tiles, or in a pass of the same op). Under amp the folding rows then hold
+ * the biases' and the fp32-region tensors' folds alone. One that records none gives its time to no
+ * record. */
 static int timed_from(prof_state *st, int rc, double dt, size_t n0) {
     if (rc != 0) return rc;
+    ab_cost_merge_since(st->cost, n0);
     ab_op_cost *op = ab_cost_at(st->cost, n0);
     if (op) op->time_s = dt;
     return 0;

@@ -91,6 +91,28 @@ int main(void) {
     if (be->ops->timed_part_begins) be->ops->timed_part_begins(be);
     ab_prof_ops(be, &n);
     AB_CHECK(n == 0, "timed_part_begins left %zu ops", n);
+    /* gemm_fold, which a GPU runs as two kernels (the counting backend's two records), is one op
+     * here: one GEMM record with the time and the fold's bytes, the gradient the CPU backend's */
+    {
+        float *G = ab_alloc(be, AB_MEM_GRADIENTS, M * N * 4), *G2 = malloc(M * N * 4), *ws = malloc(M * N * 2);
+        AB_CHECK(G && G2 && ws, "allocation: %s", ab_error());
+        for (int i = 0; i < M * N; i++) G[i] = G2[i] = (float)(i % 7) - 3.0f;
+        AB_CHECK(be->ops->gemm_fold(be, 0, 0, M, N, K, AB_F32, A, K, AB_F32, B, N, AB_F16, ws, G, 1) == 0 &&
+                     ref->ops->gemm_fold(ref, 0, 0, M, N, K, AB_F32, A, K, AB_F32, B, N, AB_F16, ws, G2, 1) == 0,
+                 "gemm_fold: %s", ab_error());
+        AB_CHECK(memcmp(G, G2, M * N * 4) == 0, "the wrapped gemm_fold's result differs from the CPU backend's");
+        const ab_op_cost *f = ab_prof_ops(be, &n);
+        const double gemm_bytes = (double)(M * K + K * N) * 4 + (double)M * N * 2, fold_bytes = (double)M * N * (2 + 8);
+        AB_CHECK(n == 1, "gemm_fold left %zu records, expected 1 (the product, the fold merged into it)", n);
+        if (n == 1)
+            AB_CHECK(!strcmp(f[0].op, "gemm") && f[0].flops == 2.0 * M * N * K && f[0].time_s > 0 &&
+                         fabs(f[0].bytes - (gemm_bytes + fold_bytes)) < 1.0 && f[0].kernels == 2,
+                     "gemm_fold record: %s, %g FLOP, %g s, %g bytes (expected %g), %d kernels", f[0].op, f[0].flops,
+                     f[0].time_s, f[0].bytes, gemm_bytes + fold_bytes, f[0].kernels);
+        ab_release(be, AB_MEM_GRADIENTS, G, M * N * 4);
+        free(G2);
+        free(ws);
+    }
     ab_release(be, AB_MEM_ACTIVATIONS, A, M * K * 4);
     ab_release(be, AB_MEM_ACTIVATIONS, B, K * N * 4);
     ab_release(be, AB_MEM_ACTIVATIONS, C, M * N * 4);
