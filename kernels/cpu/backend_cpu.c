@@ -151,35 +151,41 @@ static void gemm_tiles(void *ctx, int part, size_t lo, size_t hi) {
     }
 }
 
-/* A product with few rows and many columns (cpu_sgemm's column tiles) whose B needs converting:
- * each tile of j->tile columns of op(B) widened (and a transposed B copied untransposed) into its
- * part's own slice of j->bcols, multiplied while that slice is still in its cache, then its block
- * of C taken through the epilogue. B never goes through memory in fp32 (a 512 x 4608 filter is
- * 9 MiB of it), and the library's calls have the shapes of cpu_sgemm's column tiles. */
+/* A product with few rows and many columns, cut into cpu_sgemm's column tiles of j->tile: each
+ * tile of op(B)'s columns multiplied as B is stored (fp32), or, where B needs converting (16-bit,
+ * or transposed and worth the copy: cpu_copies_bt), first widened (copied untransposed) into the
+ * part's own slice of bcols and multiplied while that is in its cache; then that block of C taken
+ * through the epilogue. B never goes through memory in fp32 (a 512 x 4608 filter is 9 MiB of it),
+ * and every library call has the shape cpu_sgemm would give it. */
 typedef struct {
     gemm_job *g;
     ab_dtype bt;
-    int tb_stored;  /* B stored transposed (N x K) */
+    int convert;    /* B converted a tile at a time (else multiplied as it is stored, fp32) */
     const float *a; /* op(A) in fp32 */
-    float *bcols;   /* K x tile floats a part */
+    float *bcols;   /* K x tile floats a part (convert) */
 } gemm_cols_job;
 
 static void gemm_col_tiles(void *ctx, int part, size_t lo, size_t hi) {
     const gemm_cols_job *cj = ctx;
     const gemm_job *j = cj->g;
     const int K = j->K, es = (int)ab_dtype_size(cj->bt);
-    float *b = cj->bcols + (size_t)part * K * j->tile;
     for (size_t t = lo; t < hi; t++) {
         const int c0 = (int)t * j->tile, n = j->N - c0 < j->tile ? j->N - c0 : j->tile;
-        if (cj->tb_stored) /* B's rows c0.. (n x K) as K x n */
-            cpu_transpose(n, K, cj->bt, (const char *)j->B + (size_t)c0 * j->ldb * es, j->ldb, b, n);
-        else
-            for (int k = 0; k < K; k++)
-                cpu_widen((size_t)n, cj->bt, (const char *)j->B + ((size_t)k * j->ldb + c0) * es, b + (size_t)k * n);
+        int tb = j->tb, ldb = j->ldb;
+        const float *b = (const float *)j->B + (tb ? (size_t)c0 * ldb : (size_t)c0);
+        if (cj->convert) {
+            float *w = cj->bcols + (size_t)part * K * j->tile;
+            if (tb) /* B's rows c0.. (n x K) as K x n */
+                cpu_transpose(n, K, cj->bt, (const char *)j->B + (size_t)c0 * ldb * es, ldb, w, n);
+            else
+                for (int k = 0; k < K; k++)
+                    cpu_widen((size_t)n, cj->bt, (const char *)j->B + ((size_t)k * ldb + c0) * es, w + (size_t)k * n);
+            b = w, tb = 0, ldb = n;
+        }
         if (j->direct) {
-            cpu_sgemm_1(j->ta, 0, j->M, n, K, j->alpha, cj->a, j->lda, b, n, j->beta, (float *)j->C + c0, j->ldc);
+            cpu_sgemm_1(j->ta, tb, j->M, n, K, j->alpha, cj->a, j->lda, b, ldb, j->beta, (float *)j->C + c0, j->ldc);
         } else {
-            cpu_sgemm_1(j->ta, 0, j->M, n, K, j->alpha, cj->a, j->lda, b, n, 0.0f, j->acc + c0, j->acc_ld);
+            cpu_sgemm_1(j->ta, tb, j->M, n, K, j->alpha, cj->a, j->lda, b, ldb, 0.0f, j->acc + c0, j->acc_ld);
             gemm_epilogue(j, j->rows + (size_t)part * 2 * j->tile, 0, (size_t)j->M, c0, c0 + n);
         }
     }
@@ -230,38 +236,28 @@ int cpu_gemm_run(ab_backend *be, int ta, int tb, int M, int N, int K, float alph
             j.acc = cpu_scratch_get(be, 2, (size_t)M * N);
             j.acc_ld = N;
             if (!j.acc || cpu_gemm_bf16_native(be, ta, tb, M, N, K, A, lda, B, ldb, j.acc, N)) return -1;
-        } else if (bt != AB_F32 || (tb && cpu_copies_bt(bt, (size_t)M))) { /* B converted a tile at a time */
-            const int ctile = cpu_gemm_tile(N, macs), parts = cpu_parallel_parts(be, (size_t)((N + ctile - 1) / ctile), 1);
-            gemm_cols_job cj = {.g = &j, .bt = bt, .tb_stored = tb, .a = widened(be, 0, at, A, ta ? K : M, ta ? M : K, lda),
-                                .bcols = cpu_scratch_get(be, 1, (size_t)parts * K * ctile)};
-            j.tile = ctile;
-            if (!j.direct) {
-                j.acc = cpu_scratch_get(be, 2, (size_t)M * N);
-                j.acc_ld = N;
-                j.bias = bias ? widened(be, 3, bt, bias, 1, N, N) : NULL;
-                j.rows = cpu_scratch_get(be, 4, 2 * (size_t)ctile * parts);
-                if (!j.acc || (bias && !j.bias) || !j.rows) return -1;
-            }
-            if (!cj.a || !cj.bcols) return -1;
-            cpu_parallel_for(be, (size_t)((N + ctile - 1) / ctile), 1, gemm_col_tiles, &cj);
+            j.bias = bias ? widened(be, 3, bt, bias, 1, N, N) : NULL;
+            j.rows = cpu_scratch_get(be, 4, 2 * (size_t)N);
+            if ((bias && !j.bias) || !j.rows) return -1;
+            gemm_epilogue_rows(&j, j.rows, 0, (size_t)M);
             return 0;
-        } else {
-            const float *a = widened(be, 0, at, A, ta ? K : M, ta ? M : K, lda);
-            const float *b = op_b_f32(be, M, bt, B, &tb, N, K, &ldb);
-            if (!a || !b) return -1;
-            if (j.direct) {
-                cpu_sgemm(be, ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, C, ldc);
-                return 0;
-            }
+        }
+        const int convert = bt != AB_F32 || (tb && cpu_copies_bt(bt, (size_t)M));
+        const int ctile = cpu_gemm_tile(N, macs), tiles = (N + ctile - 1) / ctile,
+                  parts = cpu_parallel_parts(be, (size_t)tiles, 1);
+        gemm_cols_job cj = {.g = &j, .bt = bt, .convert = convert,
+                            .a = widened(be, 0, at, A, ta ? K : M, ta ? M : K, lda),
+                            .bcols = convert ? cpu_scratch_get(be, 1, (size_t)parts * K * ctile) : NULL};
+        if (!cj.a || (convert && !cj.bcols)) return -1;
+        j.tile = ctile;
+        if (!j.direct) {
             j.acc = cpu_scratch_get(be, 2, (size_t)M * N);
             j.acc_ld = N;
-            if (!j.acc) return -1;
-            cpu_sgemm(be, ta, tb, M, N, K, alpha, a, lda, b, ldb, 0.0f, j.acc, N);
+            j.bias = bias ? widened(be, 3, bt, bias, 1, N, N) : NULL;
+            j.rows = cpu_scratch_get(be, 4, 2 * (size_t)ctile * parts);
+            if (!j.acc || (bias && !j.bias) || !j.rows) return -1;
         }
-        j.bias = bias ? widened(be, 3, bt, bias, 1, N, N) : NULL;
-        j.rows = cpu_scratch_get(be, 4, 2 * (size_t)N);
-        if ((bias && !j.bias) || !j.rows) return -1;
-        gemm_epilogue_rows(&j, j.rows, 0, (size_t)M);
+        cpu_parallel_for(be, (size_t)tiles, 1, gemm_col_tiles, &cj);
         return 0;
     }
     if (!native) {
@@ -327,44 +323,26 @@ int ab_cpu_cast(ab_backend *be, size_t n, ab_dtype st, const void *src, ab_dtype
 }
 
 /* gradient folding, dst += src widened, over the pool: blocks widened on the stack, then added (the
- * same one rounding per element) */
+ * same one rounding per element). With src32, src is src32 rounded to st first (a filter
+ * gradient's fp32 sum: the bits of a narrowing pass followed by the fold), and accumulate 0
+ * stores instead of adding. */
 typedef struct {
     ab_dtype st;
     const void *src;
     float *dst;
+    const float *src32;
+    int accumulate;
 } fold_job;
 
 static inline __attribute__((always_inline)) void fold_range_body(void *ctx, int part, size_t lo, size_t hi) {
     (void)part;
     const fold_job *j = ctx;
     float buf[1024];
-    for (size_t i = lo; i < hi; i += 1024) {
-        const size_t m = hi - i < 1024 ? hi - i : 1024;
-        cpu_widen(m, j->st, (const char *)j->src + i * ab_dtype_size(j->st), buf);
-        float *restrict d = j->dst + i;
-        for (size_t k = 0; k < m; k++) d[k] += buf[k];
-    }
-}
-CPU_RANGE_AVX512(fold_range)
-
-/* dst = [dst +] widen(round_t(src)), blocks on the stack: the bits of a narrowing pass, then of
- * accumulate */
-typedef struct {
-    ab_dtype t;
-    const float *src;
-    float *dst;
-    int accumulate;
-} round_fold_job;
-
-static void round_fold_range(void *ctx, int part, size_t lo, size_t hi) {
-    (void)part;
-    const round_fold_job *j = ctx;
     uint16_t h[1024];
-    float buf[1024];
     for (size_t i = lo; i < hi; i += 1024) {
         const size_t m = hi - i < 1024 ? hi - i : 1024;
-        cpu_narrow(m, j->src + i, j->t, h);
-        cpu_widen(m, j->t, h, buf);
+        if (j->src32) cpu_narrow(m, j->src32 + i, j->st, h);
+        cpu_widen(m, j->st, j->src32 ? (const void *)h : (const char *)j->src + i * ab_dtype_size(j->st), buf);
         float *restrict d = j->dst + i;
         if (j->accumulate)
             for (size_t k = 0; k < m; k++) d[k] += buf[k];
@@ -372,10 +350,11 @@ static void round_fold_range(void *ctx, int part, size_t lo, size_t hi) {
             memcpy(d, buf, m * sizeof(float));
     }
 }
+CPU_RANGE_AVX512(fold_range)
 
 void cpu_round_fold_par(ab_backend *be, size_t n, const float *src, ab_dtype t, float *dst, int accumulate) {
-    round_fold_job j = {t, src, dst, accumulate};
-    cpu_parallel_for(be, n, CONVERT_MIN, round_fold_range, &j);
+    fold_job j = {.st = t, .dst = dst, .src32 = src, .accumulate = accumulate};
+    cpu_parallel_for(be, n, CONVERT_MIN, fold_range, &j);
 }
 
 int ab_cpu_accumulate(ab_backend *be, size_t n, ab_dtype st, const void *src, float *dst, int accumulate) {
@@ -383,7 +362,7 @@ int ab_cpu_accumulate(ab_backend *be, size_t n, ab_dtype st, const void *src, fl
         cpu_widen_par(be, n, st, src, dst);
         return 0;
     }
-    fold_job j = {st, src, dst};
+    fold_job j = {.st = st, .src = src, .dst = dst, .accumulate = 1};
     cpu_parallel_for(be, n, CONVERT_MIN, fold_range, &j);
     return 0;
 }

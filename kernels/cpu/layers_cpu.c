@@ -223,7 +223,7 @@ static int conv_forward_bf16(ab_backend *be, const ab_conv_shape *s, const conv_
     return 0;
 }
 
-/* fp16/bf16 emulated: the columns widened as they are built (x itself for a 1x1 convolution),
+/* fp16/bf16 emulated (fp32 too): the columns widened as they are built (x itself for a 1x1 convolution),
  * and the product through ab_cpu_gemm, which widens the rows of a 1x1 convolution's x in each part
  * and rounds each part's block of y in its cache; forward's weights widened and transposed once for
  * every chunk of images (filter_t_f32), or a column tile at a time in the parts where one chunk is
@@ -255,13 +255,6 @@ static int filter_in_tiles(const ab_conv_shape *s, const conv_plan *pl) {
 
 static int conv_forward_16(ab_backend *be, const ab_conv_shape *s, const conv_plan *pl, ab_dtype t, const void *x,
                            const void *w, void *y) {
-    if (filter_in_tiles(s, pl)) {
-        ab_dtype at;
-        const void *a = columns_f32(be, s, pl, s->N, t, x, &at);
-        if (!a) return -1;
-        return ab_cpu_gemm(be, 0, 1, (int)((size_t)s->N * pl->PQ), s->K, (int)pl->CRS, 1.0f, at, a, (int)pl->CRS, t, w,
-                           (int)pl->CRS, NULL, AB_EPI_NONE, 0.0f, t, y, s->K);
-    }
     const float *wt = filter_t_f32(be, s, pl, t, w); /* 16-bit: always (cpu_copies_bt) */
     if (!wt) return -1;
     for (int n0 = 0; n0 < s->N; n0 += pl->nb) {
@@ -279,20 +272,16 @@ int ab_cpu_conv2d_forward(ab_backend *be, const ab_conv_shape *s, ab_dtype t, co
     conv_plan pl;
     AB_TRY(conv_prepare("conv2d_forward", s, t, (size_t)s->H * s->W * s->C + (size_t)s->P * s->Q * s->K, 1, &pl));
     if (native_bf16(be, t)) return conv_forward_bf16(be, s, &pl, x, w, y);
+    if (filter_in_tiles(s, &pl)) { /* the stored filter to ab_cpu_gemm, any type */
+        ab_dtype at;
+        const void *a = columns_f32(be, s, &pl, s->N, t, x, &at);
+        if (!a) return -1;
+        return ab_cpu_gemm(be, 0, 1, (int)((size_t)s->N * pl.PQ), s->K, (int)pl.CRS, 1.0f, at, a, (int)pl.CRS, t, w,
+                           (int)pl.CRS, NULL, AB_EPI_NONE, 0.0f, t, y, s->K);
+    }
     if (t != AB_F32) return conv_forward_16(be, s, &pl, t, x, w, y);
     /* fp32 from here: w^T copied once (filter_t_f32), or w as it is stored for products too short
-     * to pay for it; or a column tile at a time (filter_in_tiles) */
-    if (filter_in_tiles(s, &pl)) {
-        const float *a = x;
-        if (!pl.direct) {
-            float *col = cpu_scratch_get(be, CPU_SLOT_LAYER_COL, (size_t)s->N * pl.PQ * pl.CRS);
-            if (!col) return -1;
-            im2col(be, s, s->N, AB_F32, x, col, sizeof(float));
-            a = col;
-        }
-        return ab_cpu_gemm(be, 0, 1, (int)((size_t)s->N * pl.PQ), s->K, (int)pl.CRS, 1.0f, AB_F32, a, (int)pl.CRS,
-                           AB_F32, w, (int)pl.CRS, NULL, AB_EPI_NONE, 0.0f, AB_F32, y, s->K);
-    }
+     * to pay for it */
     const int tw = !cpu_copies_bt(AB_F32, (size_t)pl.nb * pl.PQ);
     const float *w32 = tw ? w : filter_t_f32(be, s, &pl, t, w);
     if (!w32) return -1;
@@ -382,6 +371,14 @@ int ab_cpu_conv2d_backward_data(ab_backend *be, const ab_conv_shape *s, ab_dtype
     return 0;
 }
 
+/* the fp32 sum dw32 of a 16-bit filter gradient rounded once to t: into dw, or folded into fold */
+static void dw_round(ab_backend *be, size_t nw, const float *dw32, ab_dtype t, void *dw, float *fold, int accumulate) {
+    if (fold)
+        cpu_round_fold_par(be, nw, dw32, t, fold, accumulate);
+    else
+        cpu_narrow_par(be, nw, dw32, t, dw);
+}
+
 /* the filter gradient: into dw (type t) with beta, or, fold not NULL (t fp16 or bf16, beta 0),
  * rounded to t and folded into the fp32 gradient fold (conv2d_backward_filter_fold) */
 static int filter_grad(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *x, const void *dy, float beta,
@@ -396,11 +393,10 @@ static int filter_grad(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const
         ab_dtype bt;
         const void *b = columns_f32(be, s, &pl, s->N, t, x, &bt);
         if (!b) return -1;
-        if (fold) /* the parts round and fold their tiles */
-            return cpu_gemm_run(be, 1, 0, s->K, (int)pl.CRS, (int)((size_t)s->N * pl.PQ), 1.0f, t, dy, s->K, bt, b,
-                                (int)pl.CRS, NULL, AB_EPI_NONE, accumulate ? 1.0f : 0.0f, AB_F32, fold, (int)pl.CRS, t);
-        return ab_cpu_gemm(be, 1, 0, s->K, (int)pl.CRS, (int)((size_t)s->N * pl.PQ), 1.0f, t, dy, s->K, bt, b,
-                           (int)pl.CRS, NULL, AB_EPI_NONE, beta, t, dw, (int)pl.CRS);
+        /* with fold, the parts round their tiles to t and fold them into the fp32 gradient */
+        return cpu_gemm_run(be, 1, 0, s->K, (int)pl.CRS, (int)((size_t)s->N * pl.PQ), 1.0f, t, dy, s->K, bt, b,
+                            (int)pl.CRS, NULL, AB_EPI_NONE, fold ? (accumulate ? 1.0f : 0.0f) : beta, fold ? AB_F32 : t,
+                            fold ? (void *)fold : dw, (int)pl.CRS, fold ? t : AB_F32);
     }
     float *dw32 = dw;
     if (t != AB_F32) { /* the fp32 sum, old dw included, is rounded once at the end */
@@ -423,10 +419,7 @@ static int filter_grad(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const
             else
                 add_scaled_par(be, nw, n0 == 0 ? beta : 1.0f, part, dw32);
         }
-        if (fold)
-            cpu_round_fold_par(be, nw, dw32, t, fold, accumulate);
-        else
-            cpu_narrow_par(be, nw, dw32, t, dw);
+        dw_round(be, nw, dw32, t, dw, fold, accumulate);
         return 0;
     }
     if (t != AB_F32) { /* through ab_cpu_gemm: dy^T widened once a chunk, the columns as they are built */
@@ -439,10 +432,7 @@ static int filter_grad(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const
                                (const uint16_t *)dy + (size_t)n0 * pl.PQK, s->K, bt, b, (int)pl.CRS, NULL, AB_EPI_NONE,
                                n0 == 0 ? beta : 1.0f, AB_F32, dw32, (int)pl.CRS));
         }
-        if (fold)
-            cpu_round_fold_par(be, nw, dw32, t, fold, accumulate);
-        else
-            cpu_narrow_par(be, nw, dw32, t, dw);
+        dw_round(be, nw, dw32, t, dw, fold, accumulate);
         return 0;
     }
     for (int n0 = 0; n0 < s->N; n0 += pl.nb) {
