@@ -91,11 +91,17 @@ static void gemm_epilogue(const gemm_job *j, float *row, size_t lo, size_t hi, i
         const float *in = j->acc + i * (size_t)j->acc_ld + c0;
         void *out = j->ct == AB_F32 ? (void *)((float *)j->C + i * (size_t)j->ldc + c0)
                                     : (void *)((uint16_t *)j->C + i * (size_t)j->ldc + c0);
-        if (j->ct != AB_F32 && j->round == AB_F32 && j->post_alpha == 1.0f && !bias && j->epi == AB_EPI_NONE &&
-            j->beta == 0.0f) {
-            /* rounding alone */
-            cpu_narrow((size_t)n, in, j->ct, out);
-            continue;
+        if (j->post_alpha == 1.0f && !bias && j->epi == AB_EPI_NONE) {
+            if (j->ct != AB_F32 && j->round == AB_F32 && j->beta == 0.0f) { /* rounding alone */
+                cpu_narrow((size_t)n, in, j->ct, out);
+                continue;
+            }
+            if (j->ct == AB_F32 && j->round != AB_F32 && (j->beta == 0.0f || j->beta == 1.0f)) {
+                /* gemm_fold's: rounded to the compute type and widened back, stored or added (the
+                 * bits of the loop below, old value first as ab_cpu_accumulate adds, in one pass) */
+                cpu_round_trip((size_t)n, j->round, in, (float *)out, j->beta != 0.0f);
+                continue;
+            }
         }
         for (int c = 0; c < n; c++) row[c] = j->post_alpha * in[c];
         if (bias)
@@ -337,12 +343,14 @@ typedef struct {
 static inline __attribute__((always_inline)) void fold_range_body(void *ctx, int part, size_t lo, size_t hi) {
     (void)part;
     const fold_job *j = ctx;
+    if (j->src32) { /* rounded and widened back in the registers */
+        cpu_round_trip(hi - lo, j->st, j->src32 + lo, j->dst + lo, j->accumulate);
+        return;
+    }
     float buf[1024];
-    uint16_t h[1024];
     for (size_t i = lo; i < hi; i += 1024) {
         const size_t m = hi - i < 1024 ? hi - i : 1024;
-        if (j->src32) cpu_narrow(m, j->src32 + i, j->st, h);
-        cpu_widen(m, j->st, j->src32 ? (const void *)h : (const char *)j->src + i * ab_dtype_size(j->st), buf);
+        cpu_widen(m, j->st, (const char *)j->src + i * ab_dtype_size(j->st), buf);
         float *restrict d = j->dst + i;
         if (j->accumulate)
             for (size_t k = 0; k < m; k++) d[k] += buf[k];
