@@ -129,7 +129,15 @@ __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,f16c"))) static void w
             _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(h));
         }
     }
-    for (; i < n; i++) dst[i] = ab_f16_to_f32(src[i]);
+    if (i < n) { /* the last 1 to 15 through masks (im2col's spans are often short: 21 values in a 7x7 stem) */
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+        const __m256i h = _mm256_maskz_loadu_epi16(m, src + i);
+        if (_mm256_movemask_epi8(_mm256_cmpeq_epi16(_mm256_and_si256(h, expmask), expmask))) {
+            for (; i < n; i++) dst[i] = ab_f16_to_f32(src[i]);
+        } else {
+            _mm512_mask_storeu_ps(dst + i, m, _mm512_cvtph_ps(h));
+        }
+    }
 }
 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,f16c"))) static void narrow_f16_avx512(size_t n,
                                                                                                const float *src,
@@ -138,7 +146,12 @@ __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,f16c"))) static void n
     for (; i + 16 <= n; i += 16)
         _mm256_storeu_si256((__m256i *)(dst + i),
                             _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    for (; i < n; i++) dst[i] = ab_f32_to_f16(src[i]);
+    if (i < n) { /* the last 1 to 15 through masks */
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+        _mm256_mask_storeu_epi16(dst + i, m,
+                                 _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, src + i),
+                                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
 }
 #else
 static void narrow_f16_avx512(size_t n, const float *src, uint16_t *dst) { (void)n, (void)src, (void)dst; }
@@ -237,9 +250,11 @@ __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,f16c"))) static void r
                                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
         _mm512_storeu_ps(d + i, acc ? _mm512_add_ps(_mm512_loadu_ps(d + i), r) : r);
     }
-    for (; i < n; i++) {
-        const float r = ab_f16_to_f32(ab_f32_to_f16(s[i]));
-        d[i] = acc ? d[i] + r : r;
+    if (i < n) { /* the last 1 to 15 through masks */
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+        const __m512 r = _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, s + i),
+                                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        _mm512_mask_storeu_ps(d + i, m, acc ? _mm512_add_ps(_mm512_maskz_loadu_ps(m, d + i), r) : r);
     }
 }
 __attribute__((target("avx,f16c"))) static void round_f16_f16c(size_t n, const float *s, float *d, int acc) {

@@ -851,6 +851,50 @@ static void test_widen_all(ab_backend *be) {
     free(f);
 }
 
+/* the conversions' last 1 to 15 values of a call (masked vector loads and stores on AVX-512, a
+ * scalar loop elsewhere): every fp16 pattern widened, and fp32 edge values (NaN with payloads,
+ * subnormals, ties, overflow) narrowed, in calls of 1 to 17 values at every offset of a 16-value
+ * block, bit for bit against the scalar conversions; a NaN in a tail keeps its bits */
+static void test_convert_tails(ab_backend *be) {
+    uint16_t *h = malloc(65536 * sizeof *h), *h2 = malloc(65536 * sizeof *h2);
+    float *f = falloc(65536);
+    for (int i = 0; i < 65536; i++) h[i] = (uint16_t)(i * 40503u); /* every pattern, NaNs spread out */
+    op_case(AB_OP_cast, "fp16 -> fp32 in calls of 1 to 17 values: every pattern through the tails");
+    int bad = 0;
+    for (int len = 1; len <= 17; len++) {
+        memset(f, 0xff, 65536 * sizeof *f);
+        for (int i = 0; i < 65536; i += len) {
+            const int m = 65536 - i < len ? 65536 - i : len;
+            AB_CHECK(be->ops->cast(be, (size_t)m, AB_F16, h + i, AB_F32, f + i) == 0, "%s", ab_error());
+        }
+        for (int i = 0; i < 65536; i++) {
+            const float want = ab_f16_to_f32(h[i]);
+            bad += memcmp(&want, &f[i], sizeof want) != 0;
+        }
+    }
+    AB_CHECK(bad == 0, "fp16 widening in short calls: %d values differ from the scalar conversion", bad);
+    static const uint32_t edge[] = {0x7fc00001u, 0xffa00000u, 0x7f800001u, 0x7f800000u, 0xff800000u, 0x477fefffu,
+                                    0x477ff000u, 0x33800000u, 0x33000000u, 0x33000001u, 0x387fc000u, 0x38800000u,
+                                    0x00000001u, 0x80000000u, 0x3f801000u, 0x3f803000u, 0x3f802fffu, 0xc77fffffu};
+    const int ne = (int)(sizeof edge / sizeof edge[0]);
+    for (int i = 0; i < 65536; i++) {
+        const uint32_t u = edge[i % ne] ^ (i >= ne ? (uint32_t)(i * 2654435761u) & 0x000000ffu : 0u);
+        memcpy(&f[i], &u, sizeof u);
+    }
+    op_case(AB_OP_cast, "fp32 -> fp16 in calls of 1 to 17 values: NaN payloads, subnormals, ties, overflow");
+    bad = 0;
+    for (int len = 1; len <= 17; len++) {
+        memset(h2, 0xab, 65536 * sizeof *h2);
+        for (int i = 0; i < 65536; i += len) {
+            const int m = 65536 - i < len ? 65536 - i : len;
+            AB_CHECK(be->ops->cast(be, (size_t)m, AB_F32, f + i, AB_F16, h2 + i) == 0, "%s", ab_error());
+        }
+        for (int i = 0; i < 65536; i++) bad += h2[i] != ab_f32_to_f16(f[i]);
+    }
+    AB_CHECK(bad == 0, "fp16 narrowing in short calls: %d values differ from the scalar conversion", bad);
+    free(h), free(h2), free(f);
+}
+
 /* each op on a backend of its own: its scratch starts empty, so an op that indexes past the
  * scratch it asked for is caught by AddressSanitizer rather than hidden by a larger buffer left
  * from an earlier op; two threads, so the split paths run too */
@@ -865,6 +909,7 @@ static void run_fresh(void (*test)(ab_backend *)) {
 
 void ref_layers_run(void) {
     run_fresh(test_widen_all);
+    run_fresh(test_convert_tails);
     /* odd sizes, stride 2 with padding, the direct 1x1 path, 1x1 stride 2, a 7x7 stem */
     const struct {
         ab_conv_shape s;
