@@ -2,7 +2,8 @@
  * (core/stepmodel.h), for any input size and batch, in every precision the GPU has. The step is
  * the training core's, in the run's course: the batch assembled, forward, the loss, backward, then
  * under amp the finite check (the unscaling too when clipping reads the unscaled gradients, else it
- * rides in the optimizer's pass), the gradient norm (clipping), the step's scalars read back, the
+ * rides in the optimizer's pass, and the check reads only what the gradient folds did not check),
+ * the gradient norm (clipping), the step's scalars read back, the
  * optimizer (the clip factor inside its pass, and under amp and bf16 the compute copy written in
  * it); each op counted by the counting backend (kernels/cost) and timed by the model. */
 #include "model_step.h"
@@ -58,6 +59,8 @@ typedef struct {
     void *x, *labels, *stats;
     size_t x_bytes, labels_bytes;
     ab_sample_info s;
+    unsigned char *checked; /* as the trainer's: the tensors the folding ops checked */
+    size_t (*unchecked)[2];
 } ms_run;
 
 static void run_free(ms_run *r) {
@@ -65,6 +68,10 @@ static void run_free(ms_run *r) {
     ab_release(r->be, AB_MEM_ACTIVATIONS, r->x, r->x_bytes);
     ab_release(r->be, AB_MEM_ACTIVATIONS, r->labels, r->labels_bytes);
     ab_release(r->be, AB_MEM_WORKSPACE, r->stats, 64);
+    free(r->checked);
+    free(r->unchecked);
+    r->checked = NULL;
+    r->unchecked = NULL;
     ab_model_destroy(r->model);
     ab_optimizer_free(&r->opt);
     ab_params_free(&r->params);
@@ -97,7 +104,10 @@ static int micro_batch(const ms_args *a, ms_run *r, int micro, const int32_t *id
     AB_TRY(b->ops->softmax_xent(b, B * ab_model_targets(r->model), r->model->n_classes, cdt, r->model->logits,
                                 r->labels, 1.0f, cdt, r->model->logits, r->stats, NULL));
     ab_cost_phase(b, "backward");
-    const ab_grad_sink sink = {.mode = micro == 0 ? AB_GRAD_WRITE : AB_GRAD_ACCUMULATE};
+    /* as the trainer's: under loss scaling the folding ops check what they store */
+    const ab_grad_sink sink = {.mode = micro == 0 ? AB_GRAD_WRITE : AB_GRAD_ACCUMULATE,
+                               .found_inf = r->params.prec == AB_PREC_AMP ? (int32_t *)r->stats : NULL,
+                               .checked = r->checked};
     return r->model->ops->backward(r->model, &r->params, &sink, r->x, r->model->logits, B);
 }
 
@@ -129,6 +139,9 @@ static int run_step(const ms_args *a, const ab_sample_info *s, const ab_recipe *
     r->labels = ab_alloc(r->be, AB_MEM_ACTIVATIONS, r->labels_bytes);
     r->stats = ab_alloc(r->be, AB_MEM_WORKSPACE, 64);
     if (!r->x || !r->labels || !r->stats) return -1;
+    r->checked = calloc((size_t)r->params.n_specs + 1, 1);
+    r->unchecked = malloc(((size_t)r->params.n_specs + 1) * sizeof *r->unchecked);
+    if (!r->checked || !r->unchecked) return ab_errorf("out of host memory");
     ab_cost_clear(r->be); /* set-up is not the step */
     ab_backend *b = r->be;
     int32_t *idx = calloc((size_t)B, sizeof *idx);
@@ -140,10 +153,16 @@ static int run_step(const ms_args *a, const ab_sample_info *s, const ab_recipe *
     AB_TRY(rc);
     ab_cost_phase(b, "update");
     const float clip = a->have_clip ? a->clip : rec->clip_grad_norm;
-    /* as the trainer: unscaled in place when clipping reads them, else the check alone (the
-     * optimizer's pass unscales) */
-    if (prec == AB_PREC_AMP)
-        AB_TRY(b->ops->unscale_check(b, r->params.n, r->params.grad, clip > 0.0f ? 0x1p-16f : 1.0f, r->stats));
+    /* as the trainer of one GPU: unscaled in place when clipping reads them, else the check alone
+     * (the optimizer's pass unscales) of what the folding ops did not check */
+    if (prec == AB_PREC_AMP && clip > 0.0f)
+        AB_TRY(b->ops->unscale_check(b, r->params.n, r->params.grad, 0x1p-16f, r->stats));
+    if (prec == AB_PREC_AMP && !(clip > 0.0f)) {
+        const size_t k = ab_grad_unchecked(&r->params, r->checked, r->unchecked);
+        for (size_t i = 0; i < k; i++)
+            AB_TRY(b->ops->unscale_check(b, r->unchecked[i][1] - r->unchecked[i][0],
+                                         r->params.grad + r->unchecked[i][0], 1.0f, r->stats));
+    }
     if (clip > 0.0f) AB_TRY(b->ops->sum_squares(b, r->params.n, r->params.grad, r->stats));
     char scalars[64];
     AB_TRY(b->ops->download(b, scalars, r->stats, sizeof scalars));

@@ -188,7 +188,8 @@ int ab_buckets_finish(ab_buckets *k, int reported) {
         for (int q = b->first; q < b->first + b->count; q++) {
             const ab_bucket_piece *c = &k->piece[q];
             if (c->f16 && (c->root < 0 || c->root == k->comm->rank))
-                AB_TRY(p->be->ops->accumulate(p->be, c->n, AB_F16, (char *)k->f16 + c->off * 2, p->grad + c->off, 0));
+                AB_TRY(p->be->ops->accumulate(p->be, c->n, AB_F16, (char *)k->f16 + c->off * 2, p->grad + c->off, 0,
+                                              NULL));
         }
         k->total_s += b->t_done - b->t_start;
     }

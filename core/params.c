@@ -196,8 +196,37 @@ int ab_params_refresh(ab_params *p) {
 int ab_param_grad_done(const ab_params *p, const ab_grad_sink *g, const ab_param_spec *s) {
     if (ab_param_via_scratch(p, s))
         AB_TRY(p->be->ops->accumulate(p->be, s->numel, p->compute_type, p->compute_grad, p->grad + s->offset,
-                                      g->mode == AB_GRAD_ACCUMULATE));
+                                      g->mode == AB_GRAD_ACCUMULATE, g->found_inf));
+    if (ab_param_via_scratch(p, s)) ab_grad_checked(p, g, s);
     return ab_grad_ready(g, s);
+}
+
+static int cmp_range(const void *a, const void *b) {
+    const size_t x = ((const size_t *)a)[0], y = ((const size_t *)b)[0];
+    return x < y ? -1 : x > y;
+}
+
+size_t ab_grad_unchecked(const ab_params *p, const unsigned char *checked, size_t (*out)[2]) {
+    size_t k = 0;
+    for (int i = 0; i < p->n_specs; i++) {
+        const ab_param_spec *s = &p->specs[i];
+        if (s->region == AB_REGION_BUFFER || !s->numel || (checked && checked[i])) continue;
+        out[k][0] = s->offset;
+        out[k][1] = s->offset + s->numel;
+        k++;
+    }
+    qsort(out, k, sizeof *out, cmp_range);
+    size_t m = 0;
+    for (size_t i = 0; i < k; i++) {
+        if (m > 0 && out[i][0] <= out[m - 1][1]) { /* touching or overlapping the last: merged */
+            if (out[i][1] > out[m - 1][1]) out[m - 1][1] = out[i][1];
+        } else {
+            out[m][0] = out[i][0];
+            out[m][1] = out[i][1];
+            m++;
+        }
+    }
+    return m;
 }
 
 int ab_params_find(const ab_params *p, const char *name) {

@@ -103,6 +103,14 @@ typedef struct ab_grad_sink {
     void *ctx;
     int (*ready)(void *ctx, const ab_param_spec *w);
     void *ready_ctx;
+    /* The loss scaler's check taken as the gradients are written (optional, NULL: none). found_inf
+     * (the backend's memory) is handed to the ops that fold a gradient into the fp32 buffer
+     * (gemm_fold, conv2d_backward_filter_fold, accumulate), which set it to 1 where they store an
+     * infinite or NaN value; checked (host, one byte a spec, or NULL) is set for each tensor whose
+     * gradient of this pass such an op stored (ab_grad_checked), so that the trainer's own pass
+     * over the gradients can leave it out. */
+    int32_t *found_inf;
+    unsigned char *checked;
 } ab_grad_sink;
 
 /* cuts s along dim into parts blocks and keeps block index (see split_parts); -1 with an error
@@ -161,6 +169,15 @@ static inline int ab_grad_observe(const ab_grad_sink *g, const ab_param_spec *w,
  * (overwrites it on a step's first micro-batch) where it went through the scratch, then tells
  * g's ready hook that s's gradient of this pass is in place */
 int ab_param_grad_done(const ab_params *p, const ab_grad_sink *g, const ab_param_spec *s);
+/* s's gradient of this pass was stored by an op that checked it into g->found_inf */
+static inline void ab_grad_checked(const ab_params *p, const ab_grad_sink *g, const ab_param_spec *s) {
+    if (g->checked && g->found_inf) g->checked[s - p->specs] = 1;
+}
+/* The stretches of the fp32 gradient whose values of this step no folding op checked (checked:
+ * one byte a spec, as ab_grad_checked set them): the trained tensors left unmarked, sorted and
+ * merged into as few [out[i][0], out[i][1]) ranges as the layout allows. out holds n_specs pairs;
+ * returns how many it filled. */
+size_t ab_grad_unchecked(const ab_params *p, const unsigned char *checked, size_t (*out)[2]);
 /* the ready hook alone, for a gradient written straight into the fp32 buffer */
 static inline int ab_grad_ready(const ab_grad_sink *g, const ab_param_spec *s) {
     return g->ready ? g->ready(g->ready_ctx, s) : 0;

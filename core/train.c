@@ -410,6 +410,9 @@ static int alloc_step(trainer *t) {
     t->perm = malloc((size_t)t->train->n * sizeof(int32_t));
     t->eval_order = malloc((size_t)t->test->n * sizeof(int32_t));
     t->shard = malloc((size_t)c->batch_size * (size_t)c->accum_steps * sizeof(int32_t));
+    t->checked = calloc((size_t)t->params.n_specs + 1, 1);
+    t->unchecked = malloc(((size_t)t->params.n_specs + 1) * sizeof *t->unchecked);
+    if (!t->checked || !t->unchecked) return ab_errorf("out of host memory for the gradient checks");
     t->pred = malloc((size_t)t->test->n * R * sizeof(int32_t));
     t->hit = malloc((size_t)t->test->n * R);
     t->logits_h = malloc((size_t)c->batch_size * R * (size_t)t->model->n_classes * sizeof(float));
@@ -494,6 +497,10 @@ static void teardown(trainer *t) {
     free(t->perm);
     free(t->eval_order);
     free(t->shard);
+    free(t->checked);
+    free(t->unchecked);
+    t->checked = NULL;
+    t->unchecked = NULL;
     free(t->pred);
     free(t->hit);
     free(t->labels_h);
@@ -667,6 +674,7 @@ static int micro_batches(trainer *t, const int32_t *mine, int m, int n, int epoc
     AB_TRY(be->ops->zero(be, t->stats, sizeof(step_stats)));
     AB_TRY(ab_step_refresh(t));
     if (m == 0) AB_TRY(be->ops->zero(be, p->grad, p->n * sizeof(float))); /* a rank with no samples adds 0 */
+    memset(t->checked, 0, (size_t)p->n_specs);
     for (int pos = 0; pos < m; pos += B) {
         const int b = m - pos < B ? m - pos : B;
         AB_TRY(ab_fill_batch(t, mine + pos, b, epoch, t->x));
@@ -680,10 +688,15 @@ static int micro_batches(trainer *t, const int32_t *mine, int m, int n, int epoc
                                      scale * (float)b / (float)n, p->compute_type, dlogits, &t->stats->loss_sum, NULL));
         /* the step's last micro-batch: each final gradient may start its bucket's all-reduce */
         const int last = pos + b >= m;
+        /* under loss scaling the ops folding the gradients check what they store (a gradient
+         * infinite or NaN here is so in the all-reduced sum too: they never flag a step that the
+         * check of the sum would pass) */
         const ab_grad_sink sink = {.mode = pos == 0 ? AB_GRAD_WRITE : AB_GRAD_ACCUMULATE,
                                    .observe = t->census ? census_activation : NULL, .ctx = t->census,
                                    .ready = last && t->overlap ? ab_buckets_ready : NULL,
-                                   .ready_ctx = &t->buckets};
+                                   .ready_ctx = &t->buckets,
+                                   .found_inf = t->scaler.enabled ? &t->stats->found_inf : NULL,
+                                   .checked = t->checked};
         AB_TRY(model->ops->backward(model, p, &sink, t->x, dlogits, b));
     }
     return 0;
@@ -707,7 +720,7 @@ static int allreduce_grads(trainer *t) {
             const size_t k = nc - off < t->bucket_elems ? nc - off : t->bucket_elems;
             AB_TRY(be->ops->cast(be, k, AB_F32, p->grad + off, AB_F16, t->fp16_bucket));
             AB_TRY(cm->ops->allreduce(cm, t->fp16_bucket, k, AB_F16, AB_RED_SUM));
-            AB_TRY(be->ops->accumulate(be, k, AB_F16, t->fp16_bucket, p->grad + off, 0));
+            AB_TRY(be->ops->accumulate(be, k, AB_F16, t->fp16_bucket, p->grad + off, 0, NULL));
         }
         /* the fp32 region (batch-norm scale and shift) has no fp16 copy: it travels in fp32 */
         if (n32) AB_TRY(cm->ops->allreduce(cm, p->grad + nc, n32, AB_F32, AB_RED_SUM));
@@ -753,7 +766,25 @@ static int inject_fault(trainer *t, long step) {
      * empty for want of elements takes none) */
     const size_t at = t->ps ? t->own_lo + (t->own_hi - t->own_lo) / 2 : t->params.n / 2;
     if (t->own_hi == t->own_lo) return 0;
+    /* planted after the ops that checked the gradients: the tensor it lands in is read again */
+    for (int i = 0; i < t->params.n_specs; i++) {
+        const ab_param_spec *s = &t->params.specs[i];
+        if (s->region != AB_REGION_BUFFER && at >= s->offset && at - s->offset < s->numel) t->checked[i] = 0;
+    }
     return t->be->ops->upload(t->be, t->params.grad + at, &inf, sizeof inf);
+}
+
+/* The loss scaler's check of a lone process's gradients at factor 1 (the optimizer unscales): the
+ * ops that folded the compute region's gradients checked them as they stored them (micro_batches'
+ * sink), so only the others are read here: the fp32 region (batch and layer norm, the embedding
+ * tables), and any tensor no such op wrote, in as few ranges as the layout allows. */
+static int check_unchecked(trainer *t) {
+    const ab_params *p = &t->params;
+    const size_t k = ab_grad_unchecked(p, t->checked, t->unchecked);
+    for (size_t i = 0; i < k; i++)
+        AB_TRY(t->be->ops->unscale_check(t->be, t->unchecked[i][1] - t->unchecked[i][0], p->grad + t->unchecked[i][0],
+                                         1.0f, &t->stats->found_inf));
+    return 0;
 }
 
 /* the squares of the gradients [lo, lo + own) this rank adds to the norm, into stats->grad_sq:
@@ -793,7 +824,12 @@ static int synchronise(trainer *t, long step, int n, int reported, float scale, 
      * (at factor 1) only reads. A scale of 1 or more keeps the flag the same: g * (1 / scale) is
      * finite exactly when g is. */
     const int fold = t->scaler.enabled && !(t->cfg->clip_grad_norm > 0.0f) && scale >= 1.0f;
-    if (t->scaler.enabled && own)
+    /* A lone process applies the gradients its backward stored (no all-reduce's sum, no shard of
+     * another rank's): where that pass checked them already, the rest alone */
+    const int checked_in_pass = fold && cm->size == 1 && t->lay.pp == 1;
+    if (t->scaler.enabled && own && checked_in_pass)
+        AB_TRY(check_unchecked(t));
+    else if (t->scaler.enabled && own)
         AB_TRY(be->ops->unscale_check(be, own, p->grad + lo, fold ? 1.0f : 1.0f / scale, &t->stats->found_inf));
     if (t->cfg->clip_grad_norm > 0.0f && own) AB_TRY(grad_squares(t, lo, own));
     step_stats s;

@@ -80,6 +80,7 @@ typedef struct {
     float *rows;       /* 2 x (N, or a column tile) floats a part: the epilogue's row and the old C row */
     void *C;
     int failed;
+    int nonfinite; /* under round (gemm_fold): a value stored into G was infinite or NaN */
 } gemm_job;
 
 /* C's rows [lo, hi), columns [c0, c1): alpha acc + bias, ReLU, + beta C, rounded once to ct */
@@ -99,7 +100,8 @@ static void gemm_epilogue(const gemm_job *j, float *row, size_t lo, size_t hi, i
             if (j->ct == AB_F32 && j->round != AB_F32 && (j->beta == 0.0f || j->beta == 1.0f)) {
                 /* gemm_fold's: rounded to the compute type and widened back, stored or added (the
                  * bits of the loop below, old value first as ab_cpu_accumulate adds, in one pass) */
-                cpu_round_trip((size_t)n, j->round, in, (float *)out, j->beta != 0.0f);
+                if (cpu_round_trip((size_t)n, j->round, in, (float *)out, j->beta != 0.0f))
+                    __atomic_store_n((int *)&j->nonfinite, 1, __ATOMIC_RELAXED);
                 continue;
             }
         }
@@ -115,6 +117,11 @@ static void gemm_epilogue(const gemm_job *j, float *row, size_t lo, size_t hi, i
         if (j->beta != 0.0f) {
             cpu_widen((size_t)n, j->ct, out, old);
             for (int c = 0; c < n; c++) row[c] += j->beta * old[c];
+        }
+        if (j->round != AB_F32) { /* gemm_fold's check (its C is fp32: row is what is stored) */
+            int bad = 0;
+            for (int c = 0; c < n; c++) bad |= !ab_is_finite(row[c]);
+            if (bad) __atomic_store_n((int *)&j->nonfinite, 1, __ATOMIC_RELAXED);
         }
         cpu_narrow((size_t)n, row, j->ct, out);
     }
@@ -223,7 +230,7 @@ static const float *op_b_f32(ab_backend *be, int M, ab_dtype bt, const void *B, 
 /* cpu_internal.h: ab_cpu_gemm, and with round (not fp32) gemm_fold's product */
 int cpu_gemm_run(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at, const void *A, int lda,
                  ab_dtype bt, const void *B, int ldb, const void *bias, ab_epilogue epi, float beta, ab_dtype ct,
-                 void *C, int ldc, ab_dtype round) {
+                 void *C, int ldc, ab_dtype round, int32_t *found_inf) {
     if (M <= 0 || N <= 0 || K <= 0) return ab_errorf("gemm: bad shape M=%d N=%d K=%d", M, N, K);
     const cpu_state *st = be->impl;
     const int native = at == AB_BF16 && bt == AB_BF16 && st->bf16_native;
@@ -246,6 +253,7 @@ int cpu_gemm_run(ab_backend *be, int ta, int tb, int M, int N, int K, float alph
             j.rows = cpu_scratch_get(be, 4, 2 * (size_t)N);
             if ((bias && !j.bias) || !j.rows) return -1;
             gemm_epilogue_rows(&j, j.rows, 0, (size_t)M);
+            if (found_inf && j.nonfinite) *found_inf = 1;
             return 0;
         }
         const int convert = bt != AB_F32 || (tb && cpu_copies_bt(bt, (size_t)M));
@@ -264,6 +272,7 @@ int cpu_gemm_run(ab_backend *be, int ta, int tb, int M, int N, int K, float alph
             if (!j.acc || (bias && !j.bias) || !j.rows) return -1;
         }
         cpu_parallel_for(be, (size_t)tiles, 1, gemm_col_tiles, &cj);
+        if (found_inf && j.nonfinite) *found_inf = 1;
         return 0;
     }
     if (!native) {
@@ -292,26 +301,29 @@ int cpu_gemm_run(ab_backend *be, int ta, int tb, int M, int N, int K, float alph
     if (j.failed)
         return ab_errorf("gemm %dx%dx%d (%c%c) bf16: oneDNN's matmul failed in %s", M, N, K, ta ? 'T' : 'N',
                          tb ? 'T' : 'N', cpu_bf16_failure(be));
+    if (found_inf && j.nonfinite) *found_inf = 1;
     return 0;
 }
 
 int ab_cpu_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at, const void *A, int lda,
                 ab_dtype bt, const void *B, int ldb, const void *bias, ab_epilogue epi, float beta, ab_dtype ct,
                 void *C, int ldc) {
-    return cpu_gemm_run(be, ta, tb, M, N, K, alpha, at, A, lda, bt, B, ldb, bias, epi, beta, ct, C, ldc, AB_F32);
+    return cpu_gemm_run(be, ta, tb, M, N, K, alpha, at, A, lda, bt, B, ldb, bias, epi, beta, ct, C, ldc, AB_F32, NULL);
 }
 
-/* the product's parts round their tiles to ct and fold them into G while they are in cache (G holds
- * the sums itself when it is overwritten); ws is not needed but for an fp32 ct */
+/* the product's parts round their tiles to ct, fold them into G while they are in cache (G holds
+ * the sums itself when it is overwritten) and check what they store; ws is not needed but for an
+ * fp32 ct */
 int ab_cpu_gemm_fold(ab_backend *be, int ta, int tb, int M, int N, int K, ab_dtype at, const void *A, int lda,
-                     ab_dtype bt, const void *B, int ldb, ab_dtype ct, void *ws, float *G, int accumulate) {
+                     ab_dtype bt, const void *B, int ldb, ab_dtype ct, void *ws, float *G, int accumulate,
+                     int32_t *found_inf) {
     if (ct == AB_F32) { /* nothing to round: the product into ws, then folded */
         AB_TRY(ab_cpu_gemm(be, ta, tb, M, N, K, 1.0f, at, A, lda, bt, B, ldb, NULL, AB_EPI_NONE, 0.0f, ct, ws, N));
-        return ab_cpu_accumulate(be, (size_t)M * N, ct, ws, G, accumulate);
+        return ab_cpu_accumulate(be, (size_t)M * N, ct, ws, G, accumulate, found_inf);
     }
     if (ct != AB_F16 && ct != AB_BF16) return ab_errorf("gemm_fold: unknown element type %d", (int)ct);
     return cpu_gemm_run(be, ta, tb, M, N, K, 1.0f, at, A, lda, bt, B, ldb, NULL, AB_EPI_NONE, accumulate ? 1.0f : 0.0f,
-                    AB_F32, G, N, ct);
+                        AB_F32, G, N, ct, found_inf);
 }
 
 /* casts over the pool (runtime_cpu.c's parallel conversions); fp16 <-> bf16 element by element */
@@ -330,48 +342,54 @@ int ab_cpu_cast(ab_backend *be, size_t n, ab_dtype st, const void *src, ab_dtype
 
 /* gradient folding, dst += src widened, over the pool: blocks widened on the stack, then added (the
  * same one rounding per element). With src32, src is src32 rounded to st first (a filter
- * gradient's fp32 sum: the bits of a narrowing pass followed by the fold), and accumulate 0
- * stores instead of adding. */
+ * gradient's fp32 sum: the bits of a narrowing pass followed by the fold). accumulate 0 stores
+ * instead of adding. bad: a stored value was infinite or NaN (read where the caller asks). */
 typedef struct {
     ab_dtype st;
     const void *src;
     float *dst;
     const float *src32;
-    int accumulate;
+    int accumulate, bad;
 } fold_job;
 
 static inline __attribute__((always_inline)) void fold_range_body(void *ctx, int part, size_t lo, size_t hi) {
     (void)part;
-    const fold_job *j = ctx;
+    fold_job *j = ctx;
+    int bad = 0;
     if (j->src32) { /* rounded and widened back in the registers */
-        cpu_round_trip(hi - lo, j->st, j->src32 + lo, j->dst + lo, j->accumulate);
-        return;
+        bad = cpu_round_trip(hi - lo, j->st, j->src32 + lo, j->dst + lo, j->accumulate);
+    } else {
+        float buf[1024];
+        for (size_t i = lo; i < hi; i += 1024) {
+            const size_t m = hi - i < 1024 ? hi - i : 1024;
+            cpu_widen(m, j->st, (const char *)j->src + i * ab_dtype_size(j->st), buf);
+            float *restrict d = j->dst + i;
+            if (j->accumulate)
+                for (size_t k = 0; k < m; k++) d[k] += buf[k];
+            else
+                memcpy(d, buf, m * sizeof(float));
+            for (size_t k = 0; k < m; k++) bad |= !ab_is_finite(d[k]);
+        }
     }
-    float buf[1024];
-    for (size_t i = lo; i < hi; i += 1024) {
-        const size_t m = hi - i < 1024 ? hi - i : 1024;
-        cpu_widen(m, j->st, (const char *)j->src + i * ab_dtype_size(j->st), buf);
-        float *restrict d = j->dst + i;
-        if (j->accumulate)
-            for (size_t k = 0; k < m; k++) d[k] += buf[k];
-        else
-            memcpy(d, buf, m * sizeof(float));
-    }
+    if (bad) __atomic_store_n(&j->bad, 1, __ATOMIC_RELAXED);
 }
 CPU_RANGE_AVX512(fold_range)
 
-void cpu_round_fold_par(ab_backend *be, size_t n, const float *src, ab_dtype t, float *dst, int accumulate) {
+int cpu_round_fold_par(ab_backend *be, size_t n, const float *src, ab_dtype t, float *dst, int accumulate) {
     fold_job j = {.st = t, .dst = dst, .src32 = src, .accumulate = accumulate};
     cpu_parallel_for(be, n, CONVERT_MIN, fold_range, &j);
+    return j.bad;
 }
 
-int ab_cpu_accumulate(ab_backend *be, size_t n, ab_dtype st, const void *src, float *dst, int accumulate) {
-    if (!accumulate) {
+int ab_cpu_accumulate(ab_backend *be, size_t n, ab_dtype st, const void *src, float *dst, int accumulate,
+                      int32_t *found_inf) {
+    if (!accumulate && !found_inf) {
         cpu_widen_par(be, n, st, src, dst);
         return 0;
     }
-    fold_job j = {.st = st, .src = src, .dst = dst, .accumulate = 1};
+    fold_job j = {.st = st, .src = src, .dst = dst, .accumulate = accumulate};
     cpu_parallel_for(be, n, CONVERT_MIN, fold_range, &j);
+    if (found_inf && j.bad) *found_inf = 1;
     return 0;
 }
 

@@ -13,12 +13,14 @@
 #include "backend_ops.def"
 
 /* ab_cpu_gemm, its sums rounded to `round` (fp16 or bf16; fp32: not) before beta C is added, C
- * fp32: gemm_fold's product (backend_cpu.c) */
+ * fp32: gemm_fold's product (backend_cpu.c); with round, *found_inf (unless NULL) set to 1 where a
+ * stored value is infinite or NaN */
 int cpu_gemm_run(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at, const void *A, int lda,
                  ab_dtype bt, const void *B, int ldb, const void *bias, ab_epilogue epi, float beta, ab_dtype ct,
-                 void *C, int ldc, ab_dtype round);
+                 void *C, int ldc, ab_dtype round, int32_t *found_inf);
 /* dst (fp32) = [dst +] src rounded once to t (fp16 or bf16) and widened back, over the pool: a
- * filter gradient's sums over several chunks of images folded (backend_cpu.c) */
-void cpu_round_fold_par(ab_backend *be, size_t n, const float *src, ab_dtype t, float *dst, int accumulate);
+ * filter gradient's sums over several chunks of images folded (backend_cpu.c); 1 when a stored
+ * value is infinite or NaN */
+int cpu_round_fold_par(ab_backend *be, size_t n, const float *src, ab_dtype t, float *dst, int accumulate);
 
 #endif

@@ -371,18 +371,22 @@ int ab_cpu_conv2d_backward_data(ab_backend *be, const ab_conv_shape *s, ab_dtype
     return 0;
 }
 
-/* the fp32 sum dw32 of a 16-bit filter gradient rounded once to t: into dw, or folded into fold */
-static void dw_round(ab_backend *be, size_t nw, const float *dw32, ab_dtype t, void *dw, float *fold, int accumulate) {
-    if (fold)
-        cpu_round_fold_par(be, nw, dw32, t, fold, accumulate);
-    else
+/* the fp32 sum dw32 of a 16-bit filter gradient rounded once to t: into dw, or folded into fold
+ * (and checked: *found_inf set where it stores an infinite or NaN value) */
+static void dw_round(ab_backend *be, size_t nw, const float *dw32, ab_dtype t, void *dw, float *fold, int accumulate,
+                     int32_t *found_inf) {
+    if (fold) {
+        if (cpu_round_fold_par(be, nw, dw32, t, fold, accumulate) && found_inf) *found_inf = 1;
+    } else {
         cpu_narrow_par(be, nw, dw32, t, dw);
+    }
 }
 
 /* the filter gradient: into dw (type t) with beta, or, fold not NULL (t fp16 or bf16, beta 0),
- * rounded to t and folded into the fp32 gradient fold (conv2d_backward_filter_fold) */
+ * rounded to t and folded into the fp32 gradient fold (conv2d_backward_filter_fold), found_inf as
+ * there */
 static int filter_grad(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *x, const void *dy, float beta,
-                       void *dw, float *fold, int accumulate) {
+                       void *dw, float *fold, int accumulate, int32_t *found_inf) {
     conv_plan pl;
     const size_t es = ab_dtype_size(t);
     AB_TRY(conv_prepare("conv2d_backward_filter", s, t, (size_t)s->H * s->W * s->C + (size_t)s->P * s->Q * s->K, 1,
@@ -396,7 +400,7 @@ static int filter_grad(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const
         /* with fold, the parts round their tiles to t and fold them into the fp32 gradient */
         return cpu_gemm_run(be, 1, 0, s->K, (int)pl.CRS, (int)((size_t)s->N * pl.PQ), 1.0f, t, dy, s->K, bt, b,
                             (int)pl.CRS, NULL, AB_EPI_NONE, fold ? (accumulate ? 1.0f : 0.0f) : beta, fold ? AB_F32 : t,
-                            fold ? (void *)fold : dw, (int)pl.CRS, fold ? t : AB_F32);
+                            fold ? (void *)fold : dw, (int)pl.CRS, fold ? t : AB_F32, fold ? found_inf : NULL);
     }
     float *dw32 = dw;
     if (t != AB_F32) { /* the fp32 sum, old dw included, is rounded once at the end */
@@ -419,7 +423,7 @@ static int filter_grad(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const
             else
                 add_scaled_par(be, nw, n0 == 0 ? beta : 1.0f, part, dw32);
         }
-        dw_round(be, nw, dw32, t, dw, fold, accumulate);
+        dw_round(be, nw, dw32, t, dw, fold, accumulate, found_inf);
         return 0;
     }
     if (t != AB_F32) { /* through ab_cpu_gemm: dy^T widened once a chunk, the columns as they are built */
@@ -432,7 +436,7 @@ static int filter_grad(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const
                                (const uint16_t *)dy + (size_t)n0 * pl.PQK, s->K, bt, b, (int)pl.CRS, NULL, AB_EPI_NONE,
                                n0 == 0 ? beta : 1.0f, AB_F32, dw32, (int)pl.CRS));
         }
-        dw_round(be, nw, dw32, t, dw, fold, accumulate);
+        dw_round(be, nw, dw32, t, dw, fold, accumulate, found_inf);
         return 0;
     }
     for (int n0 = 0; n0 < s->N; n0 += pl.nb) {
@@ -459,16 +463,16 @@ static int filter_grad(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const
 
 int ab_cpu_conv2d_backward_filter(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *x, const void *dy,
                                   float beta, void *dw) {
-    return filter_grad(be, s, t, x, dy, beta, dw, NULL, 0);
+    return filter_grad(be, s, t, x, dy, beta, dw, NULL, 0, NULL);
 }
 
 int ab_cpu_conv2d_backward_filter_fold(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *x,
-                                       const void *dy, void *ws, float *dw, int accumulate) {
+                                       const void *dy, void *ws, float *dw, int accumulate, int32_t *found_inf) {
     if (t == AB_F32) { /* nothing to round: the gradient into ws, then folded */
-        AB_TRY(filter_grad(be, s, t, x, dy, 0.0f, ws, NULL, 0));
-        return ab_cpu_accumulate(be, (size_t)s->K * s->R * s->S * s->C, t, ws, dw, accumulate);
+        AB_TRY(filter_grad(be, s, t, x, dy, 0.0f, ws, NULL, 0, NULL));
+        return ab_cpu_accumulate(be, (size_t)s->K * s->R * s->S * s->C, t, ws, dw, accumulate, found_inf);
     }
-    return filter_grad(be, s, t, x, dy, 0.0f, NULL, dw, accumulate);
+    return filter_grad(be, s, t, x, dy, 0.0f, NULL, dw, accumulate, found_inf);
 }
 
 /* ---- batch normalisation over (M, C) rows ----

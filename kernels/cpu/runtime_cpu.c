@@ -3,6 +3,7 @@
  * thread pool the loops around the GEMMs run on, and sgemm over that pool. backend_cpu.c,
  * layers_cpu.c and transformer_cpu.c call it; it calls none of them. */
 #include <cblas.h>
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -226,77 +227,97 @@ void cpu_narrow(size_t n, const float *src, ab_dtype t, void *dst) {
 
 /* dst = [dst +] src rounded to t and widened back (a gradient's rounding to the compute type, then
  * its fold): the bits of cpu_narrow into t followed by cpu_widen (and the fold's add, old value
- * first), in one pass with nothing stored in 16 bits. fp16 on AVX-512 or F16C rounds and widens in
- * the registers: the conversion instruction quietens a NaN as ab_f32_to_f16 does, and widening
- * the quiet NaN it gives is exact, so no value takes the scalar path of cpu_widen. src may be dst. */
+ * first), in one pass with nothing stored in 16 bits; 1 when a value it stores is infinite or NaN.
+ * fp16 on AVX-512 or F16C rounds and widens in the registers: the conversion instruction quietens a
+ * NaN as ab_f32_to_f16 does, and widening the quiet NaN it gives is exact, so no value takes the
+ * scalar path of cpu_widen. src may be dst. */
 static inline __attribute__((always_inline)) float bf16_round_trip(float x) {
     const uint32_t v = ab_f32_bits(x), nan = (v & 0x7fffffffu) > 0x7f800000u;
     const uint32_t rounded = (v + 0x7fffu + ((v >> 16) & 1u)) >> 16, quiet = (v >> 16) | 0x40u;
     return ab_bits_f32((nan ? quiet : rounded) << 16);
 }
-static inline __attribute__((always_inline)) void round_bf16_loop(size_t n, const float *s, float *d, int acc) {
+/* 1 for an infinite or NaN value (its exponent all ones), branch-free */
+static inline __attribute__((always_inline)) int nonfinite_bits(float v) {
+    return (ab_f32_bits(v) & 0x7f800000u) == 0x7f800000u;
+}
+static inline __attribute__((always_inline)) int round_bf16_loop(size_t n, const float *s, float *d, int acc) {
+    int bad = 0;
     if (acc)
-        for (size_t i = 0; i < n; i++) d[i] = d[i] + bf16_round_trip(s[i]);
+        for (size_t i = 0; i < n; i++) {
+            d[i] = d[i] + bf16_round_trip(s[i]);
+            bad |= nonfinite_bits(d[i]);
+        }
     else
-        for (size_t i = 0; i < n; i++) d[i] = bf16_round_trip(s[i]);
+        for (size_t i = 0; i < n; i++) {
+            d[i] = bf16_round_trip(s[i]);
+            bad |= nonfinite_bits(d[i]);
+        }
+    return bad;
 }
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,f16c"))) static void round_f16_avx512(size_t n,
-                                                                                             const float *s, float *d,
-                                                                                             int acc) {
+/* fpclass: quiet NaN (0x01), +inf (0x08), -inf (0x10), signalling NaN (0x80) */
+enum { FPCLASS_NONFINITE = 0x99 };
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,f16c"))) static int round_f16_avx512(size_t n,
+                                                                                            const float *s, float *d,
+                                                                                            int acc) {
     size_t i = 0;
+    __mmask16 bad = 0;
     for (; i + 16 <= n; i += 16) {
         const __m512 r = _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(s + i),
                                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-        _mm512_storeu_ps(d + i, acc ? _mm512_add_ps(_mm512_loadu_ps(d + i), r) : r);
+        const __m512 v = acc ? _mm512_add_ps(_mm512_loadu_ps(d + i), r) : r;
+        bad |= _mm512_fpclass_ps_mask(v, FPCLASS_NONFINITE);
+        _mm512_storeu_ps(d + i, v);
     }
     if (i < n) { /* the last 1 to 15 through masks */
         const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
         const __m512 r = _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, s + i),
                                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-        _mm512_mask_storeu_ps(d + i, m, acc ? _mm512_add_ps(_mm512_maskz_loadu_ps(m, d + i), r) : r);
+        const __m512 v = acc ? _mm512_add_ps(_mm512_maskz_loadu_ps(m, d + i), r) : r;
+        bad |= _mm512_mask_fpclass_ps_mask(m, v, FPCLASS_NONFINITE);
+        _mm512_mask_storeu_ps(d + i, m, v);
     }
+    return bad != 0;
 }
-__attribute__((target("avx,f16c"))) static void round_f16_f16c(size_t n, const float *s, float *d, int acc) {
+__attribute__((target("avx,f16c"))) static int round_f16_f16c(size_t n, const float *s, float *d, int acc) {
     size_t i = 0;
+    const __m256 inf = _mm256_set1_ps(INFINITY), sign = _mm256_set1_ps(-0.0f);
+    __m256 bad = _mm256_setzero_ps();
     for (; i + 8 <= n; i += 8) {
         const __m256 r = _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
-        _mm256_storeu_ps(d + i, acc ? _mm256_add_ps(_mm256_loadu_ps(d + i), r) : r);
+        const __m256 v = acc ? _mm256_add_ps(_mm256_loadu_ps(d + i), r) : r;
+        /* !(|v| < inf): infinite or NaN (unordered) */
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(_mm256_andnot_ps(sign, v), inf, _CMP_NLT_UQ));
+        _mm256_storeu_ps(d + i, v);
     }
+    int nf = _mm256_movemask_ps(bad) != 0;
     for (; i < n; i++) {
         const float r = ab_f16_to_f32(ab_f32_to_f16(s[i]));
         d[i] = acc ? d[i] + r : r;
+        nf |= nonfinite_bits(d[i]);
     }
+    return nf;
 }
-__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) static void round_bf16_avx512(size_t n, const float *s,
-                                                                                          float *d, int acc) {
-    round_bf16_loop(n, s, d, acc);
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) static int round_bf16_avx512(size_t n, const float *s,
+                                                                                         float *d, int acc) {
+    return round_bf16_loop(n, s, d, acc);
 }
 #endif
 
-void cpu_round_trip(size_t n, ab_dtype t, const float *src, float *dst, int accumulate) {
+int cpu_round_trip(size_t n, ab_dtype t, const float *src, float *dst, int accumulate) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    if (t == AB_F16 && ab_cpu_has_avx512()) {
-        round_f16_avx512(n, src, dst, accumulate);
-        return;
-    }
-    if (t == AB_F16 && ab_cpu_has_f16c()) {
-        round_f16_f16c(n, src, dst, accumulate);
-        return;
-    }
-    if (t == AB_BF16 && ab_cpu_has_avx512()) {
-        round_bf16_avx512(n, src, dst, accumulate);
-        return;
-    }
+    if (t == AB_F16 && ab_cpu_has_avx512()) return round_f16_avx512(n, src, dst, accumulate);
+    if (t == AB_F16 && ab_cpu_has_f16c()) return round_f16_f16c(n, src, dst, accumulate);
+    if (t == AB_BF16 && ab_cpu_has_avx512()) return round_bf16_avx512(n, src, dst, accumulate);
 #endif
-    if (t == AB_BF16) {
-        round_bf16_loop(n, src, dst, accumulate);
-        return;
-    }
+    if (t == AB_BF16) return round_bf16_loop(n, src, dst, accumulate);
+    int bad = 0;
     for (size_t i = 0; i < n; i++) {
         const float r = t == AB_F16 ? ab_f16_to_f32(ab_f32_to_f16(src[i])) : src[i];
         dst[i] = accumulate ? dst[i] + r : r;
+        bad |= nonfinite_bits(dst[i]);
     }
+    return bad;
 }
 
 /* the conversions over the pool */

@@ -57,8 +57,9 @@ void cpu_widen(size_t n, ab_dtype t, const void *src, float *dst);
 /* dst = src rounded once to nearest even (fp32 -> fp16/bf16), F16C where the CPU has it */
 void cpu_narrow(size_t n, const float *src, ab_dtype t, void *dst);
 /* dst = src rounded once to t (fp16/bf16) and widened back exactly, or with accumulate dst + that
- * (old value first): cpu_narrow then cpu_widen (then the add) in one pass; src may be dst */
-void cpu_round_trip(size_t n, ab_dtype t, const float *src, float *dst, int accumulate);
+ * (old value first): cpu_narrow then cpu_widen (then the add) in one pass; src may be dst. 1 when
+ * a value it stores is infinite or NaN, else 0. */
+int cpu_round_trip(size_t n, ab_dtype t, const float *src, float *dst, int accumulate);
 
 /* elements a thread's part of an optimizer pass holds from which it stores its state past the
  * caches (backend_cpu.c's adamw_range and sgd_range): 1 MiB an array and more, where the pass

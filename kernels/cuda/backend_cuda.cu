@@ -265,11 +265,16 @@ __global__ void k_cast(size_t n, ab_dtype st, const void *src, ab_dtype dt, void
     GRID_STRIDE(i, n) ab_store(dst, i, dt, ab_load(src, i, st));
 }
 
-__global__ void k_accumulate(size_t n, ab_dtype st, const void *src, float *dst, int accumulate) {
+/* with found_inf: set to 1 where a stored value is infinite or NaN (k_unscale_check's test) */
+__global__ void k_accumulate(size_t n, ab_dtype st, const void *src, float *dst, int accumulate, int32_t *found_inf) {
+    int bad = 0;
     GRID_STRIDE(i, n) {
         const float v = ab_load(src, i, st);
-        dst[i] = accumulate ? dst[i] + v : v;
+        const float d = accumulate ? dst[i] + v : v;
+        dst[i] = d;
+        bad |= !ab_is_finite(d);
     }
+    if (found_inf && __any_sync(0xffffffffu, bad) && (threadIdx.x & 31) == 0) *found_inf = 1; /* same value */
 }
 
 /* relu on the stored bits, as the CPU backend does: fp32 keeps NaN; fp16/bf16 zero a set sign
@@ -454,10 +459,11 @@ int ab_cuda_cast(ab_backend *be, size_t n, ab_dtype st, const void *src, ab_dtyp
     return 0;
 }
 
-int ab_cuda_accumulate(ab_backend *be, size_t n, ab_dtype st, const void *src, float *dst, int accumulate) {
+int ab_cuda_accumulate(ab_backend *be, size_t n, ab_dtype st, const void *src, float *dst, int accumulate,
+                       int32_t *found_inf) {
     if (!n) return 0;
     AB_TRY(on_device(st_of(be)));
-    k_accumulate<<<blocks_for(n), THREADS, 0, st_of(be)->stream>>>(n, st, src, dst, accumulate);
+    k_accumulate<<<blocks_for(n), THREADS, 0, st_of(be)->stream>>>(n, st, src, dst, accumulate, found_inf);
     LAUNCH_CHECK("k_accumulate");
     return 0;
 }
@@ -967,9 +973,10 @@ int ab_cuda_gemm(ab_backend *be, int ta, int tb, int M, int N, int K, float alph
 /* the product rounded into ws (ct), then folded into the fp32 gradient: the two kernels the op
  * list's definition names, on the backend's stream */
 int ab_cuda_gemm_fold(ab_backend *be, int ta, int tb, int M, int N, int K, ab_dtype at, const void *A, int lda,
-                      ab_dtype bt, const void *B, int ldb, ab_dtype ct, void *ws, float *G, int accumulate) {
+                      ab_dtype bt, const void *B, int ldb, ab_dtype ct, void *ws, float *G, int accumulate,
+                      int32_t *found_inf) {
     AB_TRY(ab_cuda_gemm(be, ta, tb, M, N, K, 1.0f, at, A, lda, bt, B, ldb, NULL, AB_EPI_NONE, 0.0f, ct, ws, N));
-    return ab_cuda_accumulate(be, (size_t)M * (size_t)N, ct, ws, G, accumulate);
+    return ab_cuda_accumulate(be, (size_t)M * (size_t)N, ct, ws, G, accumulate, found_inf);
 }
 
 int ab_cuda_gemm_strided(ab_backend *be, int ta, int tb, int M, int N, int K, float alpha, ab_dtype at, const void *A,

@@ -504,9 +504,9 @@ int ab_cuda_conv2d_backward_filter(ab_backend *be, const ab_conv_shape *s, ab_dt
 
 /* the filter gradient into ws (t, beta 0), then folded into the fp32 gradient */
 int ab_cuda_conv2d_backward_filter_fold(ab_backend *be, const ab_conv_shape *s, ab_dtype t, const void *x,
-                                        const void *dy, void *ws, float *dw, int accumulate) {
+                                        const void *dy, void *ws, float *dw, int accumulate, int32_t *found_inf) {
     AB_TRY(ab_cuda_conv2d_backward_filter(be, s, t, x, dy, 0.0f, ws));
-    return ab_cuda_accumulate(be, (size_t)s->K * s->R * s->S * s->C, t, ws, dw, accumulate);
+    return ab_cuda_accumulate(be, (size_t)s->K * s->R * s->S * s->C, t, ws, dw, accumulate, found_inf);
 }
 
 /* ---- batch normalisation -------------------------------------------------------------------- */

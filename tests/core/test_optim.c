@@ -122,6 +122,46 @@ static void test_params(ab_backend *be) {
     }
 }
 
+/* ab_grad_unchecked: the trained tensors no folding op checked, as merged ranges of the fp32
+ * gradient; the buffer region (no gradient) never, the fp32 region (batch norm's) unless marked */
+static void test_unchecked(ab_backend *be) {
+    ab_param_spec specs[7];
+    ab_linear_specs(&specs[0], &specs[1], "fc1.weight", "fc1.bias", 6, 5);
+    ab_linear_specs(&specs[2], &specs[3], "fc2.weight", "fc2.bias", 5, 3);
+    specs[4] = (ab_param_spec){.name = "bn.weight", .ndim = 1, .shape = {5}, .init = AB_INIT_ONE, .region = AB_REGION_FP32};
+    specs[5] = (ab_param_spec){.name = "bn.running_mean", .ndim = 1, .shape = {5}, .region = AB_REGION_BUFFER};
+    specs[6] = (ab_param_spec){.name = "bn.bias", .ndim = 1, .shape = {5}, .region = AB_REGION_FP32};
+    ab_rng r;
+    ab_rng_seed(&r, 5);
+    ab_params p;
+    AB_CHECK(ab_params_init(&p, be, AB_PREC_AMP, specs, 7, &r) == 0, "%s", ab_error());
+    size_t out[7][2];
+    unsigned char checked[7] = {0};
+    size_t k = ab_grad_unchecked(&p, checked, out);
+    AB_CHECK(k == 1 && out[0][0] == 0 && out[0][1] == p.n, "nothing checked: one range [0, %zu), got %zu ranges", p.n, k);
+    AB_CHECK(ab_grad_unchecked(&p, NULL, out) == 1 && out[0][1] == p.n, "checked NULL: everything");
+    checked[0] = checked[2] = 1; /* the weights, as gemm_fold marks them */
+    k = ab_grad_unchecked(&p, checked, out);
+    AB_CHECK(k == 1 && out[0][0] == specs[1].offset && out[0][1] == p.n && specs[1].offset == 6 * 5 + 5 * 3,
+             "weights checked: the biases and the fp32 region, one range [%zu, %zu): %zu ranges, first [%zu, %zu)",
+             specs[1].offset, p.n, k, k ? out[0][0] : 0, k ? out[0][1] : 0);
+    checked[1] = checked[3] = 1; /* the whole compute region */
+    k = ab_grad_unchecked(&p, checked, out);
+    AB_CHECK(k == 1 && out[0][0] == p.n_compute && out[0][1] == p.n, "compute region checked: [%zu, %zu) left, got %zu",
+             p.n_compute, p.n, k);
+    checked[4] = 1; /* bn.weight too: bn.bias alone */
+    k = ab_grad_unchecked(&p, checked, out);
+    AB_CHECK(k == 1 && out[0][0] == specs[6].offset && out[0][1] == specs[6].offset + 5, "bn.bias alone left");
+    checked[4] = 0, checked[1] = 0, checked[6] = 1; /* fc1.bias and bn.weight: two ranges, apart */
+    k = ab_grad_unchecked(&p, checked, out);
+    AB_CHECK(k == 2 && out[0][0] == specs[1].offset && out[0][1] == specs[1].offset + 5 &&
+                 out[1][0] == specs[4].offset && out[1][1] == specs[4].offset + 5,
+             "fc1.bias and bn.weight: two ranges, got %zu", k);
+    memset(checked, 1, sizeof checked);
+    AB_CHECK(ab_grad_unchecked(&p, checked, out) == 0, "everything checked: no range");
+    ab_params_free(&p);
+}
+
 /* --wd-exclude bias-norm: with zero gradients one AdamW step only decays, so the weights shrink by
  * 1 - lr wd and the biases (no_decay) stay bit for bit; SGD likewise */
 static void test_exclusion(ab_backend *be) {
@@ -277,6 +317,7 @@ int main(void) {
     test_optimizer(be, AB_OPT_SGD, 0.05f, 0.9f, 1e-2f);
     test_optimizer(be, AB_OPT_ADAMW, 1e-3f, 0.0f, 0.01f);
     test_params(be);
+    test_unchecked(be);
     test_exclusion(be);
     test_grad_scale(be, AB_OPT_SGD, 0.9f);
     test_grad_scale(be, AB_OPT_SGD, 0.0f); /* the loop without momentum */

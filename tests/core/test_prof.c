@@ -97,9 +97,11 @@ int main(void) {
         float *G = ab_alloc(be, AB_MEM_GRADIENTS, M * N * 4), *G2 = malloc(M * N * 4), *ws = malloc(M * N * 2);
         AB_CHECK(G && G2 && ws, "allocation: %s", ab_error());
         for (int i = 0; i < M * N; i++) G[i] = G2[i] = (float)(i % 7) - 3.0f;
-        AB_CHECK(be->ops->gemm_fold(be, 0, 0, M, N, K, AB_F32, A, K, AB_F32, B, N, AB_F16, ws, G, 1) == 0 &&
-                     ref->ops->gemm_fold(ref, 0, 0, M, N, K, AB_F32, A, K, AB_F32, B, N, AB_F16, ws, G2, 1) == 0,
+        int32_t fi = 0, fi2 = 0;
+        AB_CHECK(be->ops->gemm_fold(be, 0, 0, M, N, K, AB_F32, A, K, AB_F32, B, N, AB_F16, ws, G, 1, &fi) == 0 &&
+                     ref->ops->gemm_fold(ref, 0, 0, M, N, K, AB_F32, A, K, AB_F32, B, N, AB_F16, ws, G2, 1, &fi2) == 0,
                  "gemm_fold: %s", ab_error());
+        AB_CHECK(fi == fi2 && fi == 0, "the wrapped gemm_fold's found_inf %d, the CPU backend's %d (all finite)", fi, fi2);
         AB_CHECK(memcmp(G, G2, M * N * 4) == 0, "the wrapped gemm_fold's result differs from the CPU backend's");
         const ab_op_cost *f = ab_prof_ops(be, &n);
         const double gemm_bytes = (double)(M * K + K * N) * 4 + (double)M * N * 2, fold_bytes = (double)M * N * (2 + 8);
@@ -109,6 +111,13 @@ int main(void) {
                          fabs(f[0].bytes - (gemm_bytes + fold_bytes)) < 1.0 && f[0].kernels == 2,
                      "gemm_fold record: %s, %g FLOP, %g s, %g bytes (expected %g), %d kernels", f[0].op, f[0].flops,
                      f[0].time_s, f[0].bytes, gemm_bytes + fold_bytes, f[0].kernels);
+        /* an infinity in G stays one: found_inf comes through the wrapper */
+        G[5] = G2[5] = INFINITY;
+        AB_CHECK(be->ops->gemm_fold(be, 0, 0, M, N, K, AB_F32, A, K, AB_F32, B, N, AB_F16, ws, G, 1, &fi) == 0 &&
+                     ref->ops->gemm_fold(ref, 0, 0, M, N, K, AB_F32, A, K, AB_F32, B, N, AB_F16, ws, G2, 1, &fi2) == 0 &&
+                     fi == 1 && fi2 == 1,
+                 "gemm_fold over an infinity: found_inf %d through the wrapper, %d on the CPU backend", fi, fi2);
+        ab_prof_clear(be);
         ab_release(be, AB_MEM_GRADIENTS, G, M * N * 4);
         free(G2);
         free(ws);

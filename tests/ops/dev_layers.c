@@ -68,9 +68,12 @@ static void conv_one(const conv_case *cc, ab_dtype t) {
     /* the filter gradient folded into fp32 (the second micro-batch's adds to the first's) */
     pair ws = pair_img(s.K, s.R, s.S, s.C, t, -1.0f, 1.0f), dw32 = pair_img(s.K, s.R, s.S, s.C, AB_F32, -1.0f, 1.0f);
     for (int acc = 0; acc < 2; acc++) {
+        pair flag = flag_new();
         op_case_label(what, sizeof what, AB_OP_conv2d_backward_filter_fold, "%s %s accumulate %d", tn, cc->name, acc);
-        op_ok(what, cpu->ops->conv2d_backward_filter_fold(cpu, &s, t, x.h, dy.h, ws.h, (float *)dw32.h, acc),
-              gpu->ops->conv2d_backward_filter_fold(gpu, &s, t, x.d, dy.d, ws.d, (float *)dw32.d, acc));
+        op_ok(what, cpu->ops->conv2d_backward_filter_fold(cpu, &s, t, x.h, dy.h, ws.h, (float *)dw32.h, acc, flag.h),
+              gpu->ops->conv2d_backward_filter_fold(gpu, &s, t, x.d, dy.d, ws.d, (float *)dw32.d, acc, flag.d));
+        compare_flag(what, &flag, 0);
+        pair_free(&flag);
         /* fp32 values rounded through t: t's tolerances */
         if (t == AB_F16)
             compare(what, &dw32, AB_TOL_FP16_NMSE, AB_TOL_GPU_LAYER_FP16_MAXREL);

@@ -248,15 +248,17 @@ static void test_elementwise(void) {
          * arithmetic comes out as the GPU's canonical NaN where x86 keeps the operand's payload
          * (seen on the H200): there NaN matches NaN (compare_exact) */
         for (int acc = 0; acc < 2; acc++) { /* accumulate into fp32: one add, bit-exact */
-            pair x = pair_new(n, TYPES[s], -4.0f, 4.0f), y = pair_new(n, AB_F32, -1.0f, 1.0f);
+            pair x = pair_new(n, TYPES[s], -4.0f, 4.0f), y = pair_new(n, AB_F32, -1.0f, 1.0f), flag = flag_new();
             plant_specials(&x);
-            op_case_label(what, sizeof what, AB_OP_accumulate, "%s -> fp32 n %zu, specials, %s", ab_dtype_name(TYPES[s]), n,
-                      acc ? "accumulate 1 (dst += src)" : "accumulate 0 (dst = src)");
-            op_ok(what, cpu->ops->accumulate(cpu, n, x.t, x.h, y.h, acc),
-                  gpu->ops->accumulate(gpu, n, x.t, x.d, y.d, acc));
+            op_case_label(what, sizeof what, AB_OP_accumulate, "%s -> fp32 n %zu, specials, %s, found_inf",
+                          ab_dtype_name(TYPES[s]), n, acc ? "accumulate 1 (dst += src)" : "accumulate 0 (dst = src)");
+            op_ok(what, cpu->ops->accumulate(cpu, n, x.t, x.h, y.h, acc, flag.h),
+                  gpu->ops->accumulate(gpu, n, x.t, x.d, y.d, acc, flag.d));
             compare_exact(what, &y);
+            compare_flag(what, &flag, any_nonfinite(y.h, n));
             pair_free(&x);
             pair_free(&y);
+            pair_free(&flag);
         }
         { /* relu forward and backward (dx aliasing dy, as the MLP does): bit-exact. dy gets the
            * specials too, rotated against y's: dy's NaN, inf and 65520 meet a positive y (passed
@@ -900,21 +902,48 @@ static void test_gemm_fold(void) {
                 pair A = pair_rows((size_t)(ta ? K : M), (size_t)(ta ? M : K), dt, -1.0f, 1.0f),
                      B = pair_rows((size_t)(tb ? N : K), (size_t)(tb ? K : N), dt, -1.0f, 1.0f),
                      ws = pair_rows((size_t)M, (size_t)N, dt, -1.0f, 1.0f),
-                     G = pair_rows((size_t)M, (size_t)N, AB_F32, -1.0f, 1.0f);
+                     G = pair_rows((size_t)M, (size_t)N, AB_F32, -1.0f, 1.0f), flag = flag_new();
                 char what[240];
                 op_case_label(what, sizeof what, AB_OP_gemm_fold, "%s %dx%dx%d ta %d tb %d %s (%s)", ab_dtype_name(dt),
                               M, N, K, ta, tb, acc ? "G + round(AB)" : "G = round(AB)", cases[i].note);
                 op_ok(what,
                       cpu->ops->gemm_fold(cpu, ta, tb, M, N, K, dt, A.h, ta ? M : K, dt, B.h, tb ? K : N, dt, ws.h,
-                                          (float *)G.h, acc),
+                                          (float *)G.h, acc, flag.h),
                       gpu->ops->gemm_fold(gpu, ta, tb, M, N, K, dt, A.d, ta ? M : K, dt, B.d, tb ? K : N, dt, ws.d,
-                                          (float *)G.d, acc));
+                                          (float *)G.d, acc, flag.d));
                 compare_nmse(what, &G, gemm_tol(dt, dt));
+                compare_flag(what, &flag, 0);
+                pair_free(&flag);
                 pair_free(&A);
                 pair_free(&B);
                 pair_free(&ws);
                 pair_free(&G);
             }
+}
+
+/* gemm_fold's found_inf where the rounded product overflows fp16 (sums of 64 products of values
+ * up to 300): set on both backends; G itself is not compared (which sums cross 65504 may differ
+ * with the summation order) */
+static void test_gemm_fold_overflow(void) {
+    for (int acc = 0; acc < 2; acc++) {
+        pair A = pair_rows(64, 64, AB_F16, -300.0f, 300.0f), B = pair_rows(64, 64, AB_F16, -300.0f, 300.0f),
+             ws = pair_rows(64, 64, AB_F16, -1.0f, 1.0f), G = pair_rows(64, 64, AB_F32, -1.0f, 1.0f), flag = flag_new();
+        char what[160];
+        op_case_label(what, sizeof what, AB_OP_gemm_fold, "fp16 64x64x64 %s, the product overflowing fp16: found_inf",
+                      acc ? "G + round(AB)" : "G = round(AB)");
+        op_ok(what,
+              cpu->ops->gemm_fold(cpu, 1, 0, 64, 64, 64, AB_F16, A.h, 64, AB_F16, B.h, 64, AB_F16, ws.h, (float *)G.h,
+                                  acc, flag.h),
+              gpu->ops->gemm_fold(gpu, 1, 0, 64, 64, 64, AB_F16, A.d, 64, AB_F16, B.d, 64, AB_F16, ws.d, (float *)G.d,
+                                  acc, flag.d));
+        AB_CHECK(any_nonfinite(G.h, 64 * 64), "%s: the CPU's G holds no infinity (the case does not overflow)", what);
+        compare_flag(what, &flag, 1);
+        pair_free(&A);
+        pair_free(&B);
+        pair_free(&ws);
+        pair_free(&G);
+        pair_free(&flag);
+    }
 }
 
 void dev_ops_run(void) {
@@ -934,4 +963,5 @@ void dev_ops_run(void) {
     test_unscale_edges();
     test_optimizers_nonfinite();
     test_gemm_fold();
+    test_gemm_fold_overflow();
 }

@@ -194,4 +194,28 @@ static inline void compare_exact(const char *what, const pair *p) { compare_bitw
  * compare_exact: the GPU gives its canonical NaN there (seen on the H200), x86 the operand's. */
 static inline void compare_bits(const char *what, const pair *p) { compare_bitwise(what, p, 0); }
 
+/* ---- found_inf flags ---------------------------------------------------------------------------- */
+
+/* a found_inf flag held twice, 0 on both; the shared rng left as it was, so that the cases after
+ * one that takes a flag draw the inputs they drew before */
+static inline pair flag_new(void) {
+    const ab_rng kept = rng;
+    pair p = pair_new(1, AB_F32, 0.0f, 0.0f);
+    rng = kept;
+    return p;
+}
+/* 1 when one of n fp32 values is infinite or NaN */
+static inline int any_nonfinite(const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return 1;
+    return 0;
+}
+/* both backends set the flag alike, and as want says */
+static inline void compare_flag(const char *what, const pair *flag, int want) {
+    int32_t fg = -1;
+    if (gpu->ops->download(gpu, &fg, flag->d, 4) != 0) failures++;
+    AB_CHECK(fg == *(int32_t *)flag->h && fg == want, "%s: found_inf device %d, cpu %d, expected %d", what, fg,
+             *(int32_t *)flag->h, want);
+}
+
 #endif

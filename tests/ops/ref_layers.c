@@ -208,10 +208,15 @@ static void conv_fold_case(ab_backend *be, ab_conv_shape s, ab_dtype t, int acc,
     op_case_label(what, sizeof what, AB_OP_conv2d_backward_filter_fold,
                   "%s N%d %dx%dx%d K%d %s, %s: backward_filter into %s then accumulate, bit for bit", ab_dtype_name(t),
                   s.N, s.H, s.W, s.C, s.K, label, acc ? "dw + round(grad)" : "dw = round(grad)", ab_dtype_name(t));
+    int32_t fi_want = 0, fi = 0;
     AB_CHECK(be->ops->conv2d_backward_filter(be, &s, t, xt, Rt, 0.0f, ws2) == 0 &&
-                 be->ops->accumulate(be, nw, t, ws2, want, acc) == 0,
+                 be->ops->accumulate(be, nw, t, ws2, want, acc, &fi_want) == 0,
              "%s: the reference: %s", what, ab_error());
-    AB_CHECK(be->ops->conv2d_backward_filter_fold(be, &s, t, xt, Rt, ws, dw, acc) == 0, "%s: %s", what, ab_error());
+    AB_CHECK(be->ops->conv2d_backward_filter_fold(be, &s, t, xt, Rt, ws, dw, acc, &fi) == 0, "%s: %s", what, ab_error());
+    int nonfinite = 0; /* found_inf: set exactly where a stored value is infinite or NaN */
+    for (size_t i = 0; i < nw; i++) nonfinite |= !isfinite(want[i]);
+    AB_CHECK(fi == nonfinite && fi_want == nonfinite, "%s: found_inf %d (accumulate's %d), %s stored", what, fi, fi_want,
+             nonfinite ? "a non-finite value" : "all finite");
     size_t bad = 0, first = 0;
     for (size_t i = 0; i < nw; i++)
         if (memcmp(&dw[i], &want[i], sizeof(float)) != 0 && bad++ == 0) first = i;

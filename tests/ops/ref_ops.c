@@ -354,14 +354,21 @@ static void gemm_fold_case(ab_backend *be, int ta, int tb, int M, int N, int K, 
         if (acc) G[2] = NAN, G[(size_t)N + 3] = -INFINITY;
     }
     memcpy(want, G, n * sizeof *G);
+    int32_t fi_want = 0, fi = 0;
     AB_CHECK(be->ops->gemm(be, ta, tb, M, N, K, 1.0f, t, A, lda, t, B, ldb, NULL, AB_EPI_NONE, 0.0f, t, ws2, N) == 0 &&
-                 be->ops->accumulate(be, n, t, ws2, want, acc) == 0,
+                 be->ops->accumulate(be, n, t, ws2, want, acc, &fi_want) == 0,
              "gemm_fold's reference: %s", ab_error());
+    int nonfinite = 0; /* found_inf: set exactly where a stored value is infinite or NaN */
+    for (size_t i = 0; i < n; i++) nonfinite |= !isfinite(want[i]);
+    AB_CHECK(fi_want == nonfinite, "accumulate's found_inf %d, %s stored", fi_want,
+             nonfinite ? "a non-finite value" : "all finite");
     op_case(AB_OP_gemm_fold, "%s %dx%dx%d %s %s %s%s%s: gemm into %s then accumulate, bit for bit", ab_dtype_name(t), M,
             N, K, ta ? "A^T" : "A", tb ? "B^T" : "B", acc ? "G + round(AB)" : "G = round(AB)",
             plant ? ", NaN/inf planted, ld+pad" : "", scale > 1.0f ? ", to overflow" : "", ab_dtype_name(t));
-    AB_CHECK(be->ops->gemm_fold(be, ta, tb, M, N, K, t, A, lda, t, B, ldb, t, ws, G, acc) == 0, "gemm_fold: %s",
+    AB_CHECK(be->ops->gemm_fold(be, ta, tb, M, N, K, t, A, lda, t, B, ldb, t, ws, G, acc, &fi) == 0, "gemm_fold: %s",
              ab_error());
+    AB_CHECK(fi == nonfinite, "gemm_fold %s %dx%dx%d: found_inf %d, %s stored", ab_dtype_name(t), M, N, K, fi,
+             nonfinite ? "a non-finite value" : "all finite");
     tally tl = {0};
     for (size_t i = 0; i < n; i++)
         if (memcmp(&G[i], &want[i], sizeof(float)) != 0)
@@ -504,7 +511,25 @@ static void accumulate_case(ab_backend *be, ab_dtype st, int acc) {
     memcpy(d0, dst, n * sizeof *d0);
     op_case(AB_OP_accumulate, "%s -> fp32 n=%zu %s: +-0, NaN, +-inf, overflow, a tie, subnormals", ab_dtype_name(st), n,
             acc ? "dst + src" : "dst = src");
-    AB_CHECK(be->ops->accumulate(be, n, st, src, dst, acc) == 0, "accumulate: %s", ab_error());
+    int32_t fi = 0;
+    AB_CHECK(be->ops->accumulate(be, n, st, src, dst, acc, &fi) == 0, "accumulate: %s", ab_error());
+    int nonfinite = 0;
+    for (size_t i = 0; i < n; i++) nonfinite |= !isfinite(dst[i]);
+    AB_CHECK(fi == nonfinite && nonfinite, "accumulate %s: found_inf %d (NaN and inf stored: 1)", ab_dtype_name(st), fi);
+    /* the flag is never cleared, and a clean fold leaves a clean flag clean, over both parts */
+    {
+        const size_t m = (size_t)1 << 18;
+        float *d = xmalloc(m * sizeof *d);
+        void *s1 = xmalloc(m * ab_dtype_size(st));
+        for (size_t i = 0; i < m; i++) ab_store(s1, i, st, (float)(i % 7) - 3.0f), d[i] = 1.0f;
+        int32_t f1 = 1, f0 = 0;
+        AB_CHECK(be->ops->accumulate(be, m, st, s1, d, acc, &f1) == 0 && f1 == 1, "accumulate: found_inf 1 cleared");
+        AB_CHECK(be->ops->accumulate(be, m, st, s1, d, acc, &f0) == 0 && f0 == 0, "accumulate: clean, found_inf %d", f0);
+        ab_store(s1, m - 5, st, -INFINITY);
+        AB_CHECK(be->ops->accumulate(be, m, st, s1, d, acc, &f0) == 0 && f0 == 1,
+                 "accumulate: -inf in the last part, found_inf %d", f0);
+        free(d), free(s1);
+    }
     tally t = {0};
     for (size_t i = 0; i < n; i++) {
         const double s = ref_decode(src, i, st), want = acc ? ref_round((double)d0[i] + s, AB_F32) : s;
