@@ -60,7 +60,6 @@ typedef struct {
     size_t x_bytes, labels_bytes;
     ab_sample_info s;
     unsigned char *checked; /* as the trainer's: the tensors the folding ops checked */
-    size_t (*unchecked)[2];
 } ms_run;
 
 static void run_free(ms_run *r) {
@@ -69,9 +68,7 @@ static void run_free(ms_run *r) {
     ab_release(r->be, AB_MEM_ACTIVATIONS, r->labels, r->labels_bytes);
     ab_release(r->be, AB_MEM_WORKSPACE, r->stats, 64);
     free(r->checked);
-    free(r->unchecked);
     r->checked = NULL;
-    r->unchecked = NULL;
     ab_model_destroy(r->model);
     ab_optimizer_free(&r->opt);
     ab_params_free(&r->params);
@@ -140,8 +137,7 @@ static int run_step(const ms_args *a, const ab_sample_info *s, const ab_recipe *
     r->stats = ab_alloc(r->be, AB_MEM_WORKSPACE, 64);
     if (!r->x || !r->labels || !r->stats) return -1;
     r->checked = calloc((size_t)r->params.n_specs + 1, 1);
-    r->unchecked = malloc(((size_t)r->params.n_specs + 1) * sizeof *r->unchecked);
-    if (!r->checked || !r->unchecked) return ab_errorf("out of host memory");
+    if (!r->checked) return ab_errorf("out of host memory");
     ab_cost_clear(r->be); /* set-up is not the step */
     ab_backend *b = r->be;
     int32_t *idx = calloc((size_t)B, sizeof *idx);
@@ -157,12 +153,7 @@ static int run_step(const ms_args *a, const ab_sample_info *s, const ab_recipe *
      * (the optimizer's pass unscales) of what the folding ops did not check */
     if (prec == AB_PREC_AMP && clip > 0.0f)
         AB_TRY(b->ops->unscale_check(b, r->params.n, r->params.grad, 0x1p-16f, r->stats));
-    if (prec == AB_PREC_AMP && !(clip > 0.0f)) {
-        const size_t k = ab_grad_unchecked(&r->params, r->checked, r->unchecked);
-        for (size_t i = 0; i < k; i++)
-            AB_TRY(b->ops->unscale_check(b, r->unchecked[i][1] - r->unchecked[i][0],
-                                         r->params.grad + r->unchecked[i][0], 1.0f, r->stats));
-    }
+    if (prec == AB_PREC_AMP && !(clip > 0.0f)) AB_TRY(ab_grad_check_unchecked(&r->params, r->checked, r->stats));
     if (clip > 0.0f) AB_TRY(b->ops->sum_squares(b, r->params.n, r->params.grad, r->stats));
     char scalars[64];
     AB_TRY(b->ops->download(b, scalars, r->stats, sizeof scalars));

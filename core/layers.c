@@ -34,8 +34,7 @@ int ab_linear_backward(const ab_params *p, const ab_grad_sink *g, const ab_linea
     if (ab_param_via_scratch(p, l->w)) {
         AB_TRY(ops->gemm_fold(p->be, 1, 0, l->out, l->in, B, t, dy, l->out, t, x, l->in, t, p->compute_grad,
                               p->grad + l->w->offset, g->mode == AB_GRAD_ACCUMULATE, g->found_inf));
-        ab_grad_checked(p, g, l->w);
-        AB_TRY(ab_grad_ready(g, l->w));
+        AB_TRY(ab_grad_folded(p, g, l->w));
     } else {
         AB_TRY(ops->gemm(p->be, 1, 0, l->out, l->in, B, 1.0f, t, dy, l->out, t, x, l->in, NULL, AB_EPI_NONE,
                          ab_param_grad_beta(p, g, l->w), t, ab_param_grad_at(p, l->w), l->in));
@@ -114,8 +113,7 @@ int ab_conv_backward(const ab_params *p, const ab_grad_sink *g, const ab_conv *c
         AB_TRY(p->be->ops->conv2d_backward_filter_fold(p->be, &s, p->compute_type, x, dy, p->compute_grad,
                                                        p->grad + c->w->offset, g->mode == AB_GRAD_ACCUMULATE,
                                                        g->found_inf));
-        ab_grad_checked(p, g, c->w);
-        AB_TRY(ab_grad_ready(g, c->w));
+        AB_TRY(ab_grad_folded(p, g, c->w));
     } else {
         AB_TRY(p->be->ops->conv2d_backward_filter(p->be, &s, p->compute_type, x, dy, ab_param_grad_beta(p, g, c->w),
                                                   ab_param_grad_at(p, c->w)));

@@ -194,10 +194,14 @@ int ab_params_refresh(ab_params *p) {
 }
 
 int ab_param_grad_done(const ab_params *p, const ab_grad_sink *g, const ab_param_spec *s) {
-    if (ab_param_via_scratch(p, s))
-        AB_TRY(p->be->ops->accumulate(p->be, s->numel, p->compute_type, p->compute_grad, p->grad + s->offset,
-                                      g->mode == AB_GRAD_ACCUMULATE, g->found_inf));
-    if (ab_param_via_scratch(p, s)) ab_grad_checked(p, g, s);
+    if (!ab_param_via_scratch(p, s)) return ab_grad_ready(g, s);
+    AB_TRY(p->be->ops->accumulate(p->be, s->numel, p->compute_type, p->compute_grad, p->grad + s->offset,
+                                  g->mode == AB_GRAD_ACCUMULATE, g->found_inf));
+    return ab_grad_folded(p, g, s);
+}
+
+int ab_grad_folded(const ab_params *p, const ab_grad_sink *g, const ab_param_spec *s) {
+    if (g->checked && g->found_inf) g->checked[s - p->specs] = 1;
     return ab_grad_ready(g, s);
 }
 
@@ -227,6 +231,17 @@ size_t ab_grad_unchecked(const ab_params *p, const unsigned char *checked, size_
         }
     }
     return m;
+}
+
+int ab_grad_check_unchecked(const ab_params *p, const unsigned char *checked, int32_t *found_inf) {
+    size_t(*r)[2] = malloc(((size_t)p->n_specs + 1) * sizeof *r);
+    if (!r) return ab_errorf("out of host memory for the gradient check's ranges");
+    const size_t k = ab_grad_unchecked(p, checked, r);
+    int rc = 0;
+    for (size_t i = 0; i < k && rc == 0; i++)
+        rc = p->be->ops->unscale_check(p->be, r[i][1] - r[i][0], p->grad + r[i][0], 1.0f, found_inf);
+    free(r);
+    return rc;
 }
 
 int ab_params_find(const ab_params *p, const char *name) {

@@ -107,7 +107,7 @@ typedef struct ab_grad_sink {
      * (the backend's memory) is handed to the ops that fold a gradient into the fp32 buffer
      * (gemm_fold, conv2d_backward_filter_fold, accumulate), which set it to 1 where they store an
      * infinite or NaN value; checked (host, one byte a spec, or NULL) is set for each tensor whose
-     * gradient of this pass such an op stored (ab_grad_checked), so that the trainer's own pass
+     * gradient of this pass such an op stored (ab_grad_folded), so that the trainer's own pass
      * over the gradients can leave it out. */
     int32_t *found_inf;
     unsigned char *checked;
@@ -169,15 +169,18 @@ static inline int ab_grad_observe(const ab_grad_sink *g, const ab_param_spec *w,
  * (overwrites it on a step's first micro-batch) where it went through the scratch, then tells
  * g's ready hook that s's gradient of this pass is in place */
 int ab_param_grad_done(const ab_params *p, const ab_grad_sink *g, const ab_param_spec *s);
-/* s's gradient of this pass was stored by an op that checked it into g->found_inf */
-static inline void ab_grad_checked(const ab_params *p, const ab_grad_sink *g, const ab_param_spec *s) {
-    if (g->checked && g->found_inf) g->checked[s - p->specs] = 1;
-}
+/* after a folding op (gemm_fold, conv2d_backward_filter_fold, accumulate) stored s's gradient of
+ * this pass into the fp32 gradient, checking it into g->found_inf: s marked checked, then g's
+ * ready hook told */
+int ab_grad_folded(const ab_params *p, const ab_grad_sink *g, const ab_param_spec *s);
 /* The stretches of the fp32 gradient whose values of this step no folding op checked (checked:
- * one byte a spec, as ab_grad_checked set them): the trained tensors left unmarked, sorted and
- * merged into as few [out[i][0], out[i][1]) ranges as the layout allows. out holds n_specs pairs;
- * returns how many it filled. */
+ * one byte a spec, as ab_grad_folded set them; NULL: none): the trained tensors left unmarked,
+ * sorted and merged into as few [out[i][0], out[i][1]) ranges as the layout allows. out holds
+ * n_specs pairs; returns how many it filled. */
 size_t ab_grad_unchecked(const ab_params *p, const unsigned char *checked, size_t (*out)[2]);
+/* the loss scaler's check at factor 1 (unscale_check, into found_inf) of the gradients no folding op
+ * checked (ab_grad_unchecked) */
+int ab_grad_check_unchecked(const ab_params *p, const unsigned char *checked, int32_t *found_inf);
 /* the ready hook alone, for a gradient written straight into the fp32 buffer */
 static inline int ab_grad_ready(const ab_grad_sink *g, const ab_param_spec *s) {
     return g->ready ? g->ready(g->ready_ctx, s) : 0;

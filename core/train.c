@@ -411,8 +411,7 @@ static int alloc_step(trainer *t) {
     t->eval_order = malloc((size_t)t->test->n * sizeof(int32_t));
     t->shard = malloc((size_t)c->batch_size * (size_t)c->accum_steps * sizeof(int32_t));
     t->checked = calloc((size_t)t->params.n_specs + 1, 1);
-    t->unchecked = malloc(((size_t)t->params.n_specs + 1) * sizeof *t->unchecked);
-    if (!t->checked || !t->unchecked) return ab_errorf("out of host memory for the gradient checks");
+    if (!t->checked) return ab_errorf("out of host memory for the gradient checks");
     t->pred = malloc((size_t)t->test->n * R * sizeof(int32_t));
     t->hit = malloc((size_t)t->test->n * R);
     t->logits_h = malloc((size_t)c->batch_size * R * (size_t)t->model->n_classes * sizeof(float));
@@ -498,9 +497,7 @@ static void teardown(trainer *t) {
     free(t->eval_order);
     free(t->shard);
     free(t->checked);
-    free(t->unchecked);
     t->checked = NULL;
-    t->unchecked = NULL;
     free(t->pred);
     free(t->hit);
     free(t->labels_h);
@@ -774,19 +771,6 @@ static int inject_fault(trainer *t, long step) {
     return t->be->ops->upload(t->be, t->params.grad + at, &inf, sizeof inf);
 }
 
-/* The loss scaler's check of a lone process's gradients at factor 1 (the optimizer unscales): the
- * ops that folded the compute region's gradients checked them as they stored them (micro_batches'
- * sink), so only the others are read here: the fp32 region (batch and layer norm, the embedding
- * tables), and any tensor no such op wrote, in as few ranges as the layout allows. */
-static int check_unchecked(trainer *t) {
-    const ab_params *p = &t->params;
-    const size_t k = ab_grad_unchecked(p, t->checked, t->unchecked);
-    for (size_t i = 0; i < k; i++)
-        AB_TRY(t->be->ops->unscale_check(t->be, t->unchecked[i][1] - t->unchecked[i][0], p->grad + t->unchecked[i][0],
-                                         1.0f, &t->stats->found_inf));
-    return 0;
-}
-
 /* the squares of the gradients [lo, lo + own) this rank adds to the norm, into stats->grad_sq:
  * all of them, but on a tensor group's ranks after the first only the split tensors' blocks (the
  * replicated tensors' gradients are the same on every rank of the group: counted once) */
@@ -825,10 +809,12 @@ static int synchronise(trainer *t, long step, int n, int reported, float scale, 
      * finite exactly when g is. */
     const int fold = t->scaler.enabled && !(t->cfg->clip_grad_norm > 0.0f) && scale >= 1.0f;
     /* A lone process applies the gradients its backward stored (no all-reduce's sum, no shard of
-     * another rank's): where that pass checked them already, the rest alone */
+     * another rank's): the ops that folded the compute region's gradients checked them as they
+     * stored them (micro_batches' sink), so only the rest is read (the fp32 region: batch and layer
+     * norm, the embedding tables; any tensor no such op wrote) */
     const int checked_in_pass = fold && cm->size == 1 && t->lay.pp == 1;
     if (t->scaler.enabled && own && checked_in_pass)
-        AB_TRY(check_unchecked(t));
+        AB_TRY(ab_grad_check_unchecked(p, t->checked, &t->stats->found_inf));
     else if (t->scaler.enabled && own)
         AB_TRY(be->ops->unscale_check(be, own, p->grad + lo, fold ? 1.0f : 1.0f / scale, &t->stats->found_inf));
     if (t->cfg->clip_grad_norm > 0.0f && own) AB_TRY(grad_squares(t, lo, own));

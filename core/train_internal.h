@@ -78,9 +78,8 @@ struct ab_trainer {
     ab_pipe pipe;
     int32_t *shard; /* (batch * accum steps) this rank's samples of the step, host */
     /* host, one byte a spec: the tensors whose gradients of this step an op folding them checked
-     * into stats->found_inf (ab_grad_sink), and scratch for the ranges of the others */
+     * into stats->found_inf (ab_grad_sink) */
     unsigned char *checked;
-    size_t (*unchecked)[2];
     void *fp16_bucket;     /* fp16 all-reduce bucket (bucket_elems), under --allreduce-dtype fp16 */
     size_t bucket_elems;
     int stop_any;   /* some rank was asked to stop (all-reduced each step) */

@@ -426,7 +426,3 @@ int ab_cost_record(ab_backend *be, const char *op, ab_op_class cls, double bytes
     return record(be, op, cls, AB_F32, 0.0, bytes, 0.0, kernels);
 }
 
-ab_op_cost *ab_cost_last(ab_backend *be) {
-    cost_state *st = st_of(be);
-    return st->n ? &st->ops[st->n - 1] : NULL;
-}

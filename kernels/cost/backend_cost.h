@@ -17,10 +17,8 @@ void ab_cost_phase(ab_backend *be, const char *phase);
 /* the ops recorded so far, in issue order, and forgetting them */
 const ab_op_cost *ab_cost_ops(const ab_backend *be, size_t *n);
 void ab_cost_clear(ab_backend *be);
-/* records an op by hand (what no op of the table says: a read-back timed elsewhere); the last
- * recorded op, NULL when none */
+/* records an op by hand (what no op of the table says: a read-back timed elsewhere) */
 int ab_cost_record(ab_backend *be, const char *op, ab_op_class cls, double bytes, int kernels);
-ab_op_cost *ab_cost_last(ab_backend *be);
 /* how many ops are recorded, and the one recorded n0-th (NULL when fewer): an op of the table may
  * record more than one (gemm_fold: the product and the fold, as a GPU runs them) */
 size_t ab_cost_count(const ab_backend *be);

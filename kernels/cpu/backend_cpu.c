@@ -92,36 +92,25 @@ static void gemm_epilogue(const gemm_job *j, float *row, size_t lo, size_t hi, i
         const float *in = j->acc + i * (size_t)j->acc_ld + c0;
         void *out = j->ct == AB_F32 ? (void *)((float *)j->C + i * (size_t)j->ldc + c0)
                                     : (void *)((uint16_t *)j->C + i * (size_t)j->ldc + c0);
-        if (j->post_alpha == 1.0f && !bias && j->epi == AB_EPI_NONE) {
-            if (j->ct != AB_F32 && j->round == AB_F32 && j->beta == 0.0f) { /* rounding alone */
-                cpu_narrow((size_t)n, in, j->ct, out);
-                continue;
-            }
-            if (j->ct == AB_F32 && j->round != AB_F32 && (j->beta == 0.0f || j->beta == 1.0f)) {
-                /* gemm_fold's: rounded to the compute type and widened back, stored or added (the
-                 * bits of the loop below, old value first as ab_cpu_accumulate adds, in one pass) */
-                if (cpu_round_trip((size_t)n, j->round, in, (float *)out, j->beta != 0.0f))
-                    __atomic_store_n((int *)&j->nonfinite, 1, __ATOMIC_RELAXED);
-                continue;
-            }
+        if (j->round != AB_F32) { /* gemm_fold's (cpu_gemm_run admits no other epilogue with it):
+                                      * rounded to the compute type and widened back, stored or added
+                                      * (beta 1, old value first as ab_cpu_accumulate adds), checked */
+            if (cpu_round_trip((size_t)n, j->round, in, (float *)out, j->beta != 0.0f))
+                __atomic_store_n((int *)&j->nonfinite, 1, __ATOMIC_RELAXED);
+            continue;
+        }
+        if (j->post_alpha == 1.0f && !bias && j->epi == AB_EPI_NONE && j->ct != AB_F32 && j->beta == 0.0f) {
+            cpu_narrow((size_t)n, in, j->ct, out); /* rounding alone */
+            continue;
         }
         for (int c = 0; c < n; c++) row[c] = j->post_alpha * in[c];
         if (bias)
             for (int c = 0; c < n; c++) row[c] += bias[c];
         if (j->epi == AB_EPI_RELU) /* NaN stays NaN */
             for (int c = 0; c < n; c++) row[c] = row[c] < 0.0f ? 0.0f : row[c];
-        if (j->round != AB_F32) { /* gemm_fold: the gradient rounded once, widened back, then folded */
-            cpu_narrow((size_t)n, row, j->round, (uint16_t *)old);
-            cpu_widen((size_t)n, j->round, old, row);
-        }
         if (j->beta != 0.0f) {
             cpu_widen((size_t)n, j->ct, out, old);
             for (int c = 0; c < n; c++) row[c] += j->beta * old[c];
-        }
-        if (j->round != AB_F32) { /* gemm_fold's check (its C is fp32: row is what is stored) */
-            int bad = 0;
-            for (int c = 0; c < n; c++) bad |= !ab_is_finite(row[c]);
-            if (bad) __atomic_store_n((int *)&j->nonfinite, 1, __ATOMIC_RELAXED);
         }
         cpu_narrow((size_t)n, row, j->ct, out);
     }
@@ -232,6 +221,8 @@ int cpu_gemm_run(ab_backend *be, int ta, int tb, int M, int N, int K, float alph
                  ab_dtype bt, const void *B, int ldb, const void *bias, ab_epilogue epi, float beta, ab_dtype ct,
                  void *C, int ldc, ab_dtype round, int32_t *found_inf) {
     if (M <= 0 || N <= 0 || K <= 0) return ab_errorf("gemm: bad shape M=%d N=%d K=%d", M, N, K);
+    if (round != AB_F32 && (ct != AB_F32 || bias || epi != AB_EPI_NONE || alpha != 1.0f || (beta != 0.0f && beta != 1.0f)))
+        return ab_errorf("gemm: a fold's rounding takes an fp32 C, alpha 1, beta 0 or 1 and no epilogue");
     const cpu_state *st = be->impl;
     const int native = at == AB_BF16 && bt == AB_BF16 && st->bf16_native;
     /* sgemm's own alpha and beta do it all */
@@ -349,7 +340,7 @@ typedef struct {
     const void *src;
     float *dst;
     const float *src32;
-    int accumulate, bad;
+    int accumulate, check, bad; /* check: the widening path tests what it stores (round trip: always) */
 } fold_job;
 
 static inline __attribute__((always_inline)) void fold_range_body(void *ctx, int part, size_t lo, size_t hi) {
@@ -368,7 +359,8 @@ static inline __attribute__((always_inline)) void fold_range_body(void *ctx, int
                 for (size_t k = 0; k < m; k++) d[k] += buf[k];
             else
                 memcpy(d, buf, m * sizeof(float));
-            for (size_t k = 0; k < m; k++) bad |= !ab_is_finite(d[k]);
+            if (j->check)
+                for (size_t k = 0; k < m; k++) bad |= !ab_is_finite(d[k]);
         }
     }
     if (bad) __atomic_store_n(&j->bad, 1, __ATOMIC_RELAXED);
@@ -387,7 +379,7 @@ int ab_cpu_accumulate(ab_backend *be, size_t n, ab_dtype st, const void *src, fl
         cpu_widen_par(be, n, st, src, dst);
         return 0;
     }
-    fold_job j = {.st = st, .src = src, .dst = dst, .accumulate = accumulate};
+    fold_job j = {.st = st, .src = src, .dst = dst, .accumulate = accumulate, .check = found_inf != NULL};
     cpu_parallel_for(be, n, CONVERT_MIN, fold_range, &j);
     if (found_inf && j.bad) *found_inf = 1;
     return 0;

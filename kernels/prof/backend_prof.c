@@ -20,20 +20,13 @@ static prof_state *st_of(ab_backend *be) {
     return (prof_state *)be->impl;
 }
 
-/* the op just recorded by the counting backend takes the measured time (a host backend's op has
- * finished when it returns; a device's is only enqueued: see backend_prof.h) */
-static int timed(prof_state *st, int rc, double dt) {
-    if (rc != 0) return rc;
-    ab_op_cost *op = ab_cost_last(st->cost);
-    if (op) op->time_s = dt;
-    return 0;
-}
-/* the same for an op of the table, which may record more than one (gemm_fold: the product, then
- * the fold a GPU runs after it): this backend times the op as one, so its records become the
- * first (a product's, with the fold's bytes added), which takes the time (on the CPU the fold is
- * done in the product's tiles, or in a pass of the same op). Under amp the folding rows then hold
- * the biases' and the fp32-region tensors' folds alone. One that records none gives its time to no
- * record. */
+/* the records the counting backend made for one op, from the n0-th on, take the measured time (a
+ * host backend's op has finished when it returns; a device's is only enqueued: see
+ * backend_prof.h). An op may record more than one (gemm_fold: the product, then the fold a GPU runs
+ * after it): this backend times the op as one, so its records become the first (a product's, with
+ * the fold's bytes added), which takes the time (on the CPU the fold is done in the product's
+ * tiles, or in a pass of the same op). Under amp the folding rows then hold the biases' and the
+ * fp32-region tensors' folds alone. One that records none gives its time to no record. */
 static int timed_from(prof_state *st, int rc, double dt, size_t n0) {
     if (rc != 0) return rc;
     ab_cost_merge_since(st->cost, n0);
@@ -81,13 +74,17 @@ static int p_download(ab_backend *be, void *dst, const void *src, size_t bytes) 
     prof_state *st = st_of(be);
     const double t0 = ab_now();
     const int rc = st->inner->ops->download(st->inner, dst, src, bytes);
-    return rc != 0 ? rc : timed(st, ab_cost_record(st->cost, "download", AB_OPC_SYNC, (double)bytes, 0), ab_now() - t0);
+    const size_t n0 = ab_cost_count(st->cost);
+    return rc != 0 ? rc
+                   : timed_from(st, ab_cost_record(st->cost, "download", AB_OPC_SYNC, (double)bytes, 0), ab_now() - t0,
+                                n0);
 }
 static int p_zero(ab_backend *be, void *p, size_t bytes) {
     prof_state *st = st_of(be);
     const double t0 = ab_now();
     const int rc = st->inner->ops->zero(st->inner, p, bytes);
-    return rc != 0 ? rc : timed(st, st->cost->ops->zero(st->cost, p, bytes), ab_now() - t0);
+    const size_t n0 = ab_cost_count(st->cost);
+    return rc != 0 ? rc : timed_from(st, st->cost->ops->zero(st->cost, p, bytes), ab_now() - t0, n0);
 }
 static int p_sync(ab_backend *be) {
     prof_state *st = st_of(be);
