@@ -465,16 +465,30 @@ typedef struct {
     float *buf; /* per part: N sums and N widened values */
 } colsum_job;
 
+enum { COLSUM_CHUNK = 2048 }; /* values colsum widens at a time where a part holds whole rows */
+
 static inline __attribute__((always_inline)) void colsum_range_body(void *ctx, int part, size_t lo, size_t hi) {
     const colsum_job *j = ctx;
     const size_t n = hi - lo, es = ab_dtype_size(j->xt);
     float *restrict acc = j->buf + (size_t)part * 2 * j->N, *restrict row = acc + j->N;
     for (size_t c = 0; c < n; c++) acc[c] = 0.0f;
-    for (int i = 0; i < j->M; i++) {
-        const char *x = (const char *)j->X + ((size_t)i * j->N + lo) * es;
-        const float *r = j->xt == AB_F32 ? (const float *)x : row;
-        if (j->xt != AB_F32) cpu_widen(n, j->xt, x, row);
-        for (size_t c = 0; c < n; c++) acc[c] += r[c];
+    if (j->xt != AB_F32 && n == (size_t)j->N && n <= COLSUM_CHUNK / 2) {
+        /* whole rows, contiguous: widened COLSUM_CHUNK values at a time, not a call a short row */
+        float blk[COLSUM_CHUNK];
+        const int per = (int)(COLSUM_CHUNK / n);
+        for (int i0 = 0; i0 < j->M; i0 += per) {
+            const int rows = j->M - i0 < per ? j->M - i0 : per;
+            cpu_widen((size_t)rows * n, j->xt, (const char *)j->X + (size_t)i0 * n * es, blk);
+            for (int r = 0; r < rows; r++)
+                for (size_t c = 0; c < n; c++) acc[c] += blk[(size_t)r * n + c];
+        }
+    } else {
+        for (int i = 0; i < j->M; i++) {
+            const char *x = (const char *)j->X + ((size_t)i * j->N + lo) * es;
+            const float *r = j->xt == AB_F32 ? (const float *)x : row;
+            if (j->xt != AB_F32) cpu_widen(n, j->xt, x, row);
+            for (size_t c = 0; c < n; c++) acc[c] += r[c];
+        }
     }
     if (j->beta != 0.0f) {
         cpu_widen(n, j->ot, (const char *)j->out + lo * ab_dtype_size(j->ot), row);
@@ -494,37 +508,44 @@ int ab_cpu_col_sum(ab_backend *be, int M, int N, ab_dtype xt, const void *X, flo
     return 0;
 }
 
-enum { XENT_ROW_MAX = 256 }; /* classes a row of which softmax_xent converts on the stack */
+/* 16-bit logits are widened, and their gradient narrowed, XENT_CHUNK values at a time on the stack
+ * (a chunk of whole rows): the classifier's 2 to 10 logits a row would otherwise be two conversion
+ * calls a row, or 3 element-wise loads a logit */
+enum { XENT_CHUNK = 2048 };
 
 int ab_cpu_softmax_xent(ab_backend *be, int B, int C, ab_dtype lt, const void *logits, const int32_t *labels,
                         float grad_scale, ab_dtype dt, void *dlogits, float *loss_sum, int32_t *correct) {
     (void)be;
     const size_t lsz = ab_dtype_size(lt), dsz = ab_dtype_size(dt);
     const float gs = grad_scale / (float)B;
+    /* rows a chunk converts in bulk; 0: rows one by one as stored (fp32, or a row over XENT_CHUNK) */
+    const int bulk = (lt != AB_F32 || dt != AB_F32) && C <= XENT_CHUNK ? XENT_CHUNK / C : 0;
+    float r32[XENT_CHUNK], d32[XENT_CHUNK];
     double total = 0.0;
     int32_t hits = 0;
-    for (int i = 0; i < B; i++) {
-        const int y = labels[i];
-        void *drow = dlogits ? (char *)dlogits + (size_t)i * C * dsz : NULL;
-        if (y < 0 || y >= C) { /* as a device does, which cannot stop mid-batch: NaN loss and gradient row */
-            total += (double)NAN;
-            if (drow)
-                for (int j = 0; j < C; j++) ab_store(drow, (size_t)j, dt, NAN);
-            continue;
+    for (int i0 = 0; i0 < B; i0 += bulk ? bulk : 1) {
+        const int i1 = bulk ? (B - i0 < bulk ? B : i0 + bulk) : i0 + 1;
+        const size_t nv = (size_t)(i1 - i0) * C;
+        const void *rows = (const char *)logits + (size_t)i0 * C * lsz;
+        void *drows = dlogits ? (char *)dlogits + (size_t)i0 * C * dsz : NULL;
+        if (bulk) cpu_widen(nv, lt, rows, r32);
+        for (int i = i0; i < i1; i++) {
+            const int y = labels[i];
+            const size_t o = (size_t)(i - i0) * C;
+            void *drow = !drows ? NULL : bulk ? (void *)(d32 + o) : (char *)drows + o * dsz;
+            const ab_dtype rdt = bulk ? AB_F32 : dt;
+            if (y < 0 || y >= C) { /* as a device does, which cannot stop mid-batch: NaN loss and gradient row */
+                total += (double)NAN;
+                if (drow)
+                    for (int j = 0; j < C; j++) ab_store(drow, (size_t)j, rdt, NAN);
+                continue;
+            }
+            int am;
+            total += bulk ? ab_xent_row(C, AB_F32, r32 + o, y, gs, AB_F32, drow, &am)
+                          : ab_xent_row(C, lt, (const char *)rows + o * lsz, y, gs, dt, drow, &am);
+            hits += am == y;
         }
-        int am;
-        const void *row = (const char *)logits + (size_t)i * C * lsz;
-        if ((lt != AB_F32 || dt != AB_F32) && C <= XENT_ROW_MAX) {
-            /* a 16-bit row widened once and its gradient narrowed once, in bulk: the bits of the
-             * element-wise loads and stores (the classifier's 2 to 10 logits are 3 loads each) */
-            float r32[XENT_ROW_MAX], d32[XENT_ROW_MAX];
-            cpu_widen((size_t)C, lt, row, r32);
-            total += ab_xent_row(C, AB_F32, r32, y, gs, AB_F32, drow ? d32 : NULL, &am);
-            if (drow) cpu_narrow((size_t)C, d32, dt, drow);
-        } else {
-            total += ab_xent_row(C, lt, row, y, gs, dt, drow, &am);
-        }
-        hits += am == y;
+        if (bulk && drows) cpu_narrow(nv, d32, dt, drows);
     }
     *loss_sum += (float)total;
     if (correct) *correct += hits;

@@ -910,6 +910,13 @@ static void test_softmax_xent(ab_backend *be) {
     xent_random(be, 5, 7, AB_BF16, 3.0f, 1.0f, AB_BF16, XENT_IN_PLACE);
     xent_random(be, 3, 5, AB_F32, 3.0f, 1.0f, AB_F32, XENT_NO_GRAD);
     xent_random(be, 3, 1, AB_F32, 3.0f, 1.0f, AB_F32, XENT_SEPARATE); /* one class: loss 0, gradient 0 */
+    /* 16-bit rows converted a chunk of rows at a time (2,048 values): several chunks and a short
+     * last one, in place too; rows longer than a chunk, one by one */
+    xent_random(be, 300, 10, AB_F16, 3.0f, 65536.0f, AB_F16, XENT_SEPARATE);
+    xent_random(be, 211, 10, AB_BF16, 3.0f, 1.0f, AB_BF16, XENT_IN_PLACE);
+    xent_random(be, 130, 17, AB_F16, 3.0f, 8.0f, AB_F32, XENT_SEPARATE);
+    xent_random(be, 3, 2049, AB_F16, 3.0f, 1.0f, AB_F16, XENT_SEPARATE);
+    xent_random(be, 3, 2049, AB_F16, 3.0f, 1.0f, AB_F16, XENT_IN_PLACE);
 
     /* fp16 logits near its largest: the row's maximum is subtracted before exp */
     static const float big[4 * 6] = {60000.0f,  59968.0f,  -60000.0f, 0.0f,      1.0f,      2.0f,
@@ -928,6 +935,17 @@ static void test_softmax_xent(ab_backend *be) {
                                     -1.0f, 0.0f, 1.0f, 0.5f,  0.5f, 9.0f, -9.0f, 0.0f, 0.25f, 1.0f};
     static const int32_t bad_lab[4] = {2, 5, -1, 0};
     xent_case(be, "labels 5 and -1 out of range", 4, 5, AB_F32, lv, bad_lab, 1.0f, AB_F32, XENT_SEPARATE, 1);
+    { /* in fp16, in the first and the second chunk of rows (204 rows of 10 a chunk) */
+        enum { BB = 230, CC = 10 };
+        float *v = xmalloc((size_t)BB * CC * sizeof *v);
+        int32_t lab[BB];
+        for (size_t i = 0; i < (size_t)BB * CC; i++) v[i] = (float)ab_rng_normal(&rng) * 3.0f;
+        for (int i = 0; i < BB; i++) lab[i] = (int32_t)ab_rng_below(&rng, CC);
+        lab[5] = CC, lab[220] = -1;
+        xent_case(be, "labels 10 and -1 out of range", BB, CC, AB_F16, v, lab, 1024.0f, AB_F16, XENT_SEPARATE, 1);
+        xent_case(be, "labels 10 and -1 out of range", BB, CC, AB_F16, v, lab, 1024.0f, AB_F16, XENT_IN_PLACE, 1);
+        free(v);
+    }
     xent_case(be, "labels 5 and -1 out of range", 4, 5, AB_F16, lv, bad_lab, 4.0f, AB_F16, XENT_IN_PLACE, 1);
     /* a NaN logit makes its row's loss and gradient NaN (its label on the smallest logit, so no
      * prediction rule counts the row) */
