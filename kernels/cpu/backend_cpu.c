@@ -180,8 +180,8 @@ static void gemm_col_tiles(void *ctx, int part, size_t lo, size_t hi) {
             if (tb) /* B's rows c0.. (n x K) as K x n */
                 cpu_transpose(n, K, cj->bt, (const char *)j->B + (size_t)c0 * ldb * es, ldb, w, n);
             else
-                for (int k = 0; k < K; k++)
-                    cpu_widen((size_t)n, cj->bt, (const char *)j->B + ((size_t)k * ldb + c0) * es, w + (size_t)k * n);
+                cpu_widen_rows((size_t)K, (size_t)n, cj->bt, (const char *)j->B + (size_t)c0 * es, (size_t)ldb, w,
+                               (size_t)n);
             b = w, tb = 0, ldb = n;
         }
         if (j->direct) {

@@ -147,16 +147,33 @@ __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,f16c"))) static void n
     for (; i + 16 <= n; i += 16)
         _mm256_storeu_si256((__m256i *)(dst + i),
                             _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    if (i < n) { /* the last 1 to 15 through masks */
+    if (i < n) { /* the last 1 to 15 through masks; the conversion kept in a register (as a masked
+                  * store's source, AMD's Zen 4 and 5 take it as a slow microcoded instruction) */
         const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
-        _mm256_mask_storeu_epi16(dst + i, m,
-                                 _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, src + i),
-                                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        __m256i h = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __asm__("" : "+v"(h));
+        _mm256_mask_storeu_epi16(dst + i, m, h);
     }
+}
+/* rows of such conversions, each row through the loops above without a call of its own */
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,f16c"))) static void widen_rows_f16_avx512(
+    size_t rows, size_t cols, const uint16_t *src, size_t lds, float *dst, size_t ldd) {
+    for (size_t r = 0; r < rows; r++) widen_f16_avx512(cols, src + r * lds, dst + r * ldd);
+}
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,f16c"))) static void narrow_rows_f16_avx512(
+    size_t rows, size_t cols, const float *src, size_t lds, uint16_t *dst, size_t ldd) {
+    for (size_t r = 0; r < rows; r++) narrow_f16_avx512(cols, src + r * lds, dst + r * ldd);
 }
 #else
 static void narrow_f16_avx512(size_t n, const float *src, uint16_t *dst) { (void)n, (void)src, (void)dst; }
 static void widen_f16_avx512(size_t n, const uint16_t *src, float *dst) { (void)n, (void)src, (void)dst; }
+static void widen_rows_f16_avx512(size_t rows, size_t cols, const uint16_t *src, size_t lds, float *dst, size_t ldd) {
+    (void)rows, (void)cols, (void)src, (void)lds, (void)dst, (void)ldd;
+}
+static void narrow_rows_f16_avx512(size_t rows, size_t cols, const float *src, size_t lds, uint16_t *dst,
+                                   size_t ldd) {
+    (void)rows, (void)cols, (void)src, (void)lds, (void)dst, (void)ldd;
+}
 static void narrow_f16_f16c(size_t n, const float *src, uint16_t *dst) { (void)n, (void)src, (void)dst; }
 static void widen_f16_f16c(size_t n, const uint16_t *src, float *dst) { (void)n, (void)src, (void)dst; }
 #endif
@@ -222,6 +239,28 @@ void cpu_narrow(size_t n, const float *src, ab_dtype t, void *dst) {
         narrow_bf16(n, src, dst);
     } else {
         memcpy(dst, src, n * sizeof(float));
+    }
+}
+
+void cpu_widen_rows(size_t rows, size_t cols, ab_dtype t, const void *src, size_t lds, float *dst, size_t ldd) {
+    const size_t es = ab_dtype_size(t);
+    if (rows == 1 || (lds == cols && ldd == cols)) {
+        cpu_widen(rows * cols, t, src, dst);
+    } else if (t == AB_F16 && ab_cpu_has_avx512()) {
+        widen_rows_f16_avx512(rows, cols, src, lds, dst, ldd);
+    } else {
+        for (size_t r = 0; r < rows; r++) cpu_widen(cols, t, (const char *)src + r * lds * es, dst + r * ldd);
+    }
+}
+
+void cpu_narrow_rows(size_t rows, size_t cols, const float *src, size_t lds, ab_dtype t, void *dst, size_t ldd) {
+    const size_t es = ab_dtype_size(t);
+    if (rows == 1 || (lds == cols && ldd == cols)) {
+        cpu_narrow(rows * cols, src, t, dst);
+    } else if (t == AB_F16 && ab_cpu_has_avx512()) {
+        narrow_rows_f16_avx512(rows, cols, src, lds, dst, ldd);
+    } else {
+        for (size_t r = 0; r < rows; r++) cpu_narrow(cols, src + r * lds, t, (char *)dst + r * ldd * es);
     }
 }
 

@@ -56,6 +56,11 @@ const float *cpu_f16_table(void);
 void cpu_widen(size_t n, ab_dtype t, const void *src, float *dst);
 /* dst = src rounded once to nearest even (fp32 -> fp16/bf16), F16C where the CPU has it */
 void cpu_narrow(size_t n, const float *src, ab_dtype t, void *dst);
+/* the same over rows x cols values, src's rows lds elements apart and dst's ldd (one call for the
+ * rows of an attention head, a column tile: rows of 10 to 64 values, a call each, cost as much as
+ * their conversion) */
+void cpu_widen_rows(size_t rows, size_t cols, ab_dtype t, const void *src, size_t lds, float *dst, size_t ldd);
+void cpu_narrow_rows(size_t rows, size_t cols, const float *src, size_t lds, ab_dtype t, void *dst, size_t ldd);
 /* dst = src rounded once to t (fp16/bf16) and widened back exactly, or with accumulate dst + that
  * (old value first): cpu_narrow then cpu_widen (then the add) in one pass; src may be dst. 1 when
  * a value it stores is infinite or NaN, else 0. */

@@ -40,17 +40,12 @@ typedef struct {
  * to fp32 (widen), or copied as they are; a dense source widened in one call */
 static void dense_rows(int rows, int cols, ab_dtype t, const void *src, int ld, int widen, void *dst) {
     const uint16_t *s = src;
-    if (widen && ld == cols) {
-        cpu_widen((size_t)rows * (size_t)cols, t, s, dst);
+    if (widen) {
+        cpu_widen_rows((size_t)rows, (size_t)cols, t, s, (size_t)ld, dst, (size_t)cols);
         return;
     }
-    for (int r = 0; r < rows; r++) {
-        const uint16_t *row = s + (size_t)r * ld;
-        if (widen)
-            cpu_widen((size_t)cols, t, row, (float *)dst + (size_t)r * cols);
-        else
-            memcpy((uint16_t *)dst + (size_t)r * cols, row, (size_t)cols * sizeof *row);
-    }
+    for (int r = 0; r < rows; r++)
+        memcpy((uint16_t *)dst + (size_t)r * cols, s + (size_t)r * ld, (size_t)cols * sizeof *s);
 }
 
 static void bgemm_range(void *ctx, int part, size_t lo, size_t hi) {
@@ -110,6 +105,10 @@ static void bgemm_range(void *ctx, int part, size_t lo, size_t hi) {
             continue;
         }
         cpu_sgemm_1(j->ta, tb, j->M, j->N, j->K, j->alpha, a, lda, b, ldb, 0.0f, acc, j->N);
+        if (j->beta == 0.0f) { /* the rows rounded in one call (one conversion, C dense) */
+            cpu_narrow_rows((size_t)j->M, (size_t)j->N, acc, (size_t)j->N, j->ct, C, (size_t)j->ldc);
+            continue;
+        }
         for (int r = 0; r < j->M; r++) {
             float *row = acc + (size_t)r * j->N;
             char *out = C + (size_t)r * j->ldc * ab_dtype_size(j->ct);

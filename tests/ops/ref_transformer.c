@@ -871,6 +871,61 @@ static void gemm_batched_padded(ab_backend *be, int ta, int tb, ab_dtype at, ab_
     check(what, c, want, NB * M * N, AB_TOL_FP32_NMSE);
 }
 
+/* 16-bit heads, beta 0, each result the fp32 sum rounded once: q_h k_h^T into (L, L) blocks stored
+ * dense (sc apart, the padding between them kept), and P_h v_h into the strided (L, H) rows of the
+ * context. Rows of 37 and 20 values: the conversions' blocks of 16 and their tails, a head's rows a
+ * call apart or in one. */
+static void gemm_batched_heads16(ab_backend *be, ab_dtype t) {
+    enum { A = 3, L = 37, D = 20, H = A * D, SC = L * L + 7 };
+    const size_t nq = (size_t)L * H, ns = (size_t)A * SC;
+    uint16_t *q = malloc(nq * 2), *k = malloc(nq * 2), *v = malloc(nq * 2), *s = malloc(ns * 2),
+             *p = malloc(ns * 2), *ctx = malloc(nq * 2);
+    for (size_t i = 0; i < nq; i++) {
+        ab_store(q, i, t, (float)ab_rng_normal(&rng));
+        ab_store(k, i, t, (float)ab_rng_normal(&rng));
+        ab_store(v, i, t, (float)ab_rng_normal(&rng));
+        ab_store(ctx, i, t, 7.0f);
+    }
+    for (size_t i = 0; i < ns; i++) {
+        ab_store(p, i, t, (float)ab_rng_uniform_range(&rng, 0.0f, 0.1f));
+        ab_store(s, i, t, 5.0f);
+    }
+    char what[360];
+    op_case_label(what, sizeof what, AB_OP_gemm_batched, "%s %d x (%dx%dx%d) q k^T, beta 0, blocks dense %d apart",
+                  ab_dtype_name(t), A, L, L, D, SC);
+    AB_CHECK(be->ops->gemm_batched(be, 0, 1, L, L, D, 1.0f, t, q, H, D, t, k, H, D, 0.0f, t, s, L, SC, A) == 0, "%s",
+             ab_error());
+    int bad = 0, pad = 0;
+    for (int h = 0; h < A; h++) {
+        for (int i = 0; i < L; i++)
+            for (int j = 0; j < L; j++) {
+                double acc = 0.0;
+                for (int d = 0; d < D; d++)
+                    acc += (double)ab_load(q, (size_t)i * H + h * D + d, t) * ab_load(k, (size_t)j * H + h * D + d, t);
+                const float got = ab_load(s, (size_t)h * SC + (size_t)i * L + j, t);
+                bad += got != ab_round_to((float)acc, t) && fabs(got - acc) > (t == AB_F16 ? 0x1p-10 : 0x1p-7) * fabs(acc) + 1e-3;
+            }
+        for (int o = L * L; o < SC; o++) pad += ab_load(s, (size_t)h * SC + o, t) != 5.0f;
+    }
+    AB_CHECK(bad == 0 && pad == 0, "%s: %d results not the rounded fp32 sum, %d padding values changed", what, bad, pad);
+    op_case_label(what, sizeof what, AB_OP_gemm_batched, "%s %d x (%dx%dx%d) P v, beta 0, into the strided context",
+                  ab_dtype_name(t), A, L, D, L);
+    AB_CHECK(be->ops->gemm_batched(be, 0, 0, L, D, L, 1.0f, t, p, L, SC, t, v, H, D, 0.0f, t, ctx, H, D, A) == 0, "%s",
+             ab_error());
+    bad = 0;
+    for (int h = 0; h < A; h++)
+        for (int i = 0; i < L; i++)
+            for (int d = 0; d < D; d++) {
+                double acc = 0.0;
+                for (int j = 0; j < L; j++)
+                    acc += (double)ab_load(p, (size_t)h * SC + (size_t)i * L + j, t) * ab_load(v, (size_t)j * H + h * D + d, t);
+                const float got = ab_load(ctx, (size_t)i * H + h * D + d, t);
+                bad += got != ab_round_to((float)acc, t) && fabs(got - acc) > (t == AB_F16 ? 0x1p-10 : 0x1p-7) * fabs(acc) + 1e-3;
+            }
+    AB_CHECK(bad == 0, "%s: %d results not the rounded fp32 sum", what, bad);
+    free(q), free(k), free(v), free(s), free(p), free(ctx);
+}
+
 static void test_gemm_batched(ab_backend *be) {
     enum { A = 3, L = 5, D = 4, H = A * D };
     /* q (L, H) with heads as strided views: C_h (L, L) = q_h k_h^T, ctx_h = P_h v_h */
@@ -995,5 +1050,7 @@ void ref_transformer_run(void) {
     test_dropout(be);
     test_embedding(be);
     test_gemm_batched(be);
+    gemm_batched_heads16(be, AB_F16);
+    gemm_batched_heads16(be, AB_BF16);
     be->ops->destroy(be);
 }
