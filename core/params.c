@@ -239,7 +239,7 @@ int ab_grad_check_unchecked(const ab_params *p, const unsigned char *checked, in
     const size_t k = ab_grad_unchecked(p, checked, r);
     int rc = 0;
     for (size_t i = 0; i < k && rc == 0; i++)
-        rc = p->be->ops->unscale_check(p->be, r[i][1] - r[i][0], p->grad + r[i][0], 1.0f, found_inf);
+        rc = p->be->ops->unscale_check(p->be, r[i][1] - r[i][0], p->grad + r[i][0], 1.0f, found_inf, NULL);
     free(r);
     return rc;
 }

@@ -8,8 +8,8 @@
  *      the layers' weights by the fold ops, core/layers.c).
  *   2. synchronise: the all-reduce of the gradients (W ranks, core/comm.h: summed, each rank's
  *      loss gradient already carries 1/n, n the world's samples), the overflow flag (with the
- *      unscaling in place when clipping reads the gradients; else the optimizer unscales), the
- *      gradient norm, one read-back of the step's scalars and one all-reduce of the flag, the
+ *      unscaling in place when clipping reads the gradients, the norm's squares in the same pass;
+ *      else the optimizer unscales), the gradient norm, one read-back of the step's scalars and one all-reduce of the flag, the
  *      loss and the stop request, so that every rank takes the same decision.
  *   3. update: the loss scaler decides, clipping, the schedule's learning rate, the optimizer
  *      on the fp32 master weights, which under amp/bf16 also writes the compute copy the next
@@ -813,11 +813,16 @@ static int synchronise(trainer *t, long step, int n, int reported, float scale, 
      * stored them (micro_batches' sink), so only the rest is read (the fp32 region: batch and layer
      * norm, the embedding tables; any tensor no such op wrote) */
     const int checked_in_pass = fold && cm->size == 1 && t->lay.pp == 1;
+    const int clip = t->cfg->clip_grad_norm > 0.0f && own;
+    /* With clipping, the norm's squares of the unscaled gradients come from the same pass as the
+     * unscaling where they are of the same range (all this rank's: a tensor group's first rank) */
+    const int squares_in_pass = clip && t->scaler.enabled && t->lay.tp_rank == 0;
     if (t->scaler.enabled && own && checked_in_pass)
         AB_TRY(ab_grad_check_unchecked(p, t->checked, &t->stats->found_inf));
     else if (t->scaler.enabled && own)
-        AB_TRY(be->ops->unscale_check(be, own, p->grad + lo, fold ? 1.0f : 1.0f / scale, &t->stats->found_inf));
-    if (t->cfg->clip_grad_norm > 0.0f && own) AB_TRY(grad_squares(t, lo, own));
+        AB_TRY(be->ops->unscale_check(be, own, p->grad + lo, fold ? 1.0f : 1.0f / scale, &t->stats->found_inf,
+                                      squares_in_pass ? &t->stats->grad_sq : NULL));
+    if (clip && !squares_in_pass) AB_TRY(grad_squares(t, lo, own));
     step_stats s;
     AB_TRY(be->ops->download(be, &s, t->stats, sizeof s));
     int found_inf = s.found_inf != 0;

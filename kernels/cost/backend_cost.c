@@ -195,10 +195,11 @@ static int ab_cost_softmax_xent(ab_backend *be, int B, int C, ab_dtype lt, const
     (void)logits, (void)labels, (void)gs, (void)loss_sum, (void)correct;
     return mem_op(be, "softmax_xent", (double)B * C * (es(lt) + (dlogits ? es(dt) : 0.0)) + 4.0 * B, 1);
 }
-/* at factor 1 the check alone: it reads */
-static int ab_cost_unscale_check(ab_backend *be, size_t n, float *g, float inv, int32_t *found_inf) {
+/* at factor 1 the check alone: it reads; the squares ride in the same pass (a second kernel adds
+ * the block sums, as sum_squares's) */
+static int ab_cost_unscale_check(ab_backend *be, size_t n, float *g, float inv, int32_t *found_inf, float *sum_sq) {
     (void)g, (void)found_inf;
-    return mem_op(be, "unscale_check", (inv == 1.0f ? 4.0 : 8.0) * (double)n, 1);
+    return mem_op(be, "unscale_check", (inv == 1.0f ? 4.0 : 8.0) * (double)n, sum_sq ? 2 : 1);
 }
 /* the optimizers: with a working copy, its stores too */
 static int ab_cost_sgd_step(ab_backend *be, size_t n, float *w, const float *g, float *buf, float lr, float momentum,

@@ -779,7 +779,8 @@ static inline __attribute__((always_inline)) void unscale_range_body(void *ctx, 
 }
 CPU_RANGE_AVX512(unscale_range)
 
-int ab_cpu_unscale_check(ab_backend *be, size_t n, float *g, float inv_scale, int32_t *found_inf) {
+int ab_cpu_unscale_check(ab_backend *be, size_t n, float *g, float inv_scale, int32_t *found_inf, float *sum_sq) {
+    if (sum_sq) return cpu_unscale_squares(be, n, g, inv_scale, found_inf, sum_sq);
     opt_job j = {.w = g, .inv_scale = inv_scale};
     cpu_parallel_for(be, n, OPT_MIN, unscale_range, &j);
     if (j.bad) *found_inf = 1;

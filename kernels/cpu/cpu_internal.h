@@ -22,5 +22,8 @@ int cpu_gemm_run(ab_backend *be, int ta, int tb, int M, int N, int K, float alph
  * filter gradient's sums over several chunks of images folded (backend_cpu.c); 1 when a stored
  * value is infinite or NaN */
 int cpu_round_fold_par(ab_backend *be, size_t n, const float *src, ab_dtype t, float *dst, int accumulate);
+/* unscale_check with sum_sq (transformer_cpu.c): the multiply and the check a block of
+ * sum_squares's at a time, each block's squares summed while it is in the cache */
+int cpu_unscale_squares(ab_backend *be, size_t n, float *g, float inv_scale, int32_t *found_inf, float *sum_sq);
 
 #endif

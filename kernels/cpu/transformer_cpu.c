@@ -670,21 +670,32 @@ typedef struct {
 
 enum { SQ_BLOCK = 1024, SQ_MIN_BLOCKS = 32 };
 
+/* a block's m <= SQ_BLOCK squares */
+static inline __attribute__((always_inline)) float sq_block(const float *restrict x, size_t m) {
+    float lane[CPU_LANES] = {0};
+    size_t k = 0;
+    for (; k + CPU_LANES <= m; k += CPU_LANES)
+        for (int l = 0; l < CPU_LANES; l++) lane[l] += x[k + l] * x[k + l];
+    for (int l = 0; k + (size_t)l < m; l++) lane[l] += x[k + l] * x[k + l];
+    return cpu_lanes_sum_f(lane);
+}
+
 static inline __attribute__((always_inline)) void sq_range_body(void *ctx, int part, size_t lo, size_t hi) {
     (void)part;
     const sq_job *j = ctx;
     for (size_t blk = lo; blk < hi; blk++) {
         const size_t i = blk * SQ_BLOCK, m = j->n - i < SQ_BLOCK ? j->n - i : SQ_BLOCK;
-        const float *restrict x = j->x + i;
-        float lane[CPU_LANES] = {0};
-        size_t k = 0;
-        for (; k + CPU_LANES <= m; k += CPU_LANES)
-            for (int l = 0; l < CPU_LANES; l++) lane[l] += x[k + l] * x[k + l];
-        for (int l = 0; k + (size_t)l < m; l++) lane[l] += x[k + l] * x[k + l];
-        j->out[blk] = cpu_lanes_sum_f(lane);
+        j->out[blk] = sq_block(j->x + i, m);
     }
 }
 CPU_RANGE_AVX512(sq_range)
+
+/* the block sums, added in double in order into *out */
+static void sq_total(const float *part, size_t blocks, float *out) {
+    double s = 0.0;
+    for (size_t b = 0; b < blocks; b++) s += part[b];
+    *out += (float)s;
+}
 
 int ab_cpu_sum_squares(ab_backend *be, size_t n, const float *x, float *out) {
     const size_t blocks = (n + SQ_BLOCK - 1) / SQ_BLOCK;
@@ -692,9 +703,48 @@ int ab_cpu_sum_squares(ab_backend *be, size_t n, const float *x, float *out) {
     if (!part) return -1;
     sq_job j = {x, part, n, 0.0f};
     cpu_parallel_for(be, blocks, SQ_MIN_BLOCKS, sq_range, &j);
-    double s = 0.0;
-    for (size_t b = 0; b < blocks; b++) s += part[b];
-    *out += (float)s;
+    sq_total(part, blocks, out);
+    return 0;
+}
+
+/* unscale_check with the squares: each block multiplied and checked as unscale_check does it
+ * (backend_cpu.c), then its squares summed while it is in the cache, as sum_squares sums them */
+typedef struct {
+    float *g, *out;
+    size_t n;
+    float inv;
+    int bad;
+} usq_job;
+
+static inline __attribute__((always_inline)) void usq_range_body(void *ctx, int part, size_t lo, size_t hi) {
+    (void)part;
+    usq_job *j = ctx;
+    int bad = 0;
+    for (size_t blk = lo; blk < hi; blk++) {
+        const size_t i = blk * SQ_BLOCK, m = j->n - i < SQ_BLOCK ? j->n - i : SQ_BLOCK;
+        float *restrict x = j->g + i;
+        if (j->inv == 1.0f) { /* g * 1 is g: the check alone, no stores */
+            for (size_t k = 0; k < m; k++) bad |= !ab_is_finite(x[k]);
+        } else {
+            for (size_t k = 0; k < m; k++) {
+                x[k] *= j->inv;
+                bad |= !ab_is_finite(x[k]);
+            }
+        }
+        j->out[blk] = sq_block(x, m);
+    }
+    if (bad) __atomic_store_n(&j->bad, 1, __ATOMIC_RELAXED);
+}
+CPU_RANGE_AVX512(usq_range)
+
+int cpu_unscale_squares(ab_backend *be, size_t n, float *g, float inv_scale, int32_t *found_inf, float *sum_sq) {
+    const size_t blocks = (n + SQ_BLOCK - 1) / SQ_BLOCK;
+    float *part = cpu_scratch_get(be, 2, blocks ? blocks : 1);
+    if (!part) return -1;
+    usq_job j = {g, part, n, inv_scale, 0};
+    cpu_parallel_for(be, blocks, SQ_MIN_BLOCKS, usq_range, &j);
+    if (j.bad) *found_inf = 1;
+    sq_total(part, blocks, sum_sq);
     return 0;
 }
 

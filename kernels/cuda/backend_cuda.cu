@@ -515,7 +515,8 @@ int ab_cuda_softmax_xent(ab_backend *be, int B, int C, ab_dtype lt, const void *
     return 0;
 }
 
-int ab_cuda_unscale_check(ab_backend *be, size_t n, float *g, float inv_scale, int32_t *found_inf) {
+int ab_cuda_unscale_check(ab_backend *be, size_t n, float *g, float inv_scale, int32_t *found_inf, float *sum_sq) {
+    if (sum_sq) return ab_cuda_unscale_squares(be, n, g, inv_scale, found_inf, sum_sq);
     if (!n) return 0;
     AB_TRY(on_device(st_of(be)));
     k_unscale_check<<<blocks_for(n), THREADS, 0, st_of(be)->stream>>>(n, g, inv_scale, found_inf);

@@ -93,6 +93,11 @@ int ab_cuda_stage_ints(ab_backend *be, const int32_t *a, int na, const int32_t *
 /* layers_cuda.cu's cuDNN state, freed before the stream and the cuDNN handle go */
 void ab_cuda_layers_free(ab_backend *be);
 
+/* ---- from transformer_cuda.cu ---- */
+/* unscale_check with sum_sq: one kernel multiplies, checks and sums the squares over
+ * sum_squares's grid and order (its block sums), the second adds them as sum_squares does */
+int ab_cuda_unscale_squares(ab_backend *be, size_t n, float *g, float inv_scale, int32_t *found_inf, float *sum_sq);
+
 /* Every compute op of core/backend_ops.def, as ab_cuda_<op>: backend_cuda.cu (GEMM, element-wise,
  * loss, optimizer, gathers, census), layers_cuda.cu (cuDNN convolutions, batch norm, pooling,
  * image assembly), transformer_cuda.cu; backend_cuda.cu's table is built from this list. */

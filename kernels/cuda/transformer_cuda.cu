@@ -601,6 +601,42 @@ __global__ void k_sumsq_final(int G, float *out) {
     if (threadIdx.x == 0) *out += (float)s[0];
 }
 
+/* k_unscale_check's multiply and check (backend_cuda.cu), and k_sumsq_part's sums of the results'
+ * squares: the same grid, so each thread adds the same values in the same order */
+__global__ void k_unscale_sumsq_part(size_t n, float *g, float inv_scale, int32_t *found_inf) {
+    __shared__ float s[256];
+    float a = 0.0f;
+    int bad = 0;
+    GRID_STRIDE(i, n) {
+        const float v = g[i] * inv_scale;
+        if (inv_scale != 1.0f) g[i] = v; /* at 1 the check alone: no stores */
+        bad |= !ab_is_finite(v);
+        a += v * v;
+    }
+    if (__any_sync(0xffffffffu, bad) && (threadIdx.x & 31) == 0) *found_inf = 1; /* same value: no race */
+    s[threadIdx.x] = a;
+    __syncthreads();
+    for (int h = 128; h > 0; h >>= 1) {
+        if ((int)threadIdx.x < h) s[threadIdx.x] += s[threadIdx.x + h];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) g_ss_part[blockIdx.x] = s[0];
+}
+
+int ab_cuda_unscale_squares(ab_backend *be, size_t n, float *g, float inv_scale, int32_t *found_inf, float *sum_sq) {
+    if (!n) return 0;
+    if (!g || !found_inf || !sum_sq) return ab_errorf("unscale_check: NULL argument");
+    AB_TRY(use_device(be));
+    cudaStream_t s = ab_cuda_stream(be);
+    unsigned G = blocks_for(n);
+    if (G > SS_BLOCKS) G = SS_BLOCKS;
+    k_unscale_sumsq_part<<<G, 256, 0, s>>>(n, g, inv_scale, found_inf);
+    LAUNCH_CHECK("unscale_check with the squares");
+    k_sumsq_final<<<1, 256, 0, s>>>((int)G, sum_sq);
+    LAUNCH_CHECK("unscale_check's final sum");
+    return 0;
+}
+
 int ab_cuda_sum_squares(ab_backend *be, size_t n, const float *x, float *out) {
     if (!n) return 0;
     if (!x || !out) return ab_errorf("sum_squares: NULL argument");

@@ -460,8 +460,8 @@ static void test_unscale_and_optimizers(void) {
                   plant == 0   ? "all finite"
                   : plant == 1 ? "a +inf planted"
                                : "a NaN planted");
-        op_ok(what, cpu->ops->unscale_check(cpu, n, g.h, 1.0f / 65536.0f, flag.h),
-              gpu->ops->unscale_check(gpu, n, g.d, 1.0f / 65536.0f, flag.d));
+        op_ok(what, cpu->ops->unscale_check(cpu, n, g.h, 1.0f / 65536.0f, flag.h, NULL),
+              gpu->ops->unscale_check(gpu, n, g.d, 1.0f / 65536.0f, flag.d, NULL));
         compare_exact(what, &g);
         int32_t fg = -1;
         if (gpu->ops->download(gpu, &fg, flag.d, 4) != 0) failures++;
@@ -477,7 +477,7 @@ static void test_unscale_and_optimizers(void) {
         pair g = pair_new(n, AB_F32, -100.0f, 100.0f), flag = pair_new(1, AB_F32, 0.0f, 0.0f);
         pair_set(&g, n / 3, INFINITY);
         unsigned char *before = fetch(what, &g);
-        op_ok(what, cpu->ops->unscale_check(cpu, n, g.h, 1.0f, flag.h), gpu->ops->unscale_check(gpu, n, g.d, 1.0f, flag.d));
+        op_ok(what, cpu->ops->unscale_check(cpu, n, g.h, 1.0f, flag.h, NULL), gpu->ops->unscale_check(gpu, n, g.d, 1.0f, flag.d, NULL));
         compare_bits(what, &g);
         unsigned char *after = fetch(what, &g);
         AB_CHECK(memcmp(before, after, n * sizeof(float)) == 0, "%s: the device changed g at factor 1", what);
@@ -494,7 +494,7 @@ static void test_unscale_and_optimizers(void) {
         pair g = pair_new(1000, AB_F32, -1.0f, 1.0f), flag = pair_new(1, AB_F32, 0.0f, 0.0f);
         const int32_t one = 1;
         if (gpu->ops->upload(gpu, flag.d, &one, 4) != 0) failures++;
-        op_ok(what, 0, gpu->ops->unscale_check(gpu, 1000, g.d, 0.5f, flag.d));
+        op_ok(what, 0, gpu->ops->unscale_check(gpu, 1000, g.d, 0.5f, flag.d, NULL));
         int32_t fg = 0;
         if (gpu->ops->download(gpu, &fg, flag.d, 4) != 0) failures++;
         AB_CHECK(fg == 1, "%s: found_inf reset to %d", what, fg);
@@ -795,8 +795,8 @@ static void test_unscale_edges(void) {
         for (size_t k = 0; k < sizeof edges / sizeof edges[0]; k++)
             if (!over || fabsf(edges[k]) < 1e30f) pair_set(&g, k * 7 + 3, edges[k]); /* at 4, 1e38 overflows alone */
         if (over) pair_set(&g, n - 2, 1e38f);
-        op_ok(what, cpu->ops->unscale_check(cpu, n, g.h, inv_scale, flag.h),
-              gpu->ops->unscale_check(gpu, n, g.d, inv_scale, flag.d));
+        op_ok(what, cpu->ops->unscale_check(cpu, n, g.h, inv_scale, flag.h, NULL),
+              gpu->ops->unscale_check(gpu, n, g.d, inv_scale, flag.d, NULL));
         compare_exact(what, &g);
         /* the premise: at 2^-16, 1.5 2^-126 became a subnormal (and the largest subnormal a smaller
          * one); at 4, the 1e38 inf */

@@ -621,6 +621,46 @@ static void test_norm_helpers(void) {
         }
 }
 
+/* unscale_check with the squares (clipping's norm in the unscaling's pass): g and found_inf as
+ * unscale_check's, the sum as sum_squares's within its tolerance; and on the device the bits of
+ * its own unscale_check then sum_squares over a copy. The shared rng is left as it was. */
+static void test_unscale_squares(void) {
+    const ab_rng kept = rng;
+    const size_t ns[] = {1, 1000, 300007, 5000011};
+    static const char *const PLANTED[3] = {"", " NaN", " inf"};
+    char what[240];
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+        for (int planted = 0; planted < 3; planted++)
+            for (int unit = 0; unit < 2; unit++) { /* inv_scale 2^-16, and 1: the check alone */
+                const size_t n = ns[i];
+                const float inv = unit ? 1.0f : 0x1p-16f;
+                pair g = pair_new(n, AB_F32, -3e4f, 3e4f), g2 = pair_new(n, AB_F32, 0.0f, 0.0f);
+                pair out = pair_new(1, AB_F32, 1.25f, 1.25f), out2 = pair_new(1, AB_F32, 1.25f, 1.25f);
+                pair flag = flag_new(), flag2 = flag_new();
+                if (planted) pair_set(&g, n / 2, planted == 1 ? NAN : INFINITY);
+                memcpy(g2.h, g.h, n * sizeof(float));
+                pair_push(&g2);
+                op_case_label(what, sizeof what, AB_OP_unscale_check, "fp32 n=%zu inv_scale %s, the squares in the pass%s",
+                              n, unit ? "1" : "2^-16", PLANTED[planted]);
+                op_ok(what, cpu->ops->unscale_check(cpu, n, g.h, inv, flag.h, out.h),
+                      gpu->ops->unscale_check(gpu, n, g.d, inv, flag.d, out.d));
+                compare_exact(what, &g);
+                compare_flag(what, &flag, planted != 0);
+                compare(what, &out, AB_TOL_GPU_SUMSQ_REL * AB_TOL_GPU_SUMSQ_REL, AB_TOL_GPU_SUMSQ_REL);
+                float s1 = 0.0f, s2 = 0.0f;
+                if (gpu->ops->unscale_check(gpu, n, g2.d, inv, flag2.d, NULL) != 0 ||
+                    gpu->ops->sum_squares(gpu, n, g2.d, out2.d) != 0 || gpu->ops->download(gpu, &s1, out.d, 4) != 0 ||
+                    gpu->ops->download(gpu, &s2, out2.d, 4) != 0)
+                    AB_CHECK(0, "%s: the device's unscale_check and sum_squares: %s", what, ab_error());
+                else
+                    AB_CHECK(memcmp(&s1, &s2, 4) == 0 || (isnan(s1) && isnan(s2)),
+                             "%s: on the device %.9g, its unscale_check then sum_squares %.9g", what, (double)s1,
+                             (double)s2);
+                pair_free(&g), pair_free(&g2), pair_free(&out), pair_free(&out2), pair_free(&flag), pair_free(&flag2);
+            }
+    rng = kept;
+}
+
 /* ---- errors are reported, not crashed on --------------------------------------------------- */
 
 static void test_bad_arguments(void) {
@@ -681,5 +721,6 @@ void dev_transformer_run(void) {
     test_embedding();
     test_gather_rows();
     test_norm_helpers();
+    test_unscale_squares();
     test_bad_arguments();
 }

@@ -757,24 +757,24 @@ static void test_unscale(ab_backend *be) {
     float g[5] = {65536.0f, -1024.0f, 3.0f, 0.0f, -0.0f};
     int32_t found = 0;
     op_case(AB_OP_unscale_check, "fp32 n=5 finite, inv_scale 1/1024, -0");
-    AB_CHECK(be->ops->unscale_check(be, 5, g, 1.0f / 1024.0f, &found) == 0, "unscale_check: %s", ab_error());
+    AB_CHECK(be->ops->unscale_check(be, 5, g, 1.0f / 1024.0f, &found, NULL) == 0, "unscale_check: %s", ab_error());
     AB_CHECK(g[0] == 64.0f && g[1] == -1.0f && g[2] == 3.0f / 1024.0f && g[3] == 0.0f && signbit(g[4]) && !found,
              "unscale_check finite: %g %g %g %g %g, found %d", g[0], g[1], g[2], g[3], g[4], found);
     float h[3] = {1.0f, INFINITY, 2.0f};
     op_case(AB_OP_unscale_check, "fp32 n=3 an inf");
-    AB_CHECK(be->ops->unscale_check(be, 3, h, 0.5f, &found) == 0 && found == 1, "unscale_check inf: found %d", found);
+    AB_CHECK(be->ops->unscale_check(be, 3, h, 0.5f, &found, NULL) == 0 && found == 1, "unscale_check inf: found %d", found);
     AB_CHECK(h[0] == 0.5f && h[2] == 1.0f, "unscale_check scales the finite values beside an inf: %g %g", h[0], h[2]);
     float k[2] = {1.0f, 2.0f};
     op_case(AB_OP_unscale_check, "fp32 n=2 finite after an inf: found_inf not reset");
-    AB_CHECK(be->ops->unscale_check(be, 2, k, 1.0f, &found) == 0 && found == 1, "found_inf was reset to %d", found);
+    AB_CHECK(be->ops->unscale_check(be, 2, k, 1.0f, &found, NULL) == 0 && found == 1, "found_inf was reset to %d", found);
     float m[3] = {NAN, 1.0f, 1.0f};
     int32_t f2 = 0;
     op_case(AB_OP_unscale_check, "fp32 n=3 a NaN");
-    AB_CHECK(be->ops->unscale_check(be, 3, m, 1.0f, &f2) == 0 && f2 == 1, "unscale_check NaN: found %d", f2);
+    AB_CHECK(be->ops->unscale_check(be, 3, m, 1.0f, &f2, NULL) == 0 && f2 == 1, "unscale_check NaN: found %d", f2);
     float o[2] = {3e38f, 1.0f}; /* finite before, inf after the multiply */
     int32_t f3 = 0;
     op_case(AB_OP_unscale_check, "fp32 n=2 overflow by the multiply");
-    AB_CHECK(be->ops->unscale_check(be, 2, o, 4.0f, &f3) == 0 && f3 == 1 && isinf(o[0]),
+    AB_CHECK(be->ops->unscale_check(be, 2, o, 4.0f, &f3, NULL) == 0 && f3 == 1 && isinf(o[0]),
              "unscale_check overflow by the multiply: found %d, %g", f3, o[0]);
     /* many finite values, a scale that is not a power of two, results down among the subnormals:
      * each element one rounded product, found_inf left at 0 */
@@ -786,7 +786,7 @@ static void test_unscale(ab_backend *be) {
     x[1] = x0[1] = -0.0f;
     int32_t f4 = 0;
     op_case(AB_OP_unscale_check, "fp32 n=%zu inv_scale 1/3, subnormal results, -0", n);
-    AB_CHECK(be->ops->unscale_check(be, n, x, s, &f4) == 0 && f4 == 0, "unscale_check finite: found %d", f4);
+    AB_CHECK(be->ops->unscale_check(be, n, x, s, &f4, NULL) == 0 && f4 == 0, "unscale_check finite: found %d", f4);
     tally t = {0};
     for (size_t i = 0; i < n; i++) {
         const double want = ref_round((double)x0[i] * s, AB_F32);
@@ -803,15 +803,47 @@ static void test_unscale(ab_backend *be) {
     for (size_t i = 0; i < nb; i++) y[i] = y0[i] = (float)ab_rng_normal(&rng) * 1e3f;
     int32_t f5 = 0;
     op_case(AB_OP_unscale_check, "fp32 n=%zu inv_scale 1 (the check alone), all finite", nb);
-    AB_CHECK(be->ops->unscale_check(be, nb, y, 1.0f, &f5) == 0 && f5 == 0 && memcmp(y, y0, nb * sizeof *y) == 0,
+    AB_CHECK(be->ops->unscale_check(be, nb, y, 1.0f, &f5, NULL) == 0 && f5 == 0 && memcmp(y, y0, nb * sizeof *y) == 0,
              "unscale_check at 1: found %d, values %s", f5, memcmp(y, y0, nb * sizeof *y) ? "changed" : "kept");
     y[nb - 100] = -INFINITY;
     op_case(AB_OP_unscale_check, "fp32 n=%zu inv_scale 1 (the check alone), a -inf in the last part", nb);
-    AB_CHECK(be->ops->unscale_check(be, nb, y, 1.0f, &f5) == 0 && f5 == 1, "unscale_check at 1: a -inf, found %d", f5);
+    AB_CHECK(be->ops->unscale_check(be, nb, y, 1.0f, &f5, NULL) == 0 && f5 == 1, "unscale_check at 1: a -inf, found %d", f5);
     free(y);
     free(y0);
     free(x);
     free(x0);
+
+    /* with sum_sq, clipping's squares in the same pass: g and found_inf as without, the sum the
+     * bits of sum_squares over the results (added to what sum_sq held); several blocks of 1,024,
+     * a short last one, the pool's parts; a +inf, a NaN, an overflow by the multiply */
+    static const size_t sizes[] = {1, 1000, 1024, 1025, 40003, (1u << 17) + 3};
+    static const float invs[] = {0x1p-16f, 1.0f, 3.0f};
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+        for (int ii = 0; ii < 3; ii++)
+            for (int plant = 0; plant < 3; plant++) {
+                const size_t nn = sizes[si];
+                float *a = xmalloc(nn * sizeof *a), *b = xmalloc(nn * sizeof *b);
+                for (size_t i = 0; i < nn; i++) a[i] = b[i] = (float)ab_rng_normal(&rng) * (ii == 2 ? 1e38f : 3e4f);
+                if (plant) a[nn / 2] = b[nn / 2] = plant == 1 ? INFINITY : NAN;
+                int32_t fa = 0, fb = 0;
+                float sa = 2.5f, sb = 2.5f;
+                op_case(AB_OP_unscale_check, "fp32 n=%zu inv_scale %g%s, the squares in the pass", nn, (double)invs[ii],
+                        plant == 1 ? ", a +inf" : plant == 2 ? ", a NaN" : "");
+                AB_CHECK(be->ops->unscale_check(be, nn, a, invs[ii], &fa, &sa) == 0 &&
+                             be->ops->unscale_check(be, nn, b, invs[ii], &fb, NULL) == 0 &&
+                             be->ops->sum_squares(be, nn, b, &sb) == 0,
+                         "unscale_check with the squares: %s", ab_error());
+                int bad = 0;
+                for (size_t i = 0; i < nn; i++) bad |= !isfinite(b[i]);
+                AB_CHECK(memcmp(a, b, nn * sizeof *a) == 0 && fa == fb && fa == bad && (ii < 2 || plant || bad || nn < 1000) &&
+                             (memcmp(&sa, &sb, sizeof sa) == 0 || (isnan(sa) && isnan(sb))),
+                         "unscale_check n=%zu inv %g with the squares: values %s, found %d (without: %d), sum %.9g "
+                         "(sum_squares after: %.9g)",
+                         nn, (double)invs[ii], memcmp(a, b, nn * sizeof *a) ? "differ" : "alike", fa, fb, (double)sa,
+                         (double)sb);
+                free(a);
+                free(b);
+            }
 }
 
 /* ---- softmax cross-entropy ---- */
