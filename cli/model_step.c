@@ -155,7 +155,8 @@ static int run_step(const ms_args *a, const ab_sample_info *s, const ab_recipe *
     if (prec == AB_PREC_AMP && clip > 0.0f)
         AB_TRY(b->ops->unscale_check(b, r->params.n, r->params.grad, 0x1p-16f, r->stats, (float *)r->stats + 1));
     if (prec == AB_PREC_AMP && !(clip > 0.0f)) AB_TRY(ab_grad_check_unchecked(&r->params, r->checked, r->stats));
-    if (prec != AB_PREC_AMP && clip > 0.0f) AB_TRY(b->ops->sum_squares(b, r->params.n, r->params.grad, r->stats));
+    if (prec != AB_PREC_AMP && clip > 0.0f)
+        AB_TRY(b->ops->sum_squares(b, r->params.n, r->params.grad, (float *)r->stats + 1));
     char scalars[64];
     AB_TRY(b->ops->download(b, scalars, r->stats, sizeof scalars));
     if (clip > 0.0f) r->opt.grad_scale = 1.0f; /* as if it clipped: the factor rides in the optimizer's pass */

@@ -516,6 +516,7 @@ enum { XENT_CHUNK = 2048 };
 int ab_cpu_softmax_xent(ab_backend *be, int B, int C, ab_dtype lt, const void *logits, const int32_t *labels,
                         float grad_scale, ab_dtype dt, void *dlogits, float *loss_sum, int32_t *correct) {
     (void)be;
+    if (B <= 0 || C <= 0) return ab_errorf("softmax_xent: bad shape B=%d C=%d", B, C); /* as the CUDA backend */
     const size_t lsz = ab_dtype_size(lt), dsz = ab_dtype_size(dt);
     const float gs = grad_scale / (float)B;
     /* rows a chunk converts in bulk; 0: rows one by one as stored (fp32, or a row over XENT_CHUNK) */

@@ -16,7 +16,7 @@ typedef struct {
 /* Scratch slots. 0-4 belong to backend_cpu.c (gemm: widened A, B widened or copied untransposed
  * (fp32 too), fp32 product,
  * widened bias, the parts' epilogue rows; col_sum, gather_normalize and transformer_cpu.c's
- * sum_squares, which call no product, reuse 2 and 4); the rest to layers_cpu.c, one per role so
+ * sum_squares and unscale_check with the squares, which call no product, reuse 2 and 4); the rest to layers_cpu.c, one per role so
  * that an op's buffers never alias each other (a convolution calls ab_cpu_gemm, which uses 0-4
  * only). */
 enum {

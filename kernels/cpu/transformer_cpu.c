@@ -105,7 +105,7 @@ static void bgemm_range(void *ctx, int part, size_t lo, size_t hi) {
             continue;
         }
         cpu_sgemm_1(j->ta, tb, j->M, j->N, j->K, j->alpha, a, lda, b, ldb, 0.0f, acc, j->N);
-        if (j->beta == 0.0f) { /* the rows rounded in one call (one conversion, C dense) */
+        if (j->beta == 0.0f) { /* the rows rounded in one call (one conversion where C is dense) */
             cpu_narrow_rows((size_t)j->M, (size_t)j->N, acc, (size_t)j->N, j->ct, C, (size_t)j->ldc);
             continue;
         }

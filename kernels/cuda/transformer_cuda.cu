@@ -8,7 +8,8 @@
  *
  * This file keeps no state of its own in the backend: the batched products use the backend's
  * cuBLAS(Lt) handles, plan cache, workspace and scratch (freed by the backend's destroy); the
- * kernels here take no scratch memory, with one exception, sum_squares (below):
+ * kernels here take no scratch memory, with one exception, sum_squares and unscale_check with
+ * the squares (below):
  *   - gemm_batched: cuBLASLt with strided-batch layouts, fp32 compute type (no TF32), the
  *     reduction of a split-K product in fp32 for fp16/bf16 outputs, so the old C is read in fp32
  *     and the result rounded once, as the op says; mixed input types widened to fp32 first.
@@ -570,8 +571,9 @@ int ab_cuda_gather_rows(ab_backend *be, int B, size_t row_bytes, const void *row
 /* sum_squares: SS_BLOCKS fp32 block sums (a partition fixed by n), then one block adds them in
  * double in a fixed order: deterministic, no atomics. The block sums live in a __device__ array
  * (one per GPU, none allocated): the backend keeps no scratch slot for this file. Two backends
- * on the same GPU running sum_squares at the same moment on their two streams would share it;
- * the suite has one backend per GPU and process. */
+ * on the same GPU running sum_squares (or unscale_check with the squares, which uses the same
+ * array) at the same moment on their two streams would share it; the suite has one backend per
+ * GPU and process. */
 enum { SS_BLOCKS = 1024 };
 __device__ float g_ss_part[SS_BLOCKS];
 

@@ -949,6 +949,20 @@ static void test_softmax_xent(ab_backend *be) {
     xent_random(be, 130, 17, AB_F16, 3.0f, 8.0f, AB_F32, XENT_SEPARATE);
     xent_random(be, 3, 2049, AB_F16, 3.0f, 1.0f, AB_F16, XENT_SEPARATE);
     xent_random(be, 3, 2049, AB_F16, 3.0f, 1.0f, AB_F16, XENT_IN_PLACE);
+    xent_random(be, 5, 1000, AB_F16, 3.0f, 1024.0f, AB_F16, XENT_SEPARATE); /* 2 rows a chunk */
+    xent_random(be, 300, 10, AB_F32, 3.0f, 1.0f, AB_F16, XENT_SEPARATE);
+    xent_random(be, 300, 10, AB_F16, 3.0f, 1.0f, AB_F16, XENT_NO_GRAD);
+    /* a shape with no rows or no classes refused, as the CUDA backend refuses it */
+    {
+        uint16_t l16[4] = {0};
+        int32_t lab0[2] = {0, 0};
+        float loss = 0.0f;
+        op_case(AB_OP_softmax_xent, "fp16 B2 C0 and fp32 B0 C3: refused");
+        AB_CHECK(be->ops->softmax_xent(be, 2, 0, AB_F16, l16, lab0, 1.0f, AB_F16, l16, &loss, NULL) != 0 &&
+                     be->ops->softmax_xent(be, 0, 3, AB_F32, l16, lab0, 1.0f, AB_F32, NULL, &loss, NULL) != 0 &&
+                     loss == 0.0f,
+                 "softmax_xent with no classes or no rows was not refused (loss %g)", (double)loss);
+    }
 
     /* fp16 logits near its largest: the row's maximum is subtracted before exp */
     static const float big[4 * 6] = {60000.0f,  59968.0f,  -60000.0f, 0.0f,      1.0f,      2.0f,
