@@ -9,8 +9,9 @@
  *   2. synchronise: the all-reduce of the gradients (W ranks, core/comm.h: summed, each rank's
  *      loss gradient already carries 1/n, n the world's samples), the overflow flag (with the
  *      unscaling in place when clipping reads the gradients, the norm's squares in the same pass;
- *      else the optimizer unscales), the gradient norm, one read-back of the step's scalars and one all-reduce of the flag, the
- *      loss and the stop request, so that every rank takes the same decision.
+ *      else the optimizer unscales), the gradient norm, one read-back of the step's scalars and
+ *      one all-reduce of the flag, the loss and the stop request, so that every rank takes the
+ *      same decision.
  *   3. update: the loss scaler decides, clipping, the schedule's learning rate, the optimizer
  *      on the fp32 master weights, which under amp/bf16 also writes the compute copy the next
  *      step's forward reads (ab_step_refresh refreshes it only when the update did not).

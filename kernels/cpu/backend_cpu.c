@@ -465,20 +465,21 @@ typedef struct {
     float *buf; /* per part: N sums and N widened values */
 } colsum_job;
 
-enum { COLSUM_CHUNK = 2048 }; /* values colsum widens at a time where a part holds whole rows */
+enum { COLSUM_CHUNK = 2048 }; /* values of its rows a part of col_sum widens at a time */
 
 static inline __attribute__((always_inline)) void colsum_range_body(void *ctx, int part, size_t lo, size_t hi) {
     const colsum_job *j = ctx;
     const size_t n = hi - lo, es = ab_dtype_size(j->xt);
     float *restrict acc = j->buf + (size_t)part * 2 * j->N, *restrict row = acc + j->N;
     for (size_t c = 0; c < n; c++) acc[c] = 0.0f;
-    if (j->xt != AB_F32 && n == (size_t)j->N && n <= COLSUM_CHUNK / 2) {
-        /* whole rows, contiguous: widened COLSUM_CHUNK values at a time, not a call a short row */
+    if (j->xt != AB_F32 && n <= COLSUM_CHUNK) {
+        /* the part's columns of COLSUM_CHUNK / n rows widened in one call, not a call a row */
         float blk[COLSUM_CHUNK];
         const int per = (int)(COLSUM_CHUNK / n);
         for (int i0 = 0; i0 < j->M; i0 += per) {
             const int rows = j->M - i0 < per ? j->M - i0 : per;
-            cpu_widen((size_t)rows * n, j->xt, (const char *)j->X + (size_t)i0 * n * es, blk);
+            cpu_widen_rows((size_t)rows, n, j->xt, (const char *)j->X + ((size_t)i0 * j->N + lo) * es, (size_t)j->N,
+                           blk, n);
             for (int r = 0; r < rows; r++)
                 for (size_t c = 0; c < n; c++) acc[c] += blk[(size_t)r * n + c];
         }
@@ -559,11 +560,11 @@ int ab_cpu_softmax_xent(ab_backend *be, int B, int C, ab_dtype lt, const void *l
 typedef struct {
     float *w, *m, *v, *buf;
     const float *g;
-    float lr, beta1, beta2, eps, weight_decay, momentum, inv_scale, grad_scale;
+    float lr, beta1, beta2, eps, weight_decay, momentum, grad_scale;
     ab_adamw_scalars k; /* adamw: its lr and weight decay folded in */
     ab_dtype ct;        /* the working copy's type, when wc is not NULL */
     void *wc;           /* the working copy the pass refreshes, or NULL */
-    int first_step, bad;
+    int first_step;
 } opt_job;
 
 enum { OPT_MIN = 1 << 15 }; /* elements per thread below which a second thread does not pay */
@@ -763,30 +764,6 @@ int ab_cpu_adamw_step(ab_backend *be, size_t n, float *w, const float *g, float 
     return 0;
 }
 
-static inline __attribute__((always_inline)) void unscale_range_body(void *ctx, int part, size_t lo, size_t hi) {
-    (void)part;
-    opt_job *j = ctx;
-    float *g = j->w;
-    int bad = 0;
-    if (j->inv_scale == 1.0f) { /* g * 1 is g: the check alone, no stores */
-        for (size_t i = lo; i < hi; i++) bad |= !ab_is_finite(g[i]);
-    } else {
-        for (size_t i = lo; i < hi; i++) {
-            g[i] *= j->inv_scale;
-            bad |= !ab_is_finite(g[i]);
-        }
-    }
-    if (bad) __atomic_store_n(&j->bad, 1, __ATOMIC_RELAXED);
-}
-CPU_RANGE_AVX512(unscale_range)
-
-int ab_cpu_unscale_check(ab_backend *be, size_t n, float *g, float inv_scale, int32_t *found_inf, float *sum_sq) {
-    if (sum_sq) return cpu_unscale_squares(be, n, g, inv_scale, found_inf, sum_sq);
-    opt_job j = {.w = g, .inv_scale = inv_scale};
-    cpu_parallel_for(be, n, OPT_MIN, unscale_range, &j);
-    if (j.bad) *found_inf = 1;
-    return 0;
-}
 
 /* The census histogram: a block's slots first (widened to fp32 by cpu_widen, F16C where there is one,
  * then ab_log2_slot: a loop without stores into the counts, which vectorizes), then counted into

@@ -8,7 +8,7 @@
 
 /* Every compute op of core/backend_ops.def, as ab_cpu_<op>: backend_cpu.c (GEMM, element-wise,
  * loss, optimizer, gathers, census), layers_cpu.c (convolutional layers, image assembly),
- * transformer_cpu.c (the transformer ops); backend_cpu.c's table is built from this list. */
+ * transformer_cpu.c (the transformer ops, the gradient norm and unscale_check); backend_cpu.c's table is built from this list. */
 #define AB_OP(name, params, args) int ab_cpu_##name AB_OP_PARAMS params;
 #include "backend_ops.def"
 
@@ -22,8 +22,5 @@ int cpu_gemm_run(ab_backend *be, int ta, int tb, int M, int N, int K, float alph
  * filter gradient's sums over several chunks of images folded (backend_cpu.c); 1 when a stored
  * value is infinite or NaN */
 int cpu_round_fold_par(ab_backend *be, size_t n, const float *src, ab_dtype t, float *dst, int accumulate);
-/* unscale_check with sum_sq (transformer_cpu.c): the multiply and the check a block of
- * sum_squares's at a time, each block's squares summed while it is in the cache */
-int cpu_unscale_squares(ab_backend *be, size_t n, float *g, float inv_scale, int32_t *found_inf, float *sum_sq);
 
 #endif

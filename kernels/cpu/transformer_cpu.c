@@ -1,6 +1,7 @@
 /* The CPU backend's transformer ops (core/backend.h): batched products, layer norm, GELU, tanh,
  * the masked attention softmax, counter-based dropout, BERT's embeddings, row gathers and the
- * gradient-norm helpers. Rows of C values; fp16/bf16 widened exactly, arithmetic in fp32
+ * gradient-norm helpers (sum_squares, scale, and the loss scaler's unscale_check, which can take
+ * the norm's squares in its pass). Rows of C values; fp16/bf16 widened exactly, arithmetic in fp32
  * (layer-norm and softmax statistics in double), one rounding of each stored result; the loops
  * run on the backend's pool with a split that depends only on the sizes. */
 #include <math.h>
@@ -707,10 +708,11 @@ int ab_cpu_sum_squares(ab_backend *be, size_t n, const float *x, float *out) {
     return 0;
 }
 
-/* unscale_check with the squares: each block multiplied and checked as unscale_check does it
- * (backend_cpu.c), then its squares summed while it is in the cache, as sum_squares sums them */
+/* unscale_check: a block of sum_squares's at a time multiplied and checked, and with sum_sq its
+ * squares summed while it is in the cache, as sum_squares sums them (the same blocks, sq_block and
+ * sq_total: the same bits) */
 typedef struct {
-    float *g, *out;
+    float *g, *out; /* out: the block sums, or NULL */
     size_t n;
     float inv;
     int bad;
@@ -731,20 +733,20 @@ static inline __attribute__((always_inline)) void usq_range_body(void *ctx, int 
                 bad |= !ab_is_finite(x[k]);
             }
         }
-        j->out[blk] = sq_block(x, m);
+        if (j->out) j->out[blk] = sq_block(x, m);
     }
     if (bad) __atomic_store_n(&j->bad, 1, __ATOMIC_RELAXED);
 }
 CPU_RANGE_AVX512(usq_range)
 
-int cpu_unscale_squares(ab_backend *be, size_t n, float *g, float inv_scale, int32_t *found_inf, float *sum_sq) {
+int ab_cpu_unscale_check(ab_backend *be, size_t n, float *g, float inv_scale, int32_t *found_inf, float *sum_sq) {
     const size_t blocks = (n + SQ_BLOCK - 1) / SQ_BLOCK;
-    float *part = cpu_scratch_get(be, 2, blocks ? blocks : 1);
-    if (!part) return -1;
+    float *part = sum_sq ? cpu_scratch_get(be, 2, blocks ? blocks : 1) : NULL;
+    if (sum_sq && !part) return -1;
     usq_job j = {g, part, n, inv_scale, 0};
     cpu_parallel_for(be, blocks, SQ_MIN_BLOCKS, usq_range, &j);
     if (j.bad) *found_inf = 1;
-    sq_total(part, blocks, sum_sq);
+    if (sum_sq) sq_total(part, blocks, sum_sq);
     return 0;
 }
 

@@ -577,10 +577,15 @@ int ab_cuda_gather_rows(ab_backend *be, int B, size_t row_bytes, const void *row
 enum { SS_BLOCKS = 1024 };
 __device__ float g_ss_part[SS_BLOCKS];
 
-__global__ void k_sumsq_part(size_t n, const float *x) {
+/* the grid of the block sums for n values: every pass that writes g_ss_part takes it */
+static unsigned ss_grid(size_t n) {
+    const unsigned G = blocks_for(n);
+    return G > (unsigned)SS_BLOCKS ? (unsigned)SS_BLOCKS : G;
+}
+
+/* a block's 256 threads' sums a, added in a fixed tree into the block's g_ss_part slot */
+__device__ void ss_block_sum(float a) {
     __shared__ float s[256];
-    float a = 0.0f;
-    GRID_STRIDE(i, n) a += x[i] * x[i];
     s[threadIdx.x] = a;
     __syncthreads();
     for (int h = 128; h > 0; h >>= 1) {
@@ -588,6 +593,12 @@ __global__ void k_sumsq_part(size_t n, const float *x) {
         __syncthreads();
     }
     if (threadIdx.x == 0) g_ss_part[blockIdx.x] = s[0];
+}
+
+__global__ void k_sumsq_part(size_t n, const float *x) {
+    float a = 0.0f;
+    GRID_STRIDE(i, n) a += x[i] * x[i];
+    ss_block_sum(a);
 }
 
 __global__ void k_sumsq_final(int G, float *out) {
@@ -606,7 +617,6 @@ __global__ void k_sumsq_final(int G, float *out) {
 /* k_unscale_check's multiply and check (backend_cuda.cu), and k_sumsq_part's sums of the results'
  * squares: the same grid, so each thread adds the same values in the same order */
 __global__ void k_unscale_sumsq_part(size_t n, float *g, float inv_scale, int32_t *found_inf) {
-    __shared__ float s[256];
     float a = 0.0f;
     int bad = 0;
     GRID_STRIDE(i, n) {
@@ -616,13 +626,7 @@ __global__ void k_unscale_sumsq_part(size_t n, float *g, float inv_scale, int32_
         a += v * v;
     }
     if (__any_sync(0xffffffffu, bad) && (threadIdx.x & 31) == 0) *found_inf = 1; /* same value: no race */
-    s[threadIdx.x] = a;
-    __syncthreads();
-    for (int h = 128; h > 0; h >>= 1) {
-        if ((int)threadIdx.x < h) s[threadIdx.x] += s[threadIdx.x + h];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) g_ss_part[blockIdx.x] = s[0];
+    ss_block_sum(a);
 }
 
 int ab_cuda_unscale_squares(ab_backend *be, size_t n, float *g, float inv_scale, int32_t *found_inf, float *sum_sq) {
@@ -630,8 +634,7 @@ int ab_cuda_unscale_squares(ab_backend *be, size_t n, float *g, float inv_scale,
     if (!g || !found_inf || !sum_sq) return ab_errorf("unscale_check: NULL argument");
     AB_TRY(use_device(be));
     cudaStream_t s = ab_cuda_stream(be);
-    unsigned G = blocks_for(n);
-    if (G > SS_BLOCKS) G = SS_BLOCKS;
+    const unsigned G = ss_grid(n);
     k_unscale_sumsq_part<<<G, 256, 0, s>>>(n, g, inv_scale, found_inf);
     LAUNCH_CHECK("unscale_check with the squares");
     k_sumsq_final<<<1, 256, 0, s>>>((int)G, sum_sq);
@@ -644,8 +647,7 @@ int ab_cuda_sum_squares(ab_backend *be, size_t n, const float *x, float *out) {
     if (!x || !out) return ab_errorf("sum_squares: NULL argument");
     AB_TRY(use_device(be));
     cudaStream_t s = ab_cuda_stream(be);
-    unsigned G = blocks_for(n);
-    if (G > SS_BLOCKS) G = SS_BLOCKS;
+    const unsigned G = ss_grid(n);
     k_sumsq_part<<<G, 256, 0, s>>>(n, x);
     LAUNCH_CHECK("sum_squares block sums");
     k_sumsq_final<<<1, 256, 0, s>>>((int)G, out);

@@ -638,7 +638,7 @@ static void test_elementwise(ab_backend *be) {
  * sum of |x| of the exact sum, plus the final rounding to ot (half an ulp of ot). */
 static void test_col_sum(ab_backend *be) {
     static const ab_dtype types[] = {AB_F32, AB_F16, AB_BF16};
-    static const int shapes[][2] = {{1, 1}, {64, 300}, {1000, 33}, {7, 1}};
+    static const int shapes[][2] = {{1, 1}, {64, 300}, {1000, 33}, {7, 1}, {300, 400}}; /* the last over parts */
     ab_rng r;
     ab_rng_seed(&r, 5);
     for (int ti = 0; ti < 3; ti++)
