@@ -293,6 +293,10 @@ static void test_gemm(ab_backend *be) {
         {1, 1, 19, 23, 31, 1.0f, 0.0f, F16, F16, F16, 1, 1, 2, 0, 0},
         {0, 1, 19, 23, 31, 0.5f, 1.0f, F16, F16, F16, 1, 0, 5, 0, 0},
         {0, 0, 300, 40, 30, 1.0f, 0.0f, F16, F16, F16, 0, 1, 0, 0, 0},
+        /* tiles of rows big enough that the two parts run at once, each widening its rows of A and
+         * holding its sums in a block of its own, reused from tile to tile (8 tiles of 128) */
+        {0, 1, 1024, 96, 200, 1.0f, 0.0f, F16, F16, F16, 1, 1, 1, 0, 0},
+        {0, 0, 1024, 96, 200, 1.0f, 1.0f, BF16, BF16, F32, 0, 0, 0, 0, 0},
         /* the rounding alone (alpha 1, beta 0, no bias, no ReLU: the epilogue narrows the sums) */
         {1, 0, 37, 29, 41, 1.0f, 0.0f, F16, F16, F16, 0, 0, 2, 0, 0},
         {1, 0, 256, 80, 64, 1.0f, 0.0f, F16, F16, F16, 0, 0, 0, 0, 0},
