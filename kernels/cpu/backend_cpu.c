@@ -55,11 +55,12 @@ static void cpu_unmap_data(ab_backend *be, const void *mapped, size_t bytes) {
  * bf16 matmul where the CPU multiplies bf16 natively), then adds the bias, applies the ReLU, adds
  * beta C and rounds to C's type while its rows are still in its cache. The rows are cut into tiles
  * by the product's shape alone (cpu_gemm_tile), one library call a tile, so that the sums do not
- * depend on the threads. A part widens its tiles' rows of A, and holds their sums, in two blocks of
- * its own, one tile's worth each, reused from tile to tile: they stay in its cache, and the product
- * leaves the rest of the cache to the activations (MiniLM's AMP step 3% faster than with the whole
- * of A and C in fp32 scratch). Only what every part reads is widened first, over the pool: B (the
- * weights, as a rule; a transposed B copied untransposed, op_b_f32) and a transposed A. A product
+ * depend on the threads. A part widens its tiles' rows of A, and holds their sums, in blocks of its
+ * own where it needs them (a 16-bit A not transposed; sums that C cannot hold), one tile's worth
+ * each, reused from tile to tile, where the whole of A and C had their fp32 copies (BERT-base's
+ * AMP scratch at batch 8: 28.8 MB, not 38.2). Only what every part reads is widened first, over
+ * the pool: B (the weights, as a rule; a transposed B copied untransposed, op_b_f32) and a
+ * transposed A. A product
  * with few rows and many columns is cut by columns instead (cpu_sgemm's tiles), each part
  * converting its own tile of B's columns where B needs it (gemm_col_tiles) and rounding its tile
  * of C. gemm_fold's epilogue rounds the sums to the compute type and folds them into the fp32
@@ -73,7 +74,8 @@ typedef struct {
     ab_dtype round;    /* gemm_fold: the type the sums are rounded to before beta C is added (fp32 C); else fp32 */
     const void *A;     /* as stored */
     const float *a32;  /* A widened whole (transposed 16-bit A), or NULL */
-    float *a32rows;    /* scratch the parts widen their rows of A into (A not transposed) */
+    float *a32rows;    /* scratch the parts widen their rows of A into (A not transposed): a block a part,
+                        * a_part floats apart */
     const void *B;     /* as stored (native bf16) */
     const float *b32;  /* B in fp32: itself, widened, or copied untransposed (then tb 0, ldb N) */
     const float *bias; /* fp32, or NULL */
@@ -90,7 +92,7 @@ typedef struct {
     int nonfinite; /* under round (gemm_fold): a value stored into G was infinite or NaN */
 } gemm_job;
 
-/* n rounded up to a multiple of m (per-part blocks start 64 bytes apart) */
+/* n rounded up to a multiple of m (per-part blocks start on 64-byte boundaries) */
 static size_t cpu_round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
 /* C's rows [lo, hi), columns [c0, c1): alpha acc + bias, ReLU, + beta C, rounded once to ct; acc
