@@ -60,11 +60,10 @@ static void cpu_unmap_data(ab_backend *be, const void *mapped, size_t bytes) {
  * each, reused from tile to tile, where the whole of A and C had their fp32 copies (BERT-base's
  * AMP scratch at batch 8: 28.8 MB, not 38.2). Only what every part reads is widened first, over
  * the pool: B (the weights, as a rule; a transposed B copied untransposed, op_b_f32) and a
- * transposed A. A product
- * with few rows and many columns is cut by columns instead (cpu_sgemm's tiles), each part
- * converting its own tile of B's columns where B needs it (gemm_col_tiles) and rounding its tile
- * of C. gemm_fold's epilogue rounds the sums to the compute type and folds them into the fp32
- * gradient (round). */
+ * transposed A. A product with few rows and many columns is cut by columns instead (cpu_sgemm's
+ * tiles), each part converting its own tile of B's columns where B needs it (gemm_col_tiles) and
+ * rounding its tile of C. gemm_fold's epilogue rounds the sums to the compute type and folds them
+ * into the fp32 gradient (round). */
 
 typedef struct {
     ab_backend *be;
@@ -778,7 +777,6 @@ int ab_cpu_adamw_step(ab_backend *be, size_t n, float *w, const float *g, float 
     cpu_parallel_for(be, n, OPT_MIN, adamw_range, &j);
     return 0;
 }
-
 
 /* The census histogram: a block's slots first (widened to fp32 by cpu_widen, F16C where there is one,
  * then ab_log2_slot: a loop without stores into the counts, which vectorizes), then counted into

@@ -8,7 +8,8 @@
 
 /* Every compute op of core/backend_ops.def, as ab_cpu_<op>: backend_cpu.c (GEMM, element-wise,
  * loss, optimizer, gathers, census), layers_cpu.c (convolutional layers, image assembly),
- * transformer_cpu.c (the transformer ops, the gradient norm and unscale_check); backend_cpu.c's table is built from this list. */
+ * transformer_cpu.c (the transformer ops, the gradient norm and unscale_check); backend_cpu.c's
+ * table is built from this list. */
 #define AB_OP(name, params, args) int ab_cpu_##name AB_OP_PARAMS params;
 #include "backend_ops.def"
 
