@@ -199,7 +199,9 @@ static const char *kind_of(const char *op) {
         const char *prefix, *kind;
     } kinds[] = {
         {"gemm", "GEMM (linear, attention products)"},
-        {"conv2d", "convolution"},
+        {"conv2d_forward", "convolution forward"},
+        {"conv2d_backward_data", "convolution backward-data"},
+        {"conv2d_backward_filter", "convolution filter gradient"},
         {"batchnorm", "normalisation (batch, layer)"},
         {"layernorm", "normalisation (batch, layer)"},
         {"softmax_xent", "loss (softmax cross-entropy)"},

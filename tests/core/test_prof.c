@@ -122,6 +122,36 @@ int main(void) {
         free(G2);
         free(ws);
     }
+    /* a convolution's three products, each under a kind of its own (where AMP's extra time goes
+     * differs between them) */
+    {
+        ab_conv_shape cs = {.N = 2, .H = 6, .W = 6, .C = 4, .K = 8, .R = 3, .S = 3, .stride_h = 1, .stride_w = 1,
+                            .pad_h = 1, .pad_w = 1};
+        AB_CHECK(ab_conv_shape_init(&cs) == 0, "conv shape: %s", ab_error());
+        const size_t nx = (size_t)cs.N * cs.H * cs.W * cs.C, nw = (size_t)cs.K * cs.R * cs.S * cs.C,
+                     ny = (size_t)cs.N * cs.P * cs.Q * cs.K;
+        float *x = calloc(nx, 4), *w = calloc(nw, 4), *y = calloc(ny, 4), *dx = calloc(nx, 4), *dw = calloc(nw, 4);
+        AB_CHECK(x && w && y && dx && dw, "allocation");
+        if (x && w && y && dx && dw) {
+            AB_CHECK(be->ops->conv2d_forward(be, &cs, AB_F32, x, w, y) == 0 &&
+                         be->ops->conv2d_backward_data(be, &cs, AB_F32, y, w, dx) == 0 &&
+                         be->ops->conv2d_backward_filter(be, &cs, AB_F32, x, y, 0.0f, dw) == 0,
+                     "convolution: %s", ab_error());
+            const ab_op_cost *c = ab_prof_ops(be, &n);
+            text = NULL, len = 0;
+            f = open_memstream(&text, &len);
+            if (f) {
+                ab_prof_report(f, c, n, ab_backend_prof_inner(be));
+                fclose(f);
+            }
+            AB_CHECK(n == 3 && text && strstr(text, "convolution forward ") &&
+                         strstr(text, "convolution backward-data ") && strstr(text, "convolution filter gradient "),
+                     "%zu records; the table lacks a convolution kind:\n%s", n, text ? text : "(none)");
+            free(text);
+            ab_prof_clear(be);
+        }
+        free(x), free(w), free(y), free(dx), free(dw);
+    }
     ab_release(be, AB_MEM_ACTIVATIONS, A, M * K * 4);
     ab_release(be, AB_MEM_ACTIVATIONS, B, K * N * 4);
     ab_release(be, AB_MEM_ACTIVATIONS, C, M * N * 4);
