@@ -478,9 +478,10 @@ int ab_cpu_conv2d_backward_filter_fold(ab_backend *be, const ab_conv_shape *s, a
 /* ---- batch normalisation over (M, C) rows ----
  * The rows are cut into fixed blocks of about BN_BLOCK_ELEMS values; each block's per-channel
  * sums are taken in double and the blocks are summed in order, so the statistics do not depend
- * on the number of threads. A 16-bit block goes through BN_SUB_ELEMS values at a time, each part
- * widening them into a slice of its own that stays in its L1 cache, the sums taking the rows in
- * the same order (the whole block, 256 KB of fp32, went through L2: ResNet-50's normalisation
+ * on the number of threads. A 16-bit block goes through BN_SUB_ELEMS values at a time (a row at
+ * a time past 4,096 channels), each part widening them into a slice of its own that stays in its
+ * L1 cache, the sums taking the rows in the same order; an fp32 block is read where it lies
+ * (the whole 16-bit block, 256 KB of fp32, went through L2: ResNet-50's normalisation
  * 10% faster under AMP with the CIFAR stem, results/cpu/2026-12-06-epyc-2core/widen-rows/). The
  * statistics take one pass: sums of d = x - k and d^2 with k the channel's first value, a shift
  * inside the data, so that var = E[d^2] - E[d]^2 does not cancel away when the mean is far from
@@ -490,7 +491,9 @@ int ab_cpu_conv2d_backward_filter_fold(ab_backend *be, const ab_conv_shape *s, a
 
 typedef struct {
     int M, C, rows_per_block;
-    int sub_rows; /* rows a part widens at a time (16-bit), in its L1 cache */
+    int sub_rows; /* rows a pass takes at a time: 16-bit, those a part widens into its L1 cache; fp32,
+                   * the block */
+    int buf_rows; /* rows each per-part buffer holds (16-bit: sub_rows; fp32: none) */
     ab_dtype t;
     const void *x, *dy;
     void *y; /* y or dx */
@@ -499,13 +502,13 @@ typedef struct {
     const double *shift;            /* the statistics' shift k per channel */
     int relu;                       /* forward: a fused ReLU before the rounding */
     double *part;                   /* (blocks, 2, C) partial sums */
-    float *buf;                     /* (parts, 2 * sub_rows * C) widening scratch */
+    float *buf;                     /* (parts, 2 * buf_rows * C) widening scratch */
     const float *mdy, *mdyx;        /* backward: mean(dy), mean(dy * xhat) */
 } bn_job;
 
 static size_t bn_blocks(const bn_job *j) { return ((size_t)j->M + j->rows_per_block - 1) / j->rows_per_block; }
 
-/* rows of block b as fp32 (a view of the buffer itself, or widened into buf) */
+/* nr rows from row r0 as fp32 (a view of the buffer itself, or widened into buf) */
 static const float *bn_rows(const bn_job *j, const void *p, size_t r0, size_t nr, float *buf) {
     const size_t off = r0 * (size_t)j->C;
     if (j->t == AB_F32) return (const float *)p + off;
@@ -522,7 +525,7 @@ static void bn_block_span(const bn_job *j, size_t b, size_t *r0, size_t *nr) {
 static inline __attribute__((always_inline)) void bn_stats_range_body(void *ctx, int part, size_t lo, size_t hi) {
     const bn_job *j = ctx;
     const int C = j->C;
-    float *buf = j->buf + (size_t)part * 2 * j->sub_rows * C;
+    float *buf = j->buf + (size_t)part * 2 * j->buf_rows * C;
     for (size_t b = lo; b < hi; b++) {
         size_t r0, nr;
         bn_block_span(j, b, &r0, &nr);
@@ -548,7 +551,7 @@ CPU_RANGE_AVX512(bn_stats_range)
 static inline __attribute__((always_inline)) void bn_norm_range_body(void *ctx, int part, size_t lo, size_t hi) {
     const bn_job *j = ctx;
     const int C = j->C;
-    float *buf = j->buf + (size_t)part * 2 * j->sub_rows * C;
+    float *buf = j->buf + (size_t)part * 2 * j->buf_rows * C;
     for (size_t b = lo; b < hi; b++) {
         size_t r0, nr;
         bn_block_span(j, b, &r0, &nr);
@@ -577,12 +580,12 @@ static int bn_setup(ab_backend *be, const char *op, int M, int C, ab_dtype t, bn
     j->C = C;
     j->t = t;
     j->rows_per_block = BN_BLOCK_ELEMS / C > 0 ? BN_BLOCK_ELEMS / C : 1;
-    j->sub_rows = BN_SUB_ELEMS / C > 0 ? BN_SUB_ELEMS / C : 1;
-    if (j->sub_rows > j->rows_per_block) j->sub_rows = j->rows_per_block;
+    j->sub_rows = t == AB_F32 ? j->rows_per_block : BN_SUB_ELEMS / C > 0 ? BN_SUB_ELEMS / C : 1;
+    j->buf_rows = t == AB_F32 ? 0 : j->sub_rows;
     const int parts = cpu_parallel_parts(be, bn_blocks(j), 1);
     /* doubles (blocks * 2 * C) and per-thread widening buffers in one slot */
     const size_t nd = bn_blocks(j) * 2 * (size_t)C;
-    const size_t nbuf = (size_t)parts * 2 * j->sub_rows * C;
+    const size_t nbuf = (size_t)parts * 2 * j->buf_rows * C;
     float *mem = cpu_scratch_get(be, CPU_SLOT_LAYER_ACC, 2 * nd + nbuf + 16);
     if (!mem) return -1;
     j->part = (double *)mem;
@@ -663,7 +666,7 @@ int ab_cpu_batchnorm_forward_eval(ab_backend *be, int M, int C, ab_dtype t, cons
 static inline __attribute__((always_inline)) void bn_bwd_sums_range_body(void *ctx, int part, size_t lo, size_t hi) {
     const bn_job *j = ctx;
     const int C = j->C;
-    float *buf = j->buf + (size_t)part * 2 * j->sub_rows * C;
+    float *buf = j->buf + (size_t)part * 2 * j->buf_rows * C;
     for (size_t b = lo; b < hi; b++) {
         size_t r0, nr;
         bn_block_span(j, b, &r0, &nr);
@@ -672,7 +675,7 @@ static inline __attribute__((always_inline)) void bn_bwd_sums_range_body(void *c
         for (size_t q = r0; q < r0 + nr; q += j->sub_rows) {
             const size_t ns = r0 + nr - q < (size_t)j->sub_rows ? r0 + nr - q : (size_t)j->sub_rows;
             const float *x = bn_rows(j, j->x, q, ns, buf);
-            const float *dy = bn_rows(j, j->dy, q, ns, buf + (size_t)j->sub_rows * C);
+            const float *dy = bn_rows(j, j->dy, q, ns, buf + (size_t)j->buf_rows * C);
             for (size_t r = 0; r < ns; r++) {
                 const float *xr = x + r * C, *dyr = dy + r * C;
                 for (int c = 0; c < C; c++) {
@@ -690,8 +693,8 @@ CPU_RANGE_AVX512(bn_bwd_sums_range)
 static inline __attribute__((always_inline)) void bn_bwd_dx_range_body(void *ctx, int part, size_t lo, size_t hi) {
     const bn_job *j = ctx;
     const int C = j->C;
-    float *buf = j->buf + (size_t)part * 2 * j->sub_rows * C;
-    float *dybuf = buf + (size_t)j->sub_rows * C;
+    float *buf = j->buf + (size_t)part * 2 * j->buf_rows * C;
+    float *dybuf = buf + (size_t)j->buf_rows * C;
     for (size_t b = lo; b < hi; b++) {
         size_t r0, nr;
         bn_block_span(j, b, &r0, &nr);

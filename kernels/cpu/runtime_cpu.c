@@ -91,27 +91,29 @@ void cpu_widen(size_t n, ab_dtype t, const void *src, float *dst) {
 /* fp32 -> fp16 in bulk. Where the CPU has F16C its conversion instruction is used: it rounds
  * to nearest even with IEEE overflow, subnormal and NaN handling, bit-identical to
  * ab_f32_to_f16 (tests/core/test_half.c checks the two against each other on every tested value).
- * fp16 -> fp32 likewise: exact for every finite value and infinity; a block holding a NaN takes
- * the scalar path, which keeps a signalling NaN's bits where the instruction would quieten it
- * (test_backend_ops, tests/ops/ref_layers.c, compares all 65536 values). */
+ * fp16 -> fp32 likewise: exact for every finite value and infinity; a NaN goes through the
+ * scalar path after, which keeps a signalling NaN's bits where the instruction would quieten it
+ * (test_backend_ops, tests/ops/ref_layers.c, compares all 65536 values, through the tails too). */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 /* The conversion instruction quietens a signalling NaN, which the scalar path keeps: the vector
- * loops convert every block as if it held none, note whether any value's exponent is all ones (an
- * infinity or a NaN, rare in the suite's tensors) and, if one was, pass over the range again and
- * put those values through the scalar path. Finite values and infinities come out the same either
- * way, so only NaNs change. The check is a compare into a register a block, not a branch. */
+ * loops convert every block as if it held none, note whether any value is a NaN (its magnitude
+ * bits above an infinity's 0x7c00; rare in the suite's tensors) and, if one was, pass over the
+ * range again and put the NaNs through the scalar path. Finite values and infinities (a loss
+ * scale's overflow) come out the same either way. The check is a compare into a register a block,
+ * not a branch. */
 static void widen_f16_fixup(size_t n, const uint16_t *src, float *dst) {
     for (size_t k = 0; k < n; k++)
-        if ((src[k] & 0x7c00u) == 0x7c00u) dst[k] = ab_f16_to_f32(src[k]);
+        if ((src[k] & 0x7fffu) > 0x7c00u) dst[k] = ab_f16_to_f32(src[k]);
 }
 __attribute__((target("avx,f16c"))) static void widen_f16_f16c(size_t n, const uint16_t *src, float *dst) {
-    const __m128i expmask = _mm_set1_epi16(0x7c00);
+    const __m128i magnitude = _mm_set1_epi16(0x7fff), inf = _mm_set1_epi16(0x7c00);
     __m128i bad = _mm_setzero_si128();
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         const __m128i h = _mm_loadu_si128((const __m128i *)(src + i));
-        bad = _mm_or_si128(bad, _mm_cmpeq_epi16(_mm_and_si128(h, expmask), expmask));
+        /* signed 16-bit compare: the magnitude is at most 0x7fff */
+        bad = _mm_or_si128(bad, _mm_cmpgt_epi16(_mm_and_si128(h, magnitude), inf));
         _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
     }
     for (; i < n; i++) dst[i] = ab_f16_to_f32(src[i]);
@@ -128,18 +130,18 @@ __attribute__((target("avx,f16c"))) static void narrow_f16_f16c(size_t n, const 
 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,f16c"))) static void widen_f16_avx512(size_t n,
                                                                                               const uint16_t *src,
                                                                                               float *dst) {
-    const __m256i expmask = _mm256_set1_epi16(0x7c00);
+    const __m256i magnitude = _mm256_set1_epi16(0x7fff), inf = _mm256_set1_epi16(0x7c00);
     __mmask16 bad = 0;
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
         const __m256i h = _mm256_loadu_si256((const __m256i *)(src + i));
-        bad |= _mm256_cmpeq_epi16_mask(_mm256_and_si256(h, expmask), expmask);
+        bad |= _mm256_cmpgt_epu16_mask(_mm256_and_si256(h, magnitude), inf);
         _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(h));
     }
     if (i < n) { /* the last 1 to 15 through masks (im2col's spans are often short: 21 values in a 7x7 stem) */
         const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
         const __m256i h = _mm256_maskz_loadu_epi16(m, src + i);
-        bad |= _mm256_mask_cmpeq_epi16_mask(m, _mm256_and_si256(h, expmask), expmask);
+        bad |= _mm256_mask_cmpgt_epu16_mask(m, _mm256_and_si256(h, magnitude), inf);
         _mm512_mask_storeu_ps(dst + i, m, _mm512_cvtph_ps(h));
     }
     if (bad) widen_f16_fixup(n, src, dst);
@@ -159,14 +161,14 @@ __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,f16c"))) static void n
         _mm256_mask_storeu_epi16(dst + i, m, h);
     }
 }
-/* rows of such conversions, each row through the loops above without a call of its own */
 /* rows of such conversions, each row through the loops above without a call of its own. Rows
  * apart in memory (a column tile of a filter, a head's columns) are short streams the hardware's
  * prefetcher does not follow far enough ahead: the lines of the row WIDEN_ROWS_AHEAD rows on are
  * asked for while this one is converted: a 512 x 4608 fp16 filter by tiles of 576 columns, one
- * thread on the Zen 5 EPYC, 490-510 us without, 325-335 us with, 260-300 us were the rows one
- * contiguous run; with a branch on the check every 16 values, as before, 570-600 us
- * (results/cpu/2026-12-06-epyc-2core/widen-rows/widen_rows.txt). */
+ * thread on the Zen 5 EPYC, 480-510 us without, 320-340 us with, 260-300 us were the rows one
+ * contiguous run; with a branch on the check every 16 values, as before, 570-620 us
+ * (results/cpu/2026-12-06-epyc-2core/widen-rows/widen_rows.txt). The row's last line is asked for
+ * too, where the row does not start on a line. */
 enum { WIDEN_ROWS_AHEAD = 4 };
 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,f16c"))) static void widen_rows_f16_avx512(
     size_t rows, size_t cols, const uint16_t *src, size_t lds, float *dst, size_t ldd) {
@@ -174,6 +176,7 @@ __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,f16c"))) static void w
         if (r + WIDEN_ROWS_AHEAD < rows) {
             const char *ahead = (const char *)(src + (r + WIDEN_ROWS_AHEAD) * lds);
             for (size_t b = 0; b < cols * 2; b += 64) _mm_prefetch(ahead + b, _MM_HINT_T0);
+            _mm_prefetch(ahead + cols * 2 - 1, _MM_HINT_T0);
         }
         widen_f16_avx512(cols, src + r * lds, dst + r * ldd);
     }
