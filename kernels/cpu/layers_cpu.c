@@ -493,7 +493,6 @@ typedef struct {
     int M, C, rows_per_block;
     int sub_rows; /* rows a pass takes at a time: 16-bit, those a part widens into its L1 cache; fp32,
                    * the block */
-    int buf_rows; /* rows each per-part buffer holds (16-bit: sub_rows; fp32: none) */
     ab_dtype t;
     const void *x, *dy;
     void *y; /* y or dx */
@@ -502,7 +501,7 @@ typedef struct {
     const double *shift;            /* the statistics' shift k per channel */
     int relu;                       /* forward: a fused ReLU before the rounding */
     double *part;                   /* (blocks, 2, C) partial sums */
-    float *buf;                     /* (parts, 2 * buf_rows * C) widening scratch */
+    float *buf;                     /* 16-bit: (parts, 2 * sub_rows * C) widening scratch (bn_part_buf) */
     const float *mdy, *mdyx;        /* backward: mean(dy), mean(dy * xhat) */
 } bn_job;
 
@@ -516,6 +515,17 @@ static const float *bn_rows(const bn_job *j, const void *p, size_t r0, size_t nr
     return buf;
 }
 
+/* a part's widening buffer: x's rows, then dy's (sub_rows * C floats each); NULL in fp32, which
+ * reads its rows where they lie */
+static float *bn_part_buf(const bn_job *j, int part) {
+    return j->t == AB_F32 ? NULL : j->buf + (size_t)part * 2 * j->sub_rows * j->C;
+}
+
+/* the rows a pass takes from row q of a block that ends at row end */
+static size_t bn_sub_len(const bn_job *j, size_t q, size_t end) {
+    return end - q < (size_t)j->sub_rows ? end - q : (size_t)j->sub_rows;
+}
+
 static void bn_block_span(const bn_job *j, size_t b, size_t *r0, size_t *nr) {
     *r0 = b * (size_t)j->rows_per_block;
     *nr = (size_t)j->M - *r0 < (size_t)j->rows_per_block ? (size_t)j->M - *r0 : (size_t)j->rows_per_block;
@@ -525,15 +535,15 @@ static void bn_block_span(const bn_job *j, size_t b, size_t *r0, size_t *nr) {
 static inline __attribute__((always_inline)) void bn_stats_range_body(void *ctx, int part, size_t lo, size_t hi) {
     const bn_job *j = ctx;
     const int C = j->C;
-    float *buf = j->buf + (size_t)part * 2 * j->buf_rows * C;
+    float *buf = bn_part_buf(j, part);
     for (size_t b = lo; b < hi; b++) {
         size_t r0, nr;
         bn_block_span(j, b, &r0, &nr);
         double *s1 = j->part + b * 2 * C, *s2 = s1 + C;
         for (int c = 0; c < C; c++) s1[c] = s2[c] = 0.0;
-        for (size_t q = 0; q < nr; q += j->sub_rows) {
-            const size_t ns = nr - q < (size_t)j->sub_rows ? nr - q : (size_t)j->sub_rows;
-            const float *x = bn_rows(j, j->x, r0 + q, ns, buf);
+        for (size_t q = r0; q < r0 + nr; q += j->sub_rows) {
+            const size_t ns = bn_sub_len(j, q, r0 + nr);
+            const float *x = bn_rows(j, j->x, q, ns, buf);
             for (size_t r = 0; r < ns; r++) {
                 const float *xr = x + r * C;
                 for (int c = 0; c < C; c++) {
@@ -551,12 +561,12 @@ CPU_RANGE_AVX512(bn_stats_range)
 static inline __attribute__((always_inline)) void bn_norm_range_body(void *ctx, int part, size_t lo, size_t hi) {
     const bn_job *j = ctx;
     const int C = j->C;
-    float *buf = j->buf + (size_t)part * 2 * j->buf_rows * C;
+    float *buf = bn_part_buf(j, part);
     for (size_t b = lo; b < hi; b++) {
         size_t r0, nr;
         bn_block_span(j, b, &r0, &nr);
         for (size_t q = r0; q < r0 + nr; q += j->sub_rows) {
-            const size_t ns = r0 + nr - q < (size_t)j->sub_rows ? r0 + nr - q : (size_t)j->sub_rows;
+            const size_t ns = bn_sub_len(j, q, r0 + nr);
             const float *x = bn_rows(j, j->x, q, ns, buf);
             float *y = j->t == AB_F32 ? (float *)j->y + q * C : buf; /* in place on buf is fine */
             for (size_t r = 0; r < ns; r++) {
@@ -581,11 +591,10 @@ static int bn_setup(ab_backend *be, const char *op, int M, int C, ab_dtype t, bn
     j->t = t;
     j->rows_per_block = BN_BLOCK_ELEMS / C > 0 ? BN_BLOCK_ELEMS / C : 1;
     j->sub_rows = t == AB_F32 ? j->rows_per_block : BN_SUB_ELEMS / C > 0 ? BN_SUB_ELEMS / C : 1;
-    j->buf_rows = t == AB_F32 ? 0 : j->sub_rows;
     const int parts = cpu_parallel_parts(be, bn_blocks(j), 1);
     /* doubles (blocks * 2 * C) and per-thread widening buffers in one slot */
     const size_t nd = bn_blocks(j) * 2 * (size_t)C;
-    const size_t nbuf = (size_t)parts * 2 * j->buf_rows * C;
+    const size_t nbuf = t == AB_F32 ? 0 : (size_t)parts * 2 * j->sub_rows * C;
     float *mem = cpu_scratch_get(be, CPU_SLOT_LAYER_ACC, 2 * nd + nbuf + 16);
     if (!mem) return -1;
     j->part = (double *)mem;
@@ -666,16 +675,16 @@ int ab_cpu_batchnorm_forward_eval(ab_backend *be, int M, int C, ab_dtype t, cons
 static inline __attribute__((always_inline)) void bn_bwd_sums_range_body(void *ctx, int part, size_t lo, size_t hi) {
     const bn_job *j = ctx;
     const int C = j->C;
-    float *buf = j->buf + (size_t)part * 2 * j->buf_rows * C;
+    float *buf = bn_part_buf(j, part);
     for (size_t b = lo; b < hi; b++) {
         size_t r0, nr;
         bn_block_span(j, b, &r0, &nr);
         double *sdy = j->part + b * 2 * C, *sdyx = sdy + C;
         for (int c = 0; c < C; c++) sdy[c] = sdyx[c] = 0.0;
         for (size_t q = r0; q < r0 + nr; q += j->sub_rows) {
-            const size_t ns = r0 + nr - q < (size_t)j->sub_rows ? r0 + nr - q : (size_t)j->sub_rows;
+            const size_t ns = bn_sub_len(j, q, r0 + nr);
             const float *x = bn_rows(j, j->x, q, ns, buf);
-            const float *dy = bn_rows(j, j->dy, q, ns, buf + (size_t)j->buf_rows * C);
+            const float *dy = bn_rows(j, j->dy, q, ns, buf ? buf + (size_t)j->sub_rows * C : NULL);
             for (size_t r = 0; r < ns; r++) {
                 const float *xr = x + r * C, *dyr = dy + r * C;
                 for (int c = 0; c < C; c++) {
@@ -693,13 +702,13 @@ CPU_RANGE_AVX512(bn_bwd_sums_range)
 static inline __attribute__((always_inline)) void bn_bwd_dx_range_body(void *ctx, int part, size_t lo, size_t hi) {
     const bn_job *j = ctx;
     const int C = j->C;
-    float *buf = j->buf + (size_t)part * 2 * j->buf_rows * C;
-    float *dybuf = buf + (size_t)j->buf_rows * C;
+    float *buf = bn_part_buf(j, part);
+    float *dybuf = buf ? buf + (size_t)j->sub_rows * C : NULL;
     for (size_t b = lo; b < hi; b++) {
         size_t r0, nr;
         bn_block_span(j, b, &r0, &nr);
         for (size_t q = r0; q < r0 + nr; q += j->sub_rows) {
-            const size_t ns = r0 + nr - q < (size_t)j->sub_rows ? r0 + nr - q : (size_t)j->sub_rows;
+            const size_t ns = bn_sub_len(j, q, r0 + nr);
             const float *x = bn_rows(j, j->x, q, ns, buf);
             const float *dy = bn_rows(j, j->dy, q, ns, dybuf);
             float *dx = j->t == AB_F32 ? (float *)j->y + q * C : dybuf; /* dx may alias dy: element by element */
