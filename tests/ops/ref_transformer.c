@@ -872,11 +872,12 @@ static void gemm_batched_padded(ab_backend *be, int ta, int tb, ab_dtype at, ab_
 }
 
 /* 16-bit heads, beta 0, each result the fp32 sum rounded once: q_h k_h^T into (L, L) blocks stored
- * dense (sc apart, the padding between them kept), and P_h v_h into the strided (L, H) rows of the
- * context. Rows of 37 and 20 values: the conversions' blocks of 16 and their tails, a head's rows a
- * call apart or in one. */
-static void gemm_batched_heads16(ab_backend *be, ab_dtype t) {
-    enum { A = 3, L = 37, D = 20, H = A * D, SC = L * L + 7 };
+ * dense (SC apart: padding between them kept, or none, the blocks one run), and P_h v_h into the
+ * strided (L, H) rows of the context. Rows of 37 and 20 values: the conversions' blocks of 16 and
+ * their tails, a head's rows a call apart or in one; 12 small heads (MiniLM's count: 6 a thread on
+ * 2 threads); 5 heads of 128 x 64 (BERT-base's head size, an odd count over the threads). */
+static void gemm_batched_heads16(ab_backend *be, ab_dtype t, int A, int L, int D, int SC) {
+    const int H = A * D;
     const size_t nq = (size_t)L * H, ns = (size_t)A * SC;
     uint16_t *q = malloc(nq * 2), *k = malloc(nq * 2), *v = malloc(nq * 2), *s = malloc(ns * 2),
              *p = malloc(ns * 2), *ctx = malloc(nq * 2);
@@ -1050,7 +1051,11 @@ void ref_transformer_run(void) {
     test_dropout(be);
     test_embedding(be);
     test_gemm_batched(be);
-    gemm_batched_heads16(be, AB_F16);
-    gemm_batched_heads16(be, AB_BF16);
+    for (ab_dtype t = AB_F16; t <= AB_BF16; t++) {
+        gemm_batched_heads16(be, t, 3, 37, 20, 37 * 37 + 7);
+        gemm_batched_heads16(be, t, 3, 37, 20, 37 * 37);
+        gemm_batched_heads16(be, t, 12, 21, 8, 21 * 21); /* MiniLM's 6 heads a part in one chunk */
+        gemm_batched_heads16(be, t, 5, 128, 64, 128 * 128);
+    }
     be->ops->destroy(be);
 }
