@@ -68,8 +68,10 @@ static inline AB_HD int ab_log2_slot(float v, int log2_min, int nbins) {
 }
 
 /* Softmax cross-entropy of one row of C logits (type lt) with label y, in fp32.
- * Returns the loss; when drow != NULL writes drow[j] = gscale * (p_j - [j == y]) in type dt.
- * *argmax receives the index of the largest logit (first one on ties). */
+ * Returns the loss; when drow != NULL writes drow[j] = gscale * (p_j - [j == y]) in type dt, with
+ * p_j = e_j / sum (e_j = expf(x_j - max), as PyTorch's softmax): an fp32 drow holds the e_j of the
+ * sum's pass, a 16-bit one takes them computed again (the same values), so one exponential a logit
+ * where the storage allows. *argmax receives the index of the largest logit (first one on ties). */
 static inline AB_HD float ab_xent_row(int C, ab_dtype lt, const void *row, int y, float gscale,
                                       ab_dtype dt, void *drow, int *argmax) {
     float mx = ab_load(row, 0, lt);
@@ -81,13 +83,18 @@ static inline AB_HD float ab_xent_row(int C, ab_dtype lt, const void *row, int y
             am = j;
         }
     }
+    const float xy = ab_load(row, (size_t)y, lt); /* before drow, which may alias row */
+    float *e = drow && dt == AB_F32 ? (float *)drow : NULL;
     float sum = 0.0f;
-    for (int j = 0; j < C; j++) sum += expf(ab_load(row, (size_t)j, lt) - mx);
-    const float lse = mx + logf(sum);
-    const float loss = lse - ab_load(row, (size_t)y, lt); /* before drow, which may alias row */
+    for (int j = 0; j < C; j++) {
+        const float ej = expf(ab_load(row, (size_t)j, lt) - mx);
+        if (e) e[j] = ej;
+        sum += ej;
+    }
+    const float loss = mx + logf(sum) - xy;
     if (drow) {
         for (int j = 0; j < C; j++) {
-            const float p = expf(ab_load(row, (size_t)j, lt) - lse);
+            const float p = (e ? e[j] : expf(ab_load(row, (size_t)j, lt) - mx)) / sum;
             ab_store(drow, (size_t)j, dt, gscale * (p - (j == y ? 1.0f : 0.0f)));
         }
     }
