@@ -557,8 +557,11 @@ int ab_cpu_softmax_xent(ab_backend *be, int B, int C, ab_dtype lt, const void *l
                 continue;
             }
             int am;
-            total += bulk ? ab_xent_row(C, AB_F32, r32 + o, y, gs, AB_F32, drow, &am)
-                          : ab_xent_row(C, lt, (const char *)rows + o * lsz, y, gs, dt, drow, &am);
+            const void *row = bulk ? (const void *)(r32 + o) : (const void *)((const char *)rows + o * lsz);
+            /* fp32 rows and gradient rows through a copy with the types constant (no type test a
+             * value) */
+            total += bulk || (lt == AB_F32 && dt == AB_F32) ? ab_xent_row(C, AB_F32, row, y, gs, AB_F32, drow, &am)
+                                                            : ab_xent_row(C, lt, row, y, gs, dt, drow, &am);
             hits += am == y;
         }
         if (bulk && drows) cpu_narrow(nv, d32, dt, drows);
