@@ -521,6 +521,9 @@ static float *bn_part_buf(const bn_job *j, int part) {
     return j->t == AB_F32 ? NULL : j->buf + (size_t)part * 2 * j->sub_rows * j->C;
 }
 
+/* dy's half of a part's widening buffer (NULL with buf) */
+static float *bn_dy_buf(const bn_job *j, float *buf) { return buf ? buf + (size_t)j->sub_rows * j->C : NULL; }
+
 /* the rows a pass takes from row q of a block that ends at row end */
 static size_t bn_sub_len(const bn_job *j, size_t q, size_t end) {
     return end - q < (size_t)j->sub_rows ? end - q : (size_t)j->sub_rows;
@@ -684,7 +687,7 @@ static inline __attribute__((always_inline)) void bn_bwd_sums_range_body(void *c
         for (size_t q = r0; q < r0 + nr; q += j->sub_rows) {
             const size_t ns = bn_sub_len(j, q, r0 + nr);
             const float *x = bn_rows(j, j->x, q, ns, buf);
-            const float *dy = bn_rows(j, j->dy, q, ns, buf ? buf + (size_t)j->sub_rows * C : NULL);
+            const float *dy = bn_rows(j, j->dy, q, ns, bn_dy_buf(j, buf));
             for (size_t r = 0; r < ns; r++) {
                 const float *xr = x + r * C, *dyr = dy + r * C;
                 for (int c = 0; c < C; c++) {
@@ -703,7 +706,7 @@ static inline __attribute__((always_inline)) void bn_bwd_dx_range_body(void *ctx
     const bn_job *j = ctx;
     const int C = j->C;
     float *buf = bn_part_buf(j, part);
-    float *dybuf = buf ? buf + (size_t)j->sub_rows * C : NULL;
+    float *dybuf = bn_dy_buf(j, buf);
     for (size_t b = lo; b < hi; b++) {
         size_t r0, nr;
         bn_block_span(j, b, &r0, &nr);
