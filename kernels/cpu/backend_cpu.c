@@ -588,7 +588,8 @@ enum { OPT_MIN = 1 << 15 }; /* elements per thread below which a second thread d
 
 /* With a working copy (wc) the pass goes in chunks of OPT_CHUNK elements (a multiple of 16): each
  * chunk's new weights are rounded into wc while they are still in the L1 cache, so the copy costs
- * the pass its 2-byte stores and not a second read of the 4-byte weights from memory. */
+ * the pass its 2-byte stores and not a second read of the 4-byte weights from memory. The streaming
+ * loops below write an aligned fp16 copy themselves, with no chunks. */
 enum { OPT_CHUNK = 2048 };
 static void opt_copy(const opt_job *j, size_t lo, size_t hi) {
     if (hi > lo) cpu_narrow(hi - lo, j->w + lo, j->ct, (char *)j->wc + lo * ab_dtype_size(j->ct));
@@ -642,8 +643,12 @@ CPU_RANGE_AVX512(adamw_plain)
 /* An optimizer's part of CPU_STREAM_MIN elements or more stores its state past the caches
  * (non-temporal stores): AdamW's m and v, SGD's momentum buffer. The pass moves far more than the
  * caches keep at that size (AdamW reads 16 bytes an element and writes 12), and nothing reads the
- * state again before the next step's update. The weights are stored plainly: under AMP the working
- * copy's refresh reads them right after, and storing them past the caches too was no faster. On 2
+ * state again before the next step's update. The weights are stored plainly (storing them past the
+ * caches too was no faster). An fp16 working copy aligned as w (a 64-byte line of w, 32 bytes of
+ * the copy) is rounded from the new weights' register and streamed by the same loop: written a
+ * chunk behind, reading the weights back, it cost SGD's pass over ResNet-50's 23.5M weights 21%
+ * more than fp32's pass, and AdamW's over MiniLM's 17%; written in the loop, 9% and 9% (Zen 5 EPYC,
+ * 2 threads, medians of 8 rounds: results/cpu/2026-12-07-epyc-2core/amp-passes/). On 2
  * cores of the AMX Xeon the pass over MiniLM's 22.7M weights took 24-26 ms with plain stores and
  * 15-16 ms with these, and MiniLM's and BERT-base's fp32 steps 2% less time, ResNet-50's (SGD with
  * momentum) 6.5% (results/cpu/2026-12-05-xeon-amx-2core/adamw-stream/). The vector loops do
@@ -657,9 +662,9 @@ CPU_RANGE_AVX512(adamw_plain)
 #include <immintrin.h>
 /* the vector loops over [lo, hi): lo 64-byte aligned in w and in the state, hi - lo a multiple of
  * 16 elements (opt_stream cuts the range) */
-typedef void (*opt_stream_fn)(const opt_job *j, size_t lo, size_t hi);
-#define ADAMW_STREAM(name, isa, V, LANES, set1, load, loadu, store, mul, add, sub, div, sqrt_, stream)          \
-    __attribute__((target(isa))) static void name(const opt_job *j, size_t lo, size_t hi) {                    \
+typedef void (*opt_stream_fn)(const opt_job *j, size_t lo, size_t hi, uint16_t *h);
+#define ADAMW_STREAM(name, isa, V, LANES, set1, load, loadu, store, mul, add, sub, div, sqrt_, stream, half)    \
+    __attribute__((target(isa))) static void name(const opt_job *j, size_t lo, size_t hi, uint16_t *h) {       \
         float *w = j->w, *m = j->m, *v = j->v;                                                                 \
         const float *g = j->g;                                                                                 \
         const V b1 = set1(j->beta1), c1 = set1(1.0f - j->beta1), b2 = set1(j->beta2),                          \
@@ -671,14 +676,16 @@ typedef void (*opt_stream_fn)(const opt_job *j, size_t lo, size_t hi);
             const V m1 = add(mul(b1, load(m + i)), mul(c1, gi));                                               \
             const V v1 = add(mul(b2, load(v + i)), mul(mul(c2, gi), gi));                                      \
             const V den = add(mul(sqrt_(v1), rb), eps);                                                        \
-            store(w + i, sub(w1, div(mul(ss, m1), den)));                                                     \
+            const V wn = sub(w1, div(mul(ss, m1), den));                                                       \
+            store(w + i, wn);                                                                                  \
             stream(m + i, m1);                                                                                 \
             stream(v + i, v1);                                                                                 \
+            if (h) half(h + i, wn);                                                                            \
         }                                                                                                      \
     }
 /* SGD with momentum likewise (ResNet-50's 23.5M weights: the buffer streamed) */
-#define SGD_STREAM(name, isa, V, LANES, set1, load, loadu, store, mul, add, sub, stream)                        \
-    __attribute__((target(isa))) static void name(const opt_job *j, size_t lo, size_t hi) {                    \
+#define SGD_STREAM(name, isa, V, LANES, set1, load, loadu, store, mul, add, sub, stream, half)                  \
+    __attribute__((target(isa))) static void name(const opt_job *j, size_t lo, size_t hi, uint16_t *h) {       \
         float *w = j->w, *buf = j->buf;                                                                        \
         const float *g = j->g;                                                                                 \
         const V gs = set1(j->grad_scale), wd = set1(j->weight_decay), mom = set1(j->momentum), lr = set1(j->lr); \
@@ -687,25 +694,38 @@ typedef void (*opt_stream_fn)(const opt_job *j, size_t lo, size_t hi);
             const V wi = load(w + i);                                                                          \
             const V g1 = add(mul(loadu(g + i), gs), mul(wd, wi));                                              \
             const V b = first ? g1 : add(mul(mom, load(buf + i)), g1);                                         \
+            const V wn = sub(wi, mul(lr, b));                                                                  \
             stream(buf + i, b);                                                                                \
-            store(w + i, sub(wi, mul(lr, b)));                                                                \
+            store(w + i, wn);                                                                                  \
+            if (h) half(h + i, wn);                                                                            \
         }                                                                                                      \
     }
+/* an fp16 working copy's 16 (8) values rounded from the new weights in their register and stored
+ * past the caches: the conversion cpu_narrow uses (round to nearest even), at h 32-byte (16-byte)
+ * aligned */
+#define HALF_STREAM_512(p, x)                                                                                  \
+    _mm256_stream_si256((__m256i *)(p), _mm512_cvtps_ph((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+#define HALF_STREAM_256(p, x)                                                                                  \
+    _mm_stream_si128((__m128i *)(p), _mm256_cvtps_ph((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
 ADAMW_STREAM(adamw_stream_avx512, "avx512f", __m512, 16, _mm512_set1_ps, _mm512_load_ps, _mm512_loadu_ps,
              _mm512_store_ps, _mm512_mul_ps, _mm512_add_ps, _mm512_sub_ps, _mm512_div_ps, _mm512_sqrt_ps,
-             _mm512_stream_ps)
-ADAMW_STREAM(adamw_stream_avx2, "avx2", __m256, 8, _mm256_set1_ps, _mm256_load_ps, _mm256_loadu_ps, _mm256_store_ps,
-             _mm256_mul_ps, _mm256_add_ps, _mm256_sub_ps, _mm256_div_ps, _mm256_sqrt_ps, _mm256_stream_ps)
+             _mm512_stream_ps, HALF_STREAM_512)
+ADAMW_STREAM(adamw_stream_avx2, "avx2,f16c", __m256, 8, _mm256_set1_ps, _mm256_load_ps, _mm256_loadu_ps,
+             _mm256_store_ps, _mm256_mul_ps, _mm256_add_ps, _mm256_sub_ps, _mm256_div_ps, _mm256_sqrt_ps,
+             _mm256_stream_ps, HALF_STREAM_256)
 SGD_STREAM(sgd_stream_avx512, "avx512f", __m512, 16, _mm512_set1_ps, _mm512_load_ps, _mm512_loadu_ps, _mm512_store_ps,
-           _mm512_mul_ps, _mm512_add_ps, _mm512_sub_ps, _mm512_stream_ps)
-SGD_STREAM(sgd_stream_avx2, "avx2", __m256, 8, _mm256_set1_ps, _mm256_load_ps, _mm256_loadu_ps, _mm256_store_ps,
-           _mm256_mul_ps, _mm256_add_ps, _mm256_sub_ps, _mm256_stream_ps)
+           _mm512_mul_ps, _mm512_add_ps, _mm512_sub_ps, _mm512_stream_ps, HALF_STREAM_512)
+SGD_STREAM(sgd_stream_avx2, "avx2,f16c", __m256, 8, _mm256_set1_ps, _mm256_load_ps, _mm256_loadu_ps, _mm256_store_ps,
+           _mm256_mul_ps, _mm256_add_ps, _mm256_sub_ps, _mm256_stream_ps, HALF_STREAM_256)
+#undef HALF_STREAM_512
+#undef HALF_STREAM_256
 #undef ADAMW_STREAM
 #undef SGD_STREAM
 
-/* the working copy of a vector chunk [lo, hi) (a multiple of 16 elements): rounded on the stack,
- * then stored past the caches where its part of wc lies 32-byte aligned, as the state is: the copy
- * is not read before the next step's forward, past all the pass moves through the caches */
+/* the working copy of a vector chunk [lo, hi) (a multiple of 16 elements) where the streaming loop
+ * does not write it (bf16; an fp16 copy not aligned as w): rounded on the stack, then stored past
+ * the caches where its part of wc lies 32-byte aligned, as the state is: the copy is not read
+ * before the next step's forward, past all the pass moves through the caches */
 __attribute__((target("avx"))) static void opt_copy_stream(const opt_job *j, size_t lo, size_t hi) {
     uint16_t *dst = (uint16_t *)j->wc + lo;
     if ((uintptr_t)dst & 31) {
@@ -735,12 +755,17 @@ static void opt_stream(const opt_job *j, int part, size_t lo, size_t hi, const f
     }
     size_t a = lo;
     while (a < hi && ((uintptr_t)(j->w + a) & 63)) a++;
-    const size_t e = a + (hi - a) / 16 * 16, chunk = j->wc ? OPT_CHUNK : e - a;
+    /* an fp16 copy lying aligned as the loop stores it (a 64-byte w line's 16 values: 32 bytes) is
+     * written by the loop itself, from the new weights' registers; else a chunk behind */
+    uint16_t *h = j->wc && j->ct == AB_F16 && ab_cpu_has_f16c() && !((uintptr_t)((uint16_t *)j->wc + a) & 31)
+                      ? (uint16_t *)j->wc
+                      : NULL;
+    const size_t e = a + (hi - a) / 16 * 16, chunk = j->wc && !h ? OPT_CHUNK : e - a;
     opt_plain(j, part, lo, a, plain);
     for (size_t c = a; c < e; c += chunk) { /* chunks of 16s: each starts 64-byte aligned */
         const size_t d = e - c < chunk ? e : c + chunk;
-        f(j, c, d);
-        if (j->wc) opt_copy_stream(j, c, d);
+        f(j, c, d, h);
+        if (j->wc && !h) opt_copy_stream(j, c, d);
     }
     _mm_sfence();
     opt_plain(j, part, e, hi, plain);

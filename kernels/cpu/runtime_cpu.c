@@ -185,6 +185,49 @@ __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,f16c"))) static void n
     size_t rows, size_t cols, const float *src, size_t lds, uint16_t *dst, size_t ldd) {
     for (size_t r = 0; r < rows; r++) narrow_f16_avx512(cols, src + r * lds, dst + r * ldd);
 }
+/* y = a + b over fp16, each pair widened, added (and put through the ReLU) and rounded in registers:
+ * the bits of widening both, adding in fp32 and rounding once. A signalling NaN the conversion
+ * quietens comes out of the add as the NaN the add of the kept one gives (the add quietens it,
+ * payload and all), so no NaN check is needed. */
+#define ADD_F16_RELU(V, v, zero, cmp)                                                                  \
+    (relu ? V##_maskz_mov_ps(cmp(v, zero, _CMP_GT_OQ) | cmp(v, v, _CMP_UNORD_Q), v) : v)
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,f16c"))) static void add_f16_avx512(
+    size_t n, const uint16_t *a, const uint16_t *b, int relu, uint16_t *y) {
+    const __m512 zero = _mm512_setzero_ps();
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 v = _mm512_add_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(a + i))),
+                                 _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + i))));
+        v = ADD_F16_RELU(_mm512, v, zero, _mm512_cmp_ps_mask);
+        _mm256_storeu_si256((__m256i *)(y + i), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    if (i < n) { /* the last 1 to 15 through masks, the conversion kept in a register (narrow_f16_avx512) */
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+        __m512 v = _mm512_add_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, a + i)),
+                                 _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, b + i)));
+        v = ADD_F16_RELU(_mm512, v, zero, _mm512_cmp_ps_mask);
+        __m256i h = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __asm__("" : "+v"(h));
+        _mm256_mask_storeu_epi16(y + i, m, h);
+    }
+}
+#undef ADD_F16_RELU
+__attribute__((target("avx2,f16c"))) static void add_f16_f16c(size_t n, const uint16_t *a, const uint16_t *b, int relu,
+                                                              uint16_t *y) {
+    const __m256 zero = _mm256_setzero_ps();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_add_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + i))),
+                                 _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i))));
+        if (relu) /* kept where above 0 or NaN */
+            v = _mm256_and_ps(v, _mm256_or_ps(_mm256_cmp_ps(v, zero, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+    }
+    for (; i < n; i++) {
+        const float v = ab_f16_to_f32(a[i]) + ab_f16_to_f32(b[i]);
+        y[i] = ab_f32_to_f16(relu && !(v > 0.0f || v != v) ? 0.0f : v);
+    }
+}
 #else
 static void narrow_f16_avx512(size_t n, const float *src, uint16_t *dst) { (void)n, (void)src, (void)dst; }
 static void widen_f16_avx512(size_t n, const uint16_t *src, float *dst) { (void)n, (void)src, (void)dst; }
@@ -196,6 +239,12 @@ static void narrow_rows_f16_avx512(size_t rows, size_t cols, const float *src, s
     (void)rows, (void)cols, (void)src, (void)lds, (void)dst, (void)ldd;
 }
 static void narrow_f16_f16c(size_t n, const float *src, uint16_t *dst) { (void)n, (void)src, (void)dst; }
+static void add_f16_avx512(size_t n, const uint16_t *a, const uint16_t *b, int relu, uint16_t *y) {
+    (void)n, (void)a, (void)b, (void)relu, (void)y;
+}
+static void add_f16_f16c(size_t n, const uint16_t *a, const uint16_t *b, int relu, uint16_t *y) {
+    (void)n, (void)a, (void)b, (void)relu, (void)y;
+}
 static void widen_f16_f16c(size_t n, const uint16_t *src, float *dst) { (void)n, (void)src, (void)dst; }
 #endif
 
@@ -242,6 +291,18 @@ static void narrow_bf16(size_t n, const float *s, uint16_t *d) {
     }
 #endif
     narrow_bf16_loop(n, s, d);
+}
+
+int cpu_add_f16(size_t n, const uint16_t *a, const uint16_t *b, int relu, uint16_t *y) {
+    if (ab_cpu_has_avx512()) {
+        add_f16_avx512(n, a, b, relu, y);
+        return 1;
+    }
+    if (ab_cpu_has_avx2() && ab_cpu_has_f16c()) {
+        add_f16_f16c(n, a, b, relu, y);
+        return 1;
+    }
+    return 0;
 }
 
 void cpu_narrow(size_t n, const float *src, ab_dtype t, void *dst) {

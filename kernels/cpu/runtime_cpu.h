@@ -56,6 +56,10 @@ const float *cpu_f16_table(void);
 void cpu_widen(size_t n, ab_dtype t, const void *src, float *dst);
 /* dst = src rounded once to nearest even (fp32 -> fp16/bf16), F16C where the CPU has it */
 void cpu_narrow(size_t n, const float *src, ab_dtype t, void *dst);
+/* y = a + b over fp16 (with relu, put through the ReLU: below 0 and -0 become +0, NaN stays), each
+ * value widened, added and rounded once in registers (AVX-512, or AVX2 with F16C); 0 when the CPU
+ * has neither and nothing was done (the caller converts through fp32 blocks). y may be a or b. */
+int cpu_add_f16(size_t n, const uint16_t *a, const uint16_t *b, int relu, uint16_t *y);
 /* the same over rows x cols values, src's rows lds elements apart and dst's ldd (one call for the
  * rows of an attention head, a column tile: rows of 10 to 64 values, a call each, cost as much as
  * their conversion) */
