@@ -661,7 +661,8 @@ CPU_RANGE_AVX512(adamw_plain)
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 /* the vector loops over [lo, hi): lo 64-byte aligned in w and in the state, hi - lo a multiple of
- * 16 elements (opt_stream cuts the range) */
+ * 16 elements (opt_stream cuts the range); h, the fp16 copy they write, NULL or h + lo 32-byte
+ * aligned */
 typedef void (*opt_stream_fn)(const opt_job *j, size_t lo, size_t hi, uint16_t *h);
 #define ADAMW_STREAM(name, isa, V, LANES, set1, load, loadu, store, mul, add, sub, div, sqrt_, stream, half)    \
     __attribute__((target(isa))) static void name(const opt_job *j, size_t lo, size_t hi, uint16_t *h) {       \
@@ -723,9 +724,9 @@ SGD_STREAM(sgd_stream_avx2, "avx2,f16c", __m256, 8, _mm256_set1_ps, _mm256_load_
 #undef SGD_STREAM
 
 /* the working copy of a vector chunk [lo, hi) (a multiple of 16 elements) where the streaming loop
- * does not write it (bf16; an fp16 copy not aligned as w): rounded on the stack, then stored past
- * the caches where its part of wc lies 32-byte aligned, as the state is: the copy is not read
- * before the next step's forward, past all the pass moves through the caches */
+ * does not write it (bf16; an fp16 copy not aligned as w, or a CPU without F16C): rounded on the
+ * stack, then stored past the caches where its part of wc lies 32-byte aligned, as the state is:
+ * the copy is not read before the next step's forward, past all the pass moves through the caches */
 __attribute__((target("avx"))) static void opt_copy_stream(const opt_job *j, size_t lo, size_t hi) {
     uint16_t *dst = (uint16_t *)j->wc + lo;
     if ((uintptr_t)dst & 31) {
@@ -741,7 +742,8 @@ __attribute__((target("avx"))) static void opt_copy_stream(const opt_job *j, siz
 /* a part [lo, hi) of an optimizer pass: through the widest streaming loop the CPU has when the part
  * is large and the state (`state`, a second one or NULL) lies aligned as w does, the elements
  * before w's first 64-byte line and after the last whole 16 through the plain loop; else all of it
- * through the plain loop. The working copy, if any, follows a chunk behind (opt_plain). */
+ * through the plain loop. The working copy, if any, is written by the streaming loop (fp16 lying
+ * aligned as w), else a chunk behind it (opt_copy_stream) and in the plain loop's parts (opt_plain). */
 static void opt_stream(const opt_job *j, int part, size_t lo, size_t hi, const float *state, const float *state2,
                        cpu_range_fn plain, opt_stream_fn f512, opt_stream_fn f256) {
     const uintptr_t unlike = ((uintptr_t)j->w ^ (uintptr_t)state) | (state2 ? (uintptr_t)j->w ^ (uintptr_t)state2 : 0);

@@ -977,7 +977,7 @@ int ab_cpu_avgpool_backward(ab_backend *be, int N, int HW, int C, ab_dtype t, co
  * (65K to 524K values with the 7x7 stem) stay in the caches, where widening both operands into a
  * block, adding and rounding the block took the fp16 add 1.4 to 2.2 times the fp32 add's time; in
  * registers, 0.8 to 1.3 times (results/cpu/2026-12-07-epyc-2core/amp-passes/). bf16, and fp16 on
- * a CPU without F16C, widened a block at a time. */
+ * a CPU without AVX2 and F16C, widened a block at a time. */
 
 typedef struct {
     ab_dtype t;

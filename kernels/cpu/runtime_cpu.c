@@ -221,7 +221,7 @@ __attribute__((target("avx2,f16c"))) static void add_f16_f16c(size_t n, const ui
                                  _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i))));
         if (relu) /* kept where above 0 or NaN */
             v = _mm256_and_ps(v, _mm256_or_ps(_mm256_cmp_ps(v, zero, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
-        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     }
     for (; i < n; i++) {
         const float v = ab_f16_to_f32(a[i]) + ab_f16_to_f32(b[i]);
