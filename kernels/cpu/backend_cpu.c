@@ -849,20 +849,25 @@ typedef struct {
     const uint8_t *data, *labels;
     const int32_t *idx;
     const float *lut;
+    const uint16_t *lut16; /* a 16-bit output's table: lut's values rounded to ot */
     void *out;
     int32_t *labels_out;
-    float *rows; /* D floats a part (16-bit outputs) */
 } gather_job;
 
 static void gather_range(void *ctx, int part, size_t lo, size_t hi) {
+    (void)part;
     const gather_job *j = ctx;
     const int D = j->D;
     for (size_t b = lo; b < hi; b++) {
         const uint8_t *src = j->data + (size_t)j->idx[b] * (size_t)D;
         const size_t off = b * (size_t)D;
-        float *dst = j->ot == AB_F32 ? (float *)j->out + off : j->rows + (size_t)part * D;
-        for (int d = 0; d < D; d++) dst[d] = j->lut[src[d]];
-        if (j->ot != AB_F32) cpu_narrow((size_t)D, dst, j->ot, (uint16_t *)j->out + off);
+        if (j->ot == AB_F32) {
+            float *dst = (float *)j->out + off;
+            for (int d = 0; d < D; d++) dst[d] = j->lut[src[d]];
+        } else {
+            uint16_t *dst = (uint16_t *)j->out + off;
+            for (int d = 0; d < D; d++) dst[d] = j->lut16[src[d]];
+        }
         if (j->labels_out) j->labels_out[b] = j->labels[j->idx[b]];
     }
 }
@@ -872,11 +877,11 @@ static void gather_range(void *ctx, int part, size_t lo, size_t hi) {
 int ab_cpu_gather_normalize(ab_backend *be, int B, int D, const uint8_t *data, const uint8_t *labels,
                             const int32_t *idx, float mean, float std, ab_dtype ot, void *out, int32_t *labels_out) {
     float lut[256];
+    uint16_t lut16[256];
     for (int v = 0; v < 256; v++) lut[v] = ((float)v / 255.0f - mean) / std;
-    const int parts = cpu_parallel_parts(be, (size_t)B, 16);
-    float *rows = ot == AB_F32 ? NULL : cpu_scratch_get(be, 4, (size_t)D * (size_t)parts);
-    if (ot != AB_F32 && !rows) return -1;
-    gather_job j = {D, ot, data, labels, idx, lut, out, labels_out, rows};
+    /* a 16-bit batch takes the table rounded once, the values a row rounded one by one would be */
+    if (ot != AB_F32) cpu_narrow(256, lut, ot, lut16);
+    gather_job j = {D, ot, data, labels, idx, lut, lut16, out, labels_out};
     cpu_parallel_for(be, (size_t)B, 16, gather_range, &j);
     return 0;
 }
