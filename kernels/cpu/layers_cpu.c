@@ -512,25 +512,34 @@ typedef struct {
 
 static size_t bn_blocks(const bn_job *j) { return ((size_t)j->M + j->rows_per_block - 1) / j->rows_per_block; }
 
+/* the lines of a 16-bit tensor p's values [next, next + n) (cut at its end) asked for, to be read or
+ * (write) written: the next slice's, to arrive while this one is computed on (the widening alone
+ * would wait on memory, then the arithmetic on L1: one after the other) */
+static void bn_ahead(const bn_job *j, const void *p, size_t next, size_t n, int write) {
+    const size_t es = ab_dtype_size(j->t), total = (size_t)j->M * j->C, end = next + n < total ? next + n : total;
+    for (size_t o = next * es; o < end * es; o += 64) {
+        if (write)
+            __builtin_prefetch((const char *)p + o, 1, 2);
+        else
+            __builtin_prefetch((const char *)p + o, 0, 2);
+    }
+}
+
 /* nr rows from row r0 as fp32 (a view of the buffer itself, or widened into buf) */
 static const float *bn_rows(const bn_job *j, const void *p, size_t r0, size_t nr, float *buf) {
     const size_t off = r0 * (size_t)j->C;
     if (j->t == AB_F32) return (const float *)p + off;
-    const size_t es = ab_dtype_size(j->t), n = nr * (size_t)j->C, total = (size_t)j->M * j->C;
-    cpu_widen(n, j->t, (const char *)p + off * es, buf);
-    /* the next rows' lines asked for now, to arrive while these are computed on (the widening
-     * alone would wait on memory, then the arithmetic on L1: one after the other) */
-    const size_t next = off + n, end = next + n < total ? next + n : total;
-    for (size_t o = next * es; o < end * es; o += 64) __builtin_prefetch((const char *)p + o, 0, 2);
+    const size_t n = nr * (size_t)j->C;
+    cpu_widen(n, j->t, (const char *)p + off * ab_dtype_size(j->t), buf);
+    bn_ahead(j, p, off + n, n, 0);
     return buf;
 }
 
 /* nr rows from row r0 rounded from buf into y (16-bit), the next rows' lines asked for to be written */
 static void bn_store_rows(const bn_job *j, const float *buf, size_t r0, size_t nr) {
-    const size_t es = ab_dtype_size(j->t), off = r0 * (size_t)j->C, n = nr * (size_t)j->C,
-                 total = (size_t)j->M * j->C, next = off + n, end = next + n < total ? next + n : total;
-    cpu_narrow(n, buf, j->t, (char *)j->y + off * es);
-    for (size_t o = next * es; o < end * es; o += 64) __builtin_prefetch((char *)j->y + o, 1, 2);
+    const size_t off = r0 * (size_t)j->C, n = nr * (size_t)j->C;
+    cpu_narrow(n, buf, j->t, (char *)j->y + off * ab_dtype_size(j->t));
+    bn_ahead(j, j->y, off + n, n, 1);
 }
 
 /* a part's widening buffer: x's rows, then dy's (sub_rows * C floats each); NULL in fp32, which

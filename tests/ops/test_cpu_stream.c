@@ -13,8 +13,9 @@
  * instruction's affair). With a working copy (fp16 or bf16) the copy must hold each new weight
  * rounded as core/half.h's ab_store rounds it, and the element past its end must stay as it was:
  * the copy aligned as w (fp16: written by the streaming loop from its registers; bf16: a chunk
- * behind it, its chunks stored past the caches) and one element off (a chunk behind, plain stores). CTest runs it as the CPU takes it and again under
- * AB_CPU_ISA=avx2 and sse2, the copies other machines take. */
+ * behind it, its chunks stored past the caches) and one element off (a chunk behind, plain
+ * stores). CTest runs it as the CPU takes it and again under AB_CPU_ISA=avx2 and sse2, the copies
+ * other machines take. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
