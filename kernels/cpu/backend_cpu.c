@@ -206,26 +206,36 @@ static void gemm_col_tiles(void *ctx, int part, size_t lo, size_t hi) {
 }
 
 /* the whole stored matrix X (rows x cols used, leading dimension ld) in fp32 scratch slot, widened
- * over the pool; X itself when it is fp32 */
-static const float *widened(ab_backend *be, int slot, ab_dtype t, const void *X, int rows, int cols, int ld) {
+ * over the pool, or on the calling thread alone (serial: a product that runs in one part, whose
+ * thread would otherwise read lines the pool's other threads have just written, after waking them
+ * for a few microseconds' work); X itself when it is fp32 */
+static const float *widened(ab_backend *be, int slot, ab_dtype t, const void *X, int rows, int cols, int ld,
+                            int serial) {
     if (t == AB_F32) return X;
     const size_t n = (size_t)(rows - 1) * (size_t)ld + (size_t)cols;
     float *w = cpu_scratch_get(be, slot, n);
-    if (w) cpu_widen_par(be, n, t, X, w);
+    if (w && serial)
+        cpu_widen(n, t, X, w);
+    else if (w)
+        cpu_widen_par(be, n, t, X, w);
     return w;
 }
 
 /* op(B) (K x N) in fp32 for a product of M rows: a transposed B copied untransposed and widened
  * into scratch slot 1 where that pays (oneDNN's sgemm takes it faster: runtime_cpu.h); a 16-bit B
  * widened there as it is stored; an fp32 one itself. *tb and *ldb say how the result is stored. */
-static const float *op_b_f32(ab_backend *be, int M, ab_dtype bt, const void *B, int *tb, int N, int K, int *ldb) {
+static const float *op_b_f32(ab_backend *be, int M, ab_dtype bt, const void *B, int *tb, int N, int K, int *ldb,
+                            int serial) {
     if (*tb && cpu_copies_bt(bt, (size_t)M)) {
         float *w = cpu_scratch_get(be, 1, (size_t)K * (size_t)N);
-        if (w) cpu_transpose_par(be, N, K, bt, B, *ldb, w, N);
+        if (w && serial)
+            cpu_transpose(N, K, bt, B, *ldb, w, N);
+        else if (w)
+            cpu_transpose_par(be, N, K, bt, B, *ldb, w, N);
         *tb = 0, *ldb = N;
         return w;
     }
-    return widened(be, 1, bt, B, *tb ? N : K, *tb ? K : N, *ldb);
+    return widened(be, 1, bt, B, *tb ? N : K, *tb ? K : N, *ldb, serial);
 }
 
 /* cpu_internal.h: ab_cpu_gemm, and with round (not fp32) gemm_fold's product */
@@ -252,7 +262,7 @@ int cpu_gemm_run(ab_backend *be, int ta, int tb, int M, int N, int K, float alph
             j.acc = cpu_scratch_get(be, 2, (size_t)M * N);
             j.acc_ld = N;
             if (!j.acc || cpu_gemm_bf16_native(be, ta, tb, M, N, K, A, lda, B, ldb, j.acc, N)) return -1;
-            j.bias = bias ? widened(be, 3, bt, bias, 1, N, N) : NULL;
+            j.bias = bias ? widened(be, 3, bt, bias, 1, N, N, 1) : NULL;
             j.rows = cpu_scratch_get(be, 4, 2 * (size_t)N);
             if ((bias && !j.bias) || !j.rows) return -1;
             gemm_epilogue(&j, j.rows, j.acc, 0, (size_t)M, 0, N);
@@ -263,14 +273,14 @@ int cpu_gemm_run(ab_backend *be, int ta, int tb, int M, int N, int K, float alph
         const int ctile = cpu_gemm_tile(N, macs), tiles = (N + ctile - 1) / ctile,
                   parts = cpu_parallel_parts(be, (size_t)tiles, 1);
         gemm_cols_job cj = {.g = &j, .bt = bt, .convert = convert,
-                            .a = widened(be, 0, at, A, ta ? K : M, ta ? M : K, lda),
+                            .a = widened(be, 0, at, A, ta ? K : M, ta ? M : K, lda, parts == 1),
                             .bcols = convert ? cpu_scratch_get(be, 1, (size_t)parts * K * ctile) : NULL};
         if (!cj.a || (convert && !cj.bcols)) return -1;
         j.tile = ctile;
         if (!j.direct) {
             j.acc = cpu_scratch_get(be, 2, (size_t)M * N);
             j.acc_ld = N;
-            j.bias = bias ? widened(be, 3, bt, bias, 1, N, N) : NULL;
+            j.bias = bias ? widened(be, 3, bt, bias, 1, N, N, parts == 1) : NULL;
             j.rows = cpu_scratch_get(be, 4, 2 * (size_t)ctile * parts);
             if (!j.acc || (bias && !j.bias) || !j.rows) return -1;
         }
@@ -281,10 +291,10 @@ int cpu_gemm_run(ab_backend *be, int ta, int tb, int M, int N, int K, float alph
     const size_t tiles = (size_t)((M + j.tile - 1) / j.tile);
     const int parts = cpu_parallel_parts(be, tiles, 1);
     if (!native) {
-        j.b32 = op_b_f32(be, M, bt, B, &j.tb, N, K, &j.ldb);
+        j.b32 = op_b_f32(be, M, bt, B, &j.tb, N, K, &j.ldb, parts == 1);
         if (!j.b32) return -1;
         if (at != AB_F32 && ta) {
-            j.a32 = widened(be, 0, at, A, K, M, lda);
+            j.a32 = widened(be, 0, at, A, K, M, lda, parts == 1);
             if (!j.a32) return -1;
         } else if (at != AB_F32) {
             j.a_part = cpu_round_up((size_t)(j.tile - 1) * lda + (size_t)K, 16);
@@ -298,7 +308,7 @@ int cpu_gemm_run(ab_backend *be, int ta, int tb, int M, int N, int K, float alph
         j.acc_part = in_c ? 0 : cpu_round_up((size_t)j.tile * N, 16);
         j.acc = in_c ? (float *)C : cpu_scratch_get(be, 2, j.acc_part * (size_t)parts);
         j.acc_ld = in_c ? ldc : N;
-        j.bias = bias ? widened(be, 3, bt, bias, 1, N, N) : NULL;
+        j.bias = bias ? widened(be, 3, bt, bias, 1, N, N, parts == 1) : NULL;
         j.rows = cpu_scratch_get(be, 4, 2 * (size_t)N * (size_t)parts);
         if (!j.acc || (bias && !j.bias) || !j.rows) return -1;
     }
