@@ -599,7 +599,8 @@ enum { OPT_MIN = 1 << 15 }; /* elements per thread below which a second thread d
 /* With a working copy (wc) the pass goes in chunks of OPT_CHUNK elements (a multiple of 16): each
  * chunk's new weights are rounded into wc while they are still in the L1 cache, so the copy costs
  * the pass its 2-byte stores and not a second read of the 4-byte weights from memory. The streaming
- * loops below write an aligned fp16 copy themselves, with no chunks. */
+ * loops below write an aligned fp16 copy themselves, with no chunks; so does SGD without momentum
+ * (sgd_half_avx512, sgd_half_avx2) an fp16 copy of any size and alignment. */
 enum { OPT_CHUNK = 2048 };
 static void opt_copy(const opt_job *j, size_t lo, size_t hi) {
     if (hi > lo) cpu_narrow(hi - lo, j->w + lo, j->ct, (char *)j->wc + lo * ab_dtype_size(j->ct));
@@ -728,6 +729,34 @@ SGD_STREAM(sgd_stream_avx512, "avx512f", __m512, 16, _mm512_set1_ps, _mm512_load
            _mm512_mul_ps, _mm512_add_ps, _mm512_sub_ps, _mm512_stream_ps, HALF_STREAM_512)
 SGD_STREAM(sgd_stream_avx2, "avx2,f16c", __m256, 8, _mm256_set1_ps, _mm256_load_ps, _mm256_loadu_ps, _mm256_store_ps,
            _mm256_mul_ps, _mm256_add_ps, _mm256_sub_ps, _mm256_stream_ps, HALF_STREAM_256)
+/* SGD without momentum (the MLP's recipe) with an fp16 working copy: sgd_plain_body's two
+ * operations, one lane an element, the copy rounded from the new weights' register and stored
+ * plainly (the next forward reads it while it is still in the caches). Written a chunk behind
+ * instead (opt_plain), the weights went through the L1 cache twice. */
+#define SGD_HALF(name, isa, V, LANES, set1, loadu, storeu, mul, add, sub, half)                                \
+    __attribute__((target(isa))) static void name(const opt_job *j, size_t lo, size_t hi) {                    \
+        float *w = j->w;                                                                                       \
+        const float *g = j->g;                                                                                 \
+        uint16_t *h = j->wc;                                                                                   \
+        const V gs = set1(j->grad_scale), wd = set1(j->weight_decay), lr = set1(j->lr);                        \
+        for (size_t i = lo; i < hi; i += LANES) {                                                              \
+            const V wi = loadu(w + i);                                                                         \
+            const V wn = sub(wi, mul(lr, add(mul(loadu(g + i), gs), mul(wd, wi))));                            \
+            storeu(w + i, wn);                                                                                 \
+            half(h + i, wn);                                                                                   \
+        }                                                                                                      \
+    }
+#define HALF_STORE_512(p, x)                                                                                   \
+    _mm256_storeu_si256((__m256i *)(p), _mm512_cvtps_ph((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+#define HALF_STORE_256(p, x)                                                                                   \
+    _mm_storeu_si128((__m128i *)(p), _mm256_cvtps_ph((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+SGD_HALF(sgd_half_avx512, "avx512f", __m512, 16, _mm512_set1_ps, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_mul_ps,
+         _mm512_add_ps, _mm512_sub_ps, HALF_STORE_512)
+SGD_HALF(sgd_half_avx2, "avx2,f16c", __m256, 8, _mm256_set1_ps, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_mul_ps,
+         _mm256_add_ps, _mm256_sub_ps, HALF_STORE_256)
+#undef HALF_STORE_512
+#undef HALF_STORE_256
+#undef SGD_HALF
 #undef HALF_STREAM_512
 #undef HALF_STREAM_256
 #undef ADAMW_STREAM
@@ -785,10 +814,16 @@ static void opt_stream(const opt_job *j, int part, size_t lo, size_t hi, const f
 
 static void sgd_range(void *ctx, int part, size_t lo, size_t hi) {
     const opt_job *j = ctx;
-    if (j->momentum != 0.0f && j->buf)
+    if (j->momentum != 0.0f && j->buf) {
         opt_stream(j, part, lo, hi, j->buf, NULL, sgd_plain, sgd_stream_avx512, sgd_stream_avx2);
-    else
+    } else if (j->momentum == 0.0f && j->wc && j->ct == AB_F16 && ab_cpu_has_f16c() &&
+               (ab_cpu_has_avx512() || ab_cpu_has_avx2())) {
+        const size_t lanes = ab_cpu_has_avx512() ? 16 : 8, e = lo + (hi - lo) / lanes * lanes;
+        (lanes == 16 ? sgd_half_avx512 : sgd_half_avx2)(j, lo, e);
+        opt_plain(j, part, e, hi, sgd_plain); /* the last few, under a vector's lanes */
+    } else {
         opt_plain(j, part, lo, hi, sgd_plain);
+    }
 }
 
 static void adamw_range(void *ctx, int part, size_t lo, size_t hi) {

@@ -9,13 +9,14 @@
  *   - a short array (the plain loop);
  * three steps each (SGD's first with its momentum buffer taken from the gradient), with and without
  * weight decay, a clipping factor, and gradients that are NaN, infinite, zero and 1e-30 among
- * ordinary ones; and SGD without momentum (the plain loop). A NaN result matches a NaN (its payload is the
- * instruction's affair). With a working copy (fp16 or bf16) the copy must hold each new weight
- * rounded as core/half.h's ab_store rounds it, and the element past its end must stay as it was:
- * the copy aligned as w (fp16: written by the streaming loop from its registers; bf16: a chunk
- * behind it, its chunks stored past the caches) and one element off (a chunk behind, plain
- * stores). CTest runs it as the CPU takes it and again under AB_CPU_ISA=avx2 and sse2, the copies
- * other machines take. */
+ * ordinary ones; and SGD without momentum (the plain loop; with an fp16 copy, a vector loop of its
+ * own that rounds the copy from its registers, its last 1 to 15 elements through the plain loop).
+ * A NaN result matches a NaN (its payload is the instruction's affair). With a working copy (fp16
+ * or bf16) the copy must hold each new weight rounded as core/half.h's ab_store rounds it, and the
+ * element past its end must stay as it was: the copy aligned as w (fp16: written by the streaming
+ * loop from its registers; bf16: a chunk behind it, its chunks stored past the caches) and one
+ * element off (a chunk behind, plain stores). CTest runs it as the CPU takes it and again under
+ * AB_CPU_ISA=avx2 and sse2, the copies other machines take. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -226,6 +227,8 @@ int main(void) {
     run_sgd(be, "SGD streamed with a bf16 copy aligned as w", big, 0, 0, 0, 0.9f, AB_BF16, 0);
     run_sgd(be, "SGD streamed with a bf16 copy one element off w's alignment", big, 0, 0, 0, 0.9f, AB_BF16, 1);
     run_sgd(be, "SGD without momentum, with an fp16 copy", big, 3, 3, 0, 0.0f, AB_F16, 0);
+    run_sgd(be, "SGD short without momentum, with an fp16 copy one element off w's alignment", 1001, 0, 0, 0, 0.0f,
+            AB_F16, 1);
     run_sgd(be, "SGD short with a bf16 copy", 1001, 0, 0, 0, 0.9f, AB_BF16, 0);
     be->ops->destroy(be);
     if (failures) {
