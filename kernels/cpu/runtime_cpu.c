@@ -212,6 +212,39 @@ __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,f16c"))) static void a
     }
 }
 #undef ADD_F16_RELU
+/* 16 bytes' look-ups in a 256-entry fp32 table held in 16 registers: a two-source permute picks
+ * within each 32-entry pair by the low 5 bits, then three rounds of blends by bits 5, 6 and 7 */
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) static inline __m512 lut_u8_16(const __m512 *t,
+                                                                                           __m512i x) {
+    const __mmask16 b5 = _mm512_test_epi32_mask(x, _mm512_set1_epi32(32)),
+                    b6 = _mm512_test_epi32_mask(x, _mm512_set1_epi32(64)),
+                    b7 = _mm512_test_epi32_mask(x, _mm512_set1_epi32(128));
+    __m512 r[8];
+    for (int k = 0; k < 8; k++) r[k] = _mm512_permutex2var_ps(t[2 * k], x, t[2 * k + 1]);
+    for (int k = 0; k < 4; k++) r[k] = _mm512_mask_blend_ps(b5, r[2 * k], r[2 * k + 1]);
+    for (int k = 0; k < 2; k++) r[k] = _mm512_mask_blend_ps(b6, r[2 * k], r[2 * k + 1]);
+    return _mm512_mask_blend_ps(b7, r[0], r[1]);
+}
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,f16c"))) static void lut_u8_avx512(size_t n,
+                                                                                           const uint8_t *src,
+                                                                                           const float *lut,
+                                                                                           ab_dtype t, void *dst) {
+    __m512 tab[16];
+    for (int k = 0; k < 16; k++) tab[k] = _mm512_loadu_ps(lut + 16 * k);
+    float *d32 = dst;
+    uint16_t *d16 = dst;
+    for (size_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1u);
+        const __m512 v = lut_u8_16(tab, _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, src + i)));
+        if (t == AB_F32) {
+            _mm512_mask_storeu_ps(d32 + i, m, v);
+        } else { /* the conversion kept in a register (narrow_f16_avx512) */
+            __m256i h = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            __asm__("" : "+v"(h));
+            _mm256_mask_storeu_epi16(d16 + i, m, h);
+        }
+    }
+}
 __attribute__((target("avx2,f16c"))) static void add_f16_f16c(size_t n, const uint16_t *a, const uint16_t *b, int relu,
                                                               uint16_t *y) {
     const __m256 zero = _mm256_setzero_ps();
@@ -241,6 +274,9 @@ static void narrow_rows_f16_avx512(size_t rows, size_t cols, const float *src, s
 static void narrow_f16_f16c(size_t n, const float *src, uint16_t *dst) { (void)n, (void)src, (void)dst; }
 static void add_f16_avx512(size_t n, const uint16_t *a, const uint16_t *b, int relu, uint16_t *y) {
     (void)n, (void)a, (void)b, (void)relu, (void)y;
+}
+static void lut_u8_avx512(size_t n, const uint8_t *src, const float *lut, ab_dtype t, void *dst) {
+    (void)n, (void)src, (void)lut, (void)t, (void)dst;
 }
 static void add_f16_f16c(size_t n, const uint16_t *a, const uint16_t *b, int relu, uint16_t *y) {
     (void)n, (void)a, (void)b, (void)relu, (void)y;
@@ -303,6 +339,12 @@ int cpu_add_f16(size_t n, const uint16_t *a, const uint16_t *b, int relu, uint16
         return 1;
     }
     return 0;
+}
+
+int cpu_lut_u8(size_t n, const uint8_t *src, const float *lut, ab_dtype t, void *dst) {
+    if ((t != AB_F32 && t != AB_F16) || !ab_cpu_has_avx512()) return 0;
+    lut_u8_avx512(n, src, lut, t, dst);
+    return 1;
 }
 
 void cpu_narrow(size_t n, const float *src, ab_dtype t, void *dst) {

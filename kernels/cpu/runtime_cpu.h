@@ -60,6 +60,10 @@ void cpu_narrow(size_t n, const float *src, ab_dtype t, void *dst);
  * value widened, added and rounded once in registers (AVX-512, or AVX2 with F16C); 0 when the CPU
  * has neither and nothing was done (the caller converts through fp32 blocks). y may be a or b. */
 int cpu_add_f16(size_t n, const uint16_t *a, const uint16_t *b, int relu, uint16_t *y);
+/* dst[i] = lut[src[i]] over n bytes, in t (fp32, or fp16 rounded as cpu_narrow rounds): 16 look-ups
+ * at a time in registers (AVX-512); 0 when the CPU has no AVX-512 or t is bf16, and nothing was
+ * done (the caller looks up one byte at a time) */
+int cpu_lut_u8(size_t n, const uint8_t *src, const float *lut, ab_dtype t, void *dst);
 /* the same over rows x cols values, src's rows lds elements apart and dst's ldd (one call for the
  * rows of an attention head, a column tile: rows of 10 to 64 values, a call each, cost as much as
  * their conversion) */

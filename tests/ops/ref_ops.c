@@ -1379,7 +1379,9 @@ static void test_gather_images(ab_backend *be) {
     }
     gather_images_case(be, 4, 3, 3, 0, 1, 1, AB_F16);  /* the most channels */
     gather_images_case(be, 2, 4, 6, 1, 3, 1, AB_BF16); /* crops mostly in the padding */
-    gather_images_case(be, 1, 7, 5, 0, 0, 0, AB_F32);  /* MNIST's one channel, no augmentation */
+    /* MNIST's one channel, no augmentation: the look-ups 16 at a time (AVX-512), the last 3 masked */
+    for (int ti = 0; ti < 3; ti++) gather_images_case(be, 1, 7, 5, 0, 0, 0, all_types[ti]);
+    gather_images_case(be, 1, 28, 28, 0, 0, 0, AB_F16);
     gather_images_case(be, 1, 7, 5, 0, 3, 1, AB_F16);
     gather_images_case(be, 3, 5, 7, 1, 0, 1, AB_F32); /* pad 0: flips only */
     gather_images_case(be, 3, 5, 7, 1, 2, 0, AB_F32); /* evaluation: no augmentation */
