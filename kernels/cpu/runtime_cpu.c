@@ -537,10 +537,19 @@ typedef struct {
     float *dst;
 } transpose_job;
 
-/* source rows [r0, r1) x columns [c0, c1), one element at a time */
+/* source rows [r0, r1) x columns [c0, c1) (at most a strip's), a row's values widened together
+ * (cpu_widen: exact, a signalling NaN's bits kept) and stored one by one */
 static void tr_plain(const transpose_job *j, int r0, int r1, int c0, int c1) {
-    for (int c = c0; c < c1; c++)
-        for (int r = r0; r < r1; r++) j->dst[(size_t)c * (size_t)j->ldd + (size_t)r] = ab_load(j->src, (size_t)r * (size_t)j->lds + (size_t)c, j->t);
+    float v[TR_STRIP];
+    for (int r = r0; r < r1; r++) {
+        const size_t at = (size_t)r * (size_t)j->lds + (size_t)c0;
+        const float *row = (const float *)j->src + at;
+        if (j->t != AB_F32) {
+            cpu_widen((size_t)(c1 - c0), j->t, (const uint16_t *)j->src + at, v);
+            row = v;
+        }
+        for (int c = c0; c < c1; c++) j->dst[(size_t)c * (size_t)j->ldd + (size_t)r] = row[c - c0];
+    }
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
