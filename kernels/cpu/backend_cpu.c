@@ -600,7 +600,8 @@ enum { OPT_MIN = 1 << 15 }; /* elements per thread below which a second thread d
  * chunk's new weights are rounded into wc while they are still in the L1 cache, so the copy costs
  * the pass its 2-byte stores and not a second read of the 4-byte weights from memory. The streaming
  * loops below write an aligned fp16 copy themselves, with no chunks; so does SGD without momentum
- * (sgd_half_avx512, sgd_half_avx2) an fp16 copy of any size and alignment. */
+ * (sgd_half_avx512, sgd_half_avx2) an fp16 copy of any alignment, but for its last elements (fewer
+ * than a vector's lanes), which go through the plain loop. */
 enum { OPT_CHUNK = 2048 };
 static void opt_copy(const opt_job *j, size_t lo, size_t hi) {
     if (hi > lo) cpu_narrow(hi - lo, j->w + lo, j->ct, (char *)j->wc + lo * ab_dtype_size(j->ct));
@@ -667,7 +668,7 @@ CPU_RANGE_AVX512(adamw_plain)
  * fused multiply-add: the same bits (tests/ops/test_cpu_stream.c compares them under each
  * AB_CPU_ISA cap). The elements before w's first 64-byte line and after the last whole 16 go
  * through the plain loop; so does a part whose arrays are not aligned alike, and SGD without
- * momentum. The stores are fenced before the part returns, so the thread that joins the pool sees
+ * momentum (with an fp16 copy: sgd_half_avx512 and sgd_half_avx2, below). The stores are fenced before the part returns, so the thread that joins the pool sees
  * them. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>

@@ -238,7 +238,8 @@ __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,f16c"))) static void l
         const __m512 v = lut_u8_16(tab, _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, src + i)));
         if (t == AB_F32) {
             _mm512_mask_storeu_ps(d32 + i, m, v);
-        } else { /* the conversion kept in a register (narrow_f16_avx512) */
+        } else { /* the conversion kept in a register before the masked store (as narrow_f16_avx512's
+                  * tail: a masked store of the conversion is slow microcode on AMD's Zen 4 and 5) */
             __m256i h = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
             __asm__("" : "+v"(h));
             _mm256_mask_storeu_epi16(d16 + i, m, h);
@@ -522,9 +523,10 @@ void cpu_narrow_par(ab_backend *be, size_t n, const float *src, ab_dtype t, void
  * most shapes give the same bits either way, some do not (M <= 8; N of 1024 with a long K), and
  * none depends on the threads. The copy
  * walks strips of TR_STRIP source columns (destination rows) down all the source rows, 8 x 8 blocks
- * in AVX registers where the CPU has AVX2 (fp16 widened by F16C on the way, a block holding an
- * infinity or NaN by the scalar conversion, which keeps a signalling NaN's bits; bf16 by its exact
- * shift), one by one elsewhere and at the edges: a copy, the same values either way. Down a strip
+ * in AVX registers where the CPU has AVX2 (fp16 widened by F16C on the way; bf16 by its exact
+ * shift); elsewhere, at the edges and for a block holding an fp16 infinity or NaN, a row's values
+ * are widened together by cpu_widen (which keeps a signalling NaN's bits) and stored one by one: a
+ * copy, the same values either way. Down a strip
  * the destination's rows are written in order and each source line is read whole, where blocks
  * across the rows would write destination rows that a power-of-two stride puts in the same cache
  * sets (3-6x slower at BERT-base's 3072 x 768). ---- */
@@ -543,18 +545,18 @@ static void tr_plain(const transpose_job *j, int r0, int r1, int c0, int c1) {
     float v[TR_STRIP];
     for (int r = r0; r < r1; r++) {
         const size_t at = (size_t)r * (size_t)j->lds + (size_t)c0;
-        const float *row = (const float *)j->src + at;
-        if (j->t != AB_F32) {
+        const float *row = v;
+        if (j->t == AB_F32)
+            row = (const float *)j->src + at;
+        else
             cpu_widen((size_t)(c1 - c0), j->t, (const uint16_t *)j->src + at, v);
-            row = v;
-        }
         for (int c = c0; c < c1; c++) j->dst[(size_t)c * (size_t)j->ldd + (size_t)r] = row[c - c0];
     }
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 /* the 8 x 8 block at source row r, column c: 0, or -1 where an fp16 value is infinite or NaN (the
- * caller then copies the block one by one) */
+ * caller then copies the block through tr_plain) */
 __attribute__((target("avx2,f16c"))) static inline int tr8x8(const transpose_job *j, size_t r, size_t c) {
     __m256 x[8];
     if (j->t == AB_F32) {
