@@ -668,8 +668,8 @@ CPU_RANGE_AVX512(adamw_plain)
  * fused multiply-add: the same bits (tests/ops/test_cpu_stream.c compares them under each
  * AB_CPU_ISA cap). The elements before w's first 64-byte line and after the last whole 16 go
  * through the plain loop; so does a part whose arrays are not aligned alike, and SGD without
- * momentum (with an fp16 copy: sgd_half_avx512 and sgd_half_avx2, below). The stores are fenced before the part returns, so the thread that joins the pool sees
- * them. */
+ * momentum (with an fp16 copy: sgd_half_avx512 and sgd_half_avx2, below). The stores are fenced
+ * before the part returns, so the thread that joins the pool sees them. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 /* the vector loops over [lo, hi): lo 64-byte aligned in w and in the state, hi - lo a multiple of
@@ -819,8 +819,9 @@ static void sgd_range(void *ctx, int part, size_t lo, size_t hi) {
         opt_stream(j, part, lo, hi, j->buf, NULL, sgd_plain, sgd_stream_avx512, sgd_stream_avx2);
     } else if (j->momentum == 0.0f && j->wc && j->ct == AB_F16 && ab_cpu_has_f16c() &&
                (ab_cpu_has_avx512() || ab_cpu_has_avx2())) {
-        const size_t lanes = ab_cpu_has_avx512() ? 16 : 8, e = lo + (hi - lo) / lanes * lanes;
-        (lanes == 16 ? sgd_half_avx512 : sgd_half_avx2)(j, lo, e);
+        const int wide = ab_cpu_has_avx512();
+        const size_t lanes = wide ? 16 : 8, e = lo + (hi - lo) / lanes * lanes;
+        (wide ? sgd_half_avx512 : sgd_half_avx2)(j, lo, e);
         opt_plain(j, part, e, hi, sgd_plain); /* the last few, under a vector's lanes */
     } else {
         opt_plain(j, part, lo, hi, sgd_plain);

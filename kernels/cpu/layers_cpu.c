@@ -1072,13 +1072,14 @@ static void gather_images_range(void *ctx, int part, size_t lo, size_t hi) {
         const uint8_t *img = j->data + (size_t)j->idx[b] * D;
         const int32_t *a = j->ag ? j->ag + 3 * b : NULL;
         const int dy = a ? a[0] - j->pad : 0, dx = a ? a[1] - j->pad : 0, flip = a ? a[2] : 0;
+        const int in_place = dy == 0 && dx == 0 && !flip; /* every pixel where it was */
         if (j->labels_out) j->labels_out[b] = j->labels[j->idx[b]];
         void *out = (char *)j->out + b * D * ab_dtype_size(j->ot);
-        /* one channel, every pixel where it was: 16 look-ups at a time, stored in the output's type */
-        if (dy == 0 && dx == 0 && !flip && C == 1 && cpu_lut_u8(D, img, lut[0], j->ot, out)) continue;
+        /* one channel in place: 16 look-ups at a time, stored in the output's type */
+        if (in_place && C == 1 && cpu_lut_u8(D, img, lut[0], j->ot, out)) continue;
         float *dst = j->ot == AB_F32 ? (float *)out : j->rows + (size_t)part * D;
-        if (dy == 0 && dx == 0 && !flip && (C == 1 || !L->planar)) {
-            /* every pixel where it was, stored as the output is (H, W, C): one look-up a byte */
+        if (in_place && (C == 1 || !L->planar)) {
+            /* stored as the output is (H, W, C): one look-up a byte */
             if (C == 1)
                 for (size_t i = 0; i < D; i++) dst[i] = lut[0][img[i]];
             else

@@ -11,13 +11,13 @@
  * weight decay, a clipping factor, and gradients that are NaN, infinite, zero and 1e-30 among
  * ordinary ones; and SGD without momentum (the plain loop; with an fp16 copy, a vector loop of its
  * own that rounds the copy from its registers whatever its alignment, each part's last 0 to 15
- * elements, 0 to 7 under AB_CPU_ISA=avx2, through the plain loop).
- * A NaN result matches a NaN (its payload is the instruction's affair). With a working copy (fp16
- * or bf16) the copy must hold each new weight rounded as core/half.h's ab_store rounds it, and the
- * element past its end must stay as it was: the copy aligned as w (fp16: written by the streaming
- * loop from its registers; bf16: a chunk behind it, its chunks stored past the caches) and one
- * element off (a chunk behind, plain stores; SGD without momentum: its own loop's plain stores). CTest runs it as the CPU takes it and again under
- * AB_CPU_ISA=avx2 and sse2, the copies other machines take. */
+ * elements, 0 to 7 under AB_CPU_ISA=avx2, through the plain loop). A NaN result matches a NaN (its
+ * payload is the instruction's affair). With a working copy (fp16 or bf16) the copy must hold each
+ * new weight rounded as core/half.h's ab_store rounds it, and the element past its end must stay as
+ * it was: the copy aligned as w (fp16: written by the streaming loop from its registers; bf16: a
+ * chunk behind it, its chunks stored past the caches) and one element off (a chunk behind, plain
+ * stores; SGD without momentum: its own loop's plain stores). CTest runs it as the CPU takes it and
+ * again under AB_CPU_ISA=avx2 and sse2, the copies other machines take. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
