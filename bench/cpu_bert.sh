@@ -6,7 +6,8 @@
 #             checkpoint at sequence 64, batch 32, and BERT-base at sequence 128, batch 8; fp32 and
 #             each reduced precision (PyTorch 1.13 autocasts only to bf16 on a CPU, so fp16 amp is
 #             ampbench alone), the precisions taking turns within each repeat; each model's AMP /
-#             FP32 and bf16 / FP32 time from the medians of the same rounds
+#             FP32 and bf16 / FP32 time from the medians of the same rounds; how the first two CPUs
+#             stood to each other before each round and after the last (bench/cpu_link.sh)
 #   memory    ampbench's comparable peak for BERT-base at sequence 128, batches 8 and 32, fp32 and
 #             amp, by category; and the largest batch that fits in 8 GB (--find-max-batch) in each
 #   accuracy  the MiniLM checkpoint fine-tuned on the first 2,000 SST-2 rows for one epoch (63
@@ -24,7 +25,7 @@ while [ $# -gt 0 ]; do
     --build) build=$2; shift 2 ;; --out) out=$2; shift 2 ;; --repeats) repeats=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;; --threads) threads=$2; shift 2 ;; --parts) parts=$2; shift 2 ;;
     --minilm) minilm=$2; shift 2 ;;
-    -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "cpu_bert.sh: unknown argument '$1'" >&2; exit 2 ;;
     esac
 done
@@ -57,6 +58,7 @@ cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 echo "cpu_bert.sh: $cpu, $threads threads; PyTorch: $([ -n "$py" ] && "$py" -c 'import torch, transformers; print(torch.__version__, "+ transformers", transformers.__version__)' || echo "not importable (no peer columns)")"
 
 # the recipe both tools run (models/registry.c's bert recipe written out)
+. "$root/bench/cpu_link.sh"
 recipe=(--lr 2e-5 --weight-decay 0.01 --lr-schedule linear --clip-grad-norm 1 --threads "$threads" --quiet)
 
 if has speed; then
@@ -71,7 +73,9 @@ if has speed; then
         # the precisions take turns within each repeat, so that the machine's drift over the minutes
         # moves all three alike: the AMP / FP32 and bf16 / FP32 times are medians of the same rounds
         declare -A RUNS_AB=() RUNS_PT=() NOTES=() MA=()
+        LINKS=""
         for r in $(seq 1 "$repeats"); do
+            LINKS+="$(cpu_link_reading "$build") "
             for prec in fp32 amp bf16; do
                 "$ampbench" train "${common[@]}" --precision "$prec" --out "$out/ab_${name}_${prec}_$r.json" >/dev/null
                 RUNS_AB[$prec]+="$(field "$out/ab_${name}_${prec}_$r.json" samples_per_s) "
@@ -97,6 +101,9 @@ if has speed; then
         done
         awk -v m="$name" -v f="${MA[fp32]}" -v a="${MA[amp]}" -v b="${MA[bf16]}" \
             'BEGIN { printf "%-10s AMP / FP32 time %.2fx, bf16 / FP32 %.2fx (medians of the same rounds)\n", m, f / a, f / b }'
+        LINKS+=$(cpu_link_reading "$build")
+        printf '%-10s cross-core ns / paired compute, before each round and after the last: %s (bench/cpu_link.c)\n' "$name" "$LINKS"
+        echo "  $name cross-core ns / paired compute, before each round and after the last: $LINKS" >>"$out/runs.txt"
         unset RUNS_AB RUNS_PT NOTES MA
     done
 fi

@@ -4,8 +4,9 @@
 # samples/s of one epoch (60,000 samples, every step timed), median of R runs, in fp32, amp
 # (fp16; on a CPU ampbench emulates it, PyTorch autocasts to fp16) and bf16. Runs alternate between
 # the tools, and the precisions take turns within each repeat, so that a drift of the machine
-# touches every column alike. Prints a table and each precision's time against FP32; the raw JSON
-# stays in OUT.
+# touches every column alike. Prints a table, each precision's time against FP32, and how the first
+# two CPUs stood to each other before each round and after the last (bench/cpu_link.sh: a run on
+# either side of a change of the virtual machine's CPUs is not comparable); the raw JSON stays in OUT.
 # usage: bench/cpu_mlp.sh [--build DIR] [--out DIR] [--repeats R] [--threads T] [--precisions LIST]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,7 +15,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
     --build) build=$2; shift 2 ;; --out) out=$2; shift 2 ;; --repeats) repeats=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;; --precisions) precisions=$2; shift 2 ;;
-    -h | --help) sed -n '2,7p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,10p' "$0"; exit 0 ;;
     *) echo "cpu_mlp.sh: unknown argument '$1'" >&2; exit 2 ;;
     esac
 done
@@ -26,6 +27,7 @@ py=""
 for p in "${AB_PYTHON:-}" python3 /usr/bin/python3; do
     [ -n "$p" ] && "$p" -c 'import torch' 2>/dev/null && { py=$p; break; }
 done
+. "$root/bench/cpu_link.sh"
 field() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
 # the steps the loss scaler skipped, from the record: a skipped step has no update, so a run that
 # skipped some is said under its row
@@ -44,7 +46,9 @@ printf '%-5s %16s %16s %8s\n' prec "ampbench" "PyTorch" ratio
 # the precisions take turns within each repeat, so that the machine's drift over the minutes moves
 # them alike: the times against FP32 below are medians of the same rounds
 declare -A RUNS_AB=() RUNS_PT=() NOTES=() MA=()
+LINKS=""
 for r in $(seq 1 "$repeats"); do
+    LINKS+="$(cpu_link_reading "$build") "
     for prec in ${precisions//,/ }; do
         "$ampbench" train --model mlp --dataset mnist "${common[@]}" --quiet --precision "$prec" \
             --out "$out/ab_mlp_${prec}_$r.json" >/dev/null
@@ -75,4 +79,7 @@ if [ -n "${MA[fp32]:-}" ]; then
             'BEGIN { printf "%s / FP32 time %.2fx (medians of the same rounds)\n", p, f / x }'
     done
 fi
+LINKS+=$(cpu_link_reading "$build")
+echo "cross-core ns / paired compute, before each round and after the last: $LINKS (bench/cpu_link.c)"
+echo "  mlp cross-core ns / paired compute, before each round and after the last: $LINKS" >>"$out/runs.txt"
 echo "(every run: $out/runs.txt)"

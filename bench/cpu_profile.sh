@@ -12,6 +12,11 @@
 # Each run is repeated R times (--repeats, 3 by default; two runs of one build on a shared machine
 # can differ by ten points): the summary gives the run whose share of the 2048^3 rate is the
 # median of the R, and the range of both shares over them.
+# Each run's file also holds how the first two CPUs stood to each other just before and just after
+# it (the build's cpu_link: cross-core latency, and both CPUs' compute rate at once against one
+# alone; the summary's 'link before after'): on a virtual machine the two CPUs can drift apart on
+# the host, or onto one core, for minutes, and a run that straddles such a change is not
+# comparable with the others.
 # Writes OUT/<workload>-<precision>.txt (the first repeat; each file starts with its command),
 # OUT/<workload>-<precision>.rN.txt (repeat N from 2) and OUT/summary.txt.
 # usage: bench/cpu_profile.sh [--build DIR] [--out DIR] [--threads T] [--minilm DIR] [--repeats R]
@@ -24,7 +29,7 @@ while [ $# -gt 0 ]; do
     --build) build=$2; shift 2 ;; --out) out=$2; shift 2 ;; --threads) threads=$2; shift 2 ;;
     --minilm) minilm=$2; shift 2 ;; --runs) runs=$2; shift 2 ;; --precisions) precisions=$2; shift 2 ;;
     --repeats) repeats=$2; shift 2 ;;
-    -h | --help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "cpu_profile.sh: unknown argument '$1'" >&2; exit 2 ;;
     esac
 done
@@ -45,6 +50,7 @@ cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
     echo "ampbench $("$ampbench" --version | sed 's/^ampbench //')"
 } | tee "$out/summary.txt"
 common=(--threads "$threads" --quiet --profile-ops --timing-skip-steps 1)
+. "$root/bench/cpu_link.sh"
 declare -a names=() cmds=()
 add() { names+=("$1"); cmds+=("$2"); }
 for prec in ${precisions//,/ }; do
@@ -64,15 +70,17 @@ for prec in ${precisions//,/ }; do
     has bert-base "$runs" && add "bert-base-$prec" "--model bert-base --dataset sst2 --max-seq-len 128 --batch-size 8 --max-steps 4 --epochs 1 --train-subset 32 --test-subset 8 --precision $prec"
 done
 echo >>"$out/summary.txt"
-printf '%-22s %9s %10s %11s %14s %10s %10s %-19s %s\n' run "ops (s)" "GEMM share" "GEMM GF/s" "all ops GF/s" "of 2048^3" "of shapes" "range (runs)" "largest other kind" | tee -a "$out/summary.txt"
+printf '%-22s %9s %10s %11s %14s %10s %10s %-19s %-17s %s\n' run "ops (s)" "GEMM share" "GEMM GF/s" "all ops GF/s" "of 2048^3" "of shapes" "range (runs)" "link before after" "largest other kind" | tee -a "$out/summary.txt"
 for i in "${!names[@]}"; do
     lines=()
     for r in $(seq 1 "$repeats"); do
         f=$out/${names[$i]}.txt
         [ "$r" -gt 1 ] && f=$out/${names[$i]}.r$r.txt
         # shellcheck disable=SC2086 # the command line is a list of words
-        { echo "\$ $ampbench train ${cmds[$i]} ${common[*]}"; "$ampbench" train ${cmds[$i]} "${common[@]}"; } >"$f" 2>&1 ||
+        { echo "\$ $ampbench train ${cmds[$i]} ${common[*]}"; echo "cross-core before (ns/paired compute): $(cpu_link_reading "$build")"
+          "$ampbench" train ${cmds[$i]} "${common[@]}"; } >"$f" 2>&1 ||
             { echo "cpu_profile.sh: ${names[$i]} failed (see $f)" >&2; exit 1; }
+        echo "cross-core after (ns/paired compute): $(cpu_link_reading "$build")" >>"$f"
         # one line: ops seconds, GEMM share, GEMM rate, all ops' rate, the two shares, the largest other kind
         lines+=("$(awk '
             /^  op kind/ { t = 1; next }
@@ -87,7 +95,9 @@ for i in "${!names[@]}"; do
             }
             /^  all ops:/ { ops = $3; for (k = 1; k <= NF; k++) { if ($k == "GFLOP/s" && !all) all = $(k - 1); if ($k == "reached") pk = $(k + 1) } }
             /^  the run.s own GEMM shapes, each/ { for (k = 1; k <= NF; k++) if ($k == "reached") own = $(k + 1) }
-            END { printf "%.3f\t%.1f\t%.1f\t%.1f\t%s\t%s\t%s\n", ops, gshare, (gsec > 0 ? gfl / gsec : 0), all, pk, (own ? own : "-"), other }
+            /^cross-core before/ { lb = $NF }
+            /^cross-core after/ { la = $NF }
+            END { printf "%.3f\t%.1f\t%.1f\t%.1f\t%s\t%s\t%s\t%s %s\n", ops, gshare, (gsec > 0 ? gfl / gsec : 0), all, pk, (own ? own : "-"), other, (lb ? lb : "-"), (la ? la : "-") }
         ' "$f")")
     done
     # the repeat whose share of the 2048^3 rate is the median (the lower middle one of an even
@@ -100,8 +110,8 @@ for i in "${!names[@]}"; do
             for (a = 1; a <= NR; a++) for (b = a + 1; b <= NR; b++) if (v[idx[b]] < v[idx[a]]) { t = idx[a]; idx[a] = idx[b]; idx[b] = t }
             split(l[idx[int((NR + 1) / 2)]], f, "\t")
             range = n > 1 ? sprintf("%d-%d%%", lo, hi) (so ? sprintf(", %d-%d%%", slo, shi) : "") " (" n ")" : "-"
-            printf "%-22s %9.3f %9.1f%% %11.1f %14.1f %10s %10s %-19s %s\n", name, f[1], f[2], f[3], f[4], f[5], f[6], range, f[7]
+            printf "%-22s %9.3f %9.1f%% %11.1f %14.1f %10s %10s %-19s %-17s %s\n", name, f[1], f[2], f[3], f[4], f[5], f[6], range, f[8], f[7]
         }' | tee -a "$out/summary.txt"
 done
-echo "(GEMM share and rate: the GEMM and convolution kinds together; 'of 2048^3': all ops' GFLOP/s against the backend's fp32 GEMM at 2048^3, best of 3; 'of shapes': against the run's own GEMM shapes each at its rate alone, best of 3, where every FLOP is a GEMM's; each line the repeat with the median share of 2048^3, 'range' both shares' lowest and highest over the repeats; each run's first step left out)" | tee -a "$out/summary.txt"
+echo "(GEMM share and rate: the GEMM and convolution kinds together; 'of 2048^3': all ops' GFLOP/s against the backend's fp32 GEMM at 2048^3, best of 3; 'of shapes': against the run's own GEMM shapes each at its rate alone, best of 3, where every FLOP is a GEMM's; each line the repeat with the median share of 2048^3, 'range' both shares' lowest and highest over the repeats; 'link before after': that repeat's cross-core latency in ns / both CPUs' compute rate at once against one alone, read just before and just after it (bench/cpu_link.c); each run's first step left out)" | tee -a "$out/summary.txt"
 echo "cpu_profile.sh: tables in $out"

@@ -5,8 +5,9 @@
 # CPU, so amp (fp16) is ampbench alone), then ampbench's comparable peak memory at batch 128 by
 # category, fp32 against amp, and the saving. Prints a table and each model's AMP / FP32 and bf16 /
 # FP32 time from the same rounds (the precisions take turns within each repeat); the raw JSON stays
-# in OUT. AMP's runs start from a loss scale of 1024, and a timed step the scaler skipped is said
-# (below).
+# in OUT, and how the first two CPUs stood to each other before each round and after the last
+# (bench/cpu_link.sh). AMP's runs start from a loss scale of 1024, and a timed step the scaler
+# skipped is said (below).
 # usage: bench/cpu_resnet.sh [--build DIR] [--out DIR] [--repeats R] [--steps S] [--batch B]
 #                            [--threads T] [--models "resnet50 resnet50-cifar"]
 set -euo pipefail
@@ -17,7 +18,7 @@ while [ $# -gt 0 ]; do
     --build) build=$2; shift 2 ;; --out) out=$2; shift 2 ;; --repeats) repeats=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;; --batch) batch=$2; shift 2 ;; --threads) threads=$2; shift 2 ;;
     --models) models=$2; shift 2 ;;
-    -h | --help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,12p' "$0"; exit 0 ;;
     *) echo "cpu_resnet.sh: unknown argument '$1'" >&2; exit 2 ;;
     esac
 done
@@ -47,6 +48,7 @@ skipped_timed() {
 r = json.load(open(sys.argv[1]))
 print(sum(1 for e in r["mixed_precision"]["overflow_events"] if e["step"] >= 1))' "$1"
 }
+. "$root/bench/cpu_link.sh"
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 echo "cpu_resnet.sh: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $threads threads, batch $batch," \
@@ -57,7 +59,9 @@ printf '%-15s %-5s %14s %14s %10s\n' model prec "ampbench img/s" "PyTorch img/s"
 # times below are medians over the same rounds.
 for m in $models; do
     declare -A RUNS_AB=() RUNS_PT=() NOTES=()
+    LINKS=""
     for r in $(seq 1 "$repeats"); do
+        LINKS+="$(cpu_link_reading "$build") "
         for prec in fp32 amp bf16; do
             extra=()
             [ "$prec" = amp ] && extra=("${amp_scale[@]}")
@@ -87,6 +91,9 @@ for m in $models; do
     done
     awk -v m="$m" -v f="${MA[fp32]}" -v a="${MA[amp]}" -v b="${MA[bf16]}" \
         'BEGIN { printf "%-15s AMP / FP32 time %.2fx, bf16 / FP32 %.2fx (medians of the same rounds)\n", m, f / a, f / b }'
+    LINKS+=$(cpu_link_reading "$build")
+    printf '%-15s cross-core ns / paired compute, before each round and after the last: %s (bench/cpu_link.c)\n' "$m" "$LINKS"
+    echo "  $m cross-core ns / paired compute, before each round and after the last: $LINKS" >>"$out/runs.txt"
     unset RUNS_AB RUNS_PT NOTES MA
 done
 

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# bench/cpu_link.c and bench/cpu_link.sh, the readings the CPU benches print beside their timings:
+# a reading on two CPUs (latency in ns and the paired compute ratio, both in range), the message
+# on one CPU, exit 2 on a bad flag, and the benches' helper printing NS/R, or '-' without cpu_link.
+# Usage: test_cpu_link.sh SOURCE_DIR CPU_LINK
+set -euo pipefail
+src=$1 link=$2
+fail() { echo "FAIL test_cpu_link: $*" >&2; exit 1; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+ncpu=$(nproc)
+out=$("$link" --trials 3) || fail "cpu_link --trials 3 exited $?"
+if [ "$ncpu" -ge 2 ]; then
+    ns=$(sed -n 's/.* one way \([0-9]*\) ns .*/\1/p' <<<"$out")
+    r=$(sed -n 's/.* both computing at once \([0-9.]*\) of one alone .*/\1/p' <<<"$out")
+    [ -n "$ns" ] && [ -n "$r" ] || fail "no reading in: $out"
+    [ "$ns" -ge 1 ] && [ "$ns" -lt 1000000 ] || fail "latency $ns ns out of range: $out"
+    awk -v r="$r" 'BEGIN { exit !(r > 0 && r < 4) }' || fail "paired compute $r out of range: $out"
+    echo "ok   two CPUs: $out"
+else
+    echo "ok   one CPU here: $out"
+fi
+if command -v taskset >/dev/null; then
+    one=$(taskset -c 0 "$link") || fail "cpu_link on one CPU exited $?"
+    grep -q "one CPU to run on, no cross-core reading" <<<"$one" || fail "on one CPU: $one"
+    echo "ok   on one CPU: $one"
+fi
+for bad in "--trials 0" "--trials 102" "--trials x" "--frobnicate"; do
+    # shellcheck disable=SC2086 # the flags are words
+    set +e; msg=$("$link" $bad 2>&1); rc=$?; set -e
+    [ "$rc" -eq 2 ] || fail "cpu_link $bad exited $rc, not 2"
+    grep -q "^cpu_link: " <<<"$msg" || fail "cpu_link $bad said: $msg"
+    echo "ok   cpu_link $bad: exit 2, $msg"
+done
+# the benches' helper: NS/R from a build folder that holds cpu_link, '-' from one that does not
+mkdir -p "$work/with" "$work/without"
+ln -s "$link" "$work/with/cpu_link"
+# shellcheck source=/dev/null
+. "$src/bench/cpu_link.sh"
+got=$(cpu_link_reading "$work/with")
+if [ "$ncpu" -ge 2 ]; then
+    grep -Eq '^[0-9]+/[0-9]+\.[0-9]+$' <<<"$got" || fail "cpu_link_reading gave '$got'"
+else
+    [ "$got" = - ] || fail "cpu_link_reading on one CPU gave '$got'"
+fi
+[ "$(cpu_link_reading "$work/without")" = - ] || fail "cpu_link_reading without cpu_link: not '-'"
+echo "ok   cpu_link_reading: '$got', and '-' without cpu_link"
+echo "PASS"
