@@ -5,7 +5,9 @@ from them) and formatted with README's rounding; the test fails when README does
 in the claim's row, when a footnoted file is missing, or when a number in a row's measured cell is
 covered by no computed figure (so a changed digit cannot pass as an uncovered number). It then
 changes every digit of every number in the measured cells, one at a time, and requires each change
-to fail the check.
+to fail the check. README's CPU speed tables (the Zen 5 and Zen 4 EPYC sets) are checked cell by
+cell against the bench outputs they were copied from (bench/cpu_mlp.sh's, cpu_resnet.sh's and
+cpu_bert.sh's), and every digit of them changed in turn must fail that check too.
 Usage: readme_figures.py REPO_ROOT [README]   (README defaults to REPO_ROOT/README.md)"""
 import json
 import math
@@ -367,6 +369,100 @@ for header, table_figs in TABLES:
                     missed += 1
                     failures.append("changing the digit at '%s' goes unnoticed" % line[max(bars[2] + 1, i - 20):i + 20])
 print("readme_figures: %d digits of the measured cells changed one at a time, %d went unnoticed" % (digits, missed))
+
+# ---- README's CPU speed tables, cell by cell against the bench outputs they come from ----
+# (anchor: the text that introduces the table in README, the folder of bench/cpu_mlp.sh's,
+# cpu_resnet.sh's and cpu_bert.sh's outputs)
+CPU_TABLES = (("Training speed on 2 cores of an AMD EPYC (Zen 5", "results/cpu/2026-12-07-epyc-2core/cpu-speed-e019e9d"),
+              ("The same set on 2 cores of a Zen 4 EPYC", "results/cpu/2026-12-07-epyc-zen4-2core/cpu-speed-a114b98"))
+CPU_ROWS = (("MNIST MLP", "mlp"), ("ResNet-50 (7x7", "resnet50"), ("ResNet-50, CIFAR", "resnet50-cifar"),
+            ("all-MiniLM", "minilm"), ("BERT-base", "bert-base"))
+
+
+def bench_cells(folder):
+    """each workload's five measured cells, as README writes them, from the bench outputs"""
+    text = {}
+    for name in ("cpu_mlp.txt", "cpu_resnet.txt", "cpu_bert.txt"):
+        t = load(name, base=os.path.join(root, folder))
+        if t is None:
+            return None
+        text[name] = t.split("\n")
+    rate, ratio, times = {}, {}, {}
+    for line in text["cpu_mlp.txt"]:
+        w = line.split()
+        if len(w) == 4 and w[0] in ("fp32", "amp", "bf16"):
+            rate[("mlp", w[0])] = ("{:,}".format(int(w[1])), "{:,}".format(int(w[2])) if w[2] != "-" else "-")
+            ratio[("mlp", w[0])] = w[3]
+        m = re.match(r"(amp|bf16) / FP32 time (\S+x)", line)
+        if m:
+            times[("mlp", m.group(1))] = m.group(2)
+    for name, first in (("cpu_resnet.txt", 1), ("cpu_bert.txt", 3)):
+        for line in text[name]:
+            w = line.split()
+            if len(w) == first + 4 and w[first] in ("fp32", "amp", "bf16"):
+                rate[(w[0], w[first])] = (w[first + 1], w[first + 2])
+                ratio[(w[0], w[first])] = w[first + 3]
+            m = re.match(r"(\S+)\s+AMP / FP32 time (\S+x), bf16 / FP32 (\S+x)", line)
+            if m:
+                times[(m.group(1), "amp")], times[(m.group(1), "bf16")] = m.group(2), m.group(3)
+    cells = {}
+    for key, w in CPU_ROWS:
+        try:
+            amp = rate[(w, "amp")][0]
+            if w == "mlp":
+                amp += " (PyTorch's fp16 autocast: %s)" % rate[(w, "amp")][1]
+            cells[key] = ["%s / %s (**%s**)" % (rate[(w, "fp32")] + (ratio[(w, "fp32")],)), amp,
+                          "%s / %s (**%s**)" % (rate[(w, "bf16")] + (ratio[(w, "bf16")],)),
+                          times[(w, "amp")], times[(w, "bf16")]]
+        except KeyError as e:
+            fail("%s: no figure %s in its bench outputs" % (folder, e))
+    return cells
+
+
+def check_cpu_tables(text, expected):
+    out = []
+    for (anchor, folder), cells in zip(CPU_TABLES, expected):
+        at = text.find(anchor)
+        start = text.find("\n| workload | unit |", at) + 1 if at >= 0 else 0
+        if at < 0 or start == 0:
+            out.append("README has no CPU speed table after '%s'" % anchor)
+            continue
+        rows = {}
+        for line in text[start:text.index("\n\n", start)].split("\n")[2:]:
+            c = [x.strip() for x in line.strip().strip("|").split("|")]
+            rows[c[0]] = c
+        for key, want in cells.items():
+            row = next((c for k, c in rows.items() if k.startswith(key)), None)
+            if row is None or row[2:7] != want:
+                out.append("CPU table after '%s', row '%s': README has %s, %s gives %s" %
+                           (anchor, key, row[2:7] if row else None, folder, want))
+        for k in rows:
+            if not any(k.startswith(key) for key, _ in CPU_ROWS):
+                out.append("CPU table after '%s': row '%s' has no figures checked here" % (anchor, k))
+    return out
+
+
+cpu_expected = [bench_cells(folder) or {} for _, folder in CPU_TABLES]
+failures += check_cpu_tables(readme, cpu_expected)
+cpu_digits = cpu_missed = 0
+if not failures:
+    for anchor, _ in CPU_TABLES:
+        start = readme.find("\n| workload | unit |", readme.find(anchor)) + 1
+        end = readme.index("\n\n", start)
+        for line_start in [m.start() for m in re.finditer(r"\n\|", readme[start:end])][1:]:
+            line_at = start + line_start + 1
+            line = readme[line_at:readme.index("\n", line_at)]
+            bars = [i for i, ch in enumerate(line) if ch == "|"]
+            for i in range(bars[2] + 1, bars[7]):  # the five measured cells
+                if line[i].isdigit() and not line[max(0, i - 3):i + 1].endswith("fp16"):
+                    cpu_digits += 1
+                    at = line_at + i
+                    mutated = readme[:at] + str((int(readme[at]) + 1) % 10) + readme[at + 1:]
+                    if not check_cpu_tables(mutated, cpu_expected):
+                        cpu_missed += 1
+                        failures.append("changing the digit at '%s' goes unnoticed" % line[max(0, i - 20):i + 20])
+print("readme_figures: %d CPU speed cells in %d tables checked against the bench outputs; %d digits changed one at a "
+      "time, %d went unnoticed" % (sum(5 * len(c) for c in cpu_expected), len(CPU_TABLES), cpu_digits, cpu_missed))
 
 for f in failures:
     print("FAIL " + f, file=sys.stderr)
