@@ -57,8 +57,8 @@ has() { case ",$parts," in *",$1,"*) return 0 ;; esac; return 1; }
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 echo "cpu_bert.sh: $cpu, $threads threads; PyTorch: $([ -n "$py" ] && "$py" -c 'import torch, transformers; print(torch.__version__, "+ transformers", transformers.__version__)' || echo "not importable (no peer columns)")"
 
-# the recipe both tools run (models/registry.c's bert recipe written out)
 . "$root/bench/cpu_link.sh"
+# the recipe both tools run (models/registry.c's bert recipe written out)
 recipe=(--lr 2e-5 --weight-decay 0.01 --lr-schedule linear --clip-grad-norm 1 --threads "$threads" --quiet)
 
 if has speed; then

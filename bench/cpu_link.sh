@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the CPU benches: cpu_link_reading BUILD prints how the first two CPUs stand to each
 # other now (BUILD/cpu_link, bench/cpu_link.c) as NS/R: the one-way cross-core latency in ns, and
 # both CPUs' compute rate at once against one alone (about 1: a core each; about 0.5: they share
@@ -6,7 +7,7 @@
 # core, for minutes, and runs on either side of such a change are not comparable.
 cpu_link_reading() {
     local line
-    [ -x "$1/cpu_link" ] && line=$("$1/cpu_link" 2>/dev/null) || { echo -; return 0; }
+    [ -x "$1/cpu_link" ] && line=$(timeout 20 "$1/cpu_link" 2>/dev/null) || { echo -; return 0; }
     awk '{ for (k = 2; k <= NF; k++) { if ($k == "ns" && !ns) ns = $(k - 1); if ($k == "of" && $(k + 1) == "one") r = $(k - 1) } }
          END { print (ns && r ? ns "/" r : "-") }' <<<"$line"
 }

@@ -8,7 +8,9 @@ src=$1 link=$2
 fail() { echo "FAIL test_cpu_link: $*" >&2; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-ncpu=$(nproc)
+# the CPUs this process may run on (nproc would follow OMP_NUM_THREADS)
+ncpu=$(python3 -c 'import os; print(len(os.sched_getaffinity(0)))')
+first=$(python3 -c 'import os; print(min(os.sched_getaffinity(0)))')
 out=$("$link" --trials 3) || fail "cpu_link --trials 3 exited $?"
 if [ "$ncpu" -ge 2 ]; then
     ns=$(sed -n 's/.* one way \([0-9]*\) ns .*/\1/p' <<<"$out")
@@ -18,14 +20,15 @@ if [ "$ncpu" -ge 2 ]; then
     awk -v r="$r" 'BEGIN { exit !(r > 0 && r < 4) }' || fail "paired compute $r out of range: $out"
     echo "ok   two CPUs: $out"
 else
+    grep -q "one CPU to run on, no cross-core reading" <<<"$out" || fail "on this one CPU: $out"
     echo "ok   one CPU here: $out"
 fi
 if command -v taskset >/dev/null; then
-    one=$(taskset -c 0 "$link") || fail "cpu_link on one CPU exited $?"
+    one=$(taskset -c "$first" "$link") || fail "cpu_link on one CPU exited $?"
     grep -q "one CPU to run on, no cross-core reading" <<<"$one" || fail "on one CPU: $one"
     echo "ok   on one CPU: $one"
 fi
-for bad in "--trials 0" "--trials 102" "--trials x" "--frobnicate"; do
+for bad in "--trials 0" "--trials 102" "--trials x" "--trials" "--frobnicate"; do
     # shellcheck disable=SC2086 # the flags are words
     set +e; msg=$("$link" $bad 2>&1); rc=$?; set -e
     [ "$rc" -eq 2 ] || fail "cpu_link $bad exited $rc, not 2"
@@ -34,7 +37,7 @@ for bad in "--trials 0" "--trials 102" "--trials x" "--frobnicate"; do
 done
 # the benches' helper: NS/R from a build folder that holds cpu_link, '-' from one that does not
 mkdir -p "$work/with" "$work/without"
-ln -s "$link" "$work/with/cpu_link"
+ln -s "$(realpath "$link")" "$work/with/cpu_link"
 # shellcheck source=/dev/null
 . "$src/bench/cpu_link.sh"
 got=$(cpu_link_reading "$work/with")
@@ -44,5 +47,9 @@ else
     [ "$got" = - ] || fail "cpu_link_reading on one CPU gave '$got'"
 fi
 [ "$(cpu_link_reading "$work/without")" = - ] || fail "cpu_link_reading without cpu_link: not '-'"
+if command -v taskset >/dev/null; then
+    got1=$(taskset -c "$first" bash -c '. "$1/bench/cpu_link.sh"; cpu_link_reading "$2"' _ "$src" "$work/with")
+    [ "$got1" = - ] || fail "cpu_link_reading on one CPU gave '$got1'"
+fi
 echo "ok   cpu_link_reading: '$got', and '-' without cpu_link"
 echo "PASS"

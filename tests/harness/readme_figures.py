@@ -375,6 +375,7 @@ print("readme_figures: %d digits of the measured cells changed one at a time, %d
 # cpu_resnet.sh's and cpu_bert.sh's outputs)
 CPU_TABLES = (("Training speed on 2 cores of an AMD EPYC (Zen 5", "results/cpu/2026-12-07-epyc-2core/cpu-speed-e019e9d"),
               ("The same set on 2 cores of a Zen 4 EPYC", "results/cpu/2026-12-07-epyc-zen4-2core/cpu-speed-a114b98"))
+CPU_NUM = re.compile(r"(?<![A-Za-z\d.,])\d[\d,]*(?:\.\d+)?")
 CPU_ROWS = (("MNIST MLP", "mlp"), ("ResNet-50 (7x7", "resnet50"), ("ResNet-50, CIFAR", "resnet50-cifar"),
             ("all-MiniLM", "minilm"), ("BERT-base", "bert-base"))
 
@@ -432,7 +433,10 @@ def check_cpu_tables(text, expected):
             c = [x.strip() for x in line.strip().strip("|").split("|")]
             rows[c[0]] = c
         for key, want in cells.items():
-            row = next((c for k, c in rows.items() if k.startswith(key)), None)
+            matching = [c for k, c in rows.items() if k.startswith(key)]
+            if len(matching) > 1:
+                out.append("CPU table after '%s': %d rows start with '%s'" % (anchor, len(matching), key))
+            row = matching[0] if matching else None
             if row is None or row[2:7] != want:
                 out.append("CPU table after '%s', row '%s': README has %s, %s gives %s" %
                            (anchor, key, row[2:7] if row else None, folder, want))
@@ -453,8 +457,11 @@ if not failures:
             line_at = start + line_start + 1
             line = readme[line_at:readme.index("\n", line_at)]
             bars = [i for i, ch in enumerate(line) if ch == "|"]
-            for i in range(bars[2] + 1, bars[7]):  # the five measured cells
-                if line[i].isdigit() and not line[max(0, i - 3):i + 1].endswith("fp16"):
+            numbers = set()  # digits of the five measured cells' numbers (not of names such as fp16)
+            for m in CPU_NUM.finditer(line, bars[2] + 1, bars[7]):
+                numbers.update(range(m.start(), m.end()))
+            for i in range(bars[2] + 1, bars[7]):
+                if line[i].isdigit() and i in numbers:
                     cpu_digits += 1
                     at = line_at + i
                     mutated = readme[:at] + str((int(readme[at]) + 1) % 10) + readme[at + 1:]
