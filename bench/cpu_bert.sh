@@ -102,8 +102,7 @@ if has speed; then
         awk -v m="$name" -v f="${MA[fp32]}" -v a="${MA[amp]}" -v b="${MA[bf16]}" \
             'BEGIN { printf "%-10s AMP / FP32 time %.2fx, bf16 / FP32 %.2fx (medians of the same rounds)\n", m, f / a, f / b }'
         LINKS+=$(cpu_link_reading "$build")
-        printf '%-10s cross-core ns / paired compute, before each round and after the last: %s (bench/cpu_link.c)\n' "$name" "$LINKS"
-        echo "  $name cross-core ns / paired compute, before each round and after the last: $LINKS" >>"$out/runs.txt"
+        cpu_link_report "$(printf '%-10s ' "$name")" "$name" "$LINKS" "$out/runs.txt"
         unset RUNS_AB RUNS_PT NOTES MA
     done
 fi

@@ -11,3 +11,10 @@ cpu_link_reading() {
     awk '{ for (k = 2; k <= NF; k++) { if ($k == "ns" && !ns) ns = $(k - 1); if ($k == "of" && $(k + 1) == "one") r = $(k - 1) } }
          END { print (ns && r ? ns "/" r : "-") }' <<<"$line"
 }
+
+# cpu_link_report PREFIX NAME READINGS RUNS_FILE: the readings of a set of rounds, printed after the
+# table's rows (PREFIX: the row's label, padded as the rows are, or empty) and added to RUNS_FILE
+cpu_link_report() {
+    printf '%scross-core ns / paired compute, before each round and after the last: %s (bench/cpu_link.c)\n' "$1" "$3"
+    echo "  $2 cross-core ns / paired compute, before each round and after the last: $3" >>"$4"
+}

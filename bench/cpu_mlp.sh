@@ -80,6 +80,5 @@ if [ -n "${MA[fp32]:-}" ]; then
     done
 fi
 LINKS+=$(cpu_link_reading "$build")
-echo "cross-core ns / paired compute, before each round and after the last: $LINKS (bench/cpu_link.c)"
-echo "  mlp cross-core ns / paired compute, before each round and after the last: $LINKS" >>"$out/runs.txt"
+cpu_link_report "" mlp "$LINKS" "$out/runs.txt"
 echo "(every run: $out/runs.txt)"

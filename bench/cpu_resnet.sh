@@ -92,8 +92,7 @@ for m in $models; do
     awk -v m="$m" -v f="${MA[fp32]}" -v a="${MA[amp]}" -v b="${MA[bf16]}" \
         'BEGIN { printf "%-15s AMP / FP32 time %.2fx, bf16 / FP32 %.2fx (medians of the same rounds)\n", m, f / a, f / b }'
     LINKS+=$(cpu_link_reading "$build")
-    printf '%-15s cross-core ns / paired compute, before each round and after the last: %s (bench/cpu_link.c)\n' "$m" "$LINKS"
-    echo "  $m cross-core ns / paired compute, before each round and after the last: $LINKS" >>"$out/runs.txt"
+    cpu_link_report "$(printf '%-15s ' "$m")" "$m" "$LINKS" "$out/runs.txt"
     unset RUNS_AB RUNS_PT NOTES MA
 done
 

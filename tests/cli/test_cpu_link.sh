@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/cpu_link.c and bench/cpu_link.sh, the readings the CPU benches print beside their timings:
 # a reading on two CPUs (latency in ns and the paired compute ratio, both in range), the message
-# on one CPU, exit 2 on a bad flag, and the benches' helper printing NS/R, or '-' without cpu_link.
+# on one CPU, exit 2 on a bad flag, the benches' helper printing NS/R, or '-' without cpu_link,
+# and their report of a set of rounds' readings.
 # Usage: test_cpu_link.sh SOURCE_DIR CPU_LINK
 set -euo pipefail
 src=$1 link=$2
@@ -29,8 +30,8 @@ if command -v taskset >/dev/null; then
     echo "ok   on one CPU: $one"
 fi
 for bad in "--trials 0" "--trials 102" "--trials x" "--trials" "--frobnicate"; do
-    # shellcheck disable=SC2086 # the flags are words
-    set +e; msg=$("$link" $bad 2>&1); rc=$?; set -e
+    read -r -a args <<<"$bad"
+    set +e; msg=$("$link" "${args[@]}" 2>&1); rc=$?; set -e
     [ "$rc" -eq 2 ] || fail "cpu_link $bad exited $rc, not 2"
     grep -q "^cpu_link: " <<<"$msg" || fail "cpu_link $bad said: $msg"
     echo "ok   cpu_link $bad: exit 2, $msg"
@@ -52,4 +53,11 @@ if command -v taskset >/dev/null; then
     [ "$got1" = - ] || fail "cpu_link_reading on one CPU gave '$got1'"
 fi
 echo "ok   cpu_link_reading: '$got', and '-' without cpu_link"
+# and cpu_link_report: the line printed after a table's rows, and the same readings in the runs file
+printed=$(cpu_link_report "resnet50        " resnet50 "27/1.00 165/0.98" "$work/runs.txt")
+[ "$printed" = "resnet50        cross-core ns / paired compute, before each round and after the last: 27/1.00 165/0.98 (bench/cpu_link.c)" ] ||
+    fail "cpu_link_report printed: $printed"
+grep -qx "  resnet50 cross-core ns / paired compute, before each round and after the last: 27/1.00 165/0.98" "$work/runs.txt" ||
+    fail "cpu_link_report wrote: $(cat "$work/runs.txt")"
+echo "ok   cpu_link_report"
 echo "PASS"

@@ -343,6 +343,23 @@ n = sum(len(t) for _, tf in TABLES for t in tf.values())
 print("readme_figures: %d figures in %d rows of %d tables checked against the files" %
       (n, sum(len(tf) for _, tf in TABLES), len(TABLES)))
 
+def mutate_digits(line_at, line, lo, hi, checker):
+    """changes every digit of every number in line[lo:hi] (README's line at line_at) by one, in turn,
+    and counts those changes that checker (README text -> failures) lets pass: (digits, unnoticed).
+    The digits of names such as fp16 or MiniLM-L6-v2 are left alone."""
+    n = unnoticed = 0
+    for m in NUM.finditer(line[lo:hi]):
+        for i in range(lo + m.start(), lo + m.end()):
+            if not line[i].isdigit():
+                continue
+            n += 1
+            at = line_at + i
+            if not checker(readme[:at] + str((int(readme[at]) + 1) % 10) + readme[at + 1:]):
+                unnoticed += 1
+                failures.append("changing the digit at '%s' goes unnoticed" % line[max(lo, i - 20):i + 20])
+    return n, unnoticed
+
+
 # Every digit of every number in a measured cell, changed by one, must make the check fail.
 digits = missed = 0
 for header, table_figs in TABLES:
@@ -356,18 +373,8 @@ for header, table_figs in TABLES:
         bars = [i for i, ch in enumerate(line) if ch == "|"]
         if len(bars) < 4 or not any(line[bars[0] + 1:bars[1]].strip().startswith(k) for k in table_figs):
             continue
-        cell_at = bars[2] + 1
-        in_number = set()  # digits of the cell's numbers (not of names such as fp16 or MiniLM-L6-v2)
-        for m in NUM.finditer(line[cell_at:bars[3]]):
-            in_number.update(range(cell_at + m.start(), cell_at + m.end()))
-        for i in range(cell_at, bars[3]):  # the measured cell
-            if line[i].isdigit() and i in in_number:
-                digits += 1
-                at = line_at + i
-                mutated = readme[:at] + str((int(readme[at]) + 1) % 10) + readme[at + 1:]
-                if not check(mutated):
-                    missed += 1
-                    failures.append("changing the digit at '%s' goes unnoticed" % line[max(bars[2] + 1, i - 20):i + 20])
+        d, u = mutate_digits(line_at, line, bars[2] + 1, bars[3], check)  # the measured cell
+        digits, missed = digits + d, missed + u
 print("readme_figures: %d digits of the measured cells changed one at a time, %d went unnoticed" % (digits, missed))
 
 # ---- README's CPU speed tables, cell by cell against the bench outputs they come from ----
@@ -375,7 +382,6 @@ print("readme_figures: %d digits of the measured cells changed one at a time, %d
 # cpu_resnet.sh's and cpu_bert.sh's outputs)
 CPU_TABLES = (("Training speed on 2 cores of an AMD EPYC (Zen 5", "results/cpu/2026-12-07-epyc-2core/cpu-speed-e019e9d"),
               ("The same set on 2 cores of a Zen 4 EPYC", "results/cpu/2026-12-07-epyc-zen4-2core/cpu-speed-a114b98"))
-CPU_NUM = re.compile(r"(?<![A-Za-z\d.,])\d[\d,]*(?:\.\d+)?")
 CPU_ROWS = (("MNIST MLP", "mlp"), ("ResNet-50 (7x7", "resnet50"), ("ResNet-50, CIFAR", "resnet50-cifar"),
             ("all-MiniLM", "minilm"), ("BERT-base", "bert-base"))
 
@@ -420,12 +426,18 @@ def bench_cells(folder):
     return cells
 
 
+def cpu_table_start(text, anchor):
+    """where the CPU speed table after anchor starts in text, or -1"""
+    at = text.find(anchor)
+    start = text.find("\n| workload | unit |", at) if at >= 0 else -1
+    return start + 1 if start >= 0 else -1
+
+
 def check_cpu_tables(text, expected):
     out = []
     for (anchor, folder), cells in zip(CPU_TABLES, expected):
-        at = text.find(anchor)
-        start = text.find("\n| workload | unit |", at) + 1 if at >= 0 else 0
-        if at < 0 or start == 0:
+        start = cpu_table_start(text, anchor)
+        if start < 0:
             out.append("README has no CPU speed table after '%s'" % anchor)
             continue
         rows = {}
@@ -451,23 +463,15 @@ failures += check_cpu_tables(readme, cpu_expected)
 cpu_digits = cpu_missed = 0
 if not failures:
     for anchor, _ in CPU_TABLES:
-        start = readme.find("\n| workload | unit |", readme.find(anchor)) + 1
+        start = cpu_table_start(readme, anchor)
         end = readme.index("\n\n", start)
         for line_start in [m.start() for m in re.finditer(r"\n\|", readme[start:end])][1:]:
             line_at = start + line_start + 1
             line = readme[line_at:readme.index("\n", line_at)]
             bars = [i for i, ch in enumerate(line) if ch == "|"]
-            numbers = set()  # digits of the five measured cells' numbers (not of names such as fp16)
-            for m in CPU_NUM.finditer(line, bars[2] + 1, bars[7]):
-                numbers.update(range(m.start(), m.end()))
-            for i in range(bars[2] + 1, bars[7]):
-                if line[i].isdigit() and i in numbers:
-                    cpu_digits += 1
-                    at = line_at + i
-                    mutated = readme[:at] + str((int(readme[at]) + 1) % 10) + readme[at + 1:]
-                    if not check_cpu_tables(mutated, cpu_expected):
-                        cpu_missed += 1
-                        failures.append("changing the digit at '%s' goes unnoticed" % line[max(0, i - 20):i + 20])
+            d, u = mutate_digits(line_at, line, bars[2] + 1, bars[7],  # the five measured cells
+                                 lambda text: check_cpu_tables(text, cpu_expected))
+            cpu_digits, cpu_missed = cpu_digits + d, cpu_missed + u
 print("readme_figures: %d CPU speed cells in %d tables checked against the bench outputs; %d digits changed one at a "
       "time, %d went unnoticed" % (sum(5 * len(c) for c in cpu_expected), len(CPU_TABLES), cpu_digits, cpu_missed))
 
