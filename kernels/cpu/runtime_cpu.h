@@ -14,11 +14,11 @@ typedef struct {
 } scratch_buf;
 
 /* Scratch slots. 0-4 belong to backend_cpu.c (gemm: widened A, B widened or copied untransposed
- * (fp32 too), fp32 product,
- * widened bias, the parts' epilogue rows; col_sum, gather_normalize and transformer_cpu.c's
- * sum_squares and unscale_check with the squares, which call no product, reuse 2 and 4); the rest to layers_cpu.c, one per role so
- * that an op's buffers never alias each other (a convolution calls ab_cpu_gemm, which uses 0-4
- * only). */
+ * (fp32 too), fp32 product, widened bias, the parts' epilogue rows; col_sum, gather_normalize and
+ * transformer_cpu.c's sum_squares and unscale_check with the squares, which call no product, reuse 2
+ * and 4); CPU_SLOT_GEMM_SERIAL + 0-4 the same roles for a product that runs in one part, on the
+ * calling thread alone; the rest to layers_cpu.c, one per role so that an op's buffers never alias
+ * each other (a convolution calls ab_cpu_gemm, which uses 0-4 and the serial five only). */
 enum {
     CPU_SLOT_LAYER_X = 5,  /* fp32 input chunk (widened x, or dy for backward_filter's x) */
     CPU_SLOT_LAYER_COL,    /* im2col columns / dcol */
@@ -26,7 +26,14 @@ enum {
     CPU_SLOT_LAYER_OUT,    /* fp32 result chunk before the one rounding */
     CPU_SLOT_LAYER_DY,     /* widened dy chunk */
     CPU_SLOT_LAYER_ACC,    /* fp32 accumulators: dw, per-thread partial sums */
-    CPU_SCRATCH_COUNT
+    /* A product small enough to run in one part (the MLP's second layer, a classifier head) widens
+     * its operands and holds its sums in slots of its own, which only the calling thread writes, not
+     * in the pool's 0-4, whose lines the pool's other thread wrote last in the products before it:
+     * the MLP's 10 x 256 x 64 weight gradient under AMP took 9.3-28.2 us a step (median 9.7) in
+     * the step's sequence of ops with the shared slots and 5.0-5.6 us (5.1) with its own, the same
+     * bits (Zen 4 EPYC, 2 threads, results/cpu/2026-12-07-epyc-zen4-2core/serial-slots/). */
+    CPU_SLOT_GEMM_SERIAL,
+    CPU_SCRATCH_COUNT = CPU_SLOT_GEMM_SERIAL + 5
 };
 
 typedef struct cpu_pool cpu_pool;
