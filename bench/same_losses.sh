@@ -15,14 +15,18 @@
 #   --keep DIR       keep each run's record (DIR/NAME-1.json, DIR/NAME-2.json)
 #   --threads N      threads of each run                          [2]
 #   --list           name the runs and exit
-# Exit: 0 the same (or one build: all ran), 1 a run differs, 2 bad usage or a run failed.
+# Exit: 0 the same (or one build: all ran), 1 a run differs, 2 bad usage, a run failed or a
+# record lacks what is compared. MiniLM's runs are left out, with a line, when the data folder has
+# no all-MiniLM-L6-v2 checkpoint. A record writes NaN and the infinities alike (null): two builds
+# giving NaN and inf at the same step read as the same there.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 data=$here/../../shared/data
 runs="" keep="" threads=2 bins=()
 die() { echo "same_losses.sh: $*" >&2; exit 2; }
 
-# name|options (every run --log-interval 1, --quiet, the seed's default); env: AB_CPU_BF16
+# name|options (every run --log-interval 1, --quiet, the seed's default). MINILM stands for the
+# checkpoint's folder; the data set's folder is added from --dataset.
 mnist="--model mlp --dataset mnist --train-subset 4096 --test-subset 256 --max-steps 40 --epochs 1"
 cifar="--dataset cifar10 --batch-size 8 --train-subset 64 --test-subset 16 --max-steps 2 --epochs 1 --no-augment"
 bert="--model bert --dataset sst2 --max-seq-len 32 --batch-size 8 --train-subset 64 --test-subset 16 --max-steps 4 --epochs 1"
@@ -56,86 +60,115 @@ while [ $# -gt 0 ]; do
     esac
 done
 [ ${#bins[@]} -ge 1 ] && [ ${#bins[@]} -le 2 ] || die "give one ampbench, or two to compare (--help)"
-for b in "${bins[@]}"; do [ -x "$b" ] || die "$b: not an executable"; done
+for b in "${bins[@]}"; do [ -f "$b" ] && [ -x "$b" ] || die "$b: not an executable file"; done
 [ -d "$data" ] || die "$data: no data folder (--data)"
 want=$(names)
 if [ -n "$runs" ]; then
-    for r in ${runs//,/ }; do grep -qx -- "$r" <<<"$want" || die "unknown run $r (--list names them)"; done
-    want=$(tr ',' '\n' <<<"$runs")
+    IFS=, read -ra asked <<<"$runs"
+    for r in "${asked[@]}"; do grep -qxF -- "$r" <<<"$want" || die "unknown run '$r' (--list names them)"; done
+    want=$(printf '%s\n' "${asked[@]}")
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 [ -z "$keep" ] || mkdir -p "$keep" || die "$keep: cannot make the folder"
 
-# every number of the run, exactly: the loss at each step (with its loss scale and skips), the
-# test losses and accuracies, the test predictions
+# every number of the run, exactly: the loss at each step (with its loss scale), the test losses,
+# accuracies and skipped steps of each epoch, the test predictions; a record without them fails
 numbers() {
-    python3 - "$1" <<'EOF'
+    python3 - "$1" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 def exact(x):
     return float(x).hex() if isinstance(x, float) else x
 curve = [{k: exact(v) for k, v in sorted(e.items())} for e in d["loss_curve"]]
-epochs = [[exact(e.get(k)) for k in ("train_loss", "test_loss", "test_accuracy", "test_metric", "skipped_steps")] for e in d["epochs"]]
-print(json.dumps({"curve": curve, "epochs": epochs, "predictions": d.get("test_predictions")}))
-EOF
+if not curve or any("loss" not in e or "step" not in e for e in curve):
+    sys.exit("no loss at every step")
+epochs = [[exact(e[k]) for k in ("train_loss", "test_loss", "test_accuracy", "test_metric", "skipped_steps")]
+          for e in d["epochs"]]
+print(json.dumps({"curve": curve, "epochs": epochs, "predictions": d["test_predictions"]}))
+PY
 }
 
 failed=0 differ=0
 while read -r name; do
     [ -n "$name" ] || continue
+    opts=""
     for e in "${table[@]}"; do [ "${e%%|*}" = "$name" ] && opts=${e#*|}; done
-    envs=()
-    case $name in *-emulated) envs=(AB_CPU_BF16=emulated) ;; esac
-    case $opts in
-    *MINILM*)
-        if [ ! -r "$data/all-MiniLM-L6-v2/model.safetensors" ]; then
-            echo "$name: left out (no $data/all-MiniLM-L6-v2/model.safetensors)"
-            continue
-        fi
-        opts=${opts//MINILM/$data/all-MiniLM-L6-v2} ;;
+    [ -n "$opts" ] || die "no options for the run $name"
+    read -ra args <<<"$opts"
+    # the checkpoint and the data set's folder as whole arguments (a path may hold spaces)
+    dataset=""
+    for i in "${!args[@]}"; do
+        [ "${args[$i]}" = MINILM ] && args[i]=$data/all-MiniLM-L6-v2
+        [ "${args[$i]}" = --dataset ] && dataset=${args[$((i + 1))]}
+    done
+    case $dataset in
+    mnist) args+=(--data "$data/mnist") ;;
+    cifar10) args+=(--data "$data/cifar10") ;;
+    sst2) args+=(--data "$data/glue/SST-2") ;;
     esac
-    case $opts in *mnist*) opts="$opts --data $data/mnist" ;; *cifar10*) opts="$opts --data $data/cifar10" ;; *sst2*) opts="$opts --data $data/glue/SST-2" ;; esac
+    if [[ $opts == *MINILM* ]] && [ ! -r "$data/all-MiniLM-L6-v2/model.safetensors" ]; then
+        echo "$name: left out (no $data/all-MiniLM-L6-v2/model.safetensors)"
+        continue
+    fi
+    # the emulated runs ask for emulation; the others take the CPU's own bf16 whatever the caller set
+    envs=(-u AB_CPU_BF16)
+    case $name in *-emulated) envs=(AB_CPU_BF16=emulated) ;; esac
     ok=1
     for i in "${!bins[@]}"; do
-        rec=$tmp/$name-$((i + 1)).json
-        # shellcheck disable=SC2086
-        if ! env "${envs[@]}" "${bins[$i]}" train $opts --threads "$threads" --log-interval 1 --quiet --out "$rec" \
-            >"$tmp/$name-$((i + 1)).out" 2>&1; then
-            echo "$name: ${bins[$i]} failed: $(tail -1 "$tmp/$name-$((i + 1)).out")" >&2
+        n=$((i + 1))
+        rec=$tmp/$name-$n.json
+        if ! env "${envs[@]}" "${bins[$i]}" train "${args[@]}" --threads "$threads" --log-interval 1 --quiet \
+            --out "$rec" </dev/null >"$tmp/$name-$n.out" 2>&1; then
+            echo "$name: ${bins[$i]} failed: $(tail -1 "$tmp/$name-$n.out")" >&2
             failed=1 ok=0
             break
         fi
-        numbers "$rec" >"$tmp/$name-$((i + 1)).num" || { echo "$name: ${bins[$i]} wrote no readable record" >&2; failed=1 ok=0; break; }
+        if ! numbers "$rec" >"$tmp/$name-$n.num" 2>"$tmp/$name-$n.err"; then
+            echo "$name: ${bins[$i]}'s record: $(tail -1 "$tmp/$name-$n.err")" >&2
+            failed=1 ok=0
+            break
+        fi
         [ -z "$keep" ] || cp "$rec" "$keep/"
     done
     [ $ok = 1 ] || continue
     if [ ${#bins[@]} = 1 ]; then
-        python3 - "$name" "$tmp/$name-1.num" <<'EOF'
+        python3 - "$name" "$tmp/$name-1.num" <<'PY' || { echo "$name: no summary" >&2; failed=1; }
 import hashlib, json, sys
 d = json.load(open(sys.argv[2]))
 c = d["curve"]
-last = float.fromhex(c[-1]["loss"]) if c else float("nan")
+last = c[-1]["loss"]
+last = float.fromhex(last) if isinstance(last, str) else float("nan") if last is None else float(last)
 print("%s: %d steps, last loss %.9g, numbers %s" % (sys.argv[1], len(c), last,
       hashlib.sha1(open(sys.argv[2], "rb").read()).hexdigest()[:12]))
-EOF
-    else
-        python3 - "$name" "$tmp/$name-1.num" "$tmp/$name-2.num" <<'EOF' || differ=1
+PY
+        continue
+    fi
+    python3 - "$name" "$tmp/$name-1.num" "$tmp/$name-2.num" <<'PY'
 import json, sys
 name, a, b = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
 if a == b:
     print("%s: same (%d steps)" % (name, len(a["curve"])))
     sys.exit(0)
+def value(s):
+    return float.fromhex(s) if isinstance(s, str) and s.lstrip("-").startswith("0x") else s
 for i, (x, y) in enumerate(zip(a["curve"], b["curve"])):
     if x != y:
-        k = next(k for k in x if x[k] != y.get(k))
-        v = lambda s: float.fromhex(s) if isinstance(s, str) and s.startswith(("0x", "-0x")) else s
-        print("%s: DIFFERENT from step %s: %s %r against %r" % (name, x.get("step", i), k, v(x[k]), v(y.get(k))))
-        sys.exit(1)
-part = "steps" if len(a["curve"]) != len(b["curve"]) else "test losses" if a["epochs"] != b["epochs"] else "test predictions"
+        k = next(k for k in sorted(set(x) | set(y)) if x.get(k) != y.get(k))
+        print("%s: DIFFERENT from step %s: %s %r against %r" % (name, x.get("step", i + 1), k, value(x.get(k)),
+                                                               value(y.get(k))))
+        sys.exit(10)
+part = ("steps" if len(a["curve"]) != len(b["curve"]) else
+        "test losses" if a["epochs"] != b["epochs"] else "test predictions")
 print("%s: DIFFERENT: the same losses at every step, not the same %s" % (name, part))
-sys.exit(1)
-EOF
+sys.exit(10)
+PY
+    rc=$?
+    if [ $rc = 10 ]; then
+        differ=1
+    elif [ $rc != 0 ]; then
+        echo "$name: the comparison failed" >&2
+        failed=1
     fi
 done <<<"$want"
 [ $failed = 0 ] || exit 2

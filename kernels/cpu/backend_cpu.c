@@ -58,11 +58,12 @@ static void cpu_unmap_data(ab_backend *be, const void *mapped, size_t bytes) {
  * depend on the threads. A part widens its tiles' rows of A, and holds their sums, in blocks of its
  * own where it needs them (a 16-bit A not transposed; sums that C cannot hold), one tile's worth
  * each, reused from tile to tile, where the whole of A and C had their fp32 copies (BERT-base's
- * AMP scratch at batch 8: 28.8 MB, not 38.2). Only what every part reads is widened first, over
- * the pool: B (the weights, as a rule; a transposed B copied untransposed, op_b_f32) and a
- * transposed A. A product with few rows and many columns is cut by columns instead (cpu_sgemm's
- * tiles), each part converting its own tile of B's columns where B needs it (gemm_col_tiles) and
- * rounding its tile of C. gemm_fold's epilogue rounds the sums to the compute type and folds them
+ * AMP scratch at batch 8: 28.8 MB, not 38.2; 28.9 since the products that run in one part have
+ * slots of their own, gemm_slots). Only what every part reads is widened first, over the pool: B
+ * (the weights, as a rule; a transposed B copied untransposed, op_b_f32) and a transposed A. A
+ * product with few rows and many columns is cut by columns instead (cpu_sgemm's tiles), each part
+ * converting its own tile of B's columns where B needs it (gemm_col_tiles) and rounding its tile
+ * of C. gemm_fold's epilogue rounds the sums to the compute type and folds them
  * into the fp32 gradient (round). */
 
 typedef struct {

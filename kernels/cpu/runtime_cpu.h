@@ -14,11 +14,13 @@ typedef struct {
 } scratch_buf;
 
 /* Scratch slots. 0-4 belong to backend_cpu.c (gemm: widened A, B widened or copied untransposed
- * (fp32 too), fp32 product, widened bias, the parts' epilogue rows; col_sum, gather_normalize and
- * transformer_cpu.c's sum_squares and unscale_check with the squares, which call no product, reuse 2
- * and 4); CPU_SLOT_GEMM_SERIAL + 0-4 the same roles for a product that runs in one part, on the
- * calling thread alone; the rest to layers_cpu.c, one per role so that an op's buffers never alias
- * each other (a convolution calls ab_cpu_gemm, which uses 0-4 and the serial five only). */
+ * (fp32 too), fp32 product, widened bias, the parts' epilogue rows; col_sum and transformer_cpu.c's
+ * sum_squares and unscale_check with the squares, which call no product, reuse 2);
+ * CPU_SLOT_GEMM_SERIAL + 0-4 the same roles for a product that runs in one part, on the calling
+ * thread alone (a bf16 product cut by columns on the CPU's own bf16 instructions keeps 2-4 for its
+ * epilogue, which runs on the calling thread after the pool's parts wrote the sums); the rest to
+ * layers_cpu.c, one per role so that an op's buffers never alias each other (a convolution calls
+ * ab_cpu_gemm, which uses 0-4 and the serial five only). */
 enum {
     CPU_SLOT_LAYER_X = 5,  /* fp32 input chunk (widened x, or dy for backward_filter's x) */
     CPU_SLOT_LAYER_COL,    /* im2col columns / dcol */
