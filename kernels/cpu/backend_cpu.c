@@ -239,8 +239,9 @@ static const float *op_b_f32(ab_backend *be, int slot, int M, ab_dtype bt, const
     return widened(be, slot, bt, B, *tb ? N : K, *tb ? K : N, *ldb, serial);
 }
 
-/* the first of the five scratch slots (widened A, B, sums, bias, epilogue rows) of a product that
- * runs in `parts` parts: its own five when it runs in one, on the calling thread (runtime_cpu.h) */
+/* the first of the CPU_GEMM_SLOTS scratch slots (widened A, B, sums, bias, epilogue rows) of a
+ * product that runs in `parts` parts: its own when it runs in one, on the calling thread
+ * (runtime_cpu.h) */
 static int gemm_slots(int parts) { return parts == 1 ? CPU_SLOT_GEMM_SERIAL : 0; }
 
 /* cpu_internal.h: ab_cpu_gemm, and with round (not fp32) gemm_fold's product */
@@ -264,11 +265,11 @@ int cpu_gemm_run(ab_backend *be, int ta, int tb, int M, int N, int K, float alph
     if (cpu_gemm_by_columns(M, N, macs)) { /* few rows, many columns: cpu_sgemm's column tiles */
         if (native) {
             if (j.direct) return cpu_gemm_bf16_native(be, ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
-            j.acc = cpu_scratch_get(be, 2, (size_t)M * N);
+            j.acc = cpu_scratch_get(be, CPU_GEMM_SUMS, (size_t)M * N);
             j.acc_ld = N;
             if (!j.acc || cpu_gemm_bf16_native(be, ta, tb, M, N, K, A, lda, B, ldb, j.acc, N)) return -1;
-            j.bias = bias ? widened(be, 3, bt, bias, 1, N, N, 1) : NULL;
-            j.rows = cpu_scratch_get(be, 4, 2 * (size_t)N);
+            j.bias = bias ? widened(be, CPU_GEMM_BIAS, bt, bias, 1, N, N, 1) : NULL;
+            j.rows = cpu_scratch_get(be, CPU_GEMM_ROWS, 2 * (size_t)N);
             if ((bias && !j.bias) || !j.rows) return -1;
             gemm_epilogue(&j, j.rows, j.acc, 0, (size_t)M, 0, N);
             if (found_inf && j.nonfinite) *found_inf = 1;
@@ -278,15 +279,15 @@ int cpu_gemm_run(ab_backend *be, int ta, int tb, int M, int N, int K, float alph
         const int ctile = cpu_gemm_tile(N, macs), tiles = (N + ctile - 1) / ctile,
                   parts = cpu_parallel_parts(be, (size_t)tiles, 1), sb = gemm_slots(parts);
         gemm_cols_job cj = {.g = &j, .bt = bt, .convert = convert,
-                            .a = widened(be, sb, at, A, ta ? K : M, ta ? M : K, lda, parts == 1),
-                            .bcols = convert ? cpu_scratch_get(be, sb + 1, (size_t)parts * K * ctile) : NULL};
+                            .a = widened(be, sb + CPU_GEMM_A, at, A, ta ? K : M, ta ? M : K, lda, parts == 1),
+                            .bcols = convert ? cpu_scratch_get(be, sb + CPU_GEMM_B, (size_t)parts * K * ctile) : NULL};
         if (!cj.a || (convert && !cj.bcols)) return -1;
         j.tile = ctile;
         if (!j.direct) {
-            j.acc = cpu_scratch_get(be, sb + 2, (size_t)M * N);
+            j.acc = cpu_scratch_get(be, sb + CPU_GEMM_SUMS, (size_t)M * N);
             j.acc_ld = N;
-            j.bias = bias ? widened(be, sb + 3, bt, bias, 1, N, N, parts == 1) : NULL;
-            j.rows = cpu_scratch_get(be, sb + 4, 2 * (size_t)ctile * parts);
+            j.bias = bias ? widened(be, sb + CPU_GEMM_BIAS, bt, bias, 1, N, N, parts == 1) : NULL;
+            j.rows = cpu_scratch_get(be, sb + CPU_GEMM_ROWS, 2 * (size_t)ctile * parts);
             if (!j.acc || (bias && !j.bias) || !j.rows) return -1;
         }
         cpu_parallel_for(be, (size_t)tiles, 1, gemm_col_tiles, &cj);
@@ -296,14 +297,14 @@ int cpu_gemm_run(ab_backend *be, int ta, int tb, int M, int N, int K, float alph
     const size_t tiles = (size_t)((M + j.tile - 1) / j.tile);
     const int parts = cpu_parallel_parts(be, tiles, 1), sb = gemm_slots(parts);
     if (!native) {
-        j.b32 = op_b_f32(be, sb + 1, M, bt, B, &j.tb, N, K, &j.ldb, parts == 1);
+        j.b32 = op_b_f32(be, sb + CPU_GEMM_B, M, bt, B, &j.tb, N, K, &j.ldb, parts == 1);
         if (!j.b32) return -1;
         if (at != AB_F32 && ta) {
-            j.a32 = widened(be, sb, at, A, K, M, lda, parts == 1);
+            j.a32 = widened(be, sb + CPU_GEMM_A, at, A, K, M, lda, parts == 1);
             if (!j.a32) return -1;
         } else if (at != AB_F32) {
             j.a_part = cpu_round_up((size_t)(j.tile - 1) * lda + (size_t)K, 16);
-            j.a32rows = cpu_scratch_get(be, sb, j.a_part * (size_t)parts);
+            j.a32rows = cpu_scratch_get(be, sb + CPU_GEMM_A, j.a_part * (size_t)parts);
             if (!j.a32rows) return -1;
         }
     }
@@ -311,10 +312,10 @@ int cpu_gemm_run(ab_backend *be, int ta, int tb, int M, int N, int K, float alph
         /* an fp32 C that beta leaves out holds the sums itself, the epilogue rewriting its rows */
         const int in_c = ct == AB_F32 && beta == 0.0f && !native;
         j.acc_part = in_c ? 0 : cpu_round_up((size_t)j.tile * N, 16);
-        j.acc = in_c ? (float *)C : cpu_scratch_get(be, sb + 2, j.acc_part * (size_t)parts);
+        j.acc = in_c ? (float *)C : cpu_scratch_get(be, sb + CPU_GEMM_SUMS, j.acc_part * (size_t)parts);
         j.acc_ld = in_c ? ldc : N;
-        j.bias = bias ? widened(be, sb + 3, bt, bias, 1, N, N, parts == 1) : NULL;
-        j.rows = cpu_scratch_get(be, sb + 4, 2 * (size_t)N * (size_t)parts);
+        j.bias = bias ? widened(be, sb + CPU_GEMM_BIAS, bt, bias, 1, N, N, parts == 1) : NULL;
+        j.rows = cpu_scratch_get(be, sb + CPU_GEMM_ROWS, 2 * (size_t)N * (size_t)parts);
         if (!j.acc || (bias && !j.bias) || !j.rows) return -1;
     }
     cpu_parallel_for(be, tiles, 1, gemm_tiles, &j);

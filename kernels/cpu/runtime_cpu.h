@@ -13,16 +13,18 @@ typedef struct {
     size_t bytes;
 } scratch_buf;
 
-/* Scratch slots. 0-4 belong to backend_cpu.c (gemm: widened A, B widened or copied untransposed
- * (fp32 too), fp32 product, widened bias, the parts' epilogue rows; col_sum and transformer_cpu.c's
- * sum_squares and unscale_check with the squares, which call no product, reuse 2);
+/* Scratch slots. 0-4 belong to backend_cpu.c (gemm, its roles CPU_GEMM_A to CPU_GEMM_ROWS: widened
+ * A, B widened or copied untransposed (fp32 too), fp32 product, widened bias, the parts' epilogue
+ * rows; col_sum and transformer_cpu.c's sum_squares and unscale_check with the squares, which call
+ * no product, reuse 2);
  * CPU_SLOT_GEMM_SERIAL + 0-4 the same roles for a product that runs in one part, on the calling
  * thread alone (a bf16 product cut by columns on the CPU's own bf16 instructions keeps 2-4 for its
  * epilogue, which runs on the calling thread after the pool's parts wrote the sums); the rest to
  * layers_cpu.c, one per role so that an op's buffers never alias each other (a convolution calls
  * ab_cpu_gemm, which uses 0-4 and the serial five only). */
+enum { CPU_GEMM_A, CPU_GEMM_B, CPU_GEMM_SUMS, CPU_GEMM_BIAS, CPU_GEMM_ROWS, CPU_GEMM_SLOTS };
 enum {
-    CPU_SLOT_LAYER_X = 5,  /* fp32 input chunk (widened x, or dy for backward_filter's x) */
+    CPU_SLOT_LAYER_X = CPU_GEMM_SLOTS, /* fp32 input chunk (widened x, or dy for backward_filter's x) */
     CPU_SLOT_LAYER_COL,    /* im2col columns / dcol */
     CPU_SLOT_LAYER_W,      /* widened filter, or forward's w^T copied (fp32 too) */
     CPU_SLOT_LAYER_OUT,    /* fp32 result chunk before the one rounding */
@@ -35,7 +37,7 @@ enum {
      * the step's sequence of ops with the shared slots and 5.0-5.6 us (5.1) with its own, the same
      * bits (Zen 4 EPYC, 2 threads, results/cpu/2026-12-07-epyc-zen4-2core/serial-slots/). */
     CPU_SLOT_GEMM_SERIAL,
-    CPU_SCRATCH_COUNT = CPU_SLOT_GEMM_SERIAL + 5
+    CPU_SCRATCH_COUNT = CPU_SLOT_GEMM_SERIAL + CPU_GEMM_SLOTS
 };
 
 typedef struct cpu_pool cpu_pool;
