@@ -60,8 +60,9 @@ static void cpu_unmap_data(ab_backend *be, const void *mapped, size_t bytes) {
  * each, reused from tile to tile, where the whole of A and C had their fp32 copies (BERT-base's
  * AMP scratch at batch 8: 28.8 MB, not 38.2; 28.9 since the products that run in one part have
  * slots of their own, gemm_slots). Only what every part reads is widened first, over the pool: B
- * (the weights, as a rule; a transposed B copied untransposed, op_b_f32) and a transposed A. A
- * product with few rows and many columns is cut by columns instead (cpu_sgemm's tiles), each part
+ * (the weights, as a rule; a transposed B copied untransposed, op_b_f32) and a transposed A (but
+ * a small one, which each part widens its columns of into a copy of its own: a32cols). A product
+ * with few rows and many columns is cut by columns instead (cpu_sgemm's tiles), each part
  * converting its own tile of B's columns where B needs it (gemm_col_tiles) and rounding its tile
  * of C. gemm_fold's epilogue rounds the sums to the compute type and folds them
  * into the fp32 gradient (round). */
@@ -74,6 +75,8 @@ typedef struct {
     ab_dtype round;    /* gemm_fold: the type the sums are rounded to before beta C is added (fp32 C); else fp32 */
     const void *A;     /* as stored */
     const float *a32;  /* A widened whole (transposed 16-bit A), or NULL */
+    float *a32cols;    /* a small transposed 16-bit A (CPU_GEMM_OWN_A_MAX): each part's own copy, laid out as
+                        * a32, a_part floats apart, into which the part widens the columns its tiles read */
     float *a32rows;    /* scratch the parts widen their rows of A into (A not transposed): a block a part,
                         * a_part floats apart */
     const void *B;     /* as stored (native bf16) */
@@ -85,7 +88,7 @@ typedef struct {
                         * so that it stays in the part's cache; by columns, M x N */
     int acc_ld;
     size_t acc_part;   /* the per-part blocks' stride, or 0 (acc holds C's rows where C has them) */
-    size_t a_part;     /* a32rows: the per-part blocks' stride */
+    size_t a_part;     /* a32rows, a32cols: the per-part blocks' stride */
     float *rows;       /* 2 x (N, or a column tile) floats a part: the epilogue's row and the old C row */
     void *C;
     int failed;
@@ -141,8 +144,10 @@ static int gemm_block(gemm_job *j, int part, int r0, int r1) {
                                   j->ldb, dst, ldd))
             return -1;
     } else {
-        const float *a = j->a32 ? j->a32 + ao : (const float *)j->A + ao;
-        if (!j->a32 && j->at != AB_F32) { /* these rows of A, widened into the part's own block */
+        const float *a = j->a32cols ? j->a32cols + (size_t)part * j->a_part + ao
+                         : j->a32   ? j->a32 + ao
+                                    : (const float *)j->A + ao;
+        if (!j->a32 && !j->a32cols && j->at != AB_F32) { /* these rows of A, widened into the part's own block */
             float *w = j->a32rows + (size_t)part * j->a_part;
             cpu_widen((size_t)(m - 1) * j->lda + (size_t)j->K, j->at, (const char *)j->A + ao * 2, w);
             a = w;
@@ -154,9 +159,16 @@ static int gemm_block(gemm_job *j, int part, int r0, int r1) {
     return 0;
 }
 
-/* tiles [lo, hi) of j->tile rows: each its product, then its epilogue while its sums are in cache */
+/* tiles [lo, hi) of j->tile rows: each its product, then its epilogue while its sums are in cache;
+ * first, with a32cols, the columns of the stored A that these tiles' rows of op(A) are, widened
+ * into the part's own copy */
 static void gemm_tiles(void *ctx, int part, size_t lo, size_t hi) {
     gemm_job *j = ctx;
+    if (j->a32cols && hi > lo) {
+        const size_t r0 = lo * (size_t)j->tile, r1 = hi * (size_t)j->tile < (size_t)j->M ? hi * (size_t)j->tile : (size_t)j->M;
+        cpu_widen_rows((size_t)j->K, r1 - r0, j->at, (const uint16_t *)j->A + r0, (size_t)j->lda,
+                       j->a32cols + (size_t)part * j->a_part + r0, (size_t)j->lda);
+    }
     for (size_t t = lo; t < hi; t++) {
         const int r0 = (int)t * j->tile, r1 = j->M - r0 < j->tile ? j->M : r0 + j->tile;
         if (gemm_block(j, part, r0, r1)) {
@@ -299,7 +311,12 @@ int cpu_gemm_run(ab_backend *be, int ta, int tb, int M, int N, int K, float alph
     if (!native) {
         j.b32 = op_b_f32(be, sb + CPU_GEMM_B, M, bt, B, &j.tb, N, K, &j.ldb, parts == 1);
         if (!j.b32) return -1;
-        if (at != AB_F32 && ta) {
+        const size_t a_n = (size_t)(K - 1) * lda + (size_t)M; /* a transposed A's stored extent */
+        if (at != AB_F32 && ta && parts > 1 && a_n <= CPU_GEMM_OWN_A_MAX) {
+            j.a_part = cpu_round_up(a_n, 16);
+            j.a32cols = cpu_scratch_get(be, sb + CPU_GEMM_A, j.a_part * (size_t)parts);
+            if (!j.a32cols) return -1;
+        } else if (at != AB_F32 && ta) {
             j.a32 = widened(be, sb + CPU_GEMM_A, at, A, K, M, lda, parts == 1);
             if (!j.a32) return -1;
         } else if (at != AB_F32) {

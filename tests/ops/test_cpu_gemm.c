@@ -10,7 +10,8 @@
  *            order alone: within fp32's rounding before the output is rounded, and by at most one
  *            bf16 unit in the last place after. A CPU without the instructions (or a build without
  *            oneDNN) skips this part and says why.
- *   threads  the same products on 1 and 2 threads, bit for bit (fp32, fp16 with a bias, native bf16).
+ *   threads  the same products on 1 and 2 threads, bit for bit (fp32, fp16 with a bias, native bf16;
+ *            a small transposed fp16 A, which 2 threads each widen their own columns of).
  *   transpose  the copy that turns a transposed B into an untransposed one before the products
  *            (cpu_transpose_par, cpu_transpose): fp32, fp16 (every bit pattern, infinities and
  *            signalling NaNs among them; and finite values alone, which the F16C path converts) and
@@ -277,6 +278,10 @@ int main(int argc, char **argv) {
             check_threads(one, be, 0, 1, 40, 3000, 256, AB_F32, AB_F32, 0); /* few rows: column tiles */
             check_threads(one, be, 0, 1, 1000, 700, 300, AB_F16, AB_F16, 1);
             check_threads(one, be, 1, 0, 700, 300, 1000, AB_F16, AB_F32, 0);
+            /* a transposed fp16 A under CPU_GEMM_OWN_A_MAX: the MLP's first-layer weight gradient,
+             * and rows that end in a short tile (200: six of 32, one of 8) */
+            check_threads(one, be, 1, 0, 256, 784, 64, AB_F16, AB_F32, 0);
+            check_threads(one, be, 1, 0, 200, 300, 96, AB_F16, AB_F16, 0);
         }
         one->ops->destroy(one);
     }
