@@ -165,7 +165,7 @@ static int gemm_block(gemm_job *j, int part, int r0, int r1) {
 static void gemm_tiles(void *ctx, int part, size_t lo, size_t hi) {
     gemm_job *j = ctx;
     if (j->a32cols && hi > lo) {
-        const size_t r0 = lo * (size_t)j->tile, r1 = hi * (size_t)j->tile < (size_t)j->M ? hi * (size_t)j->tile : (size_t)j->M;
+        const size_t r0 = lo * (size_t)j->tile, end = hi * (size_t)j->tile, r1 = end < (size_t)j->M ? end : (size_t)j->M;
         cpu_widen_rows((size_t)j->K, r1 - r0, j->at, (const uint16_t *)j->A + r0, (size_t)j->lda,
                        j->a32cols + (size_t)part * j->a_part + r0, (size_t)j->lda);
     }

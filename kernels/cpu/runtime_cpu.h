@@ -177,13 +177,17 @@ void cpu_sgemm_1(int ta, int tb, int M, int N, int K, float alpha, const float *
  * one part: a second thread's start costs more */
 enum { CPU_GEMM_PAR_MIN_MACS = 1 << 18, CPU_GEMM_MIN_SPLIT = 32, CPU_GEMM_MAX_TILE = 512 };
 /* a transposed 16-bit A of at most this many floats (as stored: the MLP's first-layer weight
- * gradient reads dH^T, 16K) in a product cut by rows is widened by each part into its own copy,
- * the columns its tiles read, not once over the pool: a part then reads no line the other thread
- * wrote, and the pool is not woken for a pass of a few microseconds. That product (about 150 us in
- * AMP) took 1.4 to 3.2 us less so in each of 11 processes, and 17 us less in a twelfth that met one
- * of the machine's slow spells (Zen 4 EPYC, 2 threads, the two ways taking turns in each process:
- * results/cpu/2026-12-07-epyc-zen4-2core/dw1-split/). A larger A is widened over the pool once:
- * each part's copy would be as large as A. */
+ * gradient reads dH^T, 16K; also the pooler's weight gradient and ResNet-50's filter gradients
+ * where a batch's rows are few, as in layers 2 to 4 on CIFAR's 32x32 with the 7x7 stem) in a
+ * product cut by rows over more than one part is widened by each part into its own copy, the
+ * columns its tiles read, not once over the pool: a part then reads no line of A the other thread
+ * wrote, and the pool is not woken for A's pass (B, where it needs widening, still is). The
+ * MLP's first-layer weight gradient (about 150 us in AMP) took 1.4 to 3.2 us less so in each of
+ * 11 processes, and 17 us less in a twelfth that met one of the machine's slow spells (Zen 4 EPYC,
+ * 2 threads, the two ways taking turns in each process: results/cpu/2026-12-07-epyc-zen4-2core/
+ * dw1-split/; the other products were not timed apart). A larger A is widened over the pool once:
+ * each part's copy, full-size so that every library call's shape stays as on one thread, would be
+ * as large as A. */
 enum { CPU_GEMM_OWN_A_MAX = 1 << 16 };
 /* below this many rows of C an fp32 product reads a transposed B as it is stored: the copy
  * (cpu_transpose_par) would cost more than it saves. A 16-bit B is widened anyway, and is copied

@@ -11,7 +11,8 @@
  *            bf16 unit in the last place after. A CPU without the instructions (or a build without
  *            oneDNN) skips this part and says why.
  *   threads  the same products on 1 and 2 threads, bit for bit (fp32, fp16 with a bias, native bf16;
- *            a small transposed fp16 A, which 2 threads each widen their own columns of).
+ *            a small transposed fp16 or emulated-bf16 A, which 2 threads each widen their own
+ *            columns of, in gemm and in gemm_fold with a padded leading dimension).
  *   transpose  the copy that turns a transposed B into an untransposed one before the products
  *            (cpu_transpose_par, cpu_transpose): fp32, fp16 (every bit pattern, infinities and
  *            signalling NaNs among them; and finite values alone, which the F16C path converts) and
@@ -153,6 +154,27 @@ static void check_threads(ab_backend *one, ab_backend *two, int ta, int tb, int 
     free(A), free(B), free(bias), free(C1), free(C2);
 }
 
+/* the AMP weight gradient's product (gemm_fold: op(A) = A^T, the sums rounded to t and stored, then
+ * folded on top of them) on 1 and 2 threads, bit for bit, with A's leading dimension wider than M */
+static void check_threads_fold(ab_backend *one, ab_backend *two, int M, int N, int K, ab_dtype t) {
+    const int lda = M + 8;
+    void *A = malloc((size_t)K * lda * 2), *B = malloc((size_t)K * N * 2);
+    float *G1 = malloc((size_t)M * N * 4), *G2 = malloc((size_t)M * N * 4);
+    if (!A || !B || !G1 || !G2) abort();
+    for (size_t i = 0; i < (size_t)K * lda; i++) ab_store(A, i, t, uniform());
+    for (size_t i = 0; i < (size_t)K * N; i++) ab_store(B, i, t, uniform());
+    int32_t inf1 = 0, inf2 = 0, rc = 0;
+    for (int accumulate = 0; accumulate < 2; accumulate++) {
+        rc |= one->ops->gemm_fold(one, 1, 0, M, N, K, t, A, lda, t, B, N, t, NULL, G1, accumulate, &inf1);
+        rc |= two->ops->gemm_fold(two, 1, 0, M, N, K, t, A, lda, t, B, N, t, NULL, G2, accumulate, &inf2);
+    }
+    const int same = memcmp(G1, G2, (size_t)M * N * 4) == 0 && inf1 == inf2;
+    printf("%s %s %5d x %5d x %5d TN (lda %d) gemm_fold, stored then folded: 1 and 2 threads %s\n",
+           rc || !same ? "FAIL" : "ok  ", ab_dtype_name(t), M, N, K, lda, same ? "bit for bit the same" : "differ");
+    failures += rc || !same;
+    free(A), free(B), free(G1), free(G2);
+}
+
 /* dst (cols x rows, ldd) = src^T (rows x cols of type t, lds) widened, over the pool and on one
  * thread, against ab_load element by element (bits compared: NaNs keep theirs), the destination's
  * padding left as it was. fp16/bf16 sources: every bit pattern in turn, or (finite) only the finite
@@ -282,6 +304,9 @@ int main(int argc, char **argv) {
              * and rows that end in a short tile (200: six of 32, one of 8) */
             check_threads(one, be, 1, 0, 256, 784, 64, AB_F16, AB_F32, 0);
             check_threads(one, be, 1, 0, 200, 300, 96, AB_F16, AB_F16, 0);
+            check_threads(one, be, 1, 0, 200, 300, 96, AB_BF16, AB_F32, 0); /* bf16 emulated */
+            check_threads_fold(one, be, 256, 784, 64, AB_F16);
+            check_threads_fold(one, be, 200, 300, 96, AB_BF16);
         }
         one->ops->destroy(one);
     }
