@@ -6,7 +6,8 @@
 #             checkpoint at sequence 64, batch 32, and BERT-base at sequence 128, batch 8; fp32 and
 #             each reduced precision (PyTorch 1.13 autocasts only to bf16 on a CPU, so fp16 amp is
 #             ampbench alone), the precisions taking turns within each repeat; each model's AMP /
-#             FP32 and bf16 / FP32 time from the medians of the same rounds; how the first two CPUs
+#             FP32 and bf16 / FP32 time from the medians of the same rounds, then each round's and
+#             their median; how the first two CPUs
 #             stood to each other before each round and after the last (bench/cpu_link.sh)
 #   memory    ampbench's comparable peak for BERT-base at sequence 128, batches 8 and 32, fp32 and
 #             amp, by category; and the largest batch that fits in 8 GB (--find-max-batch) in each
@@ -25,7 +26,7 @@ while [ $# -gt 0 ]; do
     --build) build=$2; shift 2 ;; --out) out=$2; shift 2 ;; --repeats) repeats=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;; --threads) threads=$2; shift 2 ;; --parts) parts=$2; shift 2 ;;
     --minilm) minilm=$2; shift 2 ;;
-    -h | --help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "cpu_bert.sh: unknown argument '$1'" >&2; exit 2 ;;
     esac
 done
@@ -101,6 +102,8 @@ if has speed; then
         done
         awk -v m="$name" -v f="${MA[fp32]}" -v a="${MA[amp]}" -v b="${MA[bf16]}" \
             'BEGIN { printf "%-10s AMP / FP32 time %.2fx, bf16 / FP32 %.2fx (medians of the same rounds)\n", m, f / a, f / b }'
+        round_ratios "$(printf '%-10s ' "$name")" AMP "${RUNS_AB[fp32]}" "${RUNS_AB[amp]}"
+        round_ratios "$(printf '%-10s ' "$name")" bf16 "${RUNS_AB[fp32]}" "${RUNS_AB[bf16]}"
         LINKS+=$(cpu_link_reading "$build")
         cpu_link_report "$(printf '%-10s ' "$name")" "$name" "$LINKS" "$out/runs.txt"
         unset RUNS_AB RUNS_PT NOTES MA

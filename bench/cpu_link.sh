@@ -18,3 +18,23 @@ cpu_link_report() {
     printf '%scross-core ns / paired compute, before each round and after the last: %s (bench/cpu_link.c)\n' "$1" "$3"
     echo "  $2 cross-core ns / paired compute, before each round and after the last: $3" >>"$4"
 }
+
+# round_ratios PREFIX LABEL FP32_RATES RATES: each round's run against the same round's fp32 run
+# (rates in round order, space-separated; a time ratio: fp32 rate / rate), printed as one line
+# with their median after PREFIX (the row's label, padded as the rows are, or empty). The
+# precisions run back to back within a round, so a round's ratio is the pair the machine's drift
+# moved least; the spread of the rounds shows how far the medians' ratio above can be trusted.
+round_ratios() {
+    awk -v p="$1" -v l="$2" -v fs="$3" -v xs="$4" 'BEGIN {
+        n = split(fs, f, " "); m = split(xs, x, " ")
+        if (m < n) n = m
+        out = ""; k = 0
+        for (i = 1; i <= n; i++) {
+            if (x[i] + 0 <= 0 || f[i] + 0 <= 0) { out = out " -"; continue }
+            r = f[i] / x[i]; out = out sprintf(" %.2f", r); v[++k] = r
+        }
+        for (i = 2; i <= k; i++) { t = v[i]; for (j = i - 1; j >= 1 && v[j] > t; j--) v[j + 1] = v[j]; v[j + 1] = t }
+        med = k == 0 ? "-" : sprintf("%.2fx", k % 2 ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2)
+        printf "%sround by round, %s / FP32 time:%s (median %s)\n", p, l, out, med
+    }'
+}

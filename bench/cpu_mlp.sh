@@ -4,7 +4,8 @@
 # samples/s of one epoch (60,000 samples, every step timed), median of R runs, in fp32, amp
 # (fp16; on a CPU ampbench emulates it, PyTorch autocasts to fp16) and bf16. Runs alternate between
 # the tools, and the precisions take turns within each repeat, so that a drift of the machine
-# touches every column alike. Prints a table, each precision's time against FP32, and how the first
+# touches every column alike. Prints a table, each precision's time against FP32 (the medians' ratio,
+# then each round's and their median), and how the first
 # two CPUs stood to each other before each round and after the last (bench/cpu_link.sh: a run on
 # either side of a change of the virtual machine's CPUs is not comparable); the raw JSON stays in OUT.
 # usage: bench/cpu_mlp.sh [--build DIR] [--out DIR] [--repeats R] [--threads T] [--precisions LIST]
@@ -15,7 +16,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
     --build) build=$2; shift 2 ;; --out) out=$2; shift 2 ;; --repeats) repeats=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;; --precisions) precisions=$2; shift 2 ;;
-    -h | --help) sed -n '2,10p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,11p' "$0"; exit 0 ;;
     *) echo "cpu_mlp.sh: unknown argument '$1'" >&2; exit 2 ;;
     esac
 done
@@ -77,6 +78,9 @@ if [ -n "${MA[fp32]:-}" ]; then
     for prec in ${precisions//,/ }; do
         [ "$prec" = fp32 ] || awk -v p="$prec" -v f="${MA[fp32]}" -v x="${MA[$prec]}" \
             'BEGIN { printf "%s / FP32 time %.2fx (medians of the same rounds)\n", p, f / x }'
+    done
+    for prec in ${precisions//,/ }; do
+        [ "$prec" = fp32 ] || round_ratios "" "$prec" "${RUNS_AB[fp32]}" "${RUNS_AB[$prec]}"
     done
 fi
 LINKS+=$(cpu_link_reading "$build")

@@ -4,7 +4,8 @@
 # fp32 and each reduced precision PyTorch can autocast to here: PyTorch 1.13 has only bf16 on a
 # CPU, so amp (fp16) is ampbench alone), then ampbench's comparable peak memory at batch 128 by
 # category, fp32 against amp, and the saving. Prints a table and each model's AMP / FP32 and bf16 /
-# FP32 time from the same rounds (the precisions take turns within each repeat); the raw JSON stays
+# FP32 time from the same rounds (the precisions take turns within each repeat; the medians' ratio,
+# then each round's and their median); the raw JSON stays
 # in OUT, and how the first two CPUs stood to each other before each round and after the last
 # (bench/cpu_link.sh). AMP's runs start from a loss scale of 1024, and a timed step the scaler
 # skipped is said (below).
@@ -18,7 +19,7 @@ while [ $# -gt 0 ]; do
     --build) build=$2; shift 2 ;; --out) out=$2; shift 2 ;; --repeats) repeats=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;; --batch) batch=$2; shift 2 ;; --threads) threads=$2; shift 2 ;;
     --models) models=$2; shift 2 ;;
-    -h | --help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "cpu_resnet.sh: unknown argument '$1'" >&2; exit 2 ;;
     esac
 done
@@ -91,6 +92,8 @@ for m in $models; do
     done
     awk -v m="$m" -v f="${MA[fp32]}" -v a="${MA[amp]}" -v b="${MA[bf16]}" \
         'BEGIN { printf "%-15s AMP / FP32 time %.2fx, bf16 / FP32 %.2fx (medians of the same rounds)\n", m, f / a, f / b }'
+    round_ratios "$(printf '%-15s ' "$m")" AMP "${RUNS_AB[fp32]}" "${RUNS_AB[amp]}"
+    round_ratios "$(printf '%-15s ' "$m")" bf16 "${RUNS_AB[fp32]}" "${RUNS_AB[bf16]}"
     LINKS+=$(cpu_link_reading "$build")
     cpu_link_report "$(printf '%-15s ' "$m")" "$m" "$LINKS" "$out/runs.txt"
     unset RUNS_AB RUNS_PT NOTES MA

@@ -2,7 +2,7 @@
 # bench/cpu_link.c and bench/cpu_link.sh, the readings the CPU benches print beside their timings:
 # a reading on two CPUs (latency in ns and the paired compute ratio, both in range), the message
 # on one CPU, exit 2 on a bad flag, the benches' helper printing NS/R, or '-' without cpu_link,
-# and their report of a set of rounds' readings.
+# their report of a set of rounds' readings, and the round-by-round time ratios (round_ratios).
 # Usage: test_cpu_link.sh SOURCE_DIR CPU_LINK
 set -euo pipefail
 src=$1 link=$2
@@ -60,4 +60,15 @@ printed=$(cpu_link_report "resnet50        " resnet50 "27/1.00 165/0.98" "$work/
 grep -qx "  resnet50 cross-core ns / paired compute, before each round and after the last: 27/1.00 165/0.98" "$work/runs.txt" ||
     fail "cpu_link_report wrote: $(cat "$work/runs.txt")"
 echo "ok   cpu_link_report"
+# and round_ratios: each round's time against the same round's fp32 run, and their median (odd and
+# even counts; a round without a rate shows '-' and is left out of the median)
+printed=$(round_ratios "" amp "100 150 160 163 163" "150 145 150 140 73")
+[ "$printed" = "round by round, amp / FP32 time: 0.67 1.03 1.07 1.16 2.23 (median 1.07x)" ] ||
+    fail "round_ratios printed: $printed"
+printed=$(round_ratios "bert-base  " AMP "2.8 2.9 2.5 2.8" "2.7 0 2.0 2.6")
+[ "$printed" = "bert-base  round by round, AMP / FP32 time: 1.04 - 1.25 1.08 (median 1.08x)" ] ||
+    fail "round_ratios printed: $printed"
+printed=$(round_ratios "m " bf16 "4 4" "8 2")
+[ "$printed" = "m round by round, bf16 / FP32 time: 0.50 2.00 (median 1.25x)" ] || fail "round_ratios printed: $printed"
+echo "ok   round_ratios"
 echo "PASS"
