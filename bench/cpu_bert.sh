@@ -52,7 +52,6 @@ skipped_timed() {
 r = json.load(open(sys.argv[1]))
 print(sum(1 for e in r["mixed_precision"]["overflow_events"] if e["step"] >= 1))' "$1"
 }
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 mean() { awk '{ s += $1 } END { printf "%.2f", s / NR }'; }
 has() { case ",$parts," in *",$1,"*) return 0 ;; esac; return 1; }
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)

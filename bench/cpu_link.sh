@@ -5,6 +5,7 @@
 # one); '-' where there is no reading (one CPU, or cpu_link not built). The benches print these
 # beside their timings: on a virtual machine the two CPUs can drift apart on the host, or onto one
 # core, for minutes, and runs on either side of such a change are not comparable.
+# Also the benches' shared arithmetic: median, and round_ratios (each round's time ratio).
 cpu_link_reading() {
     local line
     [ -x "$1/cpu_link" ] && line=$(timeout 20 "$1/cpu_link" 2>/dev/null) || { echo -; return 0; }
@@ -19,22 +20,22 @@ cpu_link_report() {
     echo "  $2 cross-core ns / paired compute, before each round and after the last: $3" >>"$4"
 }
 
+# median: the median of the numbers on stdin, one a line (the mean of the middle two for an even
+# count), as awk prints a number; nothing for no input
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) exit; if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
 # round_ratios PREFIX LABEL FP32_RATES RATES: each round's run against the same round's fp32 run
 # (rates in round order, space-separated; a time ratio: fp32 rate / rate), printed as one line
 # with their median after PREFIX (the row's label, padded as the rows are, or empty). The
 # precisions run back to back within a round, so a round's ratio is the pair the machine's drift
 # moved least; the spread of the rounds shows how far the medians' ratio above can be trusted.
 round_ratios() {
-    awk -v p="$1" -v l="$2" -v fs="$3" -v xs="$4" 'BEGIN {
+    local ratios med
+    ratios=$(awk -v fs="$3" -v xs="$4" 'BEGIN {
         n = split(fs, f, " "); m = split(xs, x, " ")
-        if (m < n) n = m
-        out = ""; k = 0
-        for (i = 1; i <= n; i++) {
-            if (x[i] + 0 <= 0 || f[i] + 0 <= 0) { out = out " -"; continue }
-            r = f[i] / x[i]; out = out sprintf(" %.2f", r); v[++k] = r
-        }
-        for (i = 2; i <= k; i++) { t = v[i]; for (j = i - 1; j >= 1 && v[j] > t; j--) v[j + 1] = v[j]; v[j + 1] = t }
-        med = k == 0 ? "-" : sprintf("%.2fx", k % 2 ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2)
-        printf "%sround by round, %s / FP32 time:%s (median %s)\n", p, l, out, med
-    }'
+        for (i = 1; i <= (m < n ? m : n); i++) if (x[i] + 0 > 0 && f[i] + 0 > 0) printf "%.17g\n", f[i] / x[i]; else print "-"
+    }')
+    med=$(awk 'NF && $1 != "-"' <<<"$ratios" | median)
+    awk -v p="$1" -v l="$2" -v med="$med" 'NF { out = out ($1 == "-" ? " -" : sprintf(" %.2f", $1)) }
+        END { printf "%sround by round, %s / FP32 time:%s (median %s)\n", p, l, out, med == "" ? "-" : sprintf("%.2fx", med) }' <<<"$ratios"
 }

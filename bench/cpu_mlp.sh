@@ -37,7 +37,6 @@ skipped_steps() {
 r = json.load(open(sys.argv[1]))
 print(r["mixed_precision"]["skipped_steps"])' "$1"
 }
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 echo "cpu_mlp.sh: $cpu, $threads threads; PyTorch: $([ -n "$py" ] && "$py" -c 'import torch; print(torch.__version__)' || echo "not importable (no peer column)")"
 common=(--epochs 1 --batch-size 64 --threads "$threads")

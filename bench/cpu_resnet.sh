@@ -50,7 +50,6 @@ r = json.load(open(sys.argv[1]))
 print(sum(1 for e in r["mixed_precision"]["overflow_events"] if e["step"] >= 1))' "$1"
 }
 . "$root/bench/cpu_link.sh"
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 echo "cpu_resnet.sh: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $threads threads, batch $batch," \
      "median of $repeats runs of $steps steps (the first untimed); PyTorch: $([ -n "$py" ] && "$py" -c 'import torch; print(torch.__version__)' || echo not importable)"

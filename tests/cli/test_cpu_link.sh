@@ -71,4 +71,7 @@ printed=$(round_ratios "bert-base  " AMP "2.8 2.9 2.5 2.8" "2.7 0 2.0 2.6")
 printed=$(round_ratios "m " bf16 "4 4" "8 2")
 [ "$printed" = "m round by round, bf16 / FP32 time: 0.50 2.00 (median 1.25x)" ] || fail "round_ratios printed: $printed"
 echo "ok   round_ratios"
+[ "$(printf '3\n1\n2\n' | median)" = 2 ] && [ "$(printf '4\n1\n2\n8\n' | median)" = 3 ] &&
+    [ -z "$(printf '' | median)" ] || fail "median: not 2, 3 and nothing"
+echo "ok   median"
 echo "PASS"
