@@ -62,10 +62,12 @@ static void cpu_unmap_data(ab_backend *be, const void *mapped, size_t bytes) {
  * slots of their own, gemm_slots). Only what every part reads is widened first, over the pool: B
  * (the weights, as a rule; a transposed B copied untransposed, op_b_f32) and a transposed A (but
  * a small one, which each part widens its columns of into a copy of its own: a32cols). A product
- * with few rows and many columns is cut by columns instead (cpu_sgemm's tiles), each part
- * converting its own tile of B's columns where B needs it (gemm_col_tiles) and rounding its tile
- * of C. gemm_fold's epilogue rounds the sums to the compute type and folds them
- * into the fp32 gradient (round). */
+ * with few rows and many columns, or one whose transposed B is copied and whose columns make more
+ * tiles than its rows (cpu_gemm_copies_by_columns: the MLP's first layer), is cut by columns
+ * instead (cpu_sgemm's tiles), each part converting its own tile of B's columns where B needs it
+ * (gemm_col_tiles), widening a small 16-bit A whole into its own copy, and rounding its tile of C.
+ * gemm_fold's epilogue rounds the sums to the compute type and folds them into the fp32 gradient
+ * (round). */
 
 typedef struct {
     ab_backend *be;
@@ -188,7 +190,10 @@ typedef struct {
     gemm_job *g;
     ab_dtype bt;
     int convert;    /* B converted a tile at a time (else multiplied as it is stored, fp32) */
-    const float *a; /* op(A) in fp32 */
+    const float *a; /* op(A) in fp32, or NULL with a_own */
+    float *a_own;   /* a small 16-bit A (CPU_GEMM_OWN_A_MAX): each part's own copy, a_part floats apart, into
+                     * which the part widens the whole of A (a_n floats as stored) before its first tile */
+    size_t a_n, a_part;
     float *bcols;   /* K x tile floats a part (convert) */
 } gemm_cols_job;
 
@@ -196,6 +201,12 @@ static void gemm_col_tiles(void *ctx, int part, size_t lo, size_t hi) {
     const gemm_cols_job *cj = ctx;
     const gemm_job *j = cj->g;
     const int K = j->K, es = (int)ab_dtype_size(cj->bt);
+    const float *a = cj->a;
+    if (cj->a_own && hi > lo) {
+        float *w = cj->a_own + (size_t)part * cj->a_part;
+        cpu_widen(cj->a_n, j->at, j->A, w);
+        a = w;
+    }
     for (size_t t = lo; t < hi; t++) {
         const int c0 = (int)t * j->tile, n = j->N - c0 < j->tile ? j->N - c0 : j->tile;
         int tb = j->tb, ldb = j->ldb;
@@ -210,9 +221,9 @@ static void gemm_col_tiles(void *ctx, int part, size_t lo, size_t hi) {
             b = w, tb = 0, ldb = n;
         }
         if (j->direct) {
-            cpu_sgemm_1(j->ta, tb, j->M, n, K, j->alpha, cj->a, j->lda, b, ldb, j->beta, (float *)j->C + c0, j->ldc);
+            cpu_sgemm_1(j->ta, tb, j->M, n, K, j->alpha, a, j->lda, b, ldb, j->beta, (float *)j->C + c0, j->ldc);
         } else {
-            cpu_sgemm_1(j->ta, tb, j->M, n, K, j->alpha, cj->a, j->lda, b, ldb, 0.0f, j->acc + c0, j->acc_ld);
+            cpu_sgemm_1(j->ta, tb, j->M, n, K, j->alpha, a, j->lda, b, ldb, 0.0f, j->acc + c0, j->acc_ld);
             gemm_epilogue(j, j->rows + (size_t)part * 2 * j->tile, j->acc + c0, 0, (size_t)j->M, c0, c0 + n);
         }
     }
@@ -274,7 +285,10 @@ int cpu_gemm_run(ab_backend *be, int ta, int tb, int M, int N, int K, float alph
     if (native) AB_TRY(cpu_bf16_parts_ready(be));
     const double macs = (double)M * N * K;
     j.tile = cpu_gemm_tile(M, macs);
-    if (cpu_gemm_by_columns(M, N, macs)) { /* few rows, many columns: cpu_sgemm's column tiles */
+    const int copies_bt = tb && cpu_copies_bt(bt, (size_t)M);
+    if (native ? cpu_gemm_by_columns(M, N, macs) : cpu_gemm_copies_by_columns(M, N, macs, copies_bt)) {
+        /* few rows, many columns, or a transposed B to copy that makes more column tiles than rows:
+         * cpu_sgemm's column tiles */
         if (native) {
             if (j.direct) return cpu_gemm_bf16_native(be, ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
             j.acc = cpu_scratch_get(be, CPU_GEMM_SUMS, (size_t)M * N);
@@ -287,13 +301,21 @@ int cpu_gemm_run(ab_backend *be, int ta, int tb, int M, int N, int K, float alph
             if (found_inf && j.nonfinite) *found_inf = 1;
             return 0;
         }
-        const int convert = bt != AB_F32 || (tb && cpu_copies_bt(bt, (size_t)M));
+        const int convert = bt != AB_F32 || copies_bt;
         const int ctile = cpu_gemm_tile(N, macs), tiles = (N + ctile - 1) / ctile,
                   parts = cpu_parallel_parts(be, (size_t)tiles, 1), sb = gemm_slots(parts);
+        const size_t a_n = (size_t)((ta ? K : M) - 1) * lda + (size_t)(ta ? M : K); /* A's stored extent */
         gemm_cols_job cj = {.g = &j, .bt = bt, .convert = convert,
-                            .a = widened(be, sb + CPU_GEMM_A, at, A, ta ? K : M, ta ? M : K, lda, parts == 1),
                             .bcols = convert ? cpu_scratch_get(be, sb + CPU_GEMM_B, (size_t)parts * K * ctile) : NULL};
-        if (!cj.a || (convert && !cj.bcols)) return -1;
+        if (at != AB_F32 && parts > 1 && a_n <= CPU_GEMM_OWN_A_MAX) {
+            cj.a_n = a_n, cj.a_part = cpu_round_up(a_n, 16);
+            cj.a_own = cpu_scratch_get(be, sb + CPU_GEMM_A, cj.a_part * (size_t)parts);
+            if (!cj.a_own) return -1;
+        } else {
+            cj.a = widened(be, sb + CPU_GEMM_A, at, A, ta ? K : M, ta ? M : K, lda, parts == 1);
+            if (!cj.a) return -1;
+        }
+        if (convert && !cj.bcols) return -1;
         j.tile = ctile;
         if (!j.direct) {
             j.acc = cpu_scratch_get(be, sb + CPU_GEMM_SUMS, (size_t)M * N);

@@ -187,7 +187,9 @@ enum { CPU_GEMM_PAR_MIN_MACS = 1 << 18, CPU_GEMM_MIN_SPLIT = 32, CPU_GEMM_MAX_TI
  * 2 threads, the two ways taking turns in each process: results/cpu/2026-12-07-epyc-zen4-2core/
  * dw1-split/; the other products were not timed apart). A larger A is widened over the pool once:
  * each part's copy, full-size so that every library call's shape stays as on one thread, would be
- * as large as A. */
+ * as large as A. The same bound takes a 16-bit A, transposed or not, of a product cut by columns
+ * over more than one part: each part widens the whole of it into its own copy (the MLP's first
+ * layer reads the batch, 50K values: 137 us against 145 with the pool's one widening). */
 enum { CPU_GEMM_OWN_A_MAX = 1 << 16 };
 /* below this many rows of C an fp32 product reads a transposed B as it is stored: the copy
  * (cpu_transpose_par) would cost more than it saves. A 16-bit B is widened anyway, and is copied
@@ -215,6 +217,26 @@ static inline int cpu_gemm_tile(int along, double macs) {
  * time in each part's cache, and cpu_sgemm cuts the same columns. */
 static inline int cpu_gemm_by_columns(int M, int N, double macs) {
     return cpu_gemm_tile(M, macs) == M && cpu_gemm_tile(N, macs) < N;
+}
+/* the tiles cpu_gemm_tile cuts `along` rows (columns) into */
+static inline int cpu_gemm_tiles(int along, double macs) {
+    const int t = cpu_gemm_tile(along, macs);
+    return (along + t - 1) / t;
+}
+/* whether ab_cpu_gemm (emulated products) cuts a product by columns: as cpu_gemm_by_columns, and
+ * also where B is transposed and copied untransposed first (copies_bt: cpu_copies_bt) and its
+ * columns make more tiles than its rows. Cut by rows, every part would read the whole copy, half
+ * of it written by the other thread just before; cut by columns, each part copies only its own
+ * columns of B and multiplies them while they are in its cache. The MLP's
+ * first layer at batch 64 (64 x 256 x 784, W1 transposed: two tiles of rows, eight of columns)
+ * took 134 us instead of 166 in fp32 and 137 instead of 167 in fp16, the same bits (Zen 4 EPYC, 2
+ * threads, the ways taking turns in one process: results/cpu/2026-12-07-epyc-zen4-2core/fwd-cols/).
+ * A weight gradient whose 16-bit B is the batch (the MLP's dW1, 256 x 784 x 64: eight tiles of
+ * rows, seven of columns) stays cut by rows; by columns it took longer (146 against 137 us). So
+ * do the products with an untransposed 16-bit B that the rule leaves alone (ResNet-50's
+ * convolutions at 128 or fewer rows of pixels): they were not timed by columns. */
+static inline int cpu_gemm_copies_by_columns(int M, int N, double macs, int copies_bt) {
+    return cpu_gemm_by_columns(M, N, macs) || (copies_bt && cpu_gemm_tiles(N, macs) > cpu_gemm_tiles(M, macs));
 }
 
 /* onednn_cpu.c: C = alpha op(A) op(B) + beta C in oneDNN's sgemm on the calling thread alone;

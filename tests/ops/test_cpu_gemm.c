@@ -305,6 +305,13 @@ int main(int argc, char **argv) {
             check_threads(one, be, 1, 0, 256, 784, 64, AB_F16, AB_F32, 0);
             check_threads(one, be, 1, 0, 200, 300, 96, AB_F16, AB_F16, 0);
             check_threads(one, be, 1, 0, 200, 300, 96, AB_BF16, AB_F32, 0); /* bf16 emulated */
+            /* a transposed B copied whose columns make more tiles than its rows: cut by columns
+             * (the MLP's first layer at batch 64), an fp16 A widened by each part whole, untransposed
+             * and transposed, and a column tile left short (N 200: six of 32, one of 8) */
+            check_threads(one, be, 0, 1, 64, 256, 784, AB_F32, AB_F32, 1);
+            check_threads(one, be, 0, 1, 64, 256, 784, AB_F16, AB_F16, 1);
+            check_threads(one, be, 1, 1, 96, 200, 300, AB_F16, AB_F32, 0);
+            check_threads(one, be, 0, 1, 100, 200, 300, AB_BF16, AB_BF16, 1); /* bf16 emulated */
             check_threads_fold(one, be, 256, 784, 64, AB_F16);
             check_threads_fold(one, be, 200, 300, 96, AB_BF16);
         }
