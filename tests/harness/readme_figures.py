@@ -381,7 +381,7 @@ print("readme_figures: %d digits of the measured cells changed one at a time, %d
 # (anchor: the text that introduces the table in README, the folder of bench/cpu_mlp.sh's,
 # cpu_resnet.sh's and cpu_bert.sh's outputs)
 CPU_TABLES = (("Training speed on 2 cores of an AMD EPYC (Zen 5", "results/cpu/2026-12-07-epyc-2core/cpu-speed-e019e9d"),
-              ("The same set on 2 cores of a Zen 4 EPYC", "results/cpu/2026-12-07-epyc-zen4-2core/cpu-speed-b7525bd"))
+              ("The same set on 2 cores of a Zen 4 EPYC", "results/cpu/2026-12-07-epyc-zen4-2core/cpu-speed-e4d68bf"))
 CPU_ROWS = (("MNIST MLP", "mlp"), ("ResNet-50 (7x7", "resnet50"), ("ResNet-50, CIFAR", "resnet50-cifar"),
             ("all-MiniLM", "minilm"), ("BERT-base", "bert-base"))
 
