@@ -100,6 +100,16 @@ typedef struct {
 /* n rounded up to a multiple of m (per-part blocks start on 64-byte boundaries) */
 static size_t cpu_round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
+/* the values a matrix of rows x cols stored with leading dimension ld spans, first to last */
+static size_t stored_extent(int rows, int cols, int ld) { return (size_t)(rows - 1) * (size_t)ld + (size_t)cols; }
+
+/* whether a 16-bit A spanning `extent` values is widened by each of a product's parts into a copy
+ * of its own (a32cols cut by rows, a_own cut by columns) rather than once over the pool:
+ * CPU_GEMM_OWN_A_MAX in runtime_cpu.h */
+static int own_a_copies(ab_dtype at, int parts, size_t extent) {
+    return at != AB_F32 && parts > 1 && extent <= CPU_GEMM_OWN_A_MAX;
+}
+
 /* C's rows [lo, hi), columns [c0, c1): alpha acc + bias, ReLU, + beta C, rounded once to ct; acc
  * points at row lo's sum for column c0 */
 static void gemm_epilogue(const gemm_job *j, float *row, const float *acc, size_t lo, size_t hi, int c0, int c1) {
@@ -236,7 +246,7 @@ static void gemm_col_tiles(void *ctx, int part, size_t lo, size_t hi) {
 static const float *widened(ab_backend *be, int slot, ab_dtype t, const void *X, int rows, int cols, int ld,
                             int serial) {
     if (t == AB_F32) return X;
-    const size_t n = (size_t)(rows - 1) * (size_t)ld + (size_t)cols;
+    const size_t n = stored_extent(rows, cols, ld);
     float *w = cpu_scratch_get(be, slot, n);
     if (w && serial)
         cpu_widen(n, t, X, w);
@@ -302,12 +312,12 @@ int cpu_gemm_run(ab_backend *be, int ta, int tb, int M, int N, int K, float alph
             return 0;
         }
         const int convert = bt != AB_F32 || copies_bt;
-        const int ctile = cpu_gemm_tile(N, macs), tiles = (N + ctile - 1) / ctile,
+        const int ctile = cpu_gemm_tile(N, macs), tiles = cpu_gemm_tiles(N, macs),
                   parts = cpu_parallel_parts(be, (size_t)tiles, 1), sb = gemm_slots(parts);
-        const size_t a_n = (size_t)((ta ? K : M) - 1) * lda + (size_t)(ta ? M : K); /* A's stored extent */
+        const size_t a_n = stored_extent(ta ? K : M, ta ? M : K, lda);
         gemm_cols_job cj = {.g = &j, .bt = bt, .convert = convert,
                             .bcols = convert ? cpu_scratch_get(be, sb + CPU_GEMM_B, (size_t)parts * K * ctile) : NULL};
-        if (at != AB_F32 && parts > 1 && a_n <= CPU_GEMM_OWN_A_MAX) {
+        if (own_a_copies(at, parts, a_n)) {
             cj.a_n = a_n, cj.a_part = cpu_round_up(a_n, 16);
             cj.a_own = cpu_scratch_get(be, sb + CPU_GEMM_A, cj.a_part * (size_t)parts);
             if (!cj.a_own) return -1;
@@ -328,13 +338,13 @@ int cpu_gemm_run(ab_backend *be, int ta, int tb, int M, int N, int K, float alph
         if (found_inf && j.nonfinite) *found_inf = 1;
         return 0;
     }
-    const size_t tiles = (size_t)((M + j.tile - 1) / j.tile);
+    const size_t tiles = (size_t)cpu_gemm_tiles(M, macs);
     const int parts = cpu_parallel_parts(be, tiles, 1), sb = gemm_slots(parts);
     if (!native) {
         j.b32 = op_b_f32(be, sb + CPU_GEMM_B, M, bt, B, &j.tb, N, K, &j.ldb, parts == 1);
         if (!j.b32) return -1;
-        const size_t a_n = (size_t)(K - 1) * lda + (size_t)M; /* a transposed A's stored extent */
-        if (at != AB_F32 && ta && parts > 1 && a_n <= CPU_GEMM_OWN_A_MAX) {
+        const size_t a_n = stored_extent(K, M, lda); /* a transposed A's */
+        if (ta && own_a_copies(at, parts, a_n)) {
             j.a_part = cpu_round_up(a_n, 16);
             j.a32cols = cpu_scratch_get(be, sb + CPU_GEMM_A, j.a_part * (size_t)parts);
             if (!j.a32cols) return -1;
