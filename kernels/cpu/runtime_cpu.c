@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "cpu_features.h"
@@ -31,6 +32,25 @@ const float *cpu_f16_table(void) {
 
 /* ---- host memory and scratch ---- */
 
+/* Buffers of at least HUGE_MIN bytes ask the kernel for transparent huge pages (MADV_HUGEPAGE, for
+ * the 2 MiB extents wholly inside them), which a kernel set to "madvise" in
+ * /sys/kernel/mm/transparent_hugepage/enabled gives only to memory that asks: the activations and
+ * weights the products read in place then cost fewer TLB misses (FP32 steps of ResNet-50 and
+ * MiniLM about 3% faster on a Zen 4: results/cpu/2026-12-07-epyc-zen4-2core/huge-pages/). A hint:
+ * under "always" or "never", or a kernel without them, nothing changes. */
+#define HUGE_MIN ((size_t)4 << 20)
+
+static void ask_huge_pages(void *p, size_t bytes) {
+#ifdef MADV_HUGEPAGE
+    const long page = sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096;
+    const uintptr_t lo = ((uintptr_t)p + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+    const uintptr_t hi = ((uintptr_t)p + bytes) & ~((uintptr_t)page - 1);
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE); /* the pages wholly inside */
+#else
+    (void)p, (void)bytes;
+#endif
+}
+
 void *cpu_alloc(ab_backend *be, ab_mem_category cat, size_t bytes) {
     if (ab_mem_admit(&be->mem, cat, bytes) != 0) return NULL;
     const size_t rounded = (bytes + 63) & ~(size_t)63;
@@ -39,6 +59,7 @@ void *cpu_alloc(ab_backend *be, ab_mem_category cat, size_t bytes) {
         ab_errorf("out of host memory allocating %zu bytes for %s", bytes, ab_mem_category_name(cat));
         return NULL;
     }
+    if (rounded >= HUGE_MIN) ask_huge_pages(p, rounded);
     ab_mem_charge(&be->mem, cat, bytes);
     return p;
 }
