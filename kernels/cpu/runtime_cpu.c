@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,9 +88,12 @@ static void *huge_map(size_t bytes) {
 static void huge_unmap(void *p, size_t bytes) {
     char *base = (char *)p - 64;
     const huge_head h = *(const huge_head *)base;
-    if (h.magic != HUGE_MAGIC || h.bytes != bytes) { /* a caller's error that would unmap the wrong memory */
-        fprintf(stderr, "ampbench: internal error: a CPU buffer of %zu bytes released as %zu bytes\n",
-                h.magic == HUGE_MAGIC ? h.bytes : (size_t)0, bytes);
+    if (h.magic != HUGE_MAGIC) { /* a caller's error that would unmap the wrong memory */
+        fprintf(stderr, "ampbench: internal error: %zu bytes released at %p, not a large CPU buffer's start\n", bytes, p);
+        abort();
+    }
+    if (h.bytes != bytes) {
+        fprintf(stderr, "ampbench: internal error: a CPU buffer of %zu bytes released as %zu bytes\n", h.bytes, bytes);
         abort();
     }
     munmap(base, h.len);
@@ -98,6 +102,10 @@ static void huge_unmap(void *p, size_t bytes) {
 
 void *cpu_alloc(ab_backend *be, ab_mem_category cat, size_t bytes) {
     if (ab_mem_admit(&be->mem, cat, bytes) != 0) return NULL;
+    if (bytes > SIZE_MAX / 2) { /* no machine has it, and the sizes below must not wrap */
+        ab_errorf("out of host memory allocating %zu bytes for %s", bytes, ab_mem_category_name(cat));
+        return NULL;
+    }
     const size_t rounded = (bytes + 63) & ~(size_t)63;
 #if HUGE_OWN_MAPPING
     void *p = rounded >= HUGE_MIN ? huge_map(bytes) : aligned_alloc(64, rounded ? rounded : 64);

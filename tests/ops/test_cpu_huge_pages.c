@@ -1,5 +1,6 @@
 /* test_cpu_huge_pages: the CPU backend's buffers of HUGE_MIN (4 MiB) and more are mappings of their
- * own that ask the kernel for transparent huge pages (kernels/cpu/runtime_cpu.c, cpu_alloc), and
+ * own, 2 MiB-aligned (the buffer 64 bytes past the boundary, after the sizes' head), that ask the
+ * kernel for transparent huge pages (kernels/cpu/runtime_cpu.c, cpu_alloc), and
  * smaller ones do not: the mapping that holds a large buffer carries the "hg" flag in
  * /proc/self/smaps from its first byte to its last, the one holding a 1 MiB buffer does not; both
  * are charged to the tracker to the byte and credited back, and the large one's mapping is gone
@@ -107,6 +108,8 @@ int main(void) {
     if (!small || !big) return 1;
     CHECK(be->mem.current[AB_MEM_ACTIVATIONS] == before + small_n + big_n, "charged %zu bytes, asked %zu",
           be->mem.current[AB_MEM_ACTIVATIONS] - before, small_n + big_n);
+    CHECK(((uintptr_t)big & (((uintptr_t)2 << 20) - 1)) == 64, "the 8 MiB buffer starts %zu bytes past a 2 MiB boundary, not 64",
+          (size_t)((uintptr_t)big & (((uintptr_t)2 << 20) - 1)));
     char flags[600] = "";
     const unsigned char *at[3] = {big, big + big_n / 2, big + big_n - 1};
     for (int k = 0; k < 3; k++) {
