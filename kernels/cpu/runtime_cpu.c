@@ -34,32 +34,17 @@ const float *cpu_f16_table(void) {
 
 /* ---- host memory and scratch ---- */
 
-/* Buffers of at least HUGE_MIN bytes are mappings of their own, 2 MiB-aligned, that ask the kernel
- * for transparent huge pages (MADV_HUGEPAGE), which a kernel set to "madvise" in
+/* Buffers of at least CPU_HUGE_MIN bytes are mappings of their own, CPU_HUGE_ALIGN-aligned, that
+ * ask the kernel for transparent huge pages (MADV_HUGEPAGE), which a kernel set to "madvise" in
  * /sys/kernel/mm/transparent_hugepage/enabled gives only to memory that asks: the activations and
  * weights the products read in place then cost fewer TLB misses (FP32 steps of the CIFAR-stem
  * ResNet-50 and MiniLM about 3% faster on a Zen 4: results/cpu/2026-12-07-epyc-zen4-2core/
  * huge-pages/). Their own mappings, unmapped on release, so that the hint never outlives the
  * buffer on memory the C library hands out again. A hint: the kernel may refuse it, and under
- * "never" or on a kernel without them nothing changes. Under AddressSanitizer every buffer stays
- * with the allocator, which checks its bounds. */
-#define HUGE_MIN ((size_t)4 << 20)
-#define HUGE_ALIGN ((size_t)2 << 20)
-#if defined(__SANITIZE_ADDRESS__)
-#define HUGE_OWN_MAPPING 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define HUGE_OWN_MAPPING 0
-#endif
-#endif
-#if !defined(HUGE_OWN_MAPPING) && defined(MADV_HUGEPAGE) && defined(MAP_ANONYMOUS)
-#define HUGE_OWN_MAPPING 1
-#endif
-#ifndef HUGE_OWN_MAPPING
-#define HUGE_OWN_MAPPING 0
-#endif
+ * "never" or on a kernel without them nothing changes. */
+static size_t rounded64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
 
-#if HUGE_OWN_MAPPING
+#if CPU_HUGE_OWN_MAPPING
 /* the mapping's first 64 bytes, before the buffer: what cpu_release checks and unmaps */
 typedef struct {
     uint64_t magic;
@@ -67,19 +52,17 @@ typedef struct {
     size_t len;   /* the mapping's */
 } huge_head;
 #define HUGE_MAGIC 0x6162687567656d31ull /* "abhugem1" */
-
-static size_t page_size(void) {
-    const long page = sysconf(_SC_PAGESIZE);
-    return page > 0 ? (size_t)page : 4096;
-}
+#define OWN_MAPPING(bytes) (rounded64(bytes) >= CPU_HUGE_MIN)
 
 static void *huge_map(size_t bytes) {
-    const size_t page = page_size(), len = (64 + bytes + page - 1) / page * page;
-    char *raw = mmap(NULL, len + HUGE_ALIGN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    const long sc = sysconf(_SC_PAGESIZE);
+    const size_t page = sc > 0 ? (size_t)sc : 4096, len = (64 + bytes + page - 1) / page * page;
+    char *raw = mmap(NULL, len + CPU_HUGE_ALIGN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (raw == MAP_FAILED) return NULL;
-    char *base = (char *)(((uintptr_t)raw + HUGE_ALIGN - 1) & ~(uintptr_t)(HUGE_ALIGN - 1));
-    if (base > raw) munmap(raw, (size_t)(base - raw)); /* the slack either side of the aligned span */
-    if (raw + len + HUGE_ALIGN > base + len) munmap(base + len, (size_t)(raw + len + HUGE_ALIGN - (base + len)));
+    char *base = (char *)(((uintptr_t)raw + CPU_HUGE_ALIGN - 1) & ~(uintptr_t)(CPU_HUGE_ALIGN - 1));
+    /* the slack either side of the aligned span: before it 0 to CPU_HUGE_ALIGN - page bytes, after it the rest */
+    if (base > raw) munmap(raw, (size_t)(base - raw));
+    munmap(base + len, (size_t)(raw + CPU_HUGE_ALIGN - base));
     (void)madvise(base, len, MADV_HUGEPAGE); /* a hint: refused, the pages are small ones */
     *(huge_head *)base = (huge_head){HUGE_MAGIC, bytes, len};
     return base + 64;
@@ -98,6 +81,10 @@ static void huge_unmap(void *p, size_t bytes) {
     }
     munmap(base, h.len);
 }
+#else
+#define OWN_MAPPING(bytes) 0
+#define huge_map(bytes) NULL
+#define huge_unmap(p, bytes) ((void)0)
 #endif
 
 void *cpu_alloc(ab_backend *be, ab_mem_category cat, size_t bytes) {
@@ -106,12 +93,8 @@ void *cpu_alloc(ab_backend *be, ab_mem_category cat, size_t bytes) {
         ab_errorf("out of host memory allocating %zu bytes for %s", bytes, ab_mem_category_name(cat));
         return NULL;
     }
-    const size_t rounded = (bytes + 63) & ~(size_t)63;
-#if HUGE_OWN_MAPPING
-    void *p = rounded >= HUGE_MIN ? huge_map(bytes) : aligned_alloc(64, rounded ? rounded : 64);
-#else
-    void *p = aligned_alloc(64, rounded ? rounded : 64);
-#endif
+    const size_t rounded = rounded64(bytes);
+    void *p = OWN_MAPPING(bytes) ? huge_map(bytes) : aligned_alloc(64, rounded ? rounded : 64);
     if (!p) {
         ab_errorf("out of host memory allocating %zu bytes for %s", bytes, ab_mem_category_name(cat));
         return NULL;
@@ -122,14 +105,10 @@ void *cpu_alloc(ab_backend *be, ab_mem_category cat, size_t bytes) {
 
 void cpu_release(ab_backend *be, ab_mem_category cat, void *p, size_t bytes) {
     if (!p) return;
-#if HUGE_OWN_MAPPING
-    if (((bytes + 63) & ~(size_t)63) >= HUGE_MIN)
+    if (OWN_MAPPING(bytes))
         huge_unmap(p, bytes);
     else
         free(p);
-#else
-    free(p);
-#endif
     ab_mem_release(&be->mem, cat, bytes);
 }
 

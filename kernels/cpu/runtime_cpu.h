@@ -55,7 +55,25 @@ typedef struct {
 } cpu_state;
 
 /* Host memory of bytes (64-byte aligned) charged to category cat of be->mem, or NULL with
- * ab_error (out of memory, or over the memory limit); release credits it back. */
+ * ab_error (out of memory, or over the memory limit); release credits it back, given the same
+ * bytes. Where CPU_HUGE_OWN_MAPPING, a buffer of CPU_HUGE_MIN bytes or more (rounded to 64) is a
+ * mapping of its own, CPU_HUGE_ALIGN-aligned, that asks for transparent huge pages, the buffer 64
+ * bytes past its start (runtime_cpu.c); under AddressSanitizer every buffer stays with the
+ * allocator, which checks its bounds. */
+#define CPU_HUGE_MIN ((size_t)4 << 20)
+#define CPU_HUGE_ALIGN ((size_t)2 << 20)
+#if defined(__SANITIZE_ADDRESS__)
+#define CPU_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CPU_UNDER_ASAN 1
+#endif
+#endif
+#if !defined(CPU_UNDER_ASAN) && defined(__linux__)
+#define CPU_HUGE_OWN_MAPPING 1
+#else
+#define CPU_HUGE_OWN_MAPPING 0
+#endif
 void *cpu_alloc(ab_backend *be, ab_mem_category cat, size_t bytes);
 void cpu_release(ab_backend *be, ab_mem_category cat, void *p, size_t bytes);
 

@@ -1,5 +1,5 @@
-/* test_cpu_huge_pages: the CPU backend's buffers of HUGE_MIN (4 MiB) and more are mappings of their
- * own, 2 MiB-aligned (the buffer 64 bytes past the boundary, after the sizes' head), that ask the
+/* test_cpu_huge_pages: the CPU backend's buffers of CPU_HUGE_MIN (4 MiB) and more are mappings of
+ * their own, CPU_HUGE_ALIGN-aligned (the buffer 64 bytes past the boundary, after the sizes' head), that ask the
  * kernel for transparent huge pages (kernels/cpu/runtime_cpu.c, cpu_alloc), and
  * smaller ones do not: the mapping that holds a large buffer carries the "hg" flag in
  * /proc/self/smaps from its first byte to its last, the one holding a 1 MiB buffer does not; both
@@ -16,16 +16,10 @@
 
 #include "backend.h"
 #include "backend_cpu.h"
+#include "runtime_cpu.h"
+#include "tolerances.h"
 
 static int failures;
-#define CHECK(cond, ...)                                                                                              \
-    do {                                                                                                              \
-        if (!(cond)) {                                                                                                \
-            printf("FAIL: " __VA_ARGS__);                                                                             \
-            printf("\n");                                                                                             \
-            failures++;                                                                                               \
-        }                                                                                                             \
-    } while (0)
 
 /* the VmFlags of the mapping holding address a: 1 found (into flags), 0 no such mapping, -1 no smaps */
 static int vm_flags(const void *a, char *flags, size_t cap) {
@@ -69,13 +63,8 @@ int main(void) {
         return 77;
     }
     fclose(thp);
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(UNDER_ASAN)
-    printf("SKIP: under AddressSanitizer the backend's buffers stay with its allocator, with no hint\n");
+#if !CPU_HUGE_OWN_MAPPING
+    printf("SKIP: in this build the backend's buffers stay with the allocator, with no hint (AddressSanitizer, or not Linux)\n");
     return 77;
 #endif
     const char *tun = getenv("GLIBC_TUNABLES");
@@ -84,7 +73,7 @@ int main(void) {
         return 77;
     }
     /* does this kernel show an advised mapping's flag? */
-    const size_t probe_n = (size_t)4 << 20;
+    const size_t probe_n = CPU_HUGE_MIN;
     char *probe = mmap(NULL, probe_n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     char pf[600] = "";
     const int shown = probe != MAP_FAILED && madvise(probe, probe_n, MADV_HUGEPAGE) == 0 &&
@@ -101,37 +90,37 @@ int main(void) {
     }
     printf("test_cpu_huge_pages: transparent huge pages %s", mode);
     const size_t before = be->mem.current[AB_MEM_ACTIVATIONS];
-    const size_t small_n = (size_t)1 << 20, big_n = ((size_t)8 << 20) + 123;
+    const size_t small_n = CPU_HUGE_MIN / 4, big_n = 2 * CPU_HUGE_MIN + 123; /* 1 MiB; 8 MiB and a little */
     unsigned char *small = ab_alloc(be, AB_MEM_ACTIVATIONS, small_n);
     unsigned char *big = ab_alloc(be, AB_MEM_ACTIVATIONS, big_n);
-    CHECK(small && big, "ab_alloc: %s", ab_error());
+    AB_CHECK(small && big, "ab_alloc: %s", ab_error());
     if (!small || !big) return 1;
-    CHECK(be->mem.current[AB_MEM_ACTIVATIONS] == before + small_n + big_n, "charged %zu bytes, asked %zu",
+    AB_CHECK(be->mem.current[AB_MEM_ACTIVATIONS] == before + small_n + big_n, "charged %zu bytes, asked %zu",
           be->mem.current[AB_MEM_ACTIVATIONS] - before, small_n + big_n);
-    CHECK(((uintptr_t)big & (((uintptr_t)2 << 20) - 1)) == 64, "the 8 MiB buffer starts %zu bytes past a 2 MiB boundary, not 64",
-          (size_t)((uintptr_t)big & (((uintptr_t)2 << 20) - 1)));
+    const size_t past = (size_t)((uintptr_t)big & (uintptr_t)(CPU_HUGE_ALIGN - 1));
+    AB_CHECK(past == 64, "the 8 MiB buffer starts %zu bytes past a 2 MiB boundary, not 64", past);
     char flags[600] = "";
     const unsigned char *at[3] = {big, big + big_n / 2, big + big_n - 1};
     for (int k = 0; k < 3; k++) {
         flags[0] = '\0';
-        CHECK(vm_flags(at[k], flags, sizeof flags) == 1, "no mapping holds byte %zu of the 8 MiB buffer",
+        AB_CHECK(vm_flags(at[k], flags, sizeof flags) == 1, "no mapping holds byte %zu of the 8 MiB buffer",
               (size_t)(at[k] - big));
-        CHECK(has_flag(flags, "hg"), "the 8 MiB buffer's mapping at byte %zu does not ask for huge pages: VmFlags:%s",
+        AB_CHECK(has_flag(flags, "hg"), "the 8 MiB buffer's mapping at byte %zu does not ask for huge pages: VmFlags:%s",
               (size_t)(at[k] - big), flags);
     }
     flags[0] = '\0';
-    CHECK(vm_flags(small + small_n / 2, flags, sizeof flags) == 1, "no mapping holds the 1 MiB buffer's middle");
-    CHECK(!has_flag(flags, "hg"), "the 1 MiB buffer's mapping asks for huge pages: VmFlags:%s", flags);
+    AB_CHECK(vm_flags(small + small_n / 2, flags, sizeof flags) == 1, "no mapping holds the 1 MiB buffer's middle");
+    AB_CHECK(!has_flag(flags, "hg"), "the 1 MiB buffer's mapping asks for huge pages: VmFlags:%s", flags);
     /* the memory is the program's to use, end to end */
     memset(big, 0xA5, big_n);
     memset(small, 0x5A, small_n);
-    CHECK(big[0] == 0xA5 && big[big_n - 1] == 0xA5 && small[small_n - 1] == 0x5A, "the buffers do not hold what was written");
+    AB_CHECK(big[0] == 0xA5 && big[big_n - 1] == 0xA5 && small[small_n - 1] == 0x5A, "the buffers do not hold what was written");
     ab_release(be, AB_MEM_ACTIVATIONS, big, big_n);
     /* its own mapping, unmapped: no hint left behind on memory handed out again */
-    CHECK(vm_flags(at[1], flags, sizeof flags) != 1 || !has_flag(flags, "hg"),
+    AB_CHECK(vm_flags(at[1], flags, sizeof flags) != 1 || !has_flag(flags, "hg"),
           "the released 8 MiB buffer's middle still lies in a mapping asking for huge pages: VmFlags:%s", flags);
     ab_release(be, AB_MEM_ACTIVATIONS, small, small_n);
-    CHECK(be->mem.current[AB_MEM_ACTIVATIONS] == before, "release credited %zu of %zu bytes",
+    AB_CHECK(be->mem.current[AB_MEM_ACTIVATIONS] == before, "release credited %zu of %zu bytes",
           before + small_n + big_n - be->mem.current[AB_MEM_ACTIVATIONS], small_n + big_n);
     be->ops->destroy(be);
     if (failures) return 1;
